@@ -1,0 +1,64 @@
+/* auth: see auth.h. */
+#include "auth.h"
+
+#include <sodium.h>
+#include <string.h>
+#include <strings.h>
+
+int auth_init(void) {
+    return sodium_init() < 0 ? -1 : 0;
+}
+
+void auth_new_key(char out[AUTH_KEY_CHARS + 1]) {
+    unsigned char raw[32];
+    randombytes_buf(raw, sizeof raw);
+    sodium_bin2base64(out, AUTH_KEY_CHARS + 1, raw, sizeof raw,
+                      sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+    sodium_memzero(raw, sizeof raw);
+}
+
+void auth_hash_key(const char *ptr, size_t len, uint8_t out[AUTH_HASH_BYTES]) {
+    crypto_generichash(out, AUTH_HASH_BYTES, (const unsigned char *)ptr, len, NULL, 0);
+}
+
+const char *auth_check_username(const char *name) {
+    size_t n = strlen(name);
+    if (n == 0 || n > 64) return "a username has 1 to 64 characters";
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return "a username may hold only letters, digits, '.', '_' and '-'";
+    }
+    return NULL;
+}
+
+const struct record *auth_check(const struct index *ix, struct slice h) {
+    /* "Basic" is case-insensitive; then one or more spaces and the token. */
+    if (h.len < 7 || strncasecmp(h.ptr, "Basic ", 6) != 0) return NULL;
+    const char *b64 = h.ptr + 6, *end = h.ptr + h.len;
+    while (b64 < end && *b64 == ' ') b64++;
+    while (end > b64 && (end[-1] == ' ' || end[-1] == '\t')) end--;
+    unsigned char raw[256];
+    size_t raw_len;
+    const char *stop;
+    if ((size_t)(end - b64) > 340 ||
+        sodium_base642bin(raw, sizeof raw, b64, (size_t)(end - b64), NULL, &raw_len, &stop,
+                          sodium_base64_VARIANT_ORIGINAL) != 0 ||
+        stop != end)
+        return NULL;
+    unsigned char *colon = memchr(raw, ':', raw_len);
+    if (!colon) return NULL;
+    size_t name_len = (size_t)(colon - raw);
+    const char *key = (const char *)colon + 1;
+    size_t key_len = raw_len - name_len - 1;
+
+    const struct record *u = index_user_by_name(ix, (const char *)raw, name_len);
+    static const uint8_t dummy[AUTH_HASH_BYTES];
+    const uint8_t *want = u ? (const uint8_t *)u->v[USER_KEY_HASH].s.ptr : dummy;
+    uint8_t got[AUTH_HASH_BYTES];
+    auth_hash_key(key, key_len, got);
+    int differ = sodium_memcmp(got, want, AUTH_HASH_BYTES);
+    sodium_memzero(raw, sizeof raw);
+    return u && differ == 0 ? u : NULL;
+}

@@ -1,0 +1,99 @@
+/*
+ * buf: growable byte buffers, slices, a bump arena and the one allocator.
+ *
+ * Allocation failure aborts inside xmalloc/xrealloc, so call sites never
+ * check for NULL. A buf keeps its capacity across buf_reset, which is what
+ * lets a connection reuse its buffers with no heap traffic once warmed up.
+ */
+#ifndef EVENTD_BUF_H
+#define EVENTD_BUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t count, size_t n);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+
+/* A borrowed view of bytes: never owns its memory. */
+struct slice {
+    const char *ptr;
+    size_t len;
+};
+
+#define SLICE_LIT(s) ((struct slice){(s), sizeof(s) - 1})
+
+static inline bool slice_eq(struct slice a, const char *ptr, size_t len) {
+    return a.len == len && memcmp(a.ptr, ptr, len) == 0;
+}
+
+/* Growable, owned bytes; ptr is NUL-terminated whenever cap > 0. */
+struct buf {
+    char *ptr;
+    size_t len;
+    size_t cap;
+};
+
+#define BUF_INIT {NULL, 0, 0}
+
+void buf_init(struct buf *b, size_t cap);
+void buf_destroy(struct buf *b);
+/* Empties the buffer but keeps its memory. */
+static inline void buf_reset(struct buf *b) {
+    b->len = 0;
+    if (b->cap) b->ptr[0] = '\0';
+}
+/* Makes room for n more bytes (plus the terminator); returns the write position. */
+char *buf_reserve(struct buf *b, size_t n);
+/* Records that n reserved bytes were written. */
+static inline void buf_commit(struct buf *b, size_t n) {
+    b->len += n;
+    b->ptr[b->len] = '\0';
+}
+void buf_append(struct buf *b, const void *ptr, size_t len);
+static inline void buf_append_str(struct buf *b, const char *s) {
+    buf_append(b, s, strlen(s));
+}
+static inline void buf_append_char(struct buf *b, char c) {
+    char *p = buf_reserve(b, 1);
+    *p = c;
+    buf_commit(b, 1);
+}
+void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends the decimal digits of v. */
+void buf_append_u64(struct buf *b, uint64_t v);
+/* Drops the first n bytes, moving the rest to the front. */
+void buf_consume(struct buf *b, size_t n);
+
+/*
+ * A bump arena: allocations are freed all at once by arena_reset, which
+ * keeps the first block so steady-state use touches the heap never.
+ */
+struct arena_block;
+struct arena {
+    struct arena_block *head; /* current block; older ones follow */
+    size_t block_size;        /* bytes per ordinary block */
+};
+
+void arena_init(struct arena *a, size_t block_size);
+void arena_destroy(struct arena *a);
+void arena_reset(struct arena *a);
+void *arena_alloc(struct arena *a, size_t n);
+char *arena_strndup(struct arena *a, const char *ptr, size_t len);
+
+/* Little helpers shared by the codec modules. */
+static inline size_t u64_digits(uint64_t v, char out[20]) {
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+    return n;
+}
+
+#endif

@@ -1,0 +1,58 @@
+/*
+ * config: every setting of eventd in one descriptor table that drives the
+ * command-line flags, the environment variables, --help and validation.
+ * Defaults live in one const struct (config_defaults). A flag wins over its
+ * environment variable, which wins over the default.
+ */
+#ifndef EVENTD_CONFIG_H
+#define EVENTD_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "log.h"
+#include "store.h"
+
+struct config {
+    const char *listen;           /* HOST:PORT */
+    const char *data_dir;
+    const char *base_path;        /* "/v2": clients point {base_url} here */
+    uint32_t max_header_bytes;    /* request line + headers, bytes */
+    uint32_t max_body_bytes;      /* bytes */
+    uint32_t max_connections;
+    uint32_t max_pipeline;        /* queued responses per connection before reads pause */
+    uint32_t header_timeout_ms;   /* first byte of a request to end of headers */
+    uint32_t request_timeout_ms;  /* first byte of a request to end of body */
+    uint32_t idle_timeout_ms;     /* keep-alive connection with nothing to do */
+    uint32_t shutdown_timeout_ms; /* SIGTERM: wait this long for requests in flight */
+    uint32_t max_string_bytes;    /* longest text field value, bytes of UTF-8 */
+    uint32_t list_default;        /* page size of list calls without ?limit */
+    uint32_t list_max;            /* largest ?limit */
+    uint32_t fsync;               /* enum store_fsync */
+    uint32_t fsync_interval_ms;
+    double compact_ratio;         /* compact when log bytes > ratio * live bytes; 0: never */
+    uint32_t compact_min_bytes;   /* ... and the log is at least this big */
+    bool repair;                  /* replay: move damaged data aside instead of refusing */
+    bool demo_user;               /* first start with no users: create "demo" */
+    uint32_t log_level;           /* enum log_level */
+};
+
+extern const struct config config_defaults;
+
+/*
+ * Parses argv (after the subcommand) and the environment into cfg, which
+ * starts as config_defaults. Positional arguments are stored in pos (up to
+ * max_pos). Returns 0, 1 if --help was handled, or -1 after printing one
+ * line on stderr for a bad flag or value (the caller exits 2).
+ */
+int config_parse(struct config *cfg, int argc, char **argv, const char **pos, int max_pos,
+                 int *npos);
+
+/* Prints the settings table for --help. */
+void config_usage(FILE *out);
+
+/* Splits "HOST:PORT" ("[::1]:80" too); returns 0 or -1. host is written NUL-terminated. */
+int config_split_listen(const char *s, char *host, size_t host_len, int *port);
+
+#endif

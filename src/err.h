@@ -1,0 +1,52 @@
+/*
+ * err: every error the service can answer with, in one X-macro list.
+ *
+ * Each entry generates the enum value, the JSON "Code" string, the HTTP
+ * status and the default message, so the README table, the response writer
+ * and the tests all read from the same place.
+ */
+#ifndef EVENTD_ERR_H
+#define EVENTD_ERR_H
+
+/* X(enum name, JSON code, HTTP status, default message) */
+#define ERR_MAP(X)                                                                                 \
+    X(BAD_REQUEST, "bad_request", 400, "malformed HTTP request")                                   \
+    X(INVALID_JSON, "invalid_json", 400, "request body is not valid JSON")                         \
+    X(INVALID_FIELD, "invalid_field", 400, "a field has an invalid value")                         \
+    X(UNKNOWN_FIELD, "unknown_field", 400, "the body names a field this resource does not have")   \
+    X(DUPLICATE_FIELD, "duplicate_field", 400, "a field appears twice in the body")                \
+    X(ID_MISMATCH, "id_mismatch", 400, "the ID in the body differs from the ID in the path")      \
+    X(INVALID_QUERY, "invalid_query", 400, "a query parameter has an invalid value")               \
+    X(UNAUTHORIZED, "unauthorized", 401, "missing or invalid credentials")                         \
+    X(NOT_FOUND, "not_found", 404, "no such resource")                                             \
+    X(METHOD_NOT_ALLOWED, "method_not_allowed", 405, "method not allowed on this path")            \
+    X(TIMEOUT, "request_timeout", 408, "the request was not received in time")                     \
+    X(CONFLICT, "conflict", 409, "the request conflicts with the current state")                   \
+    X(LENGTH_REQUIRED, "length_required", 411, "a body needs Content-Length or chunked encoding")  \
+    X(BODY_TOO_LARGE, "body_too_large", 413, "request body exceeds the size limit")                \
+    X(URI_TOO_LONG, "uri_too_long", 414, "request target exceeds the size limit")                  \
+    X(HEADERS_TOO_LARGE, "headers_too_large", 431, "request line and headers exceed the limit")    \
+    X(INTERNAL, "internal", 500, "internal error")                                                 \
+    X(NOT_IMPLEMENTED, "not_implemented", 501, "method not implemented")                           \
+    X(UNAVAILABLE, "unavailable", 503, "the service cannot take this request now")                 \
+    X(STORAGE, "storage_error", 503, "the write could not be made durable; it was not saved")      \
+    X(VERSION, "http_version_not_supported", 505, "HTTP version not supported")
+
+enum err {
+    ERR_NONE = 0,
+#define X(e, code, status, msg) ERR_##e,
+    ERR_MAP(X)
+#undef X
+        ERR__COUNT
+};
+
+/* The JSON "Code" of an error, e.g. "not_found". */
+const char *err_code(enum err e);
+/* The HTTP status of an error, e.g. 404. */
+int err_status(enum err e);
+/* The default human-readable message of an error. */
+const char *err_message(enum err e);
+/* The reason phrase of an HTTP status code, e.g. "Not Found". */
+const char *http_reason(int status);
+
+#endif

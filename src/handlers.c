@@ -1,0 +1,359 @@
+/*
+ * handlers: see handlers.h.
+ *
+ * Per connection there is one request state: the route, the authenticated
+ * user and the body decoder with its arena. Routing and authentication run
+ * when the headers are complete, so a bad path or bad credentials are
+ * answered without decoding the body; the decoder then consumes the body
+ * chunk by chunk, and the endpoint runs when the request is complete.
+ *
+ * Every /v2 response carries the store's latest LSN, so it leaves only
+ * once everything it could have seen is acknowledged: a read never shows a
+ * write that could still be lost.
+ */
+#include "handlers.h"
+
+#include <llhttp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "auth.h"
+#include "json.h"
+#include "log.h"
+#include "router.h"
+
+#define ARENA_BLOCK 16384
+
+struct req_state {
+    struct arena arena;
+    struct json_decoder dec;
+    struct route route;
+    const struct record *user;
+    bool decoding;
+};
+
+static const char www_authenticate[] = "WWW-Authenticate: Basic realm=\"eventd\"\r\n";
+
+static void state_init(void *data, void *mem) {
+    struct req_state *st = mem;
+    arena_init(&st->arena, ARENA_BLOCK);
+}
+
+static void state_destroy(void *data, void *mem) {
+    struct req_state *st = mem;
+    arena_destroy(&st->arena);
+}
+
+/* {"Status":"ok","Result": */
+static void ok_open(struct http_response *r) {
+    r->status = 200;
+    buf_reset(&r->body);
+    buf_append_str(&r->body, "{\"Status\":\"ok\",\"Result\":");
+}
+
+static void reply_record(struct http_response *r, const struct record *rec) {
+    ok_open(r);
+    json_write_record(&r->body, rec, false);
+    buf_append_char(&r->body, '}');
+}
+
+static void reply_error(struct http_response *r, enum err e, const char *field, const char *fmt,
+                        ...) __attribute__((format(printf, 4, 5)));
+
+static void reply_error(struct http_response *r, enum err e, const char *field, const char *fmt,
+                        ...) {
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    http_response_error(r, e, field, msg);
+}
+
+static void no_content(struct http_response *r) {
+    r->status = 204;
+    r->no_body = true;
+    buf_reset(&r->body);
+}
+
+/* The caller's record of this type with this id, or NULL (also for other users' records). */
+static struct record *owned(struct app *a, const struct req_state *st, uint64_t id) {
+    struct record *r = index_get(&a->index, id);
+    if (!r || r->type != st->route.type || r->user_id != st->user->id) return NULL;
+    return r;
+}
+
+static void not_found(struct http_response *r, const struct req_state *st) {
+    const struct kind_desc *k = record_kind(st->route.type);
+    reply_error(r, ERR_NOT_FOUND, NULL, "no %s with ID %llu", k->path,
+                (unsigned long long)st->route.id);
+}
+
+/* Reports a decoding error; returns true if there was one. */
+static bool body_failed(struct req_state *st, struct http_response *r) {
+    if (json_decoder_finish(&st->dec) == 0) return false;
+    http_response_error(r, st->dec.err, st->dec.err_field, st->dec.err_msg);
+    return true;
+}
+
+/*
+ * Events link a theme and an address. A linked record must be the caller's,
+ * of the right kind, and not linked to another event. Returns true if fine.
+ */
+static bool check_link(struct app *a, struct req_state *st, struct http_response *r,
+                       const union value *vals, uint64_t event_id) {
+    static const struct {
+        int field;
+        uint8_t type;
+        const char *what;
+    } links[] = {{EVENT_THEME_ID, REC_THEME, "theme"}, {EVENT_ADDRESS_ID, REC_ADDRESS, "address"}};
+    for (int i = 0; i < 2; i++) {
+        uint64_t id = vals[links[i].field].i;
+        if (id == 0) continue;
+        const char *name = record_event.fields[links[i].field].name;
+        struct record *t = index_get(&a->index, id);
+        if (!t || t->type != links[i].type || t->user_id != st->user->id) {
+            reply_error(r, ERR_INVALID_FIELD, name, "%s %llu is not one of your %s records", name,
+                        (unsigned long long)id, links[i].what);
+            return false;
+        }
+        if (t->event_id && t->event_id != event_id) {
+            reply_error(r, ERR_CONFLICT, name, "%s %llu already belongs to event %llu", links[i].what,
+                        (unsigned long long)id, (unsigned long long)t->event_id);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void do_create(struct app *a, struct req_state *st, struct http_response *r) {
+    if (body_failed(st, r)) return;
+    const struct kind_desc *k = record_kind(st->route.type);
+    union value vals[RECORD_MAX_FIELDS];
+    record_defaults(k, vals);
+    for (int i = 0; i < k->nfields; i++)
+        if (st->dec.present & (UINT64_C(1) << i)) vals[i] = st->dec.vals[i];
+    if (k->type == REC_EVENT && !check_link(a, st, r, vals, 0)) return;
+    uint64_t id = index_take_id(&a->index);
+    if (!id) {
+        reply_error(r, ERR_UNAVAILABLE, NULL, "the id space is used up");
+        return;
+    }
+    struct record *rec = record_build(k, id, st->user->id, vals);
+    r->lsn = app_put(a, rec);
+    reply_record(r, index_get(&a->index, id));
+}
+
+static void do_update(struct app *a, struct req_state *st, struct http_response *r) {
+    struct record *old = owned(a, st, st->route.id);
+    if (!old) {
+        not_found(r, st);
+        return;
+    }
+    if (body_failed(st, r)) return;
+    if (st->dec.has_id && st->dec.id_invalid) {
+        reply_error(r, ERR_INVALID_FIELD, "ID", "ID must be a positive integer");
+        return;
+    }
+    if (st->dec.has_id && st->dec.id != st->route.id) {
+        reply_error(r, ERR_ID_MISMATCH, "ID", "ID %llu in the body differs from %llu in the path",
+                    (unsigned long long)st->dec.id, (unsigned long long)st->route.id);
+        return;
+    }
+    const struct kind_desc *k = record_kind(st->route.type);
+    union value vals[RECORD_MAX_FIELDS];
+    for (int i = 0; i < k->nfields; i++)
+        vals[i] = (st->dec.present & (UINT64_C(1) << i)) ? st->dec.vals[i] : old->v[i];
+    if (k->type == REC_EVENT && !check_link(a, st, r, vals, old->id)) return;
+    r->lsn = app_put(a, record_build(k, old->id, old->user_id, vals));
+    no_content(r);
+}
+
+static void do_get(struct app *a, struct req_state *st, struct http_response *r) {
+    struct record *rec = owned(a, st, st->route.id);
+    if (!rec) {
+        not_found(r, st);
+        return;
+    }
+    if (rec->type != REC_EVENT) {
+        reply_record(r, rec);
+        return;
+    }
+    /* An event answers with its theme and address embedded (null when unlinked). */
+    ok_open(r);
+    json_write_record(&r->body, rec, true);
+    static const struct {
+        int field;
+        const char *key;
+    } embeds[] = {{EVENT_THEME_ID, ",\"Theme\":"}, {EVENT_ADDRESS_ID, ",\"Address\":"}};
+    for (int i = 0; i < 2; i++) {
+        buf_append_str(&r->body, embeds[i].key);
+        struct record *t = rec->v[embeds[i].field].i ? index_get(&a->index, rec->v[embeds[i].field].i) : NULL;
+        if (t) json_write_record(&r->body, t, false);
+        else buf_append_str(&r->body, "null");
+    }
+    buf_append_str(&r->body, "}}");
+}
+
+static void do_delete(struct app *a, struct req_state *st, struct http_response *r) {
+    struct record *rec = owned(a, st, st->route.id);
+    if (!rec) {
+        not_found(r, st);
+        return;
+    }
+    if (rec->type != REC_EVENT && rec->event_id) {
+        const struct kind_desc *k = record_kind(rec->type);
+        reply_error(r, ERR_CONFLICT, NULL,
+                    "%s %llu belongs to event %llu: unlink it from the event first", k->path,
+                    (unsigned long long)rec->id, (unsigned long long)rec->event_id);
+        return;
+    }
+    r->lsn = app_delete(a, rec->id);
+    no_content(r);
+}
+
+/* Reads "limit" and "cursor" from the query string. Returns false after answering 400. */
+static bool list_params(struct app *a, struct slice q, struct http_response *r, uint32_t *limit,
+                        uint64_t *cursor) {
+    *limit = a->cfg.list_default;
+    *cursor = 0;
+    const char *p = q.ptr, *end = q.ptr + q.len;
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *stop = amp ? amp : end;
+        const char *eq = memchr(p, '=', (size_t)(stop - p));
+        struct slice name = {p, (size_t)((eq ? eq : stop) - p)};
+        struct slice val = eq ? (struct slice){eq + 1, (size_t)(stop - eq - 1)} : (struct slice){stop, 0};
+        uint64_t v;
+        if (slice_eq(name, "limit", 5)) {
+            if (router_parse_id(val.ptr, val.len, &v) < 0 || v > a->cfg.list_max) {
+                reply_error(r, ERR_INVALID_QUERY, "limit", "limit must be an integer from 1 to %u",
+                            a->cfg.list_max);
+                return false;
+            }
+            *limit = (uint32_t)v;
+        } else if (slice_eq(name, "cursor", 6)) {
+            if (router_parse_id(val.ptr, val.len, &v) < 0) {
+                reply_error(r, ERR_INVALID_QUERY, "cursor",
+                            "cursor must be the NextCursor of a previous page");
+                return false;
+            }
+            *cursor = v;
+        }
+        p = stop + 1;
+    }
+    return true;
+}
+
+/* Newest first: ids below the cursor, walking the ascending list from its end. */
+static void do_list(struct app *a, struct req_state *st, struct http_request *req,
+                    struct http_response *r) {
+    uint32_t limit;
+    uint64_t cursor;
+    if (!list_params(a, req->query, r, &limit, &cursor)) return;
+    const struct id_list *l = index_owned(&a->index, st->user->id, st->route.type);
+    uint32_t hi = l->len; /* first index not to show */
+    if (cursor) {
+        uint32_t lo = 0;
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) / 2;
+            if (l->ids[mid] < cursor) lo = mid + 1;
+            else hi = mid;
+        }
+    }
+    ok_open(r);
+    buf_append_str(&r->body, "{\"Items\":[");
+    uint32_t n = 0;
+    uint32_t i = hi;
+    while (i > 0 && n < limit) {
+        struct record *rec = index_get(&a->index, l->ids[--i]);
+        if (n++) buf_append_char(&r->body, ',');
+        json_write_record(&r->body, rec, false);
+    }
+    buf_append_str(&r->body, "],\"NextCursor\":");
+    if (i > 0 && n > 0) {
+        buf_append_char(&r->body, '"');
+        buf_append_u64(&r->body, l->ids[i]);
+        buf_append_char(&r->body, '"');
+    } else {
+        buf_append_str(&r->body, "null");
+    }
+    buf_append_str(&r->body, "}}");
+}
+
+static enum server_headers_result on_headers(void *data, void *mem, struct http_request *req,
+                                             struct http_response *r) {
+    struct app *a = data;
+    struct req_state *st = mem;
+    st->decoding = false;
+    st->user = NULL;
+    struct slice base = {a->cfg.base_path, strlen(a->cfg.base_path)};
+    enum err e = router_match(base, req->path, req->method, &st->route);
+    if (e == ERR_METHOD_NOT_ALLOWED) {
+        http_response_error(r, e, NULL, NULL);
+        r->extra = st->route.allow;
+        return SERVER_ANSWERED;
+    }
+    if (e != ERR_NONE) {
+        http_response_error(r, e, NULL, NULL);
+        return SERVER_ANSWERED;
+    }
+    if (st->route.action == ACT_HEALTH) {
+        buf_reset(&r->body);
+        buf_append_str(&r->body, "{\"Status\":\"ok\"}");
+        return SERVER_ANSWERED;
+    }
+    st->user = auth_check(&a->index, (struct slice){req->authorization.ptr, req->authorization.len});
+    if (!st->user) {
+        http_response_error(r, ERR_UNAUTHORIZED, NULL,
+                            req->authorization.len ? "invalid credentials"
+                                                   : "this call needs HTTP Basic authentication "
+                                                     "with your username and API key");
+        r->extra = www_authenticate;
+        return SERVER_ANSWERED;
+    }
+    if (st->route.action == ACT_CREATE || st->route.action == ACT_UPDATE) {
+        arena_reset(&st->arena);
+        json_decoder_begin(&st->dec, record_kind(st->route.type), &st->arena,
+                           a->cfg.max_string_bytes);
+        st->decoding = true;
+    }
+    return SERVER_READ_BODY;
+}
+
+static void on_body(void *data, void *mem, const char *ptr, size_t len) {
+    struct req_state *st = mem;
+    if (st->decoding) json_decoder_feed(&st->dec, ptr, len);
+}
+
+static void on_complete(void *data, void *mem, struct http_request *req,
+                        struct http_response *r) {
+    struct app *a = data;
+    struct req_state *st = mem;
+    switch (st->route.action) {
+    case ACT_CREATE: do_create(a, st, r); break;
+    case ACT_UPDATE: do_update(a, st, r); break;
+    case ACT_GET: do_get(a, st, r); break;
+    case ACT_DELETE: do_delete(a, st, r); break;
+    case ACT_LIST: do_list(a, st, req, r); break;
+    default: http_response_error(r, ERR_INTERNAL, NULL, NULL);
+    }
+    /* Whatever this response shows must be acknowledged before it leaves. */
+    if (r->lsn < a->store.appended_lsn) r->lsn = a->store.appended_lsn;
+    if (st->decoding) {
+        json_decoder_end(&st->dec);
+        st->decoding = false;
+    }
+}
+
+void handlers_init(struct app *a, struct server_app *out) {
+    memset(out, 0, sizeof *out);
+    out->data = a;
+    out->state_size = sizeof(struct req_state);
+    out->state_init = state_init;
+    out->state_destroy = state_destroy;
+    out->on_headers = on_headers;
+    out->on_body = on_body;
+    out->on_complete = on_complete;
+}

@@ -1,0 +1,117 @@
+/*
+ * http: the llhttp adapter and the response writer.
+ *
+ * http_parser is fed exactly the bytes each read returned; it accumulates
+ * the request line and the few headers the service uses into the request
+ * (other headers are counted against the header limit and dropped), and
+ * reports progress through struct http_events. Only this module knows
+ * llhttp's conventions (callbacks return 0 to go on, HPE_PAUSED to pause).
+ *
+ * A response is a status, a few header flags and a body buffer; the head is
+ * serialized only when the response is written, so that "Connection: close"
+ * can still be decided late. Buffers keep their capacity across requests.
+ */
+#ifndef EVENTD_HTTP_H
+#define EVENTD_HTTP_H
+
+#include <llhttp.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "err.h"
+
+struct http_limits {
+    uint32_t max_header_bytes; /* request line + headers */
+    uint32_t max_body_bytes;
+};
+
+struct http_request {
+    uint8_t method;          /* llhttp_method_t */
+    uint8_t version_minor;   /* HTTP/1.x */
+    bool keep_alive;         /* what the client asked for (version and Connection) */
+    bool expect_continue;    /* "Expect: 100-continue" */
+    bool has_body;           /* Content-Length > 0 or chunked */
+    uint64_t content_length; /* 0 when chunked or absent */
+    uint64_t body_bytes;     /* received so far */
+    uint32_t head_bytes;     /* request line + headers received so far */
+    struct buf target;       /* request target as sent (path and query) */
+    struct buf authorization;/* Authorization header value */
+    struct slice path;       /* into target, set when the headers are complete */
+    struct slice query;      /* into target, without the '?' */
+    uint8_t cur_header;      /* which interesting header the parser is in */
+};
+
+/* Callbacks from the parser to its owner (the connection). */
+struct http_events {
+    /* Headers complete. Return 0 to go on with the body, or 1 to stop
+     * parsing because the owner has answered already (execute then returns
+     * HTTP_ERROR with error ERR_NONE). */
+    int (*on_headers)(void *owner, struct http_request *req);
+    /* A piece of the body, as it arrived. */
+    void (*on_body)(void *owner, struct http_request *req, const char *ptr, size_t len);
+    /* The request is complete. Return true to pause parsing after it. */
+    bool (*on_complete)(void *owner, struct http_request *req);
+};
+
+enum http_status { HTTP_OK, HTTP_PAUSED, HTTP_ERROR };
+
+struct http_parser {
+    llhttp_t ll;
+    struct http_request req;
+    const struct http_limits *limits;
+    const struct http_events *ev;
+    void *owner;
+    enum err error;  /* the error to answer when execute returns HTTP_ERROR */
+    bool in_message; /* bytes of a request seen, request not complete */
+    bool in_headers; /* ... and its headers are not complete */
+    char name[16];   /* start of the header name (then Expect value) being parsed */
+    size_t name_len, value_len;
+};
+
+void http_parser_init(struct http_parser *p, const struct http_limits *limits,
+                      const struct http_events *ev, void *owner);
+void http_parser_destroy(struct http_parser *p);
+/* Starts over for a new connection (buffers are kept). */
+void http_parser_reset(struct http_parser *p);
+/*
+ * Parses len bytes. *consumed is how many were used: all of them unless
+ * the result is HTTP_PAUSED (resume with the rest after http_parser_resume)
+ * or HTTP_ERROR (p->error says what to answer).
+ */
+enum http_status http_parser_execute(struct http_parser *p, const char *ptr, size_t len,
+                                     size_t *consumed);
+void http_parser_resume(struct http_parser *p);
+
+/* ---- responses ---- */
+
+struct http_response {
+    uint16_t status;
+    bool close;          /* the connection closes after this response */
+    bool no_body;        /* 204: no body, no Content-Type */
+    bool http10;         /* HTTP/1.0 client: keep-alive must be said */
+    const char *extra;   /* extra header lines, each ending "\r\n", static */
+    uint64_t lsn;        /* sent only once the store has acknowledged this LSN */
+    struct buf body;
+    char head[384];
+    uint32_t head_len;
+};
+
+void http_response_init(struct http_response *r);
+void http_response_destroy(struct http_response *r);
+void http_response_reset(struct http_response *r);
+/*
+ * Replaces the response with the JSON error envelope
+ * {"Status":"error","Error":{"Code":..,"Message":..[,"Field":..]}};
+ * message NULL uses the error's default.
+ */
+void http_response_error(struct http_response *r, enum err e, const char *field,
+                         const char *message);
+/* Serializes the head into r->head: "Connection: close" when the connection
+ * closes after it, "Connection: keep-alive" to an HTTP/1.0 client otherwise. */
+void http_response_finish(struct http_response *r, bool keep_alive);
+
+/* The current IMF-fixdate, recomputed at most once a second. */
+const char *http_date(void);
+
+#endif

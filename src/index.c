@@ -1,0 +1,271 @@
+/*
+ * index: open-addressing hash tables keyed by id (records) and by user id
+ * (each user's id lists), plus a small name table for users.
+ *
+ * Ids are handed out in increasing order, so appending to a user's list
+ * keeps it sorted, and "newest first" is a walk from the end. Deleting from
+ * the middle of a list is a memmove; lists are per user and per kind, so
+ * they stay short next to the whole table.
+ */
+#include "index.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+
+#define TOMBSTONE ((struct record *)(uintptr_t)1)
+
+struct owner {
+    uint64_t user_id; /* 0: empty slot */
+    struct id_list lists[REC_KIND_MAX + 1];
+};
+
+static inline uint64_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    return x;
+}
+
+void index_init(struct index *ix) {
+    memset(ix, 0, sizeof *ix);
+    ix->cap = 1024;
+    ix->slots = xcalloc(ix->cap, sizeof *ix->slots);
+    ix->owners_cap = 64;
+    ix->owners = xcalloc(ix->owners_cap, sizeof *ix->owners);
+    ix->next_id = 1;
+}
+
+void index_destroy(struct index *ix) {
+    for (size_t i = 0; i < ix->cap; i++)
+        if (ix->slots[i] && ix->slots[i] != TOMBSTONE) record_free(ix->slots[i]);
+    for (size_t i = 0; i < ix->owners_cap; i++)
+        for (int k = 0; k <= REC_KIND_MAX; k++) free(ix->owners[i].lists[k].ids);
+    free(ix->slots);
+    free(ix->owners);
+    memset(ix, 0, sizeof *ix);
+}
+
+void index_reset(struct index *ix) {
+    index_destroy(ix);
+    index_init(ix);
+}
+
+/* Slot holding id, or the slot where it would go (first tombstone seen, else empty). */
+static size_t find_slot(const struct index *ix, uint64_t id, bool *found) {
+    size_t mask = ix->cap - 1, i = mix(id) & mask, insert = SIZE_MAX;
+    for (;;) {
+        struct record *r = ix->slots[i];
+        if (!r) {
+            *found = false;
+            return insert != SIZE_MAX ? insert : i;
+        }
+        if (r == TOMBSTONE) {
+            if (insert == SIZE_MAX) insert = i;
+        } else if (r->id == id) {
+            *found = true;
+            return i;
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+static void grow(struct index *ix) {
+    struct record **old = ix->slots;
+    size_t old_cap = ix->cap;
+    /* Rehash into a table twice the live size (at least as big), dropping tombstones. */
+    size_t cap = ix->cap;
+    if (ix->count * 2 >= cap) cap *= 2;
+    ix->slots = xcalloc(cap, sizeof *ix->slots);
+    ix->cap = cap;
+    ix->used = ix->count;
+    for (size_t i = 0; i < old_cap; i++) {
+        struct record *r = old[i];
+        if (!r || r == TOMBSTONE) continue;
+        size_t j = mix(r->id) & (cap - 1);
+        while (ix->slots[j]) j = (j + 1) & (cap - 1);
+        ix->slots[j] = r;
+    }
+    free(old);
+}
+
+struct record *index_get(const struct index *ix, uint64_t id) {
+    bool found;
+    size_t i = find_slot(ix, id, &found);
+    return found ? ix->slots[i] : NULL;
+}
+
+static struct owner *owner_get(struct index *ix, uint64_t user_id, bool create) {
+    size_t mask = ix->owners_cap - 1, i = mix(user_id) & mask;
+    while (ix->owners[i].user_id) {
+        if (ix->owners[i].user_id == user_id) return &ix->owners[i];
+        i = (i + 1) & mask;
+    }
+    if (!create) return NULL;
+    if ((ix->owners_count + 1) * 2 > ix->owners_cap) {
+        struct owner *old = ix->owners;
+        size_t old_cap = ix->owners_cap;
+        ix->owners_cap *= 2;
+        ix->owners = xcalloc(ix->owners_cap, sizeof *ix->owners);
+        for (size_t j = 0; j < old_cap; j++) {
+            if (!old[j].user_id) continue;
+            size_t k = mix(old[j].user_id) & (ix->owners_cap - 1);
+            while (ix->owners[k].user_id) k = (k + 1) & (ix->owners_cap - 1);
+            ix->owners[k] = old[j];
+        }
+        free(old);
+        return owner_get(ix, user_id, true);
+    }
+    ix->owners[i].user_id = user_id;
+    ix->owners_count++;
+    return &ix->owners[i];
+}
+
+static void list_insert(struct id_list *l, uint64_t id) {
+    if (l->len == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 8;
+        l->ids = xrealloc(l->ids, l->cap * sizeof *l->ids);
+    }
+    /* Ids arrive ascending except when replaying a compacted log's tail. */
+    uint32_t i = l->len;
+    while (i > 0 && l->ids[i - 1] > id) i--;
+    if (i > 0 && l->ids[i - 1] == id) return;
+    memmove(l->ids + i + 1, l->ids + i, (l->len - i) * sizeof *l->ids);
+    l->ids[i] = id;
+    l->len++;
+}
+
+static void list_remove(struct id_list *l, uint64_t id) {
+    /* Binary search: lists can be long for a busy user. */
+    uint32_t lo = 0, hi = l->len;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (l->ids[mid] < id) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo < l->len && l->ids[lo] == id) {
+        memmove(l->ids + lo, l->ids + lo + 1, (l->len - lo - 1) * sizeof *l->ids);
+        l->len--;
+    }
+}
+
+static uint64_t owner_key(const struct record *r) {
+    /* Users own nothing; they are listed under UINT64_MAX, which no user id
+     * reaches (ids stop at 2^53) and which, unlike 0, is not the empty-slot mark. */
+    return r->type == REC_USER ? UINT64_MAX : r->user_id;
+}
+
+static void set_link(struct index *ix, uint64_t target, uint8_t type, uint64_t event_id,
+                     uint64_t only_if) {
+    struct record *t = target ? index_get(ix, target) : NULL;
+    if (t && t->type == type && (only_if == UINT64_MAX || t->event_id == only_if))
+        t->event_id = event_id;
+}
+
+static void unlink_event(struct index *ix, const struct record *ev) {
+    set_link(ix, ev->v[EVENT_THEME_ID].i, REC_THEME, 0, ev->id);
+    set_link(ix, ev->v[EVENT_ADDRESS_ID].i, REC_ADDRESS, 0, ev->id);
+}
+
+static void link_event(struct index *ix, const struct record *ev) {
+    set_link(ix, ev->v[EVENT_THEME_ID].i, REC_THEME, ev->id, UINT64_MAX);
+    set_link(ix, ev->v[EVENT_ADDRESS_ID].i, REC_ADDRESS, ev->id, UINT64_MAX);
+}
+
+void index_put(struct index *ix, struct record *r) {
+    bool found;
+    size_t i = find_slot(ix, r->id, &found);
+    if (found) {
+        struct record *old = ix->slots[i];
+        ix->live_bytes -= old->size;
+        if (old->type == REC_EVENT) unlink_event(ix, old);
+        else r->event_id = old->event_id;
+        if (old->type != r->type || old->user_id != r->user_id) {
+            struct owner *o = owner_get(ix, owner_key(old), false);
+            if (o) list_remove(&o->lists[old->type], old->id);
+            list_insert(&owner_get(ix, owner_key(r), true)->lists[r->type], r->id);
+        }
+        record_free(old);
+        ix->slots[i] = r;
+    } else {
+        if (!ix->slots[i]) ix->used++;
+        ix->slots[i] = r;
+        ix->count++;
+        list_insert(&owner_get(ix, owner_key(r), true)->lists[r->type], r->id);
+        if (ix->used * 4 >= ix->cap * 3) grow(ix);
+    }
+    ix->live_bytes += r->size;
+    if (r->type == REC_EVENT) link_event(ix, r);
+    if (r->id >= ix->next_id) ix->next_id = r->id + 1;
+}
+
+int index_delete(struct index *ix, uint64_t id) {
+    bool found;
+    size_t i = find_slot(ix, id, &found);
+    if (!found) return -1;
+    struct record *r = ix->slots[i];
+    if (r->type == REC_EVENT) unlink_event(ix, r);
+    struct owner *o = owner_get(ix, owner_key(r), false);
+    if (o) list_remove(&o->lists[r->type], r->id);
+    ix->live_bytes -= r->size;
+    ix->slots[i] = TOMBSTONE;
+    ix->count--;
+    record_free(r);
+    return 0;
+}
+
+struct record *index_user_by_name(const struct index *ix, const char *ptr, size_t len) {
+    const struct id_list *users = index_owned(ix, UINT64_MAX, REC_USER);
+    for (uint32_t i = 0; i < users->len; i++) {
+        struct record *u = index_get(ix, users->ids[i]);
+        if (u && u->v[USER_NAME].s.len == len && memcmp(u->v[USER_NAME].s.ptr, ptr, len) == 0)
+            return u;
+    }
+    return NULL;
+}
+
+const struct id_list *index_owned(const struct index *ix, uint64_t user_id, uint8_t type) {
+    static const struct id_list empty;
+    struct owner *o = owner_get((struct index *)ix, user_id, false);
+    return o && type <= REC_KIND_MAX ? &o->lists[type] : &empty;
+}
+
+uint64_t index_take_id(struct index *ix) {
+    if (ix->next_id > RECORD_ID_MAX) return 0;
+    return ix->next_id++;
+}
+
+void index_relink(struct index *ix) {
+    for (size_t i = 0; i < ix->cap; i++) {
+        struct record *r = ix->slots[i];
+        if (r && r != TOMBSTONE && r->type != REC_EVENT) r->event_id = 0;
+    }
+    for (size_t i = 0; i < ix->cap; i++) {
+        struct record *r = ix->slots[i];
+        if (r && r != TOMBSTONE && r->type == REC_EVENT) link_event(ix, r);
+    }
+}
+
+int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
+    struct index *ix = ctx;
+    uint64_t v;
+    switch (type) {
+    case REC_DELETE:
+        if (store_get_varint(payload, len, &v) != len || v == 0) return -1;
+        index_delete(ix, v); /* absent is fine: a compacted log may hold the delete only */
+        if (v >= ix->next_id) ix->next_id = v + 1;
+        return 0;
+    case REC_NEXT_ID:
+        if (store_get_varint(payload, len, &v) != len || v == 0 || v > RECORD_ID_MAX + 1)
+            return -1;
+        if (v > ix->next_id) ix->next_id = v;
+        return 0;
+    default: {
+        struct record *r = record_decode(type, payload, len);
+        if (!r) return -1;
+        index_put(ix, r);
+        return 0;
+    }
+    }
+}

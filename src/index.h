@@ -1,0 +1,64 @@
+/*
+ * index: the in-memory state rebuilt from the log: id -> record, each
+ * user's records of each kind in id order, users by name, the next id, and
+ * the event links (a theme's or address's EventID).
+ *
+ * The index owns every record in it. index_apply has the store_apply_cb
+ * shape, so replay feeds the log straight into it; the live server applies
+ * the same frames it appends, so memory and log can never disagree.
+ */
+#ifndef EVENTD_INDEX_H
+#define EVENTD_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "record.h"
+
+struct id_list {
+    uint64_t *ids; /* ascending */
+    uint32_t len;
+    uint32_t cap;
+};
+
+struct owner; /* one user's record lists */
+
+struct index {
+    struct record **slots; /* open addressing by id; NULL empty, TOMBSTONE deleted */
+    size_t cap;            /* power of two */
+    size_t count;          /* live records */
+    size_t used;           /* live + tombstones */
+    struct owner *owners;  /* by user id, open addressing */
+    size_t owners_cap;
+    size_t owners_count;
+    uint64_t next_id;      /* never goes down, survives compaction via REC_NEXT_ID */
+    uint64_t live_bytes;   /* encoded payload bytes of live records (frames included) */
+};
+
+void index_init(struct index *ix);
+void index_destroy(struct index *ix);
+/* Frees every record and starts empty (before a re-replay). */
+void index_reset(struct index *ix);
+
+/* Applies one log frame. Returns 0, or -1 if the payload is malformed. */
+int index_apply(void *ix, uint8_t type, const uint8_t *payload, size_t len);
+
+/* Inserts or replaces (freeing the old record); takes ownership of r. */
+void index_put(struct index *ix, struct record *r);
+/* Removes and frees the record; returns 0 or -1 if absent. */
+int index_delete(struct index *ix, uint64_t id);
+/* The record with this id, or NULL. */
+struct record *index_get(const struct index *ix, uint64_t id);
+/* The user with this name, or NULL. */
+struct record *index_user_by_name(const struct index *ix, const char *ptr, size_t len);
+
+/* A user's ids of one kind, ascending; an empty list when none. */
+const struct id_list *index_owned(const struct index *ix, uint64_t user_id, uint8_t type);
+
+/* Hands out the next id (<= RECORD_ID_MAX) or 0 when the id space is used up. */
+uint64_t index_take_id(struct index *ix);
+
+/* Recomputes every theme's and address's EventID from the events (after replay). */
+void index_relink(struct index *ix);
+
+#endif

@@ -1,0 +1,266 @@
+/*
+ * record: field tables and the payload codec. The tables are the single
+ * source of truth for field names, types, defaults and which fields a client
+ * may set; the JSON decoder, the JSON writer and the log codec all walk them.
+ */
+#include "record.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+
+static const struct field user_fields[] = {
+    [USER_NAME] = {"Name", FT_STR, 0, 64, "", 0, 0},
+    [USER_KEY_HASH] = {"KeyHash", FT_BYTES, 0, 0, "", 0, 0},
+};
+
+static const struct field theme_fields[] = {
+    [THEME_NAME] = {"Name", FT_STR, FF_INPUT | FF_OUTPUT, 0, "", 0, 0},
+    [THEME_LOGO] = {"Logo", FT_STR, FF_OUTPUT, 0, "", 0, 0},
+    [THEME_BACKGROUND_IMAGE] = {"BackgroundImage", FT_STR, FF_OUTPUT, 0, "", 0, 0},
+    [THEME_SECONDARY_IMAGE] = {"SecondaryImage", FT_STR, FF_OUTPUT, 0, "", 0, 0},
+    [THEME_PAGE_BG] = {"PageBackgroundRGB", FT_COLOR, FF_INPUT | FF_OUTPUT, 0, "D0CBCB", 0, 0},
+    [THEME_HEADER_BG] = {"HeaderBackgroundRGB", FT_COLOR, FF_INPUT | FF_OUTPUT, 0, "f9f9f9", 0, 0},
+    [THEME_HEADER_TEXT] = {"HeaderTextRGB", FT_COLOR, FF_INPUT | FF_OUTPUT, 0, "575757", 0, 0},
+    [THEME_TEXT_HEADINGS] = {"TextHeadingsRGB", FT_COLOR, FF_INPUT | FF_OUTPUT, 0, "666666", 0, 0},
+    [THEME_SMALL_HEADING] = {"SmallHeadingRGB", FT_COLOR, FF_INPUT | FF_OUTPUT, 0, "575757", 0, 0},
+    [THEME_STATUS] = {"Status", FT_STR, FF_INPUT | FF_OUTPUT, 0, "active", 0, 0},
+};
+
+static const struct field address_fields[] = {
+    [ADDR_NAME] = {"Name", FT_STR, FF_INPUT | FF_OUTPUT, 0, "", 0, 0},
+    [ADDR_LINE1] = {"Line1", FT_STR, FF_INPUT | FF_OUTPUT, 0, "", 0, 0},
+    [ADDR_LINE2] = {"Line2", FT_STR, FF_INPUT | FF_OUTPUT, 0, "", 0, 0},
+    [ADDR_LINE3] = {"Line3", FT_STR, FF_INPUT | FF_OUTPUT, 0, "", 0, 0},
+    [ADDR_LINE4] = {"Line4", FT_STR, FF_OUTPUT, 0, "", 0, 0},
+    [ADDR_CITY] = {"City", FT_STR, FF_INPUT | FF_OUTPUT, 0, "", 0, 0},
+    [ADDR_STATE] = {"State", FT_STR, FF_INPUT | FF_OUTPUT, 0, "", 0, 0},
+    [ADDR_COUNTRY] = {"Country", FT_STR, FF_INPUT | FF_OUTPUT, 0, "", 0, 0},
+    [ADDR_POST] = {"Post", FT_STR, FF_INPUT | FF_OUTPUT, 0, "", 0, 0},
+    [ADDR_LON] = {"Lon", FT_DOUBLE, FF_INPUT | FF_OUTPUT, 0, NULL, -180, 180},
+    [ADDR_LAT] = {"Lat", FT_DOUBLE, FF_INPUT | FF_OUTPUT, 0, NULL, -90, 90},
+    [ADDR_SHOW_MAP] = {"ShowMap", FT_BOOL, FF_INPUT | FF_OUTPUT, 0, NULL, 0, 0},
+    [ADDR_TYPE] = {"Type", FT_STR, FF_OUTPUT, 0, "venue", 0, 0},
+    [ADDR_STATUS] = {"Status", FT_STR, FF_INPUT | FF_OUTPUT, 0, "active", 0, 0},
+};
+
+static const struct field event_fields[] = {
+    [EVENT_NAME] = {"Name", FT_STR, FF_INPUT | FF_OUTPUT, 0, "", 0, 0},
+    [EVENT_THEME_ID] = {"ThemeID", FT_REF, FF_INPUT | FF_OUTPUT, 0, NULL, 0, 0},
+    [EVENT_ADDRESS_ID] = {"AddressID", FT_REF, FF_INPUT | FF_OUTPUT, 0, NULL, 0, 0},
+    [EVENT_STATUS] = {"Status", FT_STR, FF_INPUT | FF_OUTPUT, 0, "active", 0, 0},
+};
+
+#define COUNT(a) ((uint8_t)(sizeof(a) / sizeof((a)[0])))
+
+const struct kind_desc record_user = {"User", "user", REC_USER, COUNT(user_fields), false,
+                                      user_fields};
+const struct kind_desc record_theme = {"Theme", "theme", REC_THEME, COUNT(theme_fields), true,
+                                       theme_fields};
+const struct kind_desc record_address = {"Address", "address", REC_ADDRESS,
+                                         COUNT(address_fields), true, address_fields};
+const struct kind_desc record_event = {"Event", "event", REC_EVENT, COUNT(event_fields), false,
+                                       event_fields};
+
+static const struct kind_desc *const kinds[REC_KIND_MAX + 1] = {
+    NULL, &record_user, &record_theme, &record_address, &record_event};
+
+const struct kind_desc *record_kind(uint8_t type) {
+    return type >= 1 && type <= REC_KIND_MAX ? kinds[type] : NULL;
+}
+
+const struct kind_desc *record_kind_by_path(const char *ptr, size_t len) {
+    for (int t = REC_THEME; t <= REC_KIND_MAX; t++)
+        if (strlen(kinds[t]->path) == len && memcmp(kinds[t]->path, ptr, len) == 0)
+            return kinds[t];
+    return NULL;
+}
+
+int record_field_index(const struct kind_desc *k, const char *ptr, size_t len) {
+    for (int i = 0; i < k->nfields; i++) {
+        const char *n = k->fields[i].name;
+        if (strlen(n) == len && memcmp(n, ptr, len) == 0) return i;
+    }
+    return -1;
+}
+
+void record_defaults(const struct kind_desc *k, union value *vals) {
+    for (int i = 0; i < k->nfields; i++) {
+        const struct field *f = &k->fields[i];
+        memset(&vals[i], 0, sizeof vals[i]);
+        if (f->type == FT_STR || f->type == FT_COLOR || f->type == FT_BYTES) {
+            vals[i].s.ptr = f->def ? f->def : "";
+            vals[i].s.len = (uint32_t)strlen(vals[i].s.ptr);
+        }
+    }
+}
+
+static bool is_bytes(uint8_t t) {
+    return t == FT_STR || t == FT_COLOR || t == FT_BYTES;
+}
+
+struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t user_id,
+                            const union value *vals) {
+    size_t head = sizeof(struct record) + k->nfields * sizeof(union value);
+    size_t strings = 0;
+    for (int i = 0; i < k->nfields; i++)
+        if (is_bytes(k->fields[i].type)) strings += vals[i].s.len + 1;
+
+    struct record *r = xmalloc(head + strings);
+    r->id = id;
+    r->user_id = user_id;
+    r->event_id = 0;
+    r->type = k->type;
+    char *p = (char *)r + head;
+    size_t size = 30; /* id, user id, count varints, frame header: an estimate is enough */
+    for (int i = 0; i < k->nfields; i++) {
+        r->v[i] = vals[i];
+        if (is_bytes(k->fields[i].type)) {
+            memcpy(p, vals[i].s.ptr, vals[i].s.len);
+            p[vals[i].s.len] = '\0';
+            r->v[i].s.ptr = p;
+            p += vals[i].s.len + 1;
+            size += vals[i].s.len + 2;
+        } else {
+            size += 8;
+        }
+    }
+    r->size = (uint32_t)size;
+    return r;
+}
+
+void record_free(struct record *r) {
+    free(r);
+}
+
+void record_encode(const struct record *r, struct buf *out) {
+    const struct kind_desc *k = record_kind(r->type);
+    uint8_t *p = (uint8_t *)buf_reserve(out, 30);
+    size_t n = store_put_varint(p, r->id);
+    n += store_put_varint(p + n, r->user_id);
+    n += store_put_varint(p + n, k->nfields);
+    buf_commit(out, n);
+    for (int i = 0; i < k->nfields; i++) {
+        const union value *v = &r->v[i];
+        switch (k->fields[i].type) {
+        case FT_STR:
+        case FT_COLOR:
+        case FT_BYTES:
+            p = (uint8_t *)buf_reserve(out, 10 + v->s.len);
+            n = store_put_varint(p, v->s.len);
+            memcpy(p + n, v->s.ptr, v->s.len);
+            buf_commit(out, n + v->s.len);
+            break;
+        case FT_REF:
+            p = (uint8_t *)buf_reserve(out, 10);
+            buf_commit(out, store_put_varint(p, v->i));
+            break;
+        case FT_DOUBLE: {
+            uint64_t bits;
+            memcpy(&bits, &v->d, 8);
+            p = (uint8_t *)buf_reserve(out, 8);
+            for (int b = 0; b < 8; b++) p[b] = (uint8_t)(bits >> (8 * b));
+            buf_commit(out, 8);
+            break;
+        }
+        case FT_BOOL:
+            buf_append_char(out, v->b ? 1 : 0);
+            break;
+        }
+    }
+}
+
+struct record *record_decode(uint8_t type, const uint8_t *p, size_t len) {
+    const struct kind_desc *k = record_kind(type);
+    if (!k) return NULL;
+    uint64_t id, user_id, count;
+    size_t n, off = 0;
+    if (!(n = store_get_varint(p, len, &id))) return NULL;
+    off += n;
+    if (!(n = store_get_varint(p + off, len - off, &user_id))) return NULL;
+    off += n;
+    if (!(n = store_get_varint(p + off, len - off, &count))) return NULL;
+    off += n;
+    if (id == 0 || id > RECORD_ID_MAX || count > RECORD_MAX_FIELDS) return NULL;
+
+    union value vals[RECORD_MAX_FIELDS];
+    record_defaults(k, vals);
+    for (uint64_t i = 0; i < count; i++) {
+        /* Fields this version does not know (written by a newer one) cannot
+         * be skipped without their type, so a count above ours is damage. */
+        if (i >= k->nfields) return NULL;
+        union value *v = &vals[i];
+        switch (k->fields[i].type) {
+        case FT_STR:
+        case FT_COLOR:
+        case FT_BYTES: {
+            uint64_t sl;
+            if (!(n = store_get_varint(p + off, len - off, &sl))) return NULL;
+            off += n;
+            if (sl > len - off) return NULL;
+            v->s.ptr = (const char *)p + off;
+            v->s.len = (uint32_t)sl;
+            off += sl;
+            break;
+        }
+        case FT_REF:
+            if (!(n = store_get_varint(p + off, len - off, &v->i))) return NULL;
+            off += n;
+            break;
+        case FT_DOUBLE: {
+            if (len - off < 8) return NULL;
+            uint64_t bits = 0;
+            for (int b = 0; b < 8; b++) bits |= (uint64_t)p[off + b] << (8 * b);
+            memcpy(&v->d, &bits, 8);
+            off += 8;
+            break;
+        }
+        case FT_BOOL:
+            if (len - off < 1) return NULL;
+            v->b = p[off++] != 0;
+            break;
+        }
+    }
+    if (off != len) return NULL;
+    return record_build(k, id, user_id, vals);
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+const char *record_check_color(const char *ptr, size_t len) {
+    if (len != 6) return "must be six hexadecimal digits without '#', e.g. D0CBCB";
+    for (size_t i = 0; i < 6; i++)
+        if (hexval(ptr[i]) < 0) return "must be six hexadecimal digits without '#', e.g. D0CBCB";
+    return NULL;
+}
+
+bool record_utf8_valid(const char *ptr, size_t len) {
+    const unsigned char *s = (const unsigned char *)ptr, *end = s + len;
+    while (s < end) {
+        unsigned c = *s;
+        if (c < 0x80) {
+            s++;
+            continue;
+        }
+        int n;
+        unsigned cp, min;
+        if ((c & 0xE0) == 0xC0) n = 1, cp = c & 0x1F, min = 0x80;
+        else if ((c & 0xF0) == 0xE0) n = 2, cp = c & 0x0F, min = 0x800;
+        else if ((c & 0xF8) == 0xF0) n = 3, cp = c & 0x07, min = 0x10000;
+        else return false;
+        if (end - s <= n) return false;
+        for (int i = 1; i <= n; i++) {
+            if ((s[i] & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (s[i] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        s += n + 1;
+    }
+    return true;
+}

@@ -1,0 +1,132 @@
+/*
+ * record: the record kinds (users, themes, addresses, events), their field
+ * tables, defaults, validation and the compact binary payload used in the
+ * log. Pure: no I/O, no JSON.
+ *
+ * A record is one immutable allocation: the header, one value per field of
+ * its kind, then the bytes of its strings. An update builds a new record and
+ * swaps it into the index, so a record can be read (or snapshotted by a
+ * compaction) without locks or copies. Only event_id, derived from the events
+ * that link a theme or address, is changed in place by the index.
+ *
+ * Log payload of a record: varint id, varint user_id, varint field count,
+ * then each field in table order (string/colour/bytes: varint length + bytes;
+ * int: varint; double: 8 bytes IEEE-754 little-endian; bool: 1 byte). A
+ * reader fills fields beyond the stored count with defaults, so fields can be
+ * appended to a kind without breaking old logs.
+ */
+#ifndef EVENTD_RECORD_H
+#define EVENTD_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+/* Log frame types. 1..4 carry a whole record of that kind (insert or replace). */
+enum rec_type {
+    REC_USER = 1,
+    REC_THEME = 2,
+    REC_ADDRESS = 3,
+    REC_EVENT = 4,
+    REC_DELETE = 16, /* payload: varint id */
+    REC_NEXT_ID = 17, /* payload: varint next id (written by compaction) */
+};
+#define REC_KIND_MAX 4
+
+/* Largest id handed out: ids must stay exact in a JavaScript number. */
+#define RECORD_ID_MAX ((UINT64_C(1) << 53) - 1)
+
+enum field_type {
+    FT_STR,    /* UTF-8 text, limited to the configured length */
+    FT_COLOR,  /* six hex digits, no '#', case kept */
+    FT_REF,    /* id of another record (0: none) */
+    FT_DOUBLE, /* finite number within [min, max] */
+    FT_BOOL,
+    FT_BYTES,  /* binary, never shown (a user's key hash) */
+};
+
+enum field_flags {
+    FF_INPUT = 1,  /* settable by create and update */
+    FF_OUTPUT = 2, /* shown in responses */
+};
+
+struct field {
+    const char *name;
+    uint8_t type;     /* enum field_type */
+    uint8_t flags;    /* enum field_flags */
+    uint16_t max_len; /* FT_STR: a tighter limit than the configured one, 0 for none */
+    const char *def;  /* FT_STR, FT_COLOR default */
+    double min, max;  /* FT_DOUBLE range */
+};
+
+#define RECORD_MAX_FIELDS 32
+
+struct kind_desc {
+    const char *name;     /* JSON wrapper key: "Theme" */
+    const char *path;     /* path segment: "theme" */
+    uint8_t type;         /* enum rec_type */
+    uint8_t nfields;
+    bool has_event;       /* responses show EventID */
+    const struct field *fields;
+};
+
+union value {
+    struct {
+        const char *ptr;
+        uint32_t len;
+    } s;
+    uint64_t i;
+    double d;
+    bool b;
+};
+
+struct record {
+    uint64_t id;
+    uint64_t user_id;
+    uint64_t event_id; /* themes, addresses: the event that links it, 0 if none (derived) */
+    uint8_t type;      /* enum rec_type */
+    uint32_t size;     /* bytes of its encoded payload, for compaction accounting */
+    union value v[];   /* kind->nfields values; string bytes follow */
+};
+
+/* The descriptor of a record type, or NULL if the type is not a record kind. */
+const struct kind_desc *record_kind(uint8_t type);
+/* The descriptor whose path segment is ptr/len ("theme"), or NULL. */
+const struct kind_desc *record_kind_by_path(const char *ptr, size_t len);
+/* Index of a field by its JSON name, or -1. */
+int record_field_index(const struct kind_desc *k, const char *ptr, size_t len);
+
+/* Fills vals with the defaults of every field of k (strings are static). */
+void record_defaults(const struct kind_desc *k, union value *vals);
+
+/*
+ * Builds a record in one allocation, copying every string of vals. The
+ * caller owns the result (free with record_free, or hand it to the index).
+ */
+struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t user_id,
+                            const union value *vals);
+void record_free(struct record *r);
+
+/* Appends the log payload of r to out. */
+void record_encode(const struct record *r, struct buf *out);
+/* Decodes a payload of the given type; NULL when it is malformed. */
+struct record *record_decode(uint8_t type, const uint8_t *p, size_t len);
+
+/* Validators: NULL when fine, else a static reason for the JSON error message. */
+const char *record_check_color(const char *ptr, size_t len);
+/* Strict UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF). */
+bool record_utf8_valid(const char *ptr, size_t len);
+
+/* Field ids used by handlers (indexes into the tables). */
+enum { USER_NAME, USER_KEY_HASH };
+enum { THEME_NAME, THEME_LOGO, THEME_BACKGROUND_IMAGE, THEME_SECONDARY_IMAGE, THEME_PAGE_BG,
+       THEME_HEADER_BG, THEME_HEADER_TEXT, THEME_TEXT_HEADINGS, THEME_SMALL_HEADING, THEME_STATUS };
+enum { ADDR_NAME, ADDR_LINE1, ADDR_LINE2, ADDR_LINE3, ADDR_LINE4, ADDR_CITY, ADDR_STATE,
+       ADDR_COUNTRY, ADDR_POST, ADDR_LON, ADDR_LAT, ADDR_SHOW_MAP, ADDR_TYPE, ADDR_STATUS };
+enum { EVENT_NAME, EVENT_THEME_ID, EVENT_ADDRESS_ID, EVENT_STATUS };
+
+extern const struct kind_desc record_user, record_theme, record_address, record_event;
+
+#endif

@@ -1,0 +1,201 @@
+/*
+ * store: the append-only log file that holds every record, its replay at
+ * startup, group commit and crash-safe compaction.
+ *
+ * Files in the data directory:
+ *   LOCK               flock()ed exclusively by the one process that owns the directory
+ *   eventd.log         the log: a 16-byte file header, then framed records
+ *   eventd.log.compact a compaction in progress (removed or renamed over eventd.log)
+ *   eventd.log.damaged-<offset>  what --repair moved aside (never deleted)
+ *
+ * The store knows frames, not records: a record is (type, payload bytes),
+ * and the caller encodes and decodes payloads (record.h). Format and recovery
+ * rules are documented for operators in docs/STORAGE.md.
+ *
+ * Every append gets a log sequence number (LSN), 1, 2, 3... in append order.
+ * Appends are buffered in memory on the loop thread and written by one job at
+ * a time on libuv's threadpool (write + fdatasync for the whole batch: group
+ * commit), so the loop never blocks on the disk. A caller acknowledges a
+ * write once store_is_acked() says so; in "always" mode that is after the
+ * fdatasync covering the LSN returned, in "interval" and "never" at once.
+ *
+ * Threading: every function here runs on the loop thread; only the internal
+ * job bodies run on the threadpool, and they touch only the batch they own.
+ */
+#ifndef EVENTD_STORE_H
+#define EVENTD_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "buf.h"
+
+#define STORE_LOG_NAME "eventd.log"
+#define STORE_MAGIC "EVTDLOG\0" /* 8 bytes at offset 0 */
+#define STORE_VERSION 1u
+#define STORE_HEADER_SIZE 16u       /* magic, u32 version, u32 reserved */
+#define STORE_FRAME_HEADER_SIZE 9u  /* u32 crc32c, u32 payload length, u8 type */
+#define STORE_MAX_PAYLOAD (64u << 20) /* larger lengths are damage, not records */
+
+enum store_fsync { STORE_FSYNC_ALWAYS, STORE_FSYNC_INTERVAL, STORE_FSYNC_NEVER };
+
+struct store_opts {
+    enum store_fsync fsync;
+    uint32_t fsync_interval_ms; /* interval mode: ms between fdatasyncs */
+    bool repair;                /* replay: move damaged data aside instead of refusing */
+};
+
+enum store_replay_status {
+    STORE_REPLAY_OK,        /* every frame read */
+    STORE_REPLAY_EMPTY,     /* no log yet (a new one was created) */
+    STORE_REPLAY_TRUNCATED, /* a torn tail was cut off; earlier records kept */
+    STORE_REPLAY_CORRUPT,   /* damage before the tail; nothing may be served */
+    STORE_REPLAY_IO,        /* the file could not be read */
+};
+
+struct store_replay_info {
+    uint64_t records;       /* frames applied */
+    uint64_t bytes;         /* size of the valid log, header included */
+    uint64_t dropped_bytes; /* TRUNCATED: bytes cut off the tail; repair: bytes moved aside */
+    uint64_t bad_offset;    /* CORRUPT: file offset of the first bad frame */
+    char message[256];      /* human-readable outcome, names file and offset */
+};
+
+/*
+ * Called once per frame during replay, in log order. Returns 0 to go on, or
+ * a negative value when the payload cannot be decoded, which replay treats
+ * as damage at that frame.
+ */
+typedef int (*store_apply_cb)(void *ctx, uint8_t type, const uint8_t *payload, size_t len);
+
+struct store;
+
+/*
+ * Called on the loop when appends become acknowledged (status 0, every
+ * LSN <= lsn is acked) or when a batch failed (status < 0, -errno). On
+ * failure every LSN > lsn is lost: the store has already cut the file back
+ * to its last durable size and dropped its buffers, and the caller must
+ * rebuild its in-memory state with store_replay() before acknowledging
+ * anything else.
+ */
+typedef void (*store_notify_cb)(struct store *s, uint64_t lsn, int status);
+
+/* Called on the loop when an online compaction finishes (status 0 or -errno). */
+typedef void (*store_compact_cb)(struct store *s, int status);
+
+struct store_batch;
+
+struct store {
+    uv_loop_t *loop;
+    char *dir;
+    struct store_opts opts;
+    int lock_fd;
+    int fd;                    /* eventd.log, O_APPEND */
+    uint64_t file_size;        /* bytes in eventd.log written by completed jobs */
+    uint64_t durable_size;     /* bytes known to be on disk (fdatasync returned) */
+    uint64_t appended_lsn;     /* last LSN handed out */
+    uint64_t written_lsn;      /* last LSN written by a completed job */
+    uint64_t durable_lsn;      /* last LSN covered by a completed fdatasync */
+    uint64_t acked_lsn;        /* last LSN that may be acknowledged */
+    struct buf pending;        /* frames appended since the last job took them */
+    uint64_t pending_lsn;      /* last LSN inside pending */
+    struct store_batch *job;   /* the job in flight, or NULL */
+    uv_timer_t interval_timer; /* interval mode */
+    store_notify_cb on_notify;
+    void *data;                /* caller's pointer */
+    /* compaction state */
+    int compact_fd;            /* -1 when no compaction runs */
+    struct buf compact_buf;    /* snapshot and tail frames not yet written */
+    store_compact_cb on_compact;
+    bool compact_committing;
+    bool closing;
+    uint64_t stats_batches;    /* jobs completed */
+    uint64_t stats_syncs;      /* fdatasyncs completed */
+    /* private to store.c */
+    uv_idle_t kick;                  /* starts jobs at most once per loop iteration */
+    struct store_batch *compact_job; /* compaction write in flight, or NULL */
+    uint64_t compact_size;           /* bytes already written to eventd.log.compact */
+    struct buf spare;                /* an emptied batch buffer, swapped in for pending */
+    int compact_cancel;              /* -errno: drop the compaction when its job lands */
+    bool switching;                  /* the commit job owns the compaction tail */
+    bool sync_wanted;                /* the interval timer (or a retry) asked for a sync */
+    bool dir_unsynced;               /* a compaction rename still needs a directory fsync */
+    bool failed;                     /* a batch failed: replay cuts to durable_size first */
+};
+
+/*
+ * Opens (creating if missing) the data directory and takes its lock.
+ * Returns 0, -EWOULDBLOCK when another process holds the lock (the caller
+ * prints "data directory DIR is in use by another eventd"), or -errno.
+ * Does not read the log: call store_replay next.
+ */
+int store_open(struct store *s, uv_loop_t *loop, const char *dir, const struct store_opts *opts,
+               store_notify_cb on_notify);
+
+/*
+ * Reads eventd.log from the start, checking every frame, and calls apply for
+ * each. A missing or empty log is created with its header (EMPTY). A torn
+ * tail (a frame running past end of file, or a bad last frame followed only
+ * by zero bytes or nothing) is cut off with ftruncate and reported as
+ * TRUNCATED. A bad frame with valid-looking data after it is CORRUPT, unless
+ * opts.repair: then everything from the bad frame on is moved to
+ * eventd.log.damaged-<offset>, the log is cut there, and the result is
+ * TRUNCATED. May be called again after a failed batch to rebuild state.
+ */
+enum store_replay_status store_replay(struct store *s, store_apply_cb apply, void *ctx,
+                                      struct store_replay_info *info);
+
+/*
+ * Frames (type, payload) into the pending buffer and returns its LSN. The
+ * bytes go to disk with the next batch; the returned LSN is acked when
+ * store_is_acked() says so (immediately outside "always" mode).
+ */
+uint64_t store_append(struct store *s, uint8_t type, const void *payload, size_t len);
+
+static inline bool store_is_acked(const struct store *s, uint64_t lsn) {
+    return lsn <= s->acked_lsn;
+}
+
+/* Blocking: writes and fdatasyncs everything pending. For the CLI and shutdown. */
+int store_flush_sync(struct store *s);
+
+/*
+ * Online compaction. begin opens eventd.log.compact and writes its header;
+ * from then on every store_append is also copied to the compaction tail.
+ * The caller feeds a snapshot of the live state with store_compact_add in
+ * slices (the store writes it out on the threadpool as it grows), then calls
+ * store_compact_commit: the rest is written, fdatasynced, renamed over
+ * eventd.log and the directory fsynced, all on the threadpool, and cb runs
+ * on the loop. Appends made meanwhile wait for the rename before they are
+ * acked. Returns 0 or -errno (-EBUSY if a compaction runs already).
+ */
+int store_compact_begin(struct store *s);
+void store_compact_add(struct store *s, uint8_t type, const void *payload, size_t len);
+int store_compact_commit(struct store *s, store_compact_cb cb);
+/*
+ * Removes the compaction file. A commit already running on the threadpool
+ * finishes instead. If a compaction write is in flight, store_compacting()
+ * stays true until it lands. The cb given to commit, if any, gets -ECANCELED.
+ * A failed log batch aborts a running compaction the same way (cb gets its
+ * -errno), since the snapshot may hold records that were lost.
+ */
+void store_compact_abort(struct store *s);
+static inline bool store_compacting(const struct store *s) {
+    return s->compact_fd >= 0;
+}
+
+/* Waits for the job in flight, flushes what is pending, closes every handle
+ * (the loop must then run until the timer handle is closed) and releases the lock. */
+int store_close(struct store *s);
+
+/* CRC-32C (Castagnoli) as used by the frames; crc starts at 0. */
+uint32_t store_crc32c(uint32_t crc, const void *ptr, size_t len);
+
+/* Varint helpers used by record payloads: LEB128, little end first. */
+size_t store_put_varint(uint8_t *out, uint64_t v); /* out needs 10 bytes */
+/* Returns bytes read, or 0 when the input ends inside the varint or it is over 10 bytes. */
+size_t store_get_varint(const uint8_t *p, size_t len, uint64_t *v);
+
+#endif
