@@ -1,0 +1,130 @@
+/* The streaming body decoder: shapes, types, limits, errors, chunking. */
+#include "check.h"
+#include "json.h"
+
+static struct arena arena;
+
+/* Decodes body fed in chunks of `step` bytes; returns 0 or -1. */
+static int decode(struct json_decoder *d, const struct kind_desc *k, const char *body, size_t step) {
+    arena_reset(&arena);
+    json_decoder_begin(d, k, &arena, 255);
+    size_t n = strlen(body);
+    int rc = 0;
+    for (size_t off = 0; off < n && rc == 0; off += step)
+        rc = json_decoder_feed(d, body + off, n - off < step ? n - off : step);
+    if (rc == 0) rc = json_decoder_finish(d);
+    json_decoder_end(d);
+    return rc;
+}
+
+static bool has(const struct json_decoder *d, int f) {
+    return d->present & (UINT64_C(1) << f);
+}
+
+int main(void) {
+    arena_init(&arena, 1024);
+    struct json_decoder d;
+    const char *body = "{\"Theme\":{\"Name\":\"Gala \\u00e9\\\"x\\\"\",\"PageBackgroundRGB\":\"aBc123\","
+                       "\"Status\":\"draft\",\"ID\":5,\"Logo\":\"ignored\",\"UserID\":99}}";
+    /* Every chunk size gives the same result: the decoder keeps state across chunks. */
+    for (size_t step = 1; step <= strlen(body); step++) {
+        CHECK_EQ_INT(decode(&d, &record_theme, body, step), 0);
+        CHECK(has(&d, THEME_NAME) && has(&d, THEME_PAGE_BG) && has(&d, THEME_STATUS));
+        CHECK(!has(&d, THEME_LOGO));
+        CHECK_EQ_STR(d.vals[THEME_NAME].s.ptr, "Gala \xc3\xa9\"x\"");
+        CHECK_EQ_STR(d.vals[THEME_PAGE_BG].s.ptr, "aBc123");
+        CHECK(d.has_id && d.id == 5);
+    }
+    /* A bare object works too. */
+    CHECK_EQ_INT(decode(&d, &record_theme, "{\"Name\":\"bare\"}", 4), 0);
+    CHECK_EQ_STR(d.vals[THEME_NAME].s.ptr, "bare");
+
+    /* Address types: numbers, numeric strings, ShowMap spellings. */
+    CHECK_EQ_INT(decode(&d, &record_address,
+                        "{\"Address\":{\"Lon\":-0.1276,\"Lat\":\"51.5072\",\"ShowMap\":\"yes\"}}", 7),
+                 0);
+    CHECK(d.vals[ADDR_LON].d == -0.1276 && d.vals[ADDR_LAT].d == 51.5072 && d.vals[ADDR_SHOW_MAP].b);
+    const char *truthy[] = {"true", "\"true\"", "\"1\"", "\"YES\""};
+    for (int i = 0; i < 4; i++) {
+        char b[64];
+        snprintf(b, sizeof b, "{\"ShowMap\":%s}", truthy[i]);
+        CHECK_EQ_INT(decode(&d, &record_address, b, 3), 0);
+        CHECK(d.vals[ADDR_SHOW_MAP].b);
+    }
+    const char *falsy[] = {"false", "\"false\"", "\"0\"", "\"no\"", "\"\""};
+    for (int i = 0; i < 5; i++) {
+        char b[64];
+        snprintf(b, sizeof b, "{\"ShowMap\":%s}", falsy[i]);
+        CHECK_EQ_INT(decode(&d, &record_address, b, 3), 0);
+        CHECK(has(&d, ADDR_SHOW_MAP) && !d.vals[ADDR_SHOW_MAP].b);
+    }
+
+    /* Errors name the field. */
+    struct {
+        const struct kind_desc *k;
+        const char *body;
+        enum err err;
+        const char *field;
+    } bad[] = {
+        {&record_theme, "{\"Theme\":{\"PageBackgroundRGB\":\"#D0CBCB\"}}", ERR_INVALID_FIELD, "PageBackgroundRGB"},
+        {&record_theme, "{\"Theme\":{\"PageBackgroundRGB\":\"D0CBCG\"}}", ERR_INVALID_FIELD, "PageBackgroundRGB"},
+        {&record_theme, "{\"Theme\":{\"Name\":5}}", ERR_INVALID_FIELD, "Name"},
+        {&record_theme, "{\"Theme\":{\"Status\":\"\"}}", ERR_INVALID_FIELD, "Status"},
+        {&record_theme, "{\"Theme\":{\"Name\":\"a\",\"Name\":\"b\"}}", ERR_DUPLICATE_FIELD, "Name"},
+        {&record_theme, "{\"Theme\":{\"Nmae\":\"a\"}}", ERR_UNKNOWN_FIELD, NULL},
+        {&record_theme, "{\"Theme\":{\"Name\":\"a\"},\"x\":1}", ERR_UNKNOWN_FIELD, NULL},
+        {&record_theme, "{\"Theme\":[1]}", ERR_INVALID_JSON, "Theme"},
+        {&record_theme, "[]", ERR_INVALID_JSON, NULL},
+        {&record_theme, "\"x\"", ERR_INVALID_JSON, NULL},
+        {&record_theme, "{\"Theme\":{\"Name\":\"a\"}", ERR_INVALID_JSON, NULL},
+        {&record_theme, "{\"Theme\":{\"Name\":\"a\"}} {}", ERR_INVALID_JSON, NULL},
+        {&record_theme, "{\"Name\":\"\xff\"}", ERR_INVALID_JSON, NULL},
+        {&record_theme, "", ERR_INVALID_JSON, NULL},
+        {&record_address, "{\"Lat\":91}", ERR_INVALID_FIELD, "Lat"},
+        {&record_address, "{\"Lon\":-180.5}", ERR_INVALID_FIELD, "Lon"},
+        {&record_address, "{\"Lon\":\"east\"}", ERR_INVALID_FIELD, "Lon"},
+        {&record_address, "{\"ShowMap\":\"maybe\"}", ERR_INVALID_FIELD, "ShowMap"},
+        {&record_address, "{\"ShowMap\":1}", ERR_INVALID_FIELD, "ShowMap"},
+        {&record_address, "{\"City\":{\"a\":1}}", ERR_INVALID_FIELD, "City"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        for (size_t step = 1; step <= 64; step *= 4) {
+            int rc = decode(&d, bad[i].k, bad[i].body, step);
+            if (rc != -1 || d.err != bad[i].err) {
+                fprintf(stderr, "case %zu (%s) step %zu: rc %d err %d (%s)\n", i, bad[i].body, step,
+                        rc, d.err, d.err_msg);
+                return 1;
+            }
+            if (bad[i].field) CHECK_EQ_STR(d.err_field, bad[i].field);
+        }
+    }
+    /* Malformed JSON reports the byte offset across chunks. */
+    CHECK_EQ_INT(decode(&d, &record_theme, "{\"Theme\":{\"Name\" \"x\"}}", 3), -1);
+    CHECK(strstr(d.err_msg, "byte 17") != NULL);
+
+    /* Length limit in bytes of UTF-8. */
+    char longname[400];
+    snprintf(longname, sizeof longname, "{\"Name\":\"%0256d\"}", 0);
+    CHECK_EQ_INT(decode(&d, &record_theme, longname, 50), -1);
+    CHECK_EQ_STR(d.err_field, "Name");
+    snprintf(longname, sizeof longname, "{\"Name\":\"%0255d\"}", 0);
+    CHECK_EQ_INT(decode(&d, &record_theme, longname, 50), 0);
+
+    /* null is "not given"; ignored fields may hold anything. */
+    CHECK_EQ_INT(decode(&d, &record_address, "{\"Lon\":null,\"Type\":{\"x\":[1,2]},\"Line4\":\"z\"}", 5), 0);
+    CHECK(!has(&d, ADDR_LON) && !has(&d, ADDR_TYPE) && !has(&d, ADDR_LINE4));
+
+    /* Writer: escapes and round-tripping numbers. */
+    struct buf b = BUF_INIT;
+    json_write_string(&b, "a\"b\\c\n\x01\xc3\xa9", 9);
+    CHECK_EQ_STR(b.ptr, "\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\"");
+    buf_reset(&b);
+    json_write_double(&b, 0.1);
+    CHECK_EQ_STR(b.ptr, "0.1");
+    buf_reset(&b);
+    json_write_double(&b, -122.41941550000001);
+    CHECK(strtod(b.ptr, NULL) == -122.41941550000001);
+    buf_destroy(&b);
+    arena_destroy(&arena);
+    return 0;
+}

@@ -1,0 +1,96 @@
+/* Record building, payload round trips, validators. */
+#include "check.h"
+#include "index.h"
+#include "record.h"
+
+int main(void) {
+    const struct kind_desc *kinds[] = {&record_user, &record_theme, &record_address, &record_event};
+    struct buf b = BUF_INIT;
+    for (int k = 0; k < 4; k++) {
+        union value v[RECORD_MAX_FIELDS];
+        record_defaults(kinds[k], v);
+        for (int i = 0; i < kinds[k]->nfields; i++) {
+            switch (kinds[k]->fields[i].type) {
+            case FT_STR: v[i].s.ptr = "h\xc3\xa9llo"; v[i].s.len = 6; break;
+            case FT_DOUBLE: v[i].d = -12.345678901234567; break;
+            case FT_BOOL: v[i].b = true; break;
+            case FT_REF: v[i].i = 77; break;
+            default: break;
+            }
+        }
+        struct record *r = record_build(kinds[k], 123456789, 42, v);
+        buf_reset(&b);
+        record_encode(r, &b);
+        struct record *back = record_decode(kinds[k]->type, (const uint8_t *)b.ptr, b.len);
+        CHECK(back != NULL);
+        CHECK(back->id == 123456789 && back->user_id == 42 && back->type == kinds[k]->type);
+        for (int i = 0; i < kinds[k]->nfields; i++) {
+            switch (kinds[k]->fields[i].type) {
+            case FT_STR: case FT_COLOR: case FT_BYTES:
+                CHECK_EQ_INT(back->v[i].s.len, r->v[i].s.len);
+                CHECK(memcmp(back->v[i].s.ptr, r->v[i].s.ptr, r->v[i].s.len) == 0);
+                break;
+            case FT_DOUBLE: CHECK(back->v[i].d == r->v[i].d); break;
+            case FT_BOOL: CHECK(back->v[i].b == r->v[i].b); break;
+            case FT_REF: CHECK(back->v[i].i == r->v[i].i); break;
+            }
+        }
+        /* Every truncation of the payload is rejected, never misread. */
+        for (size_t n = 0; n < b.len; n++)
+            CHECK(record_decode(kinds[k]->type, (const uint8_t *)b.ptr, n) == NULL);
+        record_free(back);
+        record_free(r);
+    }
+    CHECK(record_decode(99, (const uint8_t *)"", 0) == NULL);
+
+    /* Defaults from the spec. */
+    union value v[RECORD_MAX_FIELDS];
+    record_defaults(&record_theme, v);
+    CHECK_EQ_STR(v[THEME_PAGE_BG].s.ptr, "D0CBCB");
+    CHECK_EQ_STR(v[THEME_HEADER_BG].s.ptr, "f9f9f9");
+    CHECK_EQ_STR(v[THEME_HEADER_TEXT].s.ptr, "575757");
+    CHECK_EQ_STR(v[THEME_TEXT_HEADINGS].s.ptr, "666666");
+    CHECK_EQ_STR(v[THEME_SMALL_HEADING].s.ptr, "575757");
+    CHECK_EQ_STR(v[THEME_STATUS].s.ptr, "active");
+    record_defaults(&record_address, v);
+    CHECK_EQ_STR(v[ADDR_TYPE].s.ptr, "venue");
+    CHECK(v[ADDR_LON].d == 0 && v[ADDR_LAT].d == 0 && !v[ADDR_SHOW_MAP].b);
+
+    CHECK(record_check_color("D0cbcB", 6) == NULL);
+    CHECK(record_check_color("#D0CBC", 6) != NULL);
+    CHECK(record_check_color("D0CBCB0", 7) != NULL);
+    CHECK(record_utf8_valid("h\xc3\xa9", 3));
+    CHECK(!record_utf8_valid("\xc0\xaf", 2));         /* overlong */
+    CHECK(!record_utf8_valid("\xed\xa0\x80", 3));     /* surrogate */
+    CHECK(!record_utf8_valid("\xf4\x90\x80\x80", 4)); /* above U+10FFFF */
+    CHECK(!record_utf8_valid("\xe2\x82", 2));         /* cut short */
+
+    /* Index: replace, delete, owner lists, event links. */
+    struct index ix;
+    index_init(&ix);
+    for (int i = 0; i < 5000; i++) {
+        record_defaults(&record_theme, v);
+        index_put(&ix, record_build(&record_theme, index_take_id(&ix), 1 + i % 3, v));
+    }
+    CHECK_EQ_INT((int)ix.count, 5000);
+    CHECK_EQ_INT((int)index_owned(&ix, 1, REC_THEME)->len, 1667);
+    CHECK_EQ_INT(index_delete(&ix, 1), 0);
+    CHECK_EQ_INT(index_delete(&ix, 1), -1);
+    CHECK(index_get(&ix, 1) == NULL && index_get(&ix, 4) != NULL);
+    CHECK_EQ_INT((int)index_owned(&ix, 1, REC_THEME)->len, 1666);
+    record_defaults(&record_event, v);
+    v[EVENT_THEME_ID].i = 4;
+    uint64_t ev = index_take_id(&ix);
+    index_put(&ix, record_build(&record_event, ev, 1, v));
+    CHECK(index_get(&ix, 4)->event_id == ev);
+    /* An update of the theme keeps its link. */
+    record_defaults(&record_theme, v);
+    index_put(&ix, record_build(&record_theme, 4, 1, v));
+    CHECK(index_get(&ix, 4)->event_id == ev);
+    index_delete(&ix, ev);
+    CHECK(index_get(&ix, 4)->event_id == 0);
+    CHECK(ix.next_id == ev + 1);
+    index_destroy(&ix);
+    buf_destroy(&b);
+    return 0;
+}

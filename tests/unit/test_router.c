@@ -1,0 +1,47 @@
+/* Routes, methods and path ids. */
+#include <llhttp.h>
+
+#include "check.h"
+#include "record.h"
+#include "router.h"
+
+static enum err match(const char *path, uint8_t method, struct route *r) {
+    struct slice base = SLICE_LIT("/v2");
+    return router_match(base, (struct slice){path, strlen(path)}, method, r);
+}
+
+int main(void) {
+    struct route r;
+    CHECK_EQ_INT(match("/v2/theme", HTTP_POST, &r), ERR_NONE);
+    CHECK_EQ_INT(r.action, ACT_CREATE);
+    CHECK_EQ_INT(r.type, REC_THEME);
+    CHECK_EQ_INT(match("/v2/theme", HTTP_GET, &r), ERR_NONE);
+    CHECK_EQ_INT(r.action, ACT_LIST);
+    CHECK_EQ_INT(match("/v2/theme/42", HTTP_PUT, &r), ERR_NONE);
+    CHECK_EQ_INT(r.action, ACT_UPDATE);
+    CHECK_EQ_INT((int)r.id, 42);
+    CHECK_EQ_INT(match("/v2/address/7", HTTP_POST, &r), ERR_NONE);
+    CHECK_EQ_INT(r.action, ACT_UPDATE);
+    CHECK_EQ_INT(match("/v2/theme/7", HTTP_POST, &r), ERR_METHOD_NOT_ALLOWED);
+    CHECK_EQ_STR(r.allow, "Allow: GET, PUT, DELETE\r\n");
+    CHECK_EQ_INT(match("/v2/theme", HTTP_DELETE, &r), ERR_METHOD_NOT_ALLOWED);
+    CHECK_EQ_INT(match("/v2/event/9", HTTP_GET, &r), ERR_NONE);
+    CHECK_EQ_INT(r.type, REC_EVENT);
+    CHECK_EQ_INT(match("/healthz", HTTP_GET, &r), ERR_NONE);
+    CHECK_EQ_INT(r.action, ACT_HEALTH);
+
+    /* Not ours: bad ids, unknown kinds, trailing slashes, other versions. */
+    const char *missing[] = {"/v2/theme/0", "/v2/theme/-1", "/v2/theme/01", "/v2/theme/1.5",
+                             "/v2/theme/abc", "/v2/theme/9007199254740992", "/v2/theme/",
+                             "/v2/user/1", "/v2/themes", "/v1/theme", "/", "/v2", "/v2/",
+                             "/v2/theme/1/x", "/v2theme"};
+    for (size_t i = 0; i < sizeof missing / sizeof *missing; i++)
+        CHECK_EQ_INT(match(missing[i], HTTP_GET, &r), ERR_NOT_FOUND);
+    CHECK_EQ_INT(match("/v2/theme/9007199254740991", HTTP_GET, &r), ERR_NONE);
+    CHECK(r.id == RECORD_ID_MAX);
+
+    /* An empty base path serves at the root. */
+    struct slice root = {"", 0};
+    CHECK_EQ_INT(router_match(root, SLICE_LIT("/theme"), HTTP_POST, &r), ERR_NONE);
+    return 0;
+}
