@@ -20,12 +20,16 @@ static struct http_parser *P(llhttp_t *ll) {
 }
 
 /* Counts request-line and header bytes; sets the 431 error past the limit. */
+/* Our own verdict from inside a callback: llhttp stops with a callback error. */
+static int stop(struct http_parser *p, enum err e) {
+    p->error = e;
+    p->stopped = true;
+    return HPE_USER;
+}
+
 static int count_head(struct http_parser *p, size_t n) {
     p->req.head_bytes += (uint32_t)n;
-    if (p->req.head_bytes > p->limits->max_header_bytes) {
-        p->error = ERR_HEADERS_TOO_LARGE;
-        return HPE_USER;
-    }
+    if (p->req.head_bytes > p->limits->max_header_bytes) return stop(p, ERR_HEADERS_TOO_LARGE);
     return 0;
 }
 
@@ -114,29 +118,17 @@ static int on_headers_complete(llhttp_t *ll) {
     r->has_body = (ll->flags & F_CHUNKED) || ((ll->flags & F_CONTENT_LENGTH) && ll->content_length);
     r->content_length = (ll->flags & F_CONTENT_LENGTH) ? ll->content_length : 0;
 
-    if (ll->http_major != 1) {
-        p->error = ERR_VERSION;
-        return HPE_USER;
-    }
+    if (ll->http_major != 1) return stop(p, ERR_VERSION);
     /* The target is origin-form: "/path?query". */
     const char *t = r->target.ptr;
     size_t tl = r->target.len;
-    if (tl == 0 || t[0] != '/') {
-        p->error = ERR_BAD_REQUEST;
-        return HPE_USER;
-    }
+    if (tl == 0 || t[0] != '/') return stop(p, ERR_BAD_REQUEST);
     const char *q = memchr(t, '?', tl);
     r->path = (struct slice){t, q ? (size_t)(q - t) : tl};
     r->query = q ? (struct slice){q + 1, tl - (size_t)(q - t) - 1} : (struct slice){t + tl, 0};
 
-    if (r->content_length > p->limits->max_body_bytes) {
-        p->error = ERR_BODY_TOO_LARGE;
-        return HPE_USER;
-    }
-    if (p->ev->on_headers(p->owner, r)) {
-        p->error = ERR_NONE;
-        return HPE_USER;
-    }
+    if (r->content_length > p->limits->max_body_bytes) return stop(p, ERR_BODY_TOO_LARGE);
+    if (p->ev->on_headers(p->owner, r)) return stop(p, ERR_NONE);
     return 0;
 }
 
@@ -144,10 +136,7 @@ static int on_body(llhttp_t *ll, const char *at, size_t n) {
     struct http_parser *p = P(ll);
     struct http_request *r = &p->req;
     r->body_bytes += n;
-    if (r->body_bytes > p->limits->max_body_bytes) {
-        p->error = ERR_BODY_TOO_LARGE;
-        return HPE_USER;
-    }
+    if (r->body_bytes > p->limits->max_body_bytes) return stop(p, ERR_BODY_TOO_LARGE);
     p->ev->on_body(p->owner, r, at, n);
     return 0;
 }
@@ -188,6 +177,7 @@ void http_parser_reset(struct http_parser *p) {
     llhttp_init(&p->ll, HTTP_REQUEST, &settings);
     p->ll.data = p;
     p->error = ERR_NONE;
+    p->stopped = false;
     p->in_message = p->in_headers = false;
 }
 
@@ -205,7 +195,7 @@ enum http_status http_parser_execute(struct http_parser *p, const char *ptr, siz
     }
     *consumed = (size_t)(llhttp_get_error_pos(&p->ll) - ptr);
     if (e == HPE_PAUSED) return HTTP_PAUSED;
-    if (e != HPE_USER) {
+    if (!p->stopped) {
         /* llhttp's own complaint: the request line or a header (or a chunk) is malformed;
          * a request line longer than the header limit is reported as 431 above. */
         p->error = e == HPE_INVALID_VERSION ? ERR_VERSION : ERR_BAD_REQUEST;

@@ -63,6 +63,7 @@ struct http_parser {
     const struct http_events *ev;
     void *owner;
     enum err error;  /* the error to answer when execute returns HTTP_ERROR */
+    bool stopped;    /* a callback stopped the parser (error is ours, not llhttp's) */
     bool in_message; /* bytes of a request seen, request not complete */
     bool in_headers; /* ... and its headers are not complete */
     char name[16];   /* start of the header name (then Expect value) being parsed */
