@@ -180,16 +180,29 @@ static const struct opt *find(const char *name, size_t len) {
     return NULL;
 }
 
+static bool flag_given(const struct opt *o, int argc, char **argv) {
+    size_t n = strlen(o->flag);
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0) continue;
+        a += 2;
+        if (!strncmp(a, "no-", 3) && o->type == OPT_BOOL) a += 3;
+        if (!strncmp(a, o->flag, n) && (a[n] == '\0' || a[n] == '=')) return true;
+    }
+    return false;
+}
+
 int config_parse(struct config *cfg, int argc, char **argv, const char **pos, int max_pos,
                  int *npos) {
     *cfg = config_defaults;
     *npos = 0;
     char range[64];
 
-    /* Environment first, so flags override it. */
+    /* Environment first, so flags override it; a variable whose flag is given
+     * is not even read, so a bad one cannot stop a start that overrides it. */
     for (size_t i = 0; i < NOPTS; i++) {
         const char *v = getenv(opts[i].env);
-        if (!v) continue;
+        if (!v || flag_given(&opts[i], argc, argv)) continue;
         const char *why = set(cfg, &opts[i], v);
         if (why) {
             describe_range(&opts[i], range, sizeof range);

@@ -1,0 +1,59 @@
+/* The settings table: defaults, flags, environment, precedence, rejects. */
+#include <stdlib.h>
+
+#include "check.h"
+#include "config.h"
+
+static int parse(struct config *c, int argc, char **argv) {
+    const char *pos[2];
+    int npos;
+    return config_parse(c, argc, argv, pos, 2, &npos);
+}
+
+int main(void) {
+    struct config c;
+    char *none[] = {NULL};
+    CHECK_EQ_INT(parse(&c, 0, none), 0);
+    CHECK_EQ_STR(c.listen, "0.0.0.0:8080");
+    CHECK_EQ_STR(c.base_path, "/v2");
+    CHECK_EQ_INT((int)c.max_body_bytes, 1048576);
+    CHECK_EQ_INT((int)c.fsync, STORE_FSYNC_ALWAYS);
+    CHECK(c.demo_user);
+
+    char *flags[] = {"--listen", "127.0.0.1:0", "--max-body-bytes=10", "--fsync", "interval",
+                     "--no-demo-user", "--compact-ratio", "2.5", "--repair"};
+    CHECK_EQ_INT(parse(&c, 9, flags), 0);
+    CHECK_EQ_STR(c.listen, "127.0.0.1:0");
+    CHECK_EQ_INT((int)c.max_body_bytes, 10);
+    CHECK_EQ_INT((int)c.fsync, STORE_FSYNC_INTERVAL);
+    CHECK(!c.demo_user && c.repair && c.compact_ratio == 2.5);
+
+    /* The environment fills in, a flag wins over it. */
+    setenv("EVENTD_MAX_PIPELINE", "7", 1);
+    setenv("EVENTD_LISTEN", "bad", 1);
+    char *over[] = {"--listen", "[::1]:9000"};
+    CHECK_EQ_INT(parse(&c, 2, over), 0);
+    CHECK_EQ_INT((int)c.max_pipeline, 7);
+    CHECK_EQ_STR(c.listen, "[::1]:9000");
+    CHECK_EQ_INT(parse(&c, 0, none), -1); /* the bad variable alone is refused */
+    unsetenv("EVENTD_LISTEN");
+    unsetenv("EVENTD_MAX_PIPELINE");
+
+    char *bad[][2] = {{"--bogus", "1"},         {"--listen", "nohost"},   {"--listen", "h:70000"},
+                      {"--max-body-bytes", "-5"}, {"--max-pipeline", "0"}, {"--fsync", "sometimes"},
+                      {"--base-path", "v2"},      {"--base-path", "/v2/"}, {"--compact-ratio", "x"},
+                      {"--log-level", "loud"},    {"--repair=maybe", NULL}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        CHECK_EQ_INT(parse(&c, bad[i][1] ? 2 : 1, bad[i]), -1);
+    char *missing[] = {"--data"};
+    CHECK_EQ_INT(parse(&c, 1, missing), -1);
+    char *help[] = {"--help"};
+    CHECK_EQ_INT(parse(&c, 1, help), 1);
+
+    char host[64];
+    int port;
+    CHECK_EQ_INT(config_split_listen("[::1]:80", host, sizeof host, &port), 0);
+    CHECK_EQ_STR(host, "::1");
+    CHECK_EQ_INT(port, 80);
+    return 0;
+}
