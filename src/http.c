@@ -261,32 +261,33 @@ const char *http_date(void) {
     return date_buf;
 }
 
+static size_t put(char *h, const char *s, size_t n) {
+    memcpy(h, s, n);
+    return n;
+}
+
+#define PUT_LIT(h, s) put((h), (s), sizeof(s) - 1)
+
 void http_response_finish(struct http_response *r, bool keep_alive) {
+    /* Hot path: no printf; every piece has a known bound within r->head. */
     char *h = r->head;
-    size_t n = 0, cap = sizeof r->head;
-    char num[20];
-    n += (size_t)snprintf(h + n, cap - n, "HTTP/1.1 %u %s\r\nDate: %s\r\n", r->status,
-                          http_reason(r->status), http_date());
-    if (!r->no_body) {
-        memcpy(h + n, "Content-Type: application/json\r\n", 32);
-        n += 32;
-    }
-    memcpy(h + n, "Content-Length: ", 16);
-    n += 16;
-    size_t d = u64_digits(r->no_body ? 0 : r->body.len, num);
-    memcpy(h + n, num, d);
-    n += d;
-    h[n++] = '\r';
-    h[n++] = '\n';
-    if (!keep_alive) {
-        memcpy(h + n, "Connection: close\r\n", 19);
-        n += 19;
-    } else if (r->http10) {
-        memcpy(h + n, "Connection: keep-alive\r\n", 24);
-        n += 24;
-    }
-    if (r->extra) n += (size_t)snprintf(h + n, cap - n, "%s", r->extra);
-    h[n++] = '\r';
-    h[n++] = '\n';
+    size_t n = PUT_LIT(h, "HTTP/1.1 ");
+    h[n++] = (char)('0' + r->status / 100);
+    h[n++] = (char)('0' + r->status / 10 % 10);
+    h[n++] = (char)('0' + r->status % 10);
+    h[n++] = ' ';
+    const char *reason = http_reason(r->status);
+    n += put(h + n, reason, strlen(reason));
+    n += PUT_LIT(h + n, "\r\nDate: ");
+    n += put(h + n, http_date(), 29);
+    n += PUT_LIT(h + n, "\r\n");
+    if (!r->no_body) n += PUT_LIT(h + n, "Content-Type: application/json\r\n");
+    n += PUT_LIT(h + n, "Content-Length: ");
+    n += u64_digits(r->no_body ? 0 : r->body.len, h + n);
+    n += PUT_LIT(h + n, "\r\n");
+    if (!keep_alive) n += PUT_LIT(h + n, "Connection: close\r\n");
+    else if (r->http10) n += PUT_LIT(h + n, "Connection: keep-alive\r\n");
+    if (r->extra) n += put(h + n, r->extra, strlen(r->extra));
+    n += PUT_LIT(h + n, "\r\n");
     r->head_len = (uint32_t)n;
 }
