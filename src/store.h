@@ -185,6 +185,11 @@ void store_compact_abort(struct store *s);
 static inline bool store_compacting(const struct store *s) {
     return s->compact_fd >= 0;
 }
+/* Bytes added for the compaction that no job has taken yet: a snapshot feeder
+ * may pause while this is large (say over 8 MiB) to bound memory on a slow disk. */
+static inline size_t store_compact_backlog(const struct store *s) {
+    return s->compact_buf.len;
+}
 
 /* Waits for the job in flight, flushes what is pending, closes every handle
  * (the loop must then run until the timer handle is closed) and releases the lock. */

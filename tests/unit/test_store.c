@@ -1,0 +1,809 @@
+/*
+ * test_store: framing, replay and its damage rules, the lock, group commit,
+ * the fsync fault hook and compaction, all on real files in mkdtemp dirs.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "log.h"
+#include "store.h"
+
+/* ---- helpers ---- */
+
+static char *tmpdir(void) {
+    char tmpl[] = "/tmp/eventd-test-store-XXXXXX";
+    char *d = mkdtemp(tmpl);
+    CHECK(d != NULL);
+    return xstrdup(d);
+}
+
+static char *path_of(const char *dir, const char *name) {
+    static char p[1024];
+    int n = snprintf(p, sizeof p, "%s/%s", dir, name);
+    CHECK(n > 0 && (size_t)n < sizeof p);
+    return p;
+}
+
+static void rmrf(char *dir) {
+    DIR *d = opendir(dir);
+    CHECK(d != NULL);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        CHECK_EQ_INT(unlink(path_of(dir, e->d_name)), 0);
+    }
+    closedir(d);
+    CHECK_EQ_INT(rmdir(dir), 0);
+    free(dir);
+}
+
+static long file_size(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+static struct buf read_file(const char *path) {
+    struct buf b = BUF_INIT;
+    int fd = open(path, O_RDONLY);
+    CHECK(fd >= 0);
+    char tmp[65536];
+    ssize_t n;
+    while ((n = read(fd, tmp, sizeof tmp)) > 0)
+        buf_append(&b, tmp, (size_t)n);
+    close(fd);
+    return b;
+}
+
+static void write_file(const char *path, const void *p, size_t len) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0);
+    CHECK_EQ_INT(write(fd, p, len), (long)len);
+    close(fd);
+}
+
+/* Replayed frames, in order. */
+#define MAX_FRAMES 40000
+static struct {
+    uint8_t type[MAX_FRAMES];
+    struct buf payload[MAX_FRAMES];
+    size_t n;
+    int fail_type; /* apply returns -1 for this type */
+} got;
+
+static void got_reset(void) {
+    for (size_t i = 0; i < got.n; i++)
+        buf_destroy(&got.payload[i]);
+    got.n = 0;
+    got.fail_type = -1;
+}
+
+static int collect(void *ctx, uint8_t type, const uint8_t *p, size_t len) {
+    (void)ctx;
+    if (type == got.fail_type) return -1;
+    CHECK(got.n < MAX_FRAMES);
+    got.type[got.n] = type;
+    /* Allocated up front: buf_append of 0 bytes to an empty buf would write through NULL. */
+    buf_init(&got.payload[got.n], len + 1);
+    buf_append(&got.payload[got.n], p, len);
+    got.n++;
+    return 0;
+}
+
+/* Notifications seen. */
+static struct {
+    uint64_t calls, last_lsn, errors;
+    int last_status;
+} note;
+
+static void note_reset(void) {
+    memset(&note, 0, sizeof note);
+}
+
+static void on_notify(struct store *s, uint64_t lsn, int status) {
+    (void)s;
+    if (status == 0) CHECK(lsn >= note.last_lsn || note.errors); /* acks only move forward */
+    note.calls++;
+    note.last_lsn = lsn;
+    note.last_status = status;
+    if (status) note.errors++;
+}
+
+/* Payload of frame i: deterministic, sizes 0..299. */
+static size_t payload_of(uint64_t i, uint8_t *out) {
+    size_t len = (size_t)(i * 37 % 300);
+    for (size_t k = 0; k < len; k++)
+        out[k] = (uint8_t)(i + k * 7);
+    return len;
+}
+
+static void check_frame(size_t at, uint8_t type, uint64_t i) {
+    uint8_t p[300];
+    size_t len = payload_of(i, p);
+    CHECK_EQ_INT(got.type[at], type);
+    CHECK_EQ_INT(got.payload[at].len, len);
+    CHECK(memcmp(got.payload[at].ptr, p, len) == 0);
+}
+
+static const struct store_opts always = {STORE_FSYNC_ALWAYS, 1000, false};
+
+static void open_replay(struct store *s, uv_loop_t *loop, const char *dir,
+                        const struct store_opts *o, enum store_replay_status want) {
+    CHECK_EQ_INT(store_open(s, loop, dir, o, on_notify), 0);
+    struct store_replay_info info;
+    note_reset(); /* LSNs start again with every session */
+    got_reset();
+    enum store_replay_status st = store_replay(s, collect, NULL, &info);
+    if (st != want) fprintf(stderr, "replay: %s\n", info.message);
+    CHECK_EQ_INT(st, want);
+}
+
+static void close_loop(struct store *s, uv_loop_t *loop) {
+    store_close(s);
+    uv_run(loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(uv_loop_close(loop), 0);
+}
+
+/* Writes n frames (types 1..4 cycling) with store_flush_sync; returns frame offsets. */
+static void make_log(const char *dir, uint64_t n, uint64_t *offsets) {
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
+    uint64_t off = STORE_HEADER_SIZE;
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t p[300];
+        size_t len = payload_of(i, p);
+        if (offsets) offsets[i] = off;
+        off += STORE_FRAME_HEADER_SIZE + len;
+        CHECK_EQ_UINT(store_append(&s, (uint8_t)(1 + i % 4), p, len), i + 1);
+    }
+    if (offsets) offsets[n] = off;
+    CHECK_EQ_INT(store_flush_sync(&s), 0);
+    CHECK_EQ_UINT(s.file_size, off);
+    close_loop(&s, &loop);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)off);
+}
+
+/* ---- tests ---- */
+
+static void test_varint(void) {
+    uint64_t vals[] = {
+        0, 1, 127, 128, 300, 16383, 16384, UINT32_MAX, (UINT64_C(1) << 53) - 1, UINT64_MAX};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        uint8_t b[10];
+        size_t n = store_put_varint(b, vals[i]);
+        uint64_t v = 12345;
+        CHECK_EQ_INT(store_get_varint(b, n, &v), n);
+        CHECK_EQ_UINT(v, vals[i]);
+        CHECK_EQ_INT(store_get_varint(b, n - 1, &v), 0); /* ends inside */
+    }
+    uint8_t one[1] = {0x7f}, eleven[11], over[10];
+    uint64_t v;
+    CHECK_EQ_INT(store_put_varint(one, 5), 1);
+    memset(eleven, 0x80, sizeof eleven);
+    CHECK_EQ_INT(store_get_varint(eleven, sizeof eleven, &v), 0); /* over 10 bytes */
+    memset(over, 0xff, 9);
+    over[9] = 0x02; /* bit 64 */
+    CHECK_EQ_INT(store_get_varint(over, 10, &v), 0);
+}
+
+static void test_roundtrip(void) {
+    char *dir = tmpdir();
+    uint64_t off[1001];
+    make_log(dir, 1000, off);
+
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
+    CHECK_EQ_UINT(got.n, 1000);
+    for (uint64_t i = 0; i < 1000; i++)
+        check_frame(i, (uint8_t)(1 + i % 4), i);
+    CHECK_EQ_UINT(s.file_size, off[1000]);
+    CHECK_EQ_UINT(s.durable_size, off[1000]);
+
+    /* Reopen and append more through the loop. */
+    uint8_t p[300];
+    size_t len = payload_of(1000, p);
+    uint64_t lsn = store_append(&s, 4, p, len);
+    CHECK(!store_is_acked(&s, lsn)); /* always mode: not before the fdatasync */
+    note_reset();
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(store_is_acked(&s, lsn));
+    CHECK_EQ_UINT(note.last_lsn, lsn);
+    close_loop(&s, &loop);
+
+    uv_loop_init(&loop);
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
+    CHECK_EQ_UINT(got.n, 1001);
+    check_frame(1000, 4, 1000);
+    close_loop(&s, &loop);
+    rmrf(dir);
+}
+
+static void test_torn_every_offset(void) {
+    char *dir = tmpdir();
+    uint64_t off[6];
+    make_log(dir, 5, off); /* frame 4 has a 148-byte payload */
+    const char *log = path_of(dir, STORE_LOG_NAME);
+    struct buf orig = read_file(log);
+    CHECK_EQ_UINT(orig.len, off[5]);
+    CHECK(off[5] - off[4] > 100);
+
+    for (uint64_t cut = off[4]; cut < off[5]; cut++) {
+        write_file(path_of(dir, STORE_LOG_NAME), orig.ptr, (size_t)cut);
+        uv_loop_t loop;
+        uv_loop_init(&loop);
+        struct store s;
+        struct store_replay_info info;
+        CHECK_EQ_INT(store_open(&s, &loop, dir, &always, on_notify), 0);
+        got_reset();
+        enum store_replay_status st = store_replay(&s, collect, NULL, &info);
+        CHECK_EQ_INT(st, cut == off[4] ? STORE_REPLAY_OK : STORE_REPLAY_TRUNCATED);
+        CHECK_EQ_UINT(info.records, 4);
+        CHECK_EQ_UINT(got.n, 4);
+        for (uint64_t i = 0; i < 4; i++)
+            check_frame(i, (uint8_t)(1 + i % 4), i);
+        CHECK_EQ_UINT(info.dropped_bytes, cut - off[4]);
+        CHECK_EQ_UINT(info.bytes, off[4]);
+        CHECK_EQ_UINT(s.file_size, off[4]);
+        CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)off[4]);
+        /* What is left replays cleanly. */
+        CHECK_EQ_INT(store_replay(&s, NULL, NULL, &info), STORE_REPLAY_OK);
+        CHECK_EQ_UINT(info.records, 4);
+        close_loop(&s, &loop);
+    }
+    buf_destroy(&orig);
+    rmrf(dir);
+}
+
+static void test_zero_tail(void) {
+    char *dir = tmpdir();
+    uint64_t off[11];
+    make_log(dir, 10, off);
+    const char *log = path_of(dir, STORE_LOG_NAME);
+    struct buf orig = read_file(log);
+    size_t tails[] = {3, 9, 10, 4096};
+    for (size_t t = 0; t < 5; t++) {
+        struct buf b = BUF_INIT;
+        buf_append(&b, orig.ptr, orig.len);
+        uint64_t keep = off[10];
+        if (t < 4) {
+            char *z = buf_reserve(&b, tails[t]);
+            memset(z, 0, tails[t]);
+            buf_commit(&b, tails[t]);
+        } else {
+            /* The last frame with a bad checksum, then only zeros: torn too. */
+            b.ptr[off[9] + STORE_FRAME_HEADER_SIZE + 1] ^= 0x10;
+            char *z = buf_reserve(&b, 512);
+            memset(z, 0, 512);
+            buf_commit(&b, 512);
+            keep = off[9];
+        }
+        write_file(path_of(dir, STORE_LOG_NAME), b.ptr, b.len);
+        uv_loop_t loop;
+        uv_loop_init(&loop);
+        struct store s;
+        struct store_replay_info info;
+        CHECK_EQ_INT(store_open(&s, &loop, dir, &always, on_notify), 0);
+        got_reset();
+        CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_TRUNCATED);
+        CHECK_EQ_UINT(info.records, t < 4 ? 10 : 9);
+        CHECK_EQ_UINT(info.dropped_bytes, b.len - keep);
+        CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)keep);
+        close_loop(&s, &loop);
+        buf_destroy(&b);
+    }
+    buf_destroy(&orig);
+    rmrf(dir);
+}
+
+/* Bytes of frame 2 to damage: crc, length (low: wrong frame end; high: huge), type, payload. */
+static const struct {
+    size_t at;
+    uint8_t mask;
+} flips[] = {{0, 0x01}, {3, 0x80}, {4, 0x01}, {4, 0x40}, {5, 0x02},
+             {5, 0x08}, {7, 0x10}, {8, 0x02}, {9, 0x20}, {20, 0x01}};
+
+static void test_corrupt_bitflip(void) {
+    char *dir = tmpdir();
+    uint64_t off[11];
+    make_log(dir, 10, off);
+    struct buf orig = read_file(path_of(dir, STORE_LOG_NAME));
+    for (size_t f = 0; f < sizeof flips / sizeof flips[0]; f++) {
+        orig.ptr[off[2] + flips[f].at] ^= flips[f].mask;
+        write_file(path_of(dir, STORE_LOG_NAME), orig.ptr, orig.len);
+        orig.ptr[off[2] + flips[f].at] ^= flips[f].mask;
+
+        uv_loop_t loop;
+        uv_loop_init(&loop);
+        struct store s;
+        struct store_replay_info info;
+        CHECK_EQ_INT(store_open(&s, &loop, dir, &always, on_notify), 0);
+        got_reset();
+        enum store_replay_status st = store_replay(&s, collect, NULL, &info);
+        if (st != STORE_REPLAY_CORRUPT) fprintf(stderr, "flip %zu: %s\n", f, info.message);
+        CHECK_EQ_INT(st, STORE_REPLAY_CORRUPT);
+        CHECK_EQ_UINT(info.bad_offset, off[2]);
+        char want[32];
+        snprintf(want, sizeof want, "offset %" PRIu64, off[2]);
+        CHECK(strstr(info.message, want) != NULL);
+        CHECK(strstr(info.message, STORE_LOG_NAME) != NULL);
+        CHECK_EQ_UINT(got.n, 2);
+        /* Nothing was cut. */
+        CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)orig.len);
+        close_loop(&s, &loop);
+    }
+
+    /* A good checksum but an undecodable record is damage too, even last. */
+    write_file(path_of(dir, STORE_LOG_NAME), orig.ptr, orig.len);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    struct store_replay_info info;
+    CHECK_EQ_INT(store_open(&s, &loop, dir, &always, on_notify), 0);
+    got_reset();
+    got.fail_type = (int)(1 + 9 % 4); /* the type of frames 1, 5 and 9 */
+    CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_CORRUPT);
+    CHECK_EQ_UINT(info.bad_offset, off[1]);
+    close_loop(&s, &loop);
+
+    buf_destroy(&orig);
+    rmrf(dir);
+}
+
+static void test_repair(void) {
+    char *dir = tmpdir();
+    uint64_t off[11];
+    make_log(dir, 10, off);
+    struct buf orig = read_file(path_of(dir, STORE_LOG_NAME));
+    orig.ptr[off[2] + 12] ^= 0x08;
+    write_file(path_of(dir, STORE_LOG_NAME), orig.ptr, orig.len);
+
+    struct store_opts o = always;
+    o.repair = true;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    struct store_replay_info info;
+    CHECK_EQ_INT(store_open(&s, &loop, dir, &o, on_notify), 0);
+    got_reset();
+    CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_TRUNCATED);
+    CHECK_EQ_UINT(info.records, 2);
+    CHECK_EQ_UINT(info.dropped_bytes, orig.len - off[2]);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)off[2]);
+    char name[64];
+    snprintf(name, sizeof name, STORE_LOG_NAME ".damaged-%" PRIu64, off[2]);
+    CHECK(strstr(info.message, name) != NULL);
+    struct buf moved = read_file(path_of(dir, name));
+    CHECK_EQ_UINT(moved.len, orig.len - off[2]);
+    CHECK(memcmp(moved.ptr, orig.ptr + off[2], moved.len) == 0);
+    /* The rest replays cleanly, and appends go on after it. */
+    CHECK_EQ_INT(store_replay(&s, NULL, NULL, &info), STORE_REPLAY_OK);
+    close_loop(&s, &loop);
+
+    /* The same damage repaired again never overwrites the first copy. */
+    write_file(path_of(dir, STORE_LOG_NAME), orig.ptr, orig.len);
+    uv_loop_init(&loop);
+    CHECK_EQ_INT(store_open(&s, &loop, dir, &o, on_notify), 0);
+    CHECK_EQ_INT(store_replay(&s, NULL, NULL, &info), STORE_REPLAY_TRUNCATED);
+    char name2[80];
+    snprintf(name2, sizeof name2, "%s.1", name);
+    CHECK(strstr(info.message, name2) != NULL);
+    CHECK_EQ_INT(file_size(path_of(dir, name2)), (long)moved.len);
+    struct buf first = read_file(path_of(dir, name));
+    CHECK_EQ_UINT(first.len, moved.len);
+    close_loop(&s, &loop);
+
+    buf_destroy(&first);
+    buf_destroy(&moved);
+    buf_destroy(&orig);
+    rmrf(dir);
+}
+
+static void test_bad_header(void) {
+    char *dir = tmpdir();
+    make_log(dir, 3, NULL);
+    struct buf orig = read_file(path_of(dir, STORE_LOG_NAME));
+    struct {
+        size_t at;
+        uint8_t val;
+        const char *msg;
+    } cases[] = {{0, 'X', "not an eventd log"}, {8, 2, "newer eventd (format 2)"}};
+    for (size_t c = 0; c < 2; c++) {
+        uint8_t old = (uint8_t)orig.ptr[cases[c].at];
+        orig.ptr[cases[c].at] = (char)cases[c].val;
+        write_file(path_of(dir, STORE_LOG_NAME), orig.ptr, orig.len);
+        orig.ptr[cases[c].at] = (char)old;
+        uv_loop_t loop;
+        uv_loop_init(&loop);
+        struct store s;
+        struct store_replay_info info;
+        CHECK_EQ_INT(store_open(&s, &loop, dir, &always, on_notify), 0);
+        CHECK_EQ_INT(store_replay(&s, NULL, NULL, &info), STORE_REPLAY_CORRUPT);
+        if (!strstr(info.message, cases[c].msg)) CHECK_EQ_STR(info.message, cases[c].msg);
+        close_loop(&s, &loop);
+    }
+    /* A header torn while the log was created is rewritten. */
+    write_file(path_of(dir, STORE_LOG_NAME), "EVTD", 4);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), STORE_HEADER_SIZE);
+    close_loop(&s, &loop);
+    buf_destroy(&orig);
+    rmrf(dir);
+}
+
+static void test_lock(void) {
+    char *dir = tmpdir();
+    char sub[512];
+    snprintf(sub, sizeof sub, "%s/a/b", dir); /* created with its parents */
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s1, s2;
+    CHECK_EQ_INT(store_open(&s1, &loop, sub, &always, on_notify), 0);
+    struct stat st;
+    CHECK_EQ_INT(stat(sub, &st), 0);
+    CHECK_EQ_INT(st.st_mode & 0777, 0700);
+    CHECK_EQ_INT(store_open(&s2, &loop, sub, &always, on_notify), -EWOULDBLOCK);
+    store_close(&s1);
+    CHECK_EQ_INT(store_open(&s2, &loop, sub, &always, on_notify), 0);
+    close_loop(&s2, &loop);
+    CHECK_EQ_INT(unlink(path_of(sub, "LOCK")), 0);
+    CHECK_EQ_INT(unlink(path_of(sub, STORE_LOG_NAME)), 0);
+    CHECK_EQ_INT(rmdir(sub), 0);
+    snprintf(sub, sizeof sub, "%s/a", dir);
+    CHECK_EQ_INT(rmdir(sub), 0);
+    rmrf(dir);
+}
+
+/* Appends a few frames per loop iteration while batches are in flight. */
+static struct {
+    struct store *s;
+    uv_idle_t idle;
+    int ticks, per_tick;
+    uint64_t next;
+} feed;
+
+static void on_feed(uv_idle_t *h) {
+    for (int k = 0; k < feed.per_tick; k++) {
+        uint8_t p[300];
+        size_t len = payload_of(feed.next, p);
+        CHECK_EQ_UINT(store_append(feed.s, 2, p, len), ++feed.next);
+    }
+    if (--feed.ticks == 0) uv_close((uv_handle_t *)h, NULL);
+}
+
+static void test_group_commit(void) {
+    char *dir = tmpdir();
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
+
+    /* Many appends before the loop runs: one batch, one fdatasync. */
+    note_reset();
+    for (uint64_t i = 0; i < 500; i++) {
+        uint8_t p[300];
+        store_append(&s, 3, p, payload_of(i, p));
+    }
+    CHECK_EQ_UINT(s.acked_lsn, 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_UINT(s.stats_batches, 1);
+    CHECK_EQ_UINT(s.stats_syncs, 1);
+    CHECK_EQ_UINT(note.calls, 1);
+    CHECK_EQ_UINT(note.last_lsn, 500);
+    CHECK_EQ_INT(note.last_status, 0);
+
+    /* Appends spread over 200 iterations: batches form while one is in flight. */
+    note_reset();
+    feed.s = &s;
+    feed.ticks = 200;
+    feed.per_tick = 10;
+    feed.next = 500;
+    uv_idle_init(&loop, &feed.idle);
+    uv_idle_start(&feed.idle, on_feed);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uint64_t batches = s.stats_batches - 1;
+    fprintf(stderr, "   2000 appends over 200 iterations: %" PRIu64 " batches\n", batches);
+    CHECK(batches < 2000);
+    CHECK(batches <= 200); /* at most one per loop iteration */
+    CHECK(batches >= 1);
+    CHECK_EQ_UINT(note.last_lsn, 2500);
+    CHECK_EQ_UINT(s.acked_lsn, 2500);
+    CHECK_EQ_UINT(s.durable_lsn, 2500);
+    CHECK(note.calls <= batches);
+    close_loop(&s, &loop);
+
+    uv_loop_init(&loop);
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
+    CHECK_EQ_UINT(got.n, 2500);
+    for (uint64_t i = 0; i < 2500; i++)
+        check_frame(i, i < 500 ? 3 : 2, i);
+    close_loop(&s, &loop);
+    rmrf(dir);
+}
+
+static void test_interval_never(void) {
+    char *dir = tmpdir();
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    struct store_opts o = {STORE_FSYNC_INTERVAL, 20, false};
+    open_replay(&s, &loop, dir, &o, STORE_REPLAY_EMPTY);
+    uint64_t lsn = store_append(&s, 1, "abc", 3);
+    CHECK(store_is_acked(&s, lsn)); /* at once outside "always" */
+    uv_run(&loop, UV_RUN_DEFAULT);  /* runs until the interval sync is done */
+    CHECK_EQ_UINT(s.written_lsn, lsn);
+    CHECK_EQ_UINT(s.durable_lsn, lsn);
+    CHECK_EQ_UINT(s.durable_size, s.file_size);
+    CHECK_EQ_UINT(s.stats_syncs, 1);
+    close_loop(&s, &loop);
+
+    uv_loop_init(&loop);
+    o.fsync = STORE_FSYNC_NEVER;
+    open_replay(&s, &loop, dir, &o, STORE_REPLAY_OK);
+    lsn = store_append(&s, 1, "defg", 4);
+    CHECK(store_is_acked(&s, lsn));
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_UINT(s.written_lsn, lsn);
+    CHECK_EQ_UINT(s.durable_lsn, 0);
+    CHECK_EQ_UINT(s.stats_syncs, 0);
+    CHECK_EQ_INT(store_flush_sync(&s), 0); /* syncs even in "never" */
+    CHECK_EQ_UINT(s.durable_lsn, lsn);
+    CHECK_EQ_UINT(s.stats_syncs, 1);
+    close_loop(&s, &loop);
+
+    uv_loop_init(&loop);
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
+    CHECK_EQ_UINT(got.n, 2);
+    close_loop(&s, &loop);
+    rmrf(dir);
+}
+
+/* Holds the (one-thread) pool so that a job stays queued while we look. */
+static void on_block(uv_work_t *w) {
+    uv_sem_wait(w->data);
+}
+static void on_block_done(uv_work_t *w, int status) {
+    (void)w;
+    (void)status;
+}
+
+static void test_fault(void) {
+    char *dir = tmpdir();
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    setenv("EVENTD_FAULT_FSYNC_AFTER", "1", 1);
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
+    uint64_t a = store_append(&s, 1, "first", 5);
+    note_reset();
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_UINT(note.last_lsn, a);
+    CHECK_EQ_INT(note.last_status, 0);
+    uint64_t good = s.file_size;
+    CHECK_EQ_UINT(good, STORE_HEADER_SIZE + STORE_FRAME_HEADER_SIZE + 5);
+
+    enum log_level saved = log_threshold;
+    log_threshold = LOG_OFF; /* the expected error is noise here */
+    uint64_t b = store_append(&s, 1, "second", 6);
+    uint64_t c = store_append(&s, 1, "third", 5);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(note.last_status, -EIO);
+    CHECK_EQ_UINT(note.last_lsn, a);
+    CHECK(!store_is_acked(&s, b));
+    CHECK(!store_is_acked(&s, c));
+    CHECK_EQ_UINT(s.file_size, good);
+    CHECK_EQ_UINT(s.pending.len, 0);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)good);
+
+    /* The caller rebuilds its state from what is durable. */
+    struct store_replay_info info;
+    got_reset();
+    CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_OK);
+    CHECK_EQ_UINT(got.n, 1);
+
+    /* The blocking path fails the same way. */
+    store_append(&s, 1, "fourth", 6);
+    CHECK_EQ_INT(store_flush_sync(&s), -EIO);
+    CHECK_EQ_INT(note.last_status, -EIO);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)good);
+
+    /* A batch in flight fails while store_flush_sync waits for it: the flush reports it. */
+    uv_sem_t sem;
+    uv_work_t blocker;
+    uv_sem_init(&sem, 0);
+    blocker.data = &sem;
+    uv_queue_work(&loop, &blocker, on_block, on_block_done);
+    store_append(&s, 1, "fifth", 5);
+    uv_run(&loop, UV_RUN_NOWAIT); /* the batch is queued behind the blocker */
+    CHECK(s.job != NULL);
+    uint64_t sixth = store_append(&s, 1, "sixth", 5);
+    uv_sem_post(&sem);
+    note_reset();
+    CHECK_EQ_INT(store_flush_sync(&s), -EIO);
+    CHECK_EQ_INT(note.last_status, -EIO);
+    CHECK(!store_is_acked(&s, sixth));
+    CHECK_EQ_UINT(s.pending.len, 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_sem_destroy(&sem);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)good);
+    log_threshold = saved;
+    unsetenv("EVENTD_FAULT_FSYNC_AFTER");
+    close_loop(&s, &loop);
+
+    uv_loop_init(&loop);
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
+    CHECK_EQ_UINT(got.n, 1);
+    CHECK_EQ_STR(got.payload[0].ptr, "first");
+    close_loop(&s, &loop);
+    rmrf(dir);
+}
+
+/* Compaction: the order frames reach the store is the order replay sees. */
+static struct {
+    struct store *s;
+    int calls, status;
+} cmp;
+
+static void on_compact(struct store *s, int status) {
+    CHECK(s == cmp.s);
+    cmp.calls++;
+    cmp.status = status;
+}
+
+static void compact_run(bool big) {
+    char *dir = tmpdir();
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
+    for (int i = 0; i < 5; i++)
+        store_append(&s, 1, "old", 3);
+    uv_run(&loop, UV_RUN_DEFAULT);
+
+    memset(&cmp, 0, sizeof cmp);
+    cmp.s = &s;
+    CHECK_EQ_INT(store_compact_begin(&s), 0);
+    CHECK(store_compacting(&s));
+    CHECK_EQ_INT(store_compact_begin(&s), -EBUSY);
+    /* Snapshot frames with tail appends in between, as a live snapshot does. */
+    uint64_t n = big ? 20000 : 20, expect = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t p[300];
+        store_compact_add(&s, 2, p, payload_of(i, p));
+        if (i % 7 == 3) store_append(&s, 3, p, payload_of(i, p));
+        if (big && i % 1000 == 0) uv_run(&loop, UV_RUN_NOWAIT); /* let jobs run meanwhile */
+    }
+    CHECK(file_size(path_of(dir, STORE_LOG_NAME ".compact")) >= 0);
+    uv_run(&loop, UV_RUN_DEFAULT); /* the tail so far reaches the old log */
+    CHECK(store_compacting(&s));
+
+    uv_sem_t sem;
+    uv_work_t blocker;
+    uv_sem_init(&sem, 0);
+    blocker.data = &sem;
+    uv_queue_work(&loop, &blocker, on_block, on_block_done);
+    CHECK_EQ_INT(store_compact_commit(&s, on_compact), 0);
+    uint64_t u = store_append(&s, 4, "U", 1); /* before the switch: into the new log's tail */
+    uv_run(&loop, UV_RUN_NOWAIT);             /* starts the commit job, queued behind */
+    CHECK(s.switching);
+    CHECK(store_is_acked(&s, u - 1));
+    CHECK(!store_is_acked(&s, u));
+    uint64_t w = store_append(&s, 4, "W", 1); /* during the switch: after it, in the new log */
+    uv_sem_post(&sem);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_sem_destroy(&sem);
+    CHECK_EQ_INT(cmp.calls, 1);
+    CHECK_EQ_INT(cmp.status, 0);
+    CHECK(!store_compacting(&s));
+    CHECK(store_is_acked(&s, w));
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME ".compact")), -1);
+    CHECK_EQ_UINT(s.file_size, (uint64_t)file_size(path_of(dir, STORE_LOG_NAME)));
+    store_append(&s, 4, "V", 1);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    close_loop(&s, &loop);
+
+    uv_loop_init(&loop);
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
+    size_t k = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        check_frame(k++, 2, i);
+        if (i % 7 == 3) check_frame(k++, 3, i);
+        expect = k;
+    }
+    CHECK_EQ_UINT(got.n, expect + 3);
+    CHECK_EQ_STR(got.payload[expect].ptr, "U");
+    CHECK_EQ_STR(got.payload[expect + 1].ptr, "W");
+    CHECK_EQ_STR(got.payload[expect + 2].ptr, "V");
+    close_loop(&s, &loop);
+    rmrf(dir);
+}
+
+static void test_compaction(void) {
+    compact_run(false);
+    compact_run(true); /* several MiB: written out slice by slice */
+}
+
+static void test_compaction_abort_and_fault(void) {
+    char *dir = tmpdir();
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    struct store_opts never = {STORE_FSYNC_NEVER, 1000, false};
+    open_replay(&s, &loop, dir, &never, STORE_REPLAY_EMPTY);
+    store_append(&s, 1, "a", 1);
+    uv_run(&loop, UV_RUN_DEFAULT);
+
+    CHECK_EQ_INT(store_compact_begin(&s), 0);
+    store_compact_add(&s, 2, "snap", 4);
+    store_compact_abort(&s);
+    CHECK(!store_compacting(&s));
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME ".compact")), -1);
+    CHECK_EQ_INT(store_compact_commit(&s, on_compact), -EINVAL);
+
+    /* The compaction file's fdatasync fails: the log stays as it was. */
+    setenv("EVENTD_FAULT_FSYNC_AFTER", "0", 1);
+    CHECK_EQ_INT(store_close(&s), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(store_open(&s, &loop, dir, &never, on_notify), 0);
+    unsetenv("EVENTD_FAULT_FSYNC_AFTER");
+    struct store_replay_info info;
+    CHECK_EQ_INT(store_replay(&s, NULL, NULL, &info), STORE_REPLAY_OK);
+    memset(&cmp, 0, sizeof cmp);
+    cmp.s = &s;
+    CHECK_EQ_INT(store_compact_begin(&s), 0);
+    store_compact_add(&s, 2, "snap", 4);
+    store_append(&s, 1, "b", 1);
+    enum log_level saved = log_threshold;
+    log_threshold = LOG_OFF;
+    CHECK_EQ_INT(store_compact_commit(&s, on_compact), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(cmp.calls, 1);
+    CHECK_EQ_INT(cmp.status, -EIO);
+    CHECK(!store_compacting(&s));
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME ".compact")), -1);
+    /* "b" went to the old log unsynced ("never"); the final sync fails too, so it is cut. */
+    CHECK_EQ_INT(s.written_lsn, 1);
+    CHECK_EQ_INT(store_close(&s), -EIO);
+    log_threshold = saved;
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+
+    uv_loop_init(&loop);
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
+    CHECK_EQ_UINT(got.n, 1);
+    CHECK_EQ_STR(got.payload[0].ptr, "a");
+    close_loop(&s, &loop);
+    rmrf(dir);
+}
+
+int main(void) {
+    /* One pool thread, so a blocker job can hold a store job in the queue. */
+    setenv("UV_THREADPOOL_SIZE", "1", 1);
+    log_threshold = LOG_ERROR; /* the damage tests warn hundreds of times, as they should */
+    got.fail_type = -1;
+    RUN_TEST(test_varint);
+    RUN_TEST(test_roundtrip);
+    RUN_TEST(test_torn_every_offset);
+    RUN_TEST(test_zero_tail);
+    RUN_TEST(test_corrupt_bitflip);
+    RUN_TEST(test_repair);
+    RUN_TEST(test_bad_header);
+    RUN_TEST(test_lock);
+    RUN_TEST(test_group_commit);
+    RUN_TEST(test_interval_never);
+    RUN_TEST(test_fault);
+    RUN_TEST(test_compaction);
+    RUN_TEST(test_compaction_abort_and_fault);
+    got_reset();
+    return 0;
+}
