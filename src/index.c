@@ -39,7 +39,7 @@ void index_init(struct index *ix) {
 
 void index_destroy(struct index *ix) {
     for (size_t i = 0; i < ix->cap; i++)
-        if (ix->slots[i] && ix->slots[i] != TOMBSTONE) record_free(ix->slots[i]);
+        if (ix->slots[i].r && ix->slots[i].r != TOMBSTONE) record_free(ix->slots[i].r);
     for (size_t i = 0; i < ix->owners_cap; i++)
         for (int k = 0; k <= REC_KIND_MAX; k++) free(ix->owners[i].lists[k].ids);
     free(ix->slots);
@@ -56,14 +56,14 @@ void index_reset(struct index *ix) {
 static size_t find_slot(const struct index *ix, uint64_t id, bool *found) {
     size_t mask = ix->cap - 1, i = mix(id) & mask, insert = SIZE_MAX;
     for (;;) {
-        struct record *r = ix->slots[i];
-        if (!r) {
+        const struct index_slot *sl = &ix->slots[i];
+        if (!sl->r) {
             *found = false;
             return insert != SIZE_MAX ? insert : i;
         }
-        if (r == TOMBSTONE) {
+        if (sl->r == TOMBSTONE) {
             if (insert == SIZE_MAX) insert = i;
-        } else if (r->id == id) {
+        } else if (sl->id == id) {
             *found = true;
             return i;
         }
@@ -72,7 +72,7 @@ static size_t find_slot(const struct index *ix, uint64_t id, bool *found) {
 }
 
 static void grow(struct index *ix) {
-    struct record **old = ix->slots;
+    struct index_slot *old = ix->slots;
     size_t old_cap = ix->cap;
     /* Rehash into a table twice the live size (at least as big), dropping tombstones. */
     size_t cap = ix->cap;
@@ -81,11 +81,10 @@ static void grow(struct index *ix) {
     ix->cap = cap;
     ix->used = ix->count;
     for (size_t i = 0; i < old_cap; i++) {
-        struct record *r = old[i];
-        if (!r || r == TOMBSTONE) continue;
-        size_t j = mix(r->id) & (cap - 1);
-        while (ix->slots[j]) j = (j + 1) & (cap - 1);
-        ix->slots[j] = r;
+        if (!old[i].r || old[i].r == TOMBSTONE) continue;
+        size_t j = mix(old[i].id) & (cap - 1);
+        while (ix->slots[j].r) j = (j + 1) & (cap - 1);
+        ix->slots[j] = old[i];
     }
     free(old);
 }
@@ -93,7 +92,7 @@ static void grow(struct index *ix) {
 struct record *index_get(const struct index *ix, uint64_t id) {
     bool found;
     size_t i = find_slot(ix, id, &found);
-    return found ? ix->slots[i] : NULL;
+    return found ? ix->slots[i].r : NULL;
 }
 
 static struct owner *owner_get(struct index *ix, uint64_t user_id, bool create) {
@@ -177,7 +176,7 @@ void index_put(struct index *ix, struct record *r) {
     bool found;
     size_t i = find_slot(ix, r->id, &found);
     if (found) {
-        struct record *old = ix->slots[i];
+        struct record *old = ix->slots[i].r;
         ix->live_bytes -= old->size;
         if (old->type == REC_EVENT) unlink_event(ix, old);
         else r->event_id = old->event_id;
@@ -187,10 +186,10 @@ void index_put(struct index *ix, struct record *r) {
             list_insert(&owner_get(ix, owner_key(r), true)->lists[r->type], r->id);
         }
         record_free(old);
-        ix->slots[i] = r;
+        ix->slots[i].r = r;
     } else {
-        if (!ix->slots[i]) ix->used++;
-        ix->slots[i] = r;
+        if (!ix->slots[i].r) ix->used++;
+        ix->slots[i] = (struct index_slot){r->id, r};
         ix->count++;
         list_insert(&owner_get(ix, owner_key(r), true)->lists[r->type], r->id);
         if (ix->used * 4 >= ix->cap * 3) grow(ix);
@@ -204,12 +203,12 @@ int index_delete(struct index *ix, uint64_t id) {
     bool found;
     size_t i = find_slot(ix, id, &found);
     if (!found) return -1;
-    struct record *r = ix->slots[i];
+    struct record *r = ix->slots[i].r;
     if (r->type == REC_EVENT) unlink_event(ix, r);
     struct owner *o = owner_get(ix, owner_key(r), false);
     if (o) list_remove(&o->lists[r->type], r->id);
     ix->live_bytes -= r->size;
-    ix->slots[i] = TOMBSTONE;
+    ix->slots[i].r = TOMBSTONE;
     ix->count--;
     record_free(r);
     return 0;
@@ -238,11 +237,11 @@ uint64_t index_take_id(struct index *ix) {
 
 void index_relink(struct index *ix) {
     for (size_t i = 0; i < ix->cap; i++) {
-        struct record *r = ix->slots[i];
+        struct record *r = ix->slots[i].r;
         if (r && r != TOMBSTONE && r->type != REC_EVENT) r->event_id = 0;
     }
     for (size_t i = 0; i < ix->cap; i++) {
-        struct record *r = ix->slots[i];
+        struct record *r = ix->slots[i].r;
         if (r && r != TOMBSTONE && r->type == REC_EVENT) link_event(ix, r);
     }
 }

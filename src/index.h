@@ -23,8 +23,14 @@ struct id_list {
 
 struct owner; /* one user's record lists */
 
+/* A table slot keeps the id beside the pointer, so probing never touches a record. */
+struct index_slot {
+    uint64_t id;
+    struct record *r; /* NULL empty, INDEX_TOMBSTONE deleted */
+};
+
 struct index {
-    struct record **slots; /* open addressing by id; NULL empty, TOMBSTONE deleted */
+    struct index_slot *slots; /* open addressing by id */
     size_t cap;            /* power of two */
     size_t count;          /* live records */
     size_t used;           /* live + tombstones */
