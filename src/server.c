@@ -423,16 +423,15 @@ static void reject(struct server *srv) {
     uv_tcp_t *t = xmalloc(sizeof *t);
     uv_tcp_init(srv->loop, t);
     if (uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)t) == 0) {
-        static char msg[512];
-        static int len;
-        if (!len) {
-            const char *body = "{\"Status\":\"error\",\"Error\":{\"Code\":\"unavailable\","
-                               "\"Message\":\"too many open connections\"}}";
-            len = snprintf(msg, sizeof msg,
-                           "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                           "Content-Length: %zu\r\nConnection: close\r\nRetry-After: 1\r\n\r\n%s",
-                           strlen(body), body);
-        }
+        static const char body[] = "{\"Status\":\"error\",\"Error\":{\"Code\":\"unavailable\","
+                                   "\"Message\":\"too many open connections\"}}";
+        char msg[512];
+        int len = snprintf(msg, sizeof msg,
+                           "HTTP/1.1 503 Service Unavailable\r\nDate: %s\r\n"
+                           "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+                           "Connection: close\r\nRetry-After: 1\r\n\r\n%s",
+                           http_date(), sizeof body - 1, body);
+        /* A best-effort write: a fresh socket's buffer takes this whole. */
         uv_buf_t b = uv_buf_init(msg, (unsigned)len);
         uv_try_write((uv_stream_t *)t, &b, 1);
     }
