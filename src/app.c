@@ -17,7 +17,8 @@
 #include "handlers.h"
 #include "log.h"
 
-#define COMPACT_SLICE_IDS 20000 /* ids examined per slice: well under 10 ms */
+#define COMPACT_SLICE_IDS 20000          /* ids examined per slice: well under 10 ms */
+#define COMPACT_MAX_BACKLOG (8u << 20)   /* snapshot bytes waiting for the disk, at most */
 
 static const char *replay_name[] = {"ok", "empty", "truncated", "corrupt", "io"};
 
@@ -122,6 +123,11 @@ static void on_compacted(struct store *s, int status) {
 
 static void compact_slice(uv_timer_t *t) {
     struct app *a = t->data;
+    if (store_compact_backlog(&a->store) > COMPACT_MAX_BACKLOG) {
+        /* The disk is behind: wait instead of holding the whole snapshot in memory. */
+        uv_timer_start(&a->compact_timer, compact_slice, 1, 0);
+        return;
+    }
     uint64_t stop = a->compact_next + COMPACT_SLICE_IDS;
     if (stop > a->compact_end) stop = a->compact_end;
     for (uint64_t id = a->compact_next; id < stop; id++) {
