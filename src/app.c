@@ -57,6 +57,7 @@ static void on_store_notify(struct store *s, uint64_t lsn, int status) {
     if (replay(a) < 0) LOG(LOG_ERROR, "could not rebuild the state from the log");
     /* Ids handed out for lost writes are not reused: a client may have seen none, but cheap. */
     if (a->index.next_id < next_id) a->index.next_id = next_id;
+    a->visible_lsn = lsn; /* memory now shows exactly what is durable */
     if (a->serving) server_fail_after(&a->srv, lsn);
 }
 
@@ -97,6 +98,7 @@ uint64_t app_put(struct app *a, struct record *r) {
     record_encode(r, &a->scratch);
     uint64_t lsn = store_append(&a->store, r->type, a->scratch.ptr, a->scratch.len);
     index_put(&a->index, r);
+    a->visible_lsn = lsn;
     if (a->serving && store_is_acked(&a->store, lsn)) server_acked(&a->srv, lsn);
     return lsn;
 }
@@ -106,6 +108,7 @@ uint64_t app_delete(struct app *a, uint64_t id) {
     size_t n = store_put_varint(p, id);
     uint64_t lsn = store_append(&a->store, REC_DELETE, p, n);
     index_delete(&a->index, id);
+    a->visible_lsn = lsn;
     if (a->serving && store_is_acked(&a->store, lsn)) server_acked(&a->srv, lsn);
     return lsn;
 }

@@ -30,6 +30,7 @@ struct app {
     uv_timer_t compact_timer; /* drives the snapshot in slices */
     uint64_t compact_next;   /* next id to snapshot */
     uint64_t compact_end;    /* ids below this are in the snapshot */
+    uint64_t visible_lsn;    /* LSN of the last change the index shows */
     bool compacting;
     bool serving;
     bool store_open;

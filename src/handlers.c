@@ -340,7 +340,7 @@ static void on_complete(void *data, void *mem, struct http_request *req,
     default: http_response_error(r, ERR_INTERNAL, NULL, NULL);
     }
     /* Whatever this response shows must be acknowledged before it leaves. */
-    if (r->lsn < a->store.appended_lsn) r->lsn = a->store.appended_lsn;
+    if (r->lsn < a->visible_lsn) r->lsn = a->visible_lsn;
     if (st->decoding) {
         json_decoder_end(&st->dec);
         st->decoding = false;

@@ -1,8 +1,14 @@
 /*
- * http: see http.h. The request line and the headers are counted as they
- * stream through llhttp's span callbacks; a span may arrive in several
- * pieces when a read ends inside it, which is why the few headers we keep
- * are appended to buffers rather than pointed at.
+ * http: see http.h.
+ *
+ * The header limit counts every byte from the start of a request to the end
+ * of its headers, whitespace included, whatever the read boundaries: the
+ * parser pauses itself at the start of a message and at the end of its
+ * headers, so http_parser_execute knows exactly which bytes of each read
+ * were head bytes. The owner hears of the headers only after that count
+ * has been checked. Spans (target, header names and values) may arrive in
+ * several pieces when a read ends inside one, which is why the few headers
+ * we keep are appended to buffers rather than pointed at.
  */
 #include "http.h"
 
@@ -19,7 +25,6 @@ static struct http_parser *P(llhttp_t *ll) {
     return (struct http_parser *)ll->data;
 }
 
-/* Counts request-line and header bytes; sets the 431 error past the limit. */
 /* Our own verdict from inside a callback: llhttp stops with a callback error. */
 static int stop(struct http_parser *p, enum err e) {
     p->error = e;
@@ -27,10 +32,10 @@ static int stop(struct http_parser *p, enum err e) {
     return HPE_USER;
 }
 
-static int count_head(struct http_parser *p, size_t n) {
-    p->req.head_bytes += (uint32_t)n;
-    if (p->req.head_bytes > p->limits->max_header_bytes) return stop(p, ERR_HEADERS_TOO_LARGE);
-    return 0;
+/* Pauses llhttp for our own bookkeeping; execute resumes it at once. */
+static int pause_here(struct http_parser *p, uint8_t next) {
+    p->internal_pause = next;
+    return HPE_PAUSED;
 }
 
 static int on_message_begin(llhttp_t *ll) {
@@ -44,25 +49,22 @@ static int on_message_begin(llhttp_t *ll) {
     r->cur_header = H_OTHER;
     p->name_len = p->value_len = 0;
     p->in_message = p->in_headers = true;
-    return 0;
+    return pause_here(p, PAUSE_BEGIN);
 }
 
 static int on_url(llhttp_t *ll, const char *at, size_t n) {
     struct http_parser *p = P(ll);
-    if (count_head(p, n)) return HPE_USER;
+    /* Past the limit the request is refused anyway: stop growing the copy. */
+    if (p->req.target.len + n > p->limits->max_header_bytes)
+        return stop(p, ERR_HEADERS_TOO_LARGE);
     buf_append(&p->req.target, at, n);
     return 0;
-}
-
-static int on_method(llhttp_t *ll, const char *at, size_t n) {
-    return count_head(P(ll), n + 12); /* the request line's spaces, version and CRLF */
 }
 
 /* Header names and values may arrive in pieces; the few names we match are
  * short, so their first bytes are kept in a small array until complete. */
 static int on_header_field(llhttp_t *ll, const char *at, size_t n) {
     struct http_parser *p = P(ll);
-    if (count_head(p, n + 4)) return HPE_USER; /* ": " and CRLF */
     if (p->name_len + n <= sizeof p->name) memcpy(p->name + p->name_len, at, n);
     p->name_len += n;
     return 0;
@@ -86,8 +88,9 @@ static int on_header_field_complete(llhttp_t *ll) {
 static int on_header_value(llhttp_t *ll, const char *at, size_t n) {
     struct http_parser *p = P(ll);
     struct http_request *r = &p->req;
-    if (count_head(p, n)) return HPE_USER;
     if (r->cur_header == H_AUTHORIZATION) {
+        if (r->authorization.len + n > p->limits->max_header_bytes)
+            return stop(p, ERR_HEADERS_TOO_LARGE);
         buf_append(&r->authorization, at, n);
     } else if (r->cur_header == H_EXPECT) {
         if (p->value_len + n <= sizeof p->name) memcpy(p->name + p->value_len, at, n);
@@ -128,8 +131,8 @@ static int on_headers_complete(llhttp_t *ll) {
     r->query = q ? (struct slice){q + 1, tl - (size_t)(q - t) - 1} : (struct slice){t + tl, 0};
 
     if (r->content_length > p->limits->max_body_bytes) return stop(p, ERR_BODY_TOO_LARGE);
-    if (p->ev->on_headers(p->owner, r)) return stop(p, ERR_NONE);
-    return 0;
+    /* The owner hears of the headers in execute, once their size is known. */
+    return pause_here(p, PAUSE_HEADERS);
 }
 
 static int on_body(llhttp_t *ll, const char *at, size_t n) {
@@ -138,6 +141,14 @@ static int on_body(llhttp_t *ll, const char *at, size_t n) {
     r->body_bytes += n;
     if (r->body_bytes > p->limits->max_body_bytes) return stop(p, ERR_BODY_TOO_LARGE);
     p->ev->on_body(p->owner, r, at, n);
+    return 0;
+}
+
+/* Chunk extensions count against the body limit: they arrive with the body. */
+static int on_chunk_extension(llhttp_t *ll, const char *at, size_t n) {
+    struct http_parser *p = P(ll);
+    p->req.body_bytes += n;
+    if (p->req.body_bytes > p->limits->max_body_bytes) return stop(p, ERR_BODY_TOO_LARGE);
     return 0;
 }
 
@@ -155,7 +166,8 @@ void http_parser_init(struct http_parser *p, const struct http_limits *limits,
         llhttp_settings_init(&settings);
         settings.on_message_begin = on_message_begin;
         settings.on_url = on_url;
-        settings.on_method = on_method;
+        settings.on_chunk_extension_name = on_chunk_extension;
+        settings.on_chunk_extension_value = on_chunk_extension;
         settings.on_header_field = on_header_field;
         settings.on_header_field_complete = on_header_field_complete;
         settings.on_header_value = on_header_value;
@@ -178,6 +190,7 @@ void http_parser_reset(struct http_parser *p) {
     p->ll.data = p;
     p->error = ERR_NONE;
     p->stopped = false;
+    p->internal_pause = PAUSE_NONE;
     p->in_message = p->in_headers = false;
 }
 
@@ -188,19 +201,42 @@ void http_parser_destroy(struct http_parser *p) {
 
 enum http_status http_parser_execute(struct http_parser *p, const char *ptr, size_t len,
                                      size_t *consumed) {
-    llhttp_errno_t e = llhttp_execute(&p->ll, ptr, len);
-    if (e == HPE_OK) {
-        *consumed = len;
-        return HTTP_OK;
+    size_t off = 0;
+    for (;;) {
+        bool head = p->in_headers; /* were the bytes of this segment head bytes? */
+        llhttp_errno_t e = llhttp_execute(&p->ll, ptr + off, len - off);
+        size_t used = e == HPE_OK ? len - off : (size_t)(llhttp_get_error_pos(&p->ll) - (ptr + off));
+        off += used;
+        if (head) p->req.head_bytes += (uint32_t)used;
+        if ((head || p->internal_pause == PAUSE_HEADERS) &&
+            p->req.head_bytes > p->limits->max_header_bytes) {
+            p->error = ERR_HEADERS_TOO_LARGE;
+            *consumed = off;
+            return HTTP_ERROR;
+        }
+        if (e == HPE_OK) {
+            *consumed = len;
+            return HTTP_OK;
+        }
+        if (e == HPE_PAUSED && p->internal_pause != PAUSE_NONE) {
+            uint8_t what = p->internal_pause;
+            p->internal_pause = PAUSE_NONE;
+            if (what == PAUSE_HEADERS && p->ev->on_headers(p->owner, &p->req)) {
+                p->error = ERR_NONE; /* the owner has answered */
+                *consumed = off;
+                return HTTP_ERROR;
+            }
+            llhttp_resume(&p->ll);
+            continue;
+        }
+        *consumed = off;
+        if (e == HPE_PAUSED) return HTTP_PAUSED;
+        if (!p->stopped) {
+            /* llhttp's own complaint: the request line, a header or a chunk is malformed. */
+            p->error = e == HPE_INVALID_VERSION ? ERR_VERSION : ERR_BAD_REQUEST;
+        }
+        return HTTP_ERROR;
     }
-    *consumed = (size_t)(llhttp_get_error_pos(&p->ll) - ptr);
-    if (e == HPE_PAUSED) return HTTP_PAUSED;
-    if (!p->stopped) {
-        /* llhttp's own complaint: the request line or a header (or a chunk) is malformed;
-         * a request line longer than the header limit is reported as 431 above. */
-        p->error = e == HPE_INVALID_VERSION ? ERR_VERSION : ERR_BAD_REQUEST;
-    }
-    return HTTP_ERROR;
 }
 
 void http_parser_resume(struct http_parser *p) {
@@ -281,10 +317,12 @@ void http_response_finish(struct http_response *r, bool keep_alive) {
     n += PUT_LIT(h + n, "\r\nDate: ");
     n += put(h + n, http_date(), 29);
     n += PUT_LIT(h + n, "\r\n");
-    if (!r->no_body) n += PUT_LIT(h + n, "Content-Type: application/json\r\n");
-    n += PUT_LIT(h + n, "Content-Length: ");
-    n += u64_digits(r->no_body ? 0 : r->body.len, h + n);
-    n += PUT_LIT(h + n, "\r\n");
+    /* RFC 9110 forbids Content-Length on a 204; every other response has one. */
+    if (!r->no_body) {
+        n += PUT_LIT(h + n, "Content-Type: application/json\r\nContent-Length: ");
+        n += u64_digits(r->body.len, h + n);
+        n += PUT_LIT(h + n, "\r\n");
+    }
     if (!keep_alive) n += PUT_LIT(h + n, "Connection: close\r\n");
     else if (r->http10) n += PUT_LIT(h + n, "Connection: keep-alive\r\n");
     if (r->extra) n += put(h + n, r->extra, strlen(r->extra));

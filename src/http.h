@@ -34,7 +34,7 @@ struct http_request {
     bool has_body;           /* Content-Length > 0 or chunked */
     uint64_t content_length; /* 0 when chunked or absent */
     uint64_t body_bytes;     /* received so far */
-    uint32_t head_bytes;     /* request line + headers received so far */
+    uint32_t head_bytes;     /* request line + headers received so far, every byte */
     struct buf target;       /* request target as sent (path and query) */
     struct buf authorization;/* Authorization header value */
     struct slice path;       /* into target, set when the headers are complete */
@@ -56,6 +56,8 @@ struct http_events {
 
 enum http_status { HTTP_OK, HTTP_PAUSED, HTTP_ERROR };
 
+enum { PAUSE_NONE, PAUSE_BEGIN, PAUSE_HEADERS };
+
 struct http_parser {
     llhttp_t ll;
     struct http_request req;
@@ -64,6 +66,7 @@ struct http_parser {
     void *owner;
     enum err error;  /* the error to answer when execute returns HTTP_ERROR */
     bool stopped;    /* a callback stopped the parser (error is ours, not llhttp's) */
+    uint8_t internal_pause; /* PAUSE_*: why llhttp paused itself, for execute */
     bool in_message; /* bytes of a request seen, request not complete */
     bool in_headers; /* ... and its headers are not complete */
     char name[16];   /* start of the header name (then Expect value) being parsed */

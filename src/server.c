@@ -42,6 +42,8 @@ struct conn {
     uint32_t nwriting;         /* slots in the write in flight */
     struct http_response *cur; /* slot of the request being parsed */
     uint64_t req_start;        /* uv_now() when the current request's first byte came */
+    uint64_t idle_since;       /* uv_now() of the last request or write progress; reads
+                                * that start no request (stray CRLFs) do not move it */
     int pending_closes;        /* uv_close callbacks still to come */
     bool timing;               /* req_start is set */
     bool reading;
@@ -96,7 +98,7 @@ static void arm_timer(struct conn *c) {
         deadline = c->req_start +
                    (c->parser.in_headers ? cfg->header_timeout_ms : cfg->request_timeout_ms);
     } else {
-        deadline = now + cfg->idle_timeout_ms;
+        deadline = c->idle_since + cfg->idle_timeout_ms;
     }
     uv_timer_start(&c->timer, on_timer, deadline > now ? deadline - now : 0, 0);
 }
@@ -184,6 +186,7 @@ static void on_write(uv_write_t *w, int status) {
     c->head = (c->head + n) % c->nslots;
     c->count -= n;
     c->nwriting = 0;
+    c->idle_since = uv_now(c->srv->loop);
     if (c->closing) return;
     if (status < 0 || close) {
         conn_close(c);
@@ -214,8 +217,8 @@ static int on_headers(void *owner, struct http_request *req) {
         r->close = true;
         return 1;
     }
-    if (!c->discard && req->expect_continue && req->has_body && c->count == 1 &&
-        c->nwriting == 0) {
+    if (!c->discard && req->expect_continue && req->has_body && req->version_minor >= 1 &&
+        c->count == 1 && c->nwriting == 0) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
         uv_buf_t b = uv_buf_init((char *)cont, sizeof cont - 1);
         /* Nothing else is queued, so this cannot overtake a response. If the
@@ -239,6 +242,7 @@ static bool on_complete(void *owner, struct http_request *req) {
     c->discard = false;
     c->cur = NULL;
     c->timing = false;
+    c->idle_since = uv_now(srv->loop);
     if (!req->keep_alive || srv->shutting_down) {
         r->close = true;
         c->close_after = true;
@@ -461,6 +465,7 @@ static void on_connection(uv_stream_t *l, int status) {
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
+    c->idle_since = uv_now(srv->loop);
     start_reading(c);
     arm_timer(c);
 }
