@@ -4,6 +4,7 @@
  *   user add|rotate|remove|list   manage accounts in a stopped server's data directory
  *   compact                    rewrite a stopped server's log to its live records
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <uv.h>
@@ -126,6 +127,8 @@ int main(int argc, char **argv) {
         return 2;
     }
 
+    /* A peer that closes early must cost an EPIPE on that socket, not the process. */
+    signal(SIGPIPE, SIG_IGN);
     uv_loop_t loop;
     uv_loop_init(&loop);
     struct app app;
