@@ -1,0 +1,566 @@
+"""Shared helpers for the eventd black-box tests.
+
+Python 3 standard library only.  Everything talks to 127.0.0.1; every wait
+is bounded in time.
+
+    with Server(users=["alice"]) as srv:
+        key = srv.keys["alice"]
+        r = request(srv.port, "GET", "/v2/theme",
+                    headers={"Authorization": auth_header("alice", key)})
+
+Raw sockets keep a per-socket read buffer (see read_response), so several
+pipelined responses can be read one after the other from the same socket.
+
+Other test files use this module and apiclient.OutServer subclasses Server
+with its internals (_drain, _cond, _lock, _threads, _eof, _kill, keys, users,
+env, extra_args, start_timeout): keep those names and their meaning stable.
+"""
+
+import base64
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import weakref
+
+REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+EVENTD_BIN = os.path.abspath(os.environ.get("EVENTD_BIN") or
+                             os.path.join(REPO_ROOT, "build", "eventd"))
+
+HOST = "127.0.0.1"
+DEFAULT_TIMEOUT = 5.0
+START_TIMEOUT = 10.0
+STOP_TIMEOUT = 10.0
+LISTEN_RE = re.compile(r"listening on 127\.0\.0\.1:(\d+)")
+
+
+class HarnessError(AssertionError):
+    """A failure of the server under test detected by the harness."""
+
+
+class ConnectionClosed(HarnessError):
+    """The peer closed (or reset) the connection before a full response."""
+
+    def __init__(self, msg, partial=b""):
+        super().__init__("%s (partial data: %r)" % (msg, partial[:500]))
+        self.partial = partial
+
+
+def check_binary():
+    if not (os.path.isfile(EVENTD_BIN) and os.access(EVENTD_BIN, os.X_OK)):
+        raise HarnessError("eventd binary not found or not executable: %s "
+                           "(set EVENTD_BIN or build it)" % EVENTD_BIN)
+
+
+def clean_env(extra=None):
+    """The current environment without any EVENTD_* server variables, plus extra."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVENTD_")}
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_cli(args, env=None, timeout=10.0, cwd=None):
+    """Runs EVENTD_BIN with args; returns CompletedProcess (text mode).
+
+    Raises HarnessError if it does not finish within timeout."""
+    check_binary()
+    try:
+        return subprocess.run([EVENTD_BIN] + list(args), stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=clean_env(env), timeout=timeout, cwd=cwd,
+                              text=True, errors="replace")
+    except subprocess.TimeoutExpired as e:
+        raise HarnessError("eventd %s did not exit within %.1fs; stdout=%r stderr=%r"
+                           % (" ".join(args), timeout, e.stdout, e.stderr))
+
+
+def add_user(data_dir, name):
+    """`eventd user add NAME --data DIR`; returns the API key (last stdout line)."""
+    cp = run_cli(["user", "add", name, "--data", data_dir])
+    if cp.returncode != 0:
+        raise HarnessError("eventd user add %s failed: exit %d, stdout=%r stderr=%r"
+                           % (name, cp.returncode, cp.stdout, cp.stderr))
+    lines = [l.strip() for l in cp.stdout.splitlines() if l.strip()]
+    if not lines:
+        raise HarnessError("eventd user add %s printed no key; stderr=%r" % (name, cp.stderr))
+    return lines[-1]
+
+
+def auth_header(name, key):
+    return "Basic " + base64.b64encode(("%s:%s" % (name, key)).encode()).decode()
+
+
+class Server:
+    """Runs `eventd serve` on 127.0.0.1:0 with a fresh (or given) data dir.
+
+    Server(extra_args=[...], env={...}, data_dir=None, users=[...])
+    Users are added with `eventd user add` before the server starts; their
+    keys are in .keys[name]."""
+
+    def __init__(self, extra_args=(), env=None, data_dir=None, users=(),
+                 start_timeout=START_TIMEOUT, subcommand="serve"):
+        self.extra_args = list(extra_args)
+        self.subcommand = subcommand
+        self.env = env
+        self.users = list(users)
+        self.start_timeout = start_timeout
+        self.own_dir = data_dir is None
+        self.data_dir = data_dir
+        self.proc = None
+        self.port = None
+        self.keys = {}
+        self._lines = []           # stderr lines
+        self._stdout_lines = []
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._threads = []
+        self._eof = False
+
+    # -- lifecycle ---------------------------------------------------------
+    def start(self):
+        check_binary()
+        if self.data_dir is None:
+            self.data_dir = tempfile.mkdtemp(prefix="eventd-bb-")
+        for u in self.users:
+            self.keys[u] = add_user(self.data_dir, u)
+        args = ([EVENTD_BIN] + ([self.subcommand] if self.subcommand else []) +
+                ["--listen", "127.0.0.1:0", "--data", self.data_dir, "--no-demo-user"] +
+                self.extra_args)
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=clean_env(self.env), cwd=self.data_dir)
+        t = threading.Thread(target=self._drain, args=(self.proc.stderr, True), daemon=True)
+        t.start()
+        self._threads.append(t)
+        t2 = threading.Thread(target=self._drain, args=(self.proc.stdout, False), daemon=True)
+        t2.start()
+        self._threads.append(t2)
+        deadline = time.monotonic() + self.start_timeout
+        with self._cond:
+            while self.port is None:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._eof:
+                    break
+                self._cond.wait(min(left, 0.1))
+        if self.port is None:
+            reason = "exited early" if self.proc.poll() is not None else \
+                "did not log 'listening on 127.0.0.1:PORT' within %.0fs" % self.start_timeout
+            self._kill()
+            raise HarnessError("eventd %s (args %r, exit %r); stderr:\n%s"
+                               % (reason, args[1:], self.proc.returncode, self.stderr_text()))
+        return self
+
+    def _drain(self, pipe, is_stderr):
+        try:
+            for raw in iter(pipe.readline, b""):
+                line = raw.decode("utf-8", "replace")
+                with self._cond:
+                    if not is_stderr:
+                        self._stdout_lines.append(line)
+                    else:
+                        self._lines.append(line)
+                        if self.port is None:
+                            m = LISTEN_RE.search(line)
+                            if m:
+                                self.port = int(m.group(1))
+                    self._cond.notify_all()
+        except (OSError, ValueError):
+            pass
+        finally:
+            if is_stderr:
+                with self._cond:
+                    self._eof = True
+                    self._cond.notify_all()
+
+    def stderr_text(self):
+        with self._lock:
+            return "".join(self._lines)
+
+    def stdout_text(self):
+        with self._lock:
+            return "".join(self._stdout_lines)
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def send_signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout):
+        """Waits for exit; returns the exit code or None on timeout (no kill)."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, sig=signal.SIGTERM, timeout=STOP_TIMEOUT):
+        """Sends sig, waits up to timeout; returns the exit code.
+
+        On timeout kills the server and raises HarnessError."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        rc = self.wait(timeout)
+        if rc is None:
+            self._kill()
+            raise HarnessError("eventd did not exit within %.1fs after signal %d; stderr:\n%s"
+                               % (timeout, sig, self.stderr_text()))
+        return rc
+
+    def _kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.kill()
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def close(self):
+        self._kill()
+        for t in self._threads:
+            t.join(timeout=2)
+        for p in (self.proc.stdout, self.proc.stderr) if self.proc else ():
+            try:
+                p.close()
+            except OSError:
+                pass
+        if self.own_dir and self.data_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self):
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+# -- raw sockets -------------------------------------------------------------
+
+_buffers = weakref.WeakKeyDictionary()
+
+
+def _buf(sock):
+    b = _buffers.get(sock)
+    if b is None:
+        b = bytearray()
+        _buffers[sock] = b
+    return b
+
+
+def connect(port, timeout=DEFAULT_TIMEOUT, nodelay=True):
+    s = socket.create_connection((HOST, port), timeout=timeout)
+    if nodelay:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    _buffers[s] = bytearray()
+    return s
+
+
+def send_raw(sock, data):
+    if isinstance(data, str):
+        data = data.encode("latin-1")
+    sock.sendall(data)
+
+
+class Response:
+    def __init__(self, version, status, reason, header_list, body, raw):
+        self.version = version
+        self.status = status
+        self.reason = reason
+        self.header_list = header_list          # [(name as sent, value)]
+        self.headers = {}                       # lower-case name -> value (dups joined ", ")
+        for k, v in header_list:
+            lk = k.lower()
+            self.headers[lk] = v if lk not in self.headers else self.headers[lk] + ", " + v
+        self.body = body
+        self.raw = raw
+
+    def json(self):
+        try:
+            return json.loads(self.body.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise HarnessError("response body is not JSON (%s): %r" % (e, self.body[:500]))
+
+    def header(self, name, default=None):
+        return self.headers.get(name.lower(), default)
+
+    def __repr__(self):
+        return "<Response %s %d %s headers=%r body=%r>" % (
+            self.version, self.status, self.reason, self.header_list, self.body[:300])
+
+
+def _recv_more(sock, deadline, buf, what):
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise HarnessError("timed out waiting for %s; have %r" % (what, bytes(buf[:500])))
+    sock.settimeout(left)
+    try:
+        chunk = sock.recv(65536)
+    except socket.timeout:
+        raise HarnessError("timed out waiting for %s; have %r" % (what, bytes(buf[:500])))
+    except (ConnectionResetError, BrokenPipeError) as e:
+        raise ConnectionClosed("connection reset while waiting for %s: %s" % (what, e), bytes(buf))
+    if not chunk:
+        raise ConnectionClosed("connection closed while waiting for %s" % what, bytes(buf))
+    buf += chunk
+
+
+def read_response(sock, timeout=DEFAULT_TIMEOUT, head=False):
+    """Reads exactly ONE HTTP response from sock (keeps any excess buffered).
+
+    1xx, 204 and 304 responses (and head=True) have no body.  The body is read
+    by Content-Length, by chunked coding, or else until the server closes."""
+    buf = _buf(sock)
+    deadline = time.monotonic() + timeout
+    while True:
+        idx = buf.find(b"\r\n\r\n")
+        if idx >= 0:
+            break
+        if len(buf) > 1 << 20:
+            raise HarnessError("response head larger than 1 MiB: %r" % bytes(buf[:300]))
+        _recv_more(sock, deadline, buf, "response head")
+    head_bytes = bytes(buf[:idx])
+    del buf[:idx + 4]
+    lines = head_bytes.decode("latin-1").split("\r\n")
+    m = re.match(r"^(HTTP/\d\.\d) (\d{3})(?: (.*))?$", lines[0])
+    if not m:
+        raise HarnessError("bad status line %r (head %r)" % (lines[0], head_bytes[:300]))
+    version, status, reason = m.group(1), int(m.group(2)), m.group(3) or ""
+    hl = []
+    for line in lines[1:]:
+        if ":" not in line:
+            raise HarnessError("bad response header line %r" % line)
+        k, v = line.split(":", 1)
+        if k != k.strip() or not k:
+            raise HarnessError("bad response header name %r" % line)
+        hl.append((k, v.strip(" \t")))
+    hdrs = {k.lower(): v for k, v in hl}
+    body = b""
+    if head or 100 <= status < 200 or status in (204, 304):
+        pass
+    elif "chunked" in hdrs.get("transfer-encoding", "").lower():
+        body = bytearray()
+        while True:
+            while b"\r\n" not in buf:
+                _recv_more(sock, deadline, buf, "chunk size")
+            i = buf.find(b"\r\n")
+            size = int(bytes(buf[:i]).split(b";")[0].strip(), 16)
+            del buf[:i + 2]
+            if size == 0:
+                while True:    # trailers until empty line
+                    while b"\r\n" not in buf:
+                        _recv_more(sock, deadline, buf, "trailer")
+                    i = buf.find(b"\r\n")
+                    line = bytes(buf[:i])
+                    del buf[:i + 2]
+                    if not line:
+                        break
+                break
+            while len(buf) < size + 2:
+                _recv_more(sock, deadline, buf, "chunk data")
+            body += buf[:size]
+            del buf[:size + 2]
+        body = bytes(body)
+    elif "content-length" in hdrs:
+        try:
+            n = int(hdrs["content-length"])
+        except ValueError:
+            raise HarnessError("bad Content-Length in response: %r" % hdrs["content-length"])
+        while len(buf) < n:
+            _recv_more(sock, deadline, buf, "response body (%d bytes)" % n)
+        body = bytes(buf[:n])
+        del buf[:n]
+    else:
+        try:
+            while True:
+                _recv_more(sock, deadline, buf, "body until close")
+        except ConnectionClosed:
+            pass
+        body = bytes(buf)
+        del buf[:]
+    raw = head_bytes + b"\r\n\r\n" + body
+    return Response(version, status, reason, hl, body, raw)
+
+
+class _BytesSock:
+    """Socket stand-in that serves fixed bytes, for parse_response_bytes."""
+
+    def __init__(self, data):
+        self.data = bytes(data)
+
+    def settimeout(self, t):
+        pass
+
+    def recv(self, n):
+        out, self.data = self.data[:n], self.data[n:]
+        return out
+
+
+def parse_response_bytes(data):
+    """Parses the first HTTP response in data (e.g. what arrived before a close)."""
+    return read_response(_BytesSock(data), timeout=1.0)
+
+
+def wait_closed(sock, timeout):
+    """Reads until EOF/reset or timeout.
+
+    Returns (closed, data, elapsed_seconds); data includes anything buffered."""
+    buf = _buf(sock)
+    start = time.monotonic()
+    deadline = start + timeout
+    closed = False
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            break
+        except (ConnectionResetError, BrokenPipeError):
+            closed = True
+            break
+        if not chunk:
+            closed = True
+            break
+        buf += chunk
+    data = bytes(buf)
+    del buf[:]
+    return closed, data, time.monotonic() - start
+
+
+def read_all_until_close(sock, timeout=DEFAULT_TIMEOUT):
+    """Returns everything until the server closes; raises HarnessError if it
+    does not close within timeout."""
+    closed, data, _ = wait_closed(sock, timeout)
+    if not closed:
+        raise HarnessError("server did not close the connection within %.1fs; got %r"
+                           % (timeout, data[:500]))
+    return data
+
+
+def is_open(sock, wait=0.3):
+    """True if no EOF/reset arrives within wait seconds (data is kept buffered)."""
+    buf = _buf(sock)
+    r, _, _ = select.select([sock], [], [], wait)
+    if not r:
+        return True
+    try:
+        sock.settimeout(0.5)
+        chunk = sock.recv(65536)
+    except socket.timeout:
+        return True
+    except (ConnectionResetError, BrokenPipeError):
+        return False
+    if not chunk:
+        return False
+    buf += chunk
+    return True
+
+
+def build_request(method, path, body=None, headers=None, version="HTTP/1.1"):
+    """Builds request bytes; adds Host and (for a body) Content-Length unless given.
+
+    body may be bytes, str or a JSON-serialisable object (dict/list)."""
+    headers = dict(headers or {})
+    if body is not None and not isinstance(body, (bytes, str)):
+        body = json.dumps(body)
+        headers.setdefault("Content-Type", "application/json")
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    lower = {k.lower() for k in headers}
+    out = ["%s %s %s" % (method, path, version)]
+    if "host" not in lower:
+        out.append("Host: 127.0.0.1")
+    if body is not None and "content-length" not in lower and "transfer-encoding" not in lower:
+        out.append("Content-Length: %d" % len(body))
+    for k, v in headers.items():
+        out.append("%s: %s" % (k, v))
+    return ("\r\n".join(out) + "\r\n\r\n").encode("latin-1") + (body or b"")
+
+
+def chunked(body_parts, ext=None):
+    """Encodes parts as a chunked body (optional chunk extension text)."""
+    out = b""
+    for p in body_parts:
+        if isinstance(p, str):
+            p = p.encode()
+        out += b"%x%s\r\n%s\r\n" % (len(p), (";" + ext).encode() if ext else b"", p)
+    return out + b"0\r\n\r\n"
+
+
+def request(port, method, path, body=None, headers=None, timeout=DEFAULT_TIMEOUT,
+            version="HTTP/1.1"):
+    """One request on a fresh connection; returns the Response."""
+    s = connect(port, timeout=timeout)
+    try:
+        send_raw(s, build_request(method, path, body, headers, version))
+        return read_response(s, timeout=timeout, head=(method == "HEAD"))
+    finally:
+        s.close()
+
+
+def exchange(port, data, timeout=DEFAULT_TIMEOUT):
+    """Sends raw bytes on a fresh connection, returns (response, socket)."""
+    s = connect(port, timeout=timeout)
+    send_raw(s, data)
+    return read_response(s, timeout=timeout), s
+
+
+def find_id(resp, kind=None):
+    """Best-effort id of a created resource: Location header .../N, else the
+    first integer value of a key named "Id" (any case) in the JSON body."""
+    loc = resp.header("location")
+    if loc:
+        m = re.search(r"/(\d+)/?$", loc)
+        if m:
+            return int(m.group(1))
+
+    def walk(o):
+        if isinstance(o, dict):
+            for k, v in o.items():
+                if k.lower() == "id" and isinstance(v, int) and not isinstance(v, bool):
+                    return v
+            for v in o.values():
+                r = walk(v)
+                if r is not None:
+                    return r
+        elif isinstance(o, list):
+            for v in o:
+                r = walk(v)
+                if r is not None:
+                    return r
+        return None
+
+    try:
+        found = walk(resp.json())
+    except HarnessError:
+        found = None
+    if found is None:
+        raise HarnessError("cannot find the id of the created resource in %r" % resp)
+    return found
+
+
+def wait_until(pred, timeout, interval=0.05):
+    """Polls pred() until true or timeout (bounded); returns the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v or time.monotonic() >= deadline:
+            return v
+        time.sleep(interval)
