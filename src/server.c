@@ -128,7 +128,7 @@ static void on_timer(uv_timer_t *t) {
     }
     if (c->count > 0 && c->nwriting == 0) {
         /* Responses wait for the disk, not for the client: keep waiting. */
-        arm_timer(c);
+        uv_timer_start(&c->timer, on_timer, c->srv->cfg->idle_timeout_ms, 0);
         return;
     }
     conn_close(c);
