@@ -219,15 +219,18 @@ static int on_string(void *ctx, const unsigned char *us, size_t n) {
     }
 }
 
-static int on_start_map(void *ctx) {
-    struct json_decoder *d = ctx;
+/* A map or array opens: 1 to look at it, 2 when it is skipped, 0 on error. */
+static int open_container(struct json_decoder *d) {
     int b = before_value(d, true);
     d->depth++;
-    if (b == 2) {
-        d->skip_depth++;
-        return 1;
-    }
-    if (b == 0) return 0;
+    if (b == 2) d->skip_depth++;
+    return b;
+}
+
+static int on_start_map(void *ctx) {
+    struct json_decoder *d = ctx;
+    int b = open_container(d);
+    if (b != 1) return b != 0;
     if (d->depth == 1) {
         d->fields_depth = 1;
         return 1;
@@ -242,13 +245,8 @@ static int on_start_map(void *ctx) {
 
 static int on_start_array(void *ctx) {
     struct json_decoder *d = ctx;
-    int b = before_value(d, true);
-    d->depth++;
-    if (b == 2) {
-        d->skip_depth++;
-        return 1;
-    }
-    if (b == 0) return 0;
+    int b = open_container(d);
+    if (b != 1) return b != 0;
     if (d->depth == 1) return fail(d, ERR_INVALID_JSON, NULL, "the body must be a JSON object");
     if (d->field == JF_WRAPPER)
         return fail(d, ERR_INVALID_JSON, d->kind->name, "%s must be an object", d->kind->name);

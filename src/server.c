@@ -57,6 +57,7 @@ struct conn {
 };
 
 static void conn_close(struct conn *c);
+static void answer_error(struct conn *c);
 static void flush(struct conn *c);
 static void parse_some(struct conn *c);
 static void start_reading(struct conn *c);
@@ -109,16 +110,9 @@ static void on_timer(uv_timer_t *t) {
         LOG(LOG_DEBUG, "connection timed out inside a request");
         if (c->count == 0 || (c->cur && c->count == 1 && c->cur == slot_at(c, 0))) {
             /* Nothing queued before it: say why before closing. */
-            struct http_response *r = c->cur ? c->cur : slot_push(c);
-            if (r && c->nwriting == 0) {
-                http_response_error(r, ERR_TIMEOUT, NULL, NULL);
-                r->close = true;
-                *state_at(c, c->count - 1) = SLOT_READY;
-                c->cur = NULL;
-                c->close_after = true;
-                c->parser.in_message = false;
-                if (c->reading) uv_read_stop((uv_stream_t *)&c->tcp);
-                c->reading = false;
+            if (c->nwriting == 0) {
+                c->parser.error = ERR_TIMEOUT;
+                answer_error(c);
                 flush(c);
                 return;
             }
@@ -255,6 +249,7 @@ static const struct http_events events = {on_headers, on_body, on_complete};
 
 /* ---- reading ---- */
 
+/* Answers the request in progress (or a new slot) with parser.error, then closes. */
 static void answer_error(struct conn *c) {
     struct http_response *r = c->cur ? c->cur : slot_push(c);
     if (c->parser.error != ERR_NONE)
