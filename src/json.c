@@ -188,8 +188,8 @@ static int on_string(void *ctx, const unsigned char *us, size_t n) {
             return fail(d, ERR_INVALID_FIELD, f->name, "%s is not valid UTF-8", f->name);
         if (n > max)
             return fail(d, ERR_INVALID_FIELD, f->name, "%s is longer than %u bytes", f->name, max);
-        if (d->field == record_field_index(d->kind, "Status", 6) && n == 0)
-            return fail(d, ERR_INVALID_FIELD, f->name, "Status must not be empty");
+        if ((f->flags & FF_NONEMPTY) && n == 0)
+            return fail(d, ERR_INVALID_FIELD, f->name, "%s must not be empty", f->name);
         v->s.ptr = arena_strndup(d->arena, s, n);
         v->s.len = (uint32_t)n;
         given(d);

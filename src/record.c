@@ -25,7 +25,7 @@ static const struct field theme_fields[] = {
     [THEME_HEADER_TEXT] = {"HeaderTextRGB", FT_COLOR, FF_INPUT | FF_OUTPUT, 0, "575757", 0, 0},
     [THEME_TEXT_HEADINGS] = {"TextHeadingsRGB", FT_COLOR, FF_INPUT | FF_OUTPUT, 0, "666666", 0, 0},
     [THEME_SMALL_HEADING] = {"SmallHeadingRGB", FT_COLOR, FF_INPUT | FF_OUTPUT, 0, "575757", 0, 0},
-    [THEME_STATUS] = {"Status", FT_STR, FF_INPUT | FF_OUTPUT, 0, "active", 0, 0},
+    [THEME_STATUS] = {"Status", FT_STR, FF_INPUT | FF_OUTPUT | FF_NONEMPTY, 0, "active", 0, 0},
 };
 
 static const struct field address_fields[] = {
@@ -42,14 +42,14 @@ static const struct field address_fields[] = {
     [ADDR_LAT] = {"Lat", FT_DOUBLE, FF_INPUT | FF_OUTPUT, 0, NULL, -90, 90},
     [ADDR_SHOW_MAP] = {"ShowMap", FT_BOOL, FF_INPUT | FF_OUTPUT, 0, NULL, 0, 0},
     [ADDR_TYPE] = {"Type", FT_STR, FF_OUTPUT, 0, "venue", 0, 0},
-    [ADDR_STATUS] = {"Status", FT_STR, FF_INPUT | FF_OUTPUT, 0, "active", 0, 0},
+    [ADDR_STATUS] = {"Status", FT_STR, FF_INPUT | FF_OUTPUT | FF_NONEMPTY, 0, "active", 0, 0},
 };
 
 static const struct field event_fields[] = {
     [EVENT_NAME] = {"Name", FT_STR, FF_INPUT | FF_OUTPUT, 0, "", 0, 0},
     [EVENT_THEME_ID] = {"ThemeID", FT_REF, FF_INPUT | FF_OUTPUT, 0, NULL, 0, 0},
     [EVENT_ADDRESS_ID] = {"AddressID", FT_REF, FF_INPUT | FF_OUTPUT, 0, NULL, 0, 0},
-    [EVENT_STATUS] = {"Status", FT_STR, FF_INPUT | FF_OUTPUT, 0, "active", 0, 0},
+    [EVENT_STATUS] = {"Status", FT_STR, FF_INPUT | FF_OUTPUT | FF_NONEMPTY, 0, "active", 0, 0},
 };
 
 #define COUNT(a) ((uint8_t)(sizeof(a) / sizeof((a)[0])))

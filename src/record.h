@@ -50,6 +50,7 @@ enum field_type {
 enum field_flags {
     FF_INPUT = 1,  /* settable by create and update */
     FF_OUTPUT = 2, /* shown in responses */
+    FF_NONEMPTY = 4, /* FT_STR: "" is refused */
 };
 
 struct field {
