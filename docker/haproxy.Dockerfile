@@ -2,13 +2,14 @@
 #
 # HAProxy from Debian 12 (2.6, the version docker/haproxy.cfg is checked with:
 # haproxy -c -f docker/haproxy.cfg), run as the unprivileged "haproxy" user
-# that the package creates. compose.yaml mounts the configuration.
+# that the package creates, plus socat to talk to its runtime API socket
+# (drain a server, show its state). compose.yaml mounts the configuration.
 #
 #   docker build -f docker/haproxy.Dockerfile -t eventd-lb docker
 
 FROM debian:bookworm-slim
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends haproxy \
+    && apt-get install -y --no-install-recommends haproxy socat \
     && rm -rf /var/lib/apt/lists/* \
     && install -d -o haproxy -g haproxy -m 0750 /run/haproxy
 USER haproxy

@@ -17,6 +17,7 @@
 set -uo pipefail
 
 PROG=compaction_latency.sh
+# shellcheck source=tests/bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 STRICT=()

@@ -16,6 +16,7 @@
 set -uo pipefail
 
 PROG=lb_smoke.sh
+# shellcheck source=tests/bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 need haproxy curl python3 taskset timeout
 bench_init
@@ -40,28 +41,37 @@ http() {
     curl -sS -m 5 -o "$BODY_FILE" -w '%{http_code}' -X "$method" "$@" "http://127.0.0.1:$LB_PORT$path" 2>>"$BENCH_WORK/curl.log" || true
 }
 
-# "status check_status" of eventd/eventd1 from the runtime API.
-server_state() {
-    python3 - "$ADMIN" <<'EOF'
-import csv, socket, sys
+# One command to HAProxy's runtime API (what docker/README.md does with socat).
+admin() {
+    python3 - "$ADMIN" "$1" <<'EOF'
+import socket, sys
 s = socket.socket(socket.AF_UNIX)
 s.settimeout(2)
 s.connect(sys.argv[1])
-s.sendall(b"show stat\n")
+s.sendall(sys.argv[2].encode() + b"\n")
 data = b""
 while True:
     chunk = s.recv(65536)
     if not chunk:
         break
     data += chunk
-rows = list(csv.reader(data.decode().lstrip("# ").splitlines()))
+sys.stdout.write(data.decode())
+EOF
+}
+
+# "status check_status" of eventd/eventd1 from the runtime API.
+server_state() {
+    admin "show stat" | python3 -c '
+import csv, sys
+data = sys.stdin.read()
+rows = list(csv.reader(data.lstrip("# ").splitlines()))
 head = rows[0]
 for r in rows[1:]:
     if len(r) == len(head):
         d = dict(zip(head, r))
         if d["pxname"] == "eventd" and d["svname"] == "eventd1":
             print(d["status"], d["check_status"])
-EOF
+'
 }
 
 wait_state() { # wait_state WANT SECONDS: until the server's status starts with WANT
@@ -139,7 +149,13 @@ check "authenticated POST /v2/address: 200" 200 "$code"
 EVENTD_LISTEN=0.0.0.0:$EPORT "$ROOT/docker/healthcheck.sh" >/dev/null &&
     pass "docker/healthcheck.sh: healthy" || fail "docker/healthcheck.sh against a running eventd"
 
-# ---- 5. graceful stop: SIGTERM, exit 0, marked down, 503 ----
+# ---- 5. drain and ready through the runtime API ----
+admin "set server eventd/eventd1 state drain" >/dev/null
+st=$(wait_state DRAIN 5) && pass "runtime API: set server eventd/eventd1 state drain ($st)" || fail "drain: '$st'"
+admin "set server eventd/eventd1 state ready" >/dev/null
+st=$(wait_state UP 5) && pass "runtime API: state ready ($st)" || fail "ready: '$st'"
+
+# ---- 6. graceful stop: SIGTERM, exit 0, marked down, 503 ----
 t0=$(date +%s.%N)
 bench_stop "$EPID" 15
 rc=$?
@@ -151,7 +167,7 @@ check "no server: haproxy answers 503" 503 "$code"
 EVENTD_LISTEN=0.0.0.0:$EPORT "$ROOT/docker/healthcheck.sh" >/dev/null &&
     fail "docker/healthcheck.sh says healthy with eventd stopped" || pass "docker/healthcheck.sh: unhealthy when stopped"
 
-# ---- 6. restart on the same port: up again, data kept ----
+# ---- 7. restart on the same port: up again, data kept ----
 "$EVENTD_BIN" serve --no-demo-user --listen "127.0.0.1:$EPORT" --data "$data" \
     >"$BENCH_WORK/eventd2.log.out" 2>"$BENCH_WORK/eventd2.log" &
 EPID=$!
@@ -161,7 +177,7 @@ code=$(http GET "/v2/theme/$ID" "${AUTH[@]}")
 grep -q '"Status":"archived"' "$BODY_FILE" && [[ $code == 200 ]] &&
     pass "theme $ID survived the restart" || fail "after restart GET /v2/theme/$ID: $code"
 
-grep -q ' 5[0-9][0-9] ' "$BENCH_WORK/haproxy.log" && note "haproxy logged 5xx answers (expected only in step 5)"
+grep -q ' 5[0-9][0-9] ' "$BENCH_WORK/haproxy.log" && note "haproxy logged 5xx answers (expected only in step 6)"
 if ((FAILS)); then
     note "$FAILS check(s) failed; haproxy log tail:"
     tail -n 10 "$BENCH_WORK/haproxy.log" >&2

@@ -16,6 +16,7 @@ ROOT=$(cd "$BENCH_DIR/../.." && pwd)
 PROG=${PROG:-$(basename "$0")}
 BENCH_SERVER_CPU=${BENCH_SERVER_CPU:-0}
 BENCH_CLIENT_CPU=${BENCH_CLIENT_CPU:-1}
+# shellcheck disable=SC2034 # used by the scripts that source this file
 CLK_TCK=$(getconf CLK_TCK)
 
 BENCH_PIDS=()

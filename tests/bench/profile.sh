@@ -17,6 +17,7 @@
 set -uo pipefail
 
 PROG=profile.sh
+# shellcheck source=tests/bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 REQUESTS=${REQUESTS:-20000}
 OPS=${OPS:-post_theme put_theme get_theme post_address}
@@ -74,7 +75,7 @@ for op in $OPS; do
     callgrind_control -d "$op" "$pid" >/dev/null
     callgrind_control -i off "$pid" >/dev/null
     sleep 0.5 # let the dump land
-    dump=$(ls -t "$OUT"/callgrind.out."$pid".* 2>/dev/null | head -n 1)
+    dump=$(find "$OUT" -maxdepth 1 -name "callgrind.out.$pid.*" -printf '%T@ %p\n' | sort -rn | head -n 1 | cut -d' ' -f2-)
     [[ -n $dump ]] || die "no callgrind dump for $op"
     mv "$dump" "$OUT/callgrind.$op"
     echo

@@ -29,6 +29,7 @@
 set -uo pipefail
 
 PROG=run.sh
+# shellcheck source=tests/bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 STRICT=0
@@ -119,7 +120,10 @@ measure() {
         R[$srv:$op:sc]=$(awk -F, -v n="$req" '$3 ~ /sys_enter/ { printf "%.2f", $1 / n }' "$out.perf")
         R[$srv:$op:cs]=$(awk -F, -v n="$req" '$3 ~ /context-switches/ { printf "%.3f", $1 / n }' "$out.perf")
     fi
-    local errs=$((R[$srv:$op:err_connect] + R[$srv:$op:err_read] + R[$srv:$op:err_write] + R[$srv:$op:err_timeout]))
+    local errs=0 e
+    for e in err_connect err_read err_write err_timeout; do
+        errs=$((errs + ${R[$srv:$op:$e]:-0}))
+    done
     printf '%-9s %-13s %9.0f req/s  p50 %7.3f ms  p99 %7.3f ms  non-2xx %d  socket errors %d  %6.2f us CPU/req (user %s, sys %s)  server CPU %s%%  client CPU %s%%\n' \
         "$srv" "$op" "${R[$srv:$op:rps]}" "$(awk -v x="${R[$srv:$op:p50_us]}" 'BEGIN{print x/1000}')" \
         "$(awk -v x="${R[$srv:$op:p99_us]}" 'BEGIN{print x/1000}')" "${R[$srv:$op:non2xx]}" "$errs" \
@@ -135,7 +139,8 @@ measure() {
 # ---- eventd, once per fsync mode ----
 SAMPLE_BODY=$BENCH_WORK/post_theme_body.json
 run_eventd() {
-    local mode=$1 data="$BENCH_WORK/data-$mode" log="$BENCH_WORK/eventd-$mode.log" key
+    local mode=$1
+    local data="$BENCH_WORK/data-$mode" log="$BENCH_WORK/eventd-$mode.log" key
     key=$(bench_user_add "$data" bench) || return 1
     export EVENTD_USER=bench EVENTD_KEY=$key
     bench_start_eventd "$data" "$log" --fsync "$mode" || return 1
