@@ -80,7 +80,8 @@ const struct kind_desc *record_kind_by_path(const char *ptr, size_t len) {
 int record_field_index(const struct kind_desc *k, const char *ptr, size_t len) {
     for (int i = 0; i < k->nfields; i++) {
         const char *n = k->fields[i].name;
-        if (strlen(n) == len && memcmp(n, ptr, len) == 0) return i;
+        /* The first byte rules out most names before any length is taken. */
+        if (len && n[0] == ptr[0] && strlen(n) == len && memcmp(n, ptr, len) == 0) return i;
     }
     return -1;
 }

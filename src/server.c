@@ -399,6 +399,7 @@ static struct conn *conn_get(struct server *srv) {
     c->timing = c->reading = c->paused = c->close_after = c->closing = c->discard = false;
     c->in_waiting = false;
     c->tcp.data = c->timer.data = c->wreq.data = c;
+    if (srv->app.state_reset) srv->app.state_reset(srv->app.data, c->state_mem);
     return c;
 }
 

@@ -33,6 +33,8 @@ struct server_app {
     void *data;
     size_t state_size; /* bytes of per-connection request state the server allocates */
     void (*state_init)(void *data, void *state);
+    /* A new connection starts using this state (it may have served another before). */
+    void (*state_reset)(void *data, void *state);
     void (*state_destroy)(void *data, void *state);
     enum server_headers_result (*on_headers)(void *data, void *state, struct http_request *req,
                                              struct http_response *resp);

@@ -1,4 +1,6 @@
 /* The streaming body decoder: shapes, types, limits, errors, chunking. */
+#include <math.h>
+
 #include "check.h"
 #include "json.h"
 
@@ -124,6 +126,32 @@ int main(void) {
     buf_reset(&b);
     json_write_double(&b, -122.41941550000001);
     CHECK(strtod(b.ptr, NULL) == -122.41941550000001);
+    /* Short forms where they exist, and every written number reads back exactly. */
+    const struct {
+        double d;
+        const char *text;
+    } shortest[] = {{51.5072, "51.5072"}, {-0.1276, "-0.1276"}, {180, "180"}, {-90, "-90"},
+                    {0.000001, "0.000001"}, {1e-7, "0.0000001"}, {123456.789, "123456.789"}};
+    for (size_t i = 0; i < sizeof shortest / sizeof *shortest; i++) {
+        buf_reset(&b);
+        json_write_double(&b, shortest[i].d);
+        CHECK_EQ_STR(b.ptr, shortest[i].text);
+    }
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        double d = (double)(x % 360000000000ull) / 1e9 - 180.0;
+        if (i % 3 == 0) d = (double)(int64_t)(x % 36000001) / 1e5 - 180.0;
+        if (i % 5 == 0) memcpy(&d, &x, 8);
+        if (!isfinite(d)) continue;
+        buf_reset(&b);
+        json_write_double(&b, d);
+        if (strtod(b.ptr, NULL) != d) {
+            fprintf(stderr, "%.17g written as %s\n", d, b.ptr);
+            return 1;
+        }
+        CHECK(strchr(b.ptr, 'n') == NULL && strchr(b.ptr, 'i') == NULL);
+    }
     buf_destroy(&b);
     arena_destroy(&arena);
     return 0;
