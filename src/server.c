@@ -42,6 +42,8 @@ struct conn {
     uint32_t nwriting;         /* slots in the write in flight */
     struct http_response *cur; /* slot of the request being parsed */
     uint64_t req_start;        /* uv_now() when the current request's first byte came */
+    uint64_t deadline;         /* uv_now() when the current timeout expires */
+    uint64_t timer_due;        /* uv_now() when the armed timer fires (<= deadline) */
     uint64_t idle_since;       /* uv_now() of the last request or write progress; reads
                                 * that start no request (stray CRLFs) do not move it */
     int pending_closes;        /* uv_close callbacks still to come */
@@ -59,6 +61,7 @@ struct conn {
 static void conn_close(struct conn *c);
 static void answer_error(struct conn *c);
 static void flush(struct conn *c);
+static void parse_buffered(struct conn *c);
 static void parse_some(struct conn *c);
 static void start_reading(struct conn *c);
 
@@ -101,11 +104,23 @@ static void arm_timer(struct conn *c) {
     } else {
         deadline = c->idle_since + cfg->idle_timeout_ms;
     }
+    /* Most calls only push the deadline later (each request moves the idle
+     * deadline): leave a timer that fires earlier alone, and let on_timer
+     * re-arm it, instead of restarting a timer per request. */
+    c->deadline = deadline;
+    if (uv_is_active((uv_handle_t *)&c->timer) && c->timer_due <= deadline) return;
+    c->timer_due = deadline;
     uv_timer_start(&c->timer, on_timer, deadline > now ? deadline - now : 0, 0);
 }
 
 static void on_timer(uv_timer_t *t) {
     struct conn *c = t->data;
+    uint64_t now = uv_now(c->srv->loop);
+    if (now < c->deadline) {
+        c->timer_due = c->deadline;
+        uv_timer_start(&c->timer, on_timer, c->deadline - now, 0);
+        return;
+    }
     if (c->parser.in_message) {
         LOG(LOG_DEBUG, "connection timed out inside a request");
         if (c->count == 0 || (c->cur && c->count == 1 && c->cur == slot_at(c, 0))) {
@@ -122,6 +137,7 @@ static void on_timer(uv_timer_t *t) {
     }
     if (c->count > 0 && c->nwriting == 0) {
         /* Responses wait for the disk, not for the client: keep waiting. */
+        c->deadline = c->timer_due = now + c->srv->cfg->idle_timeout_ms;
         uv_timer_start(&c->timer, on_timer, c->srv->cfg->idle_timeout_ms, 0);
         return;
     }
@@ -143,36 +159,30 @@ static void wait_for_ack(struct conn *c) {
     c->srv->waiting = c;
 }
 
-static void flush(struct conn *c) {
-    if (c->closing || c->nwriting) return;
+/* Collects the sendable responses at the head of the ring into c->iov; returns
+ * how many, and the number of buffers in *nbuf. */
+static uint32_t collect(struct conn *c, unsigned *nbuf) {
     uint32_t n = 0;
+    unsigned nb = 0;
     while (n < c->count && n < MAX_BATCH && slot_sendable(c, n)) {
         struct http_response *r = slot_at(c, n);
         bool last_queued = n + 1 == c->count && !c->parser.in_message;
         bool keep = !r->close && !(c->close_after && last_queued);
         if (!keep) r->close = true;
         http_response_finish(r, keep);
-        c->iov[2 * n] = uv_buf_init(r->head, r->head_len);
-        c->iov[2 * n + 1] = uv_buf_init(r->body.ptr, r->no_body ? 0 : (unsigned)r->body.len);
+        c->iov[nb++] = uv_buf_init(r->head, r->head_len);
+        if (!r->no_body && r->body.len) c->iov[nb++] = uv_buf_init(r->body.ptr, (unsigned)r->body.len);
         *state_at(c, n) = SLOT_WRITING;
         n++;
         if (r->close) break;
     }
     if (n < c->count && *state_at(c, n) == SLOT_READY && !slot_sendable(c, n)) wait_for_ack(c);
-    if (n == 0) {
-        if (c->count == 0 && c->close_after && !c->parser.in_message) conn_close(c);
-        return;
-    }
-    c->nwriting = n;
-    int rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, c->iov, 2 * n, on_write);
-    if (rc < 0) {
-        c->nwriting = 0;
-        conn_close(c);
-    }
+    *nbuf = nb;
+    return n;
 }
 
-static void on_write(uv_write_t *w, int status) {
-    struct conn *c = w->data;
+/* The responses being written have left. Returns false if the connection closed. */
+static bool written(struct conn *c, int status) {
     uint32_t n = c->nwriting;
     bool close = false;
     for (uint32_t i = 0; i < n; i++)
@@ -181,19 +191,63 @@ static void on_write(uv_write_t *w, int status) {
     c->count -= n;
     c->nwriting = 0;
     c->idle_since = uv_now(c->srv->loop);
-    if (c->closing) return;
+    if (c->closing) return false;
     if (status < 0 || close) {
         conn_close(c);
-        return;
+        return false;
     }
     if (c->paused && c->count < pipeline_max(c) && !c->close_after) {
         c->paused = false;
         http_parser_resume(&c->parser);
-        parse_some(c);
+        parse_buffered(c);
+    } else if (!c->parser.in_message) {
+        arm_timer(c);
+    }
+    return true;
+}
+
+/*
+ * Sends what is sendable. Most responses fit the socket buffer, so a
+ * uv_try_write (one writev) finishes them at once; only a remainder goes
+ * through uv_write and waits for the socket to drain.
+ */
+static void flush(struct conn *c) {
+    while (!c->closing && !c->nwriting) {
+        unsigned nbuf;
+        uint32_t n = collect(c, &nbuf);
+        if (n == 0) {
+            if (c->count == 0 && c->close_after && !c->parser.in_message) conn_close(c);
+            return;
+        }
+        c->nwriting = n;
+        size_t total = 0;
+        for (unsigned i = 0; i < nbuf; i++) total += c->iov[i].len;
+        int w = uv_try_write((uv_stream_t *)&c->tcp, c->iov, nbuf);
+        if (w == (int)total) {
+            if (!written(c, 0)) return;
+            continue;
+        }
+        if (w < 0 && w != UV_EAGAIN) {
+            written(c, w);
+            return;
+        }
+        unsigned first = 0;
+        for (size_t done = w > 0 ? (size_t)w : 0; done;) {
+            size_t take = done < c->iov[first].len ? done : c->iov[first].len;
+            c->iov[first].base += take;
+            c->iov[first].len -= take;
+            done -= take;
+            if (c->iov[first].len == 0) first++;
+        }
+        if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, c->iov + first, nbuf - first, on_write) < 0)
+            written(c, UV_EPIPE);
         return;
     }
-    if (!c->parser.in_message) arm_timer(c);
-    flush(c);
+}
+
+static void on_write(uv_write_t *w, int status) {
+    struct conn *c = w->data;
+    if (written(c, status)) flush(c);
 }
 
 /* ---- parser events ---- */
@@ -263,7 +317,7 @@ static void answer_error(struct conn *c) {
     c->reading = false;
 }
 
-static void parse_some(struct conn *c) {
+static void parse_buffered(struct conn *c) {
     while (c->roff < c->rlen) {
         /* After "close" was decided no new request starts; one in progress finishes. */
         if (c->close_after && !c->parser.in_message) break;
@@ -292,6 +346,10 @@ static void parse_some(struct conn *c) {
         c->reading = false;
     }
     arm_timer(c);
+}
+
+static void parse_some(struct conn *c) {
+    parse_buffered(c);
     flush(c);
 }
 
