@@ -17,7 +17,7 @@
 #include "handlers.h"
 #include "log.h"
 
-#define COMPACT_SLICE_IDS 20000          /* ids examined per slice: well under 10 ms */
+#define COMPACT_SLICE_IDS 5000           /* ids examined per slice: about a millisecond */
 #define COMPACT_MAX_BACKLOG (8u << 20)   /* snapshot bytes waiting for the disk, at most */
 
 static const char *replay_name[] = {"ok", "empty", "truncated", "corrupt", "io"};
@@ -88,8 +88,8 @@ int app_open(struct app *a, uv_loop_t *loop, const struct config *cfg) {
     }
     a->store.data = a;
     a->store_open = true;
-    uv_timer_init(loop, &a->compact_timer);
-    a->compact_timer.data = a;
+    uv_idle_init(loop, &a->compact_idle);
+    a->compact_idle.data = a;
     return replay(a);
 }
 
@@ -124,13 +124,15 @@ static void on_compacted(struct store *s, int status) {
     if (!a->serving) uv_stop(a->loop);
 }
 
-static void compact_slice(uv_timer_t *t) {
-    struct app *a = t->data;
-    if (store_compact_backlog(&a->store) > COMPACT_MAX_BACKLOG) {
-        /* The disk is behind: wait instead of holding the whole snapshot in memory. */
-        uv_timer_start(&a->compact_timer, compact_slice, 1, 0);
-        return;
-    }
+/*
+ * One slice per loop iteration, from an idle handle: between two slices the
+ * loop polls for I/O (an idle handle makes that poll not block), so requests
+ * are served between slices. A zero-delay timer would not do: libuv runs a
+ * timer re-armed from its own callback again in the same pass.
+ */
+static void compact_slice(uv_idle_t *h) {
+    struct app *a = h->data;
+    if (store_compact_backlog(&a->store) > COMPACT_MAX_BACKLOG) return; /* the disk is behind */
     uint64_t stop = a->compact_next + COMPACT_SLICE_IDS;
     if (stop > a->compact_end) stop = a->compact_end;
     for (uint64_t id = a->compact_next; id < stop; id++) {
@@ -141,10 +143,8 @@ static void compact_slice(uv_timer_t *t) {
         store_compact_add(&a->store, r->type, a->scratch.ptr, a->scratch.len);
     }
     a->compact_next = stop;
-    if (stop < a->compact_end) {
-        uv_timer_start(&a->compact_timer, compact_slice, 0, 0);
-        return;
-    }
+    if (stop < a->compact_end) return;
+    uv_idle_stop(&a->compact_idle);
     int rc = store_compact_commit(&a->store, on_compacted);
     if (rc < 0) {
         LOG(LOG_ERROR, "compaction failed: %s", strerror(-rc));
@@ -167,7 +167,7 @@ int app_compact_start(struct app *a) {
     store_compact_add(&a->store, REC_NEXT_ID, p, n);
     a->compact_next = 1;
     a->compact_end = a->index.next_id;
-    uv_timer_start(&a->compact_timer, compact_slice, 0, 0);
+    uv_idle_start(&a->compact_idle, compact_slice);
     return 0;
 }
 
@@ -278,7 +278,7 @@ int app_serve(struct app *a) {
 void app_close(struct app *a) {
     if (a->compacting) store_compact_abort(&a->store);
     if (a->store_open) {
-        uv_close((uv_handle_t *)&a->compact_timer, NULL);
+        uv_close((uv_handle_t *)&a->compact_idle, NULL);
         int rc = store_close(&a->store);
         if (rc < 0) LOG(LOG_ERROR, "closing the log: %s", strerror(-rc));
         a->store_open = false;

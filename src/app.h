@@ -27,7 +27,7 @@ struct app {
     struct buf scratch;      /* frame payloads being encoded */
     uv_signal_t sig_term, sig_int, sig_usr1;
     uv_check_t check;         /* after each loop iteration: compaction due? */
-    uv_timer_t compact_timer; /* drives the snapshot in slices */
+    uv_idle_t compact_idle;   /* drives the snapshot, one slice per loop iteration */
     uint64_t compact_next;   /* next id to snapshot */
     uint64_t compact_end;    /* ids below this are in the snapshot */
     uint64_t visible_lsn;    /* LSN of the last change the index shows */

@@ -28,21 +28,33 @@ static inline uint64_t mix(uint64_t x) {
     return x;
 }
 
+#define SHARD_MIN_CAP 16
+
 void index_init(struct index *ix) {
     memset(ix, 0, sizeof *ix);
-    ix->cap = 1024;
-    ix->slots = xcalloc(ix->cap, sizeof *ix->slots);
+    for (int i = 0; i < INDEX_SHARDS; i++) {
+        ix->shards[i].cap = SHARD_MIN_CAP;
+        ix->shards[i].slots = xcalloc(SHARD_MIN_CAP, sizeof(struct index_slot));
+    }
     ix->owners_cap = 64;
     ix->owners = xcalloc(ix->owners_cap, sizeof *ix->owners);
     ix->next_id = 1;
 }
 
+/* Runs body with r bound to each live record. */
+#define EACH_RECORD(ix, r, body)                                                                   \
+    for (int s_ = 0; s_ < INDEX_SHARDS; s_++)                                                      \
+        for (uint32_t i_ = 0; i_ < (ix)->shards[s_].cap; i_++) {                                   \
+            struct record *r = (ix)->shards[s_].slots[i_].r;                                       \
+            if (!r || r == TOMBSTONE) continue;                                                    \
+            body;                                                                                  \
+        }
+
 void index_destroy(struct index *ix) {
-    for (size_t i = 0; i < ix->cap; i++)
-        if (ix->slots[i].r && ix->slots[i].r != TOMBSTONE) record_free(ix->slots[i].r);
+    EACH_RECORD(ix, r, record_free(r));
+    for (int i = 0; i < INDEX_SHARDS; i++) free(ix->shards[i].slots);
     for (size_t i = 0; i < ix->owners_cap; i++)
         for (int k = 0; k <= REC_KIND_MAX; k++) free(ix->owners[i].lists[k].ids);
-    free(ix->slots);
     free(ix->owners);
     memset(ix, 0, sizeof *ix);
 }
@@ -52,47 +64,54 @@ void index_reset(struct index *ix) {
     index_init(ix);
 }
 
+static struct index_shard *shard_of(const struct index *ix, uint64_t h) {
+    return (struct index_shard *)&ix->shards[h >> 56];
+}
+
 /* Slot holding id, or the slot where it would go (first tombstone seen, else empty). */
-static size_t find_slot(const struct index *ix, uint64_t id, bool *found) {
-    size_t mask = ix->cap - 1, i = mix(id) & mask, insert = SIZE_MAX;
+static struct index_slot *find_slot(const struct index *ix, uint64_t id, bool *found) {
+    uint64_t h = mix(id);
+    const struct index_shard *sh = shard_of(ix, h);
+    size_t mask = sh->cap - 1, i = h & mask;
+    struct index_slot *insert = NULL;
     for (;;) {
-        const struct index_slot *sl = &ix->slots[i];
+        struct index_slot *sl = &sh->slots[i];
         if (!sl->r) {
             *found = false;
-            return insert != SIZE_MAX ? insert : i;
+            return insert ? insert : sl;
         }
         if (sl->r == TOMBSTONE) {
-            if (insert == SIZE_MAX) insert = i;
+            if (!insert) insert = sl;
         } else if (sl->id == id) {
             *found = true;
-            return i;
+            return sl;
         }
         i = (i + 1) & mask;
     }
 }
 
-static void grow(struct index *ix) {
-    struct index_slot *old = ix->slots;
-    size_t old_cap = ix->cap;
+static void grow(struct index_shard *sh) {
+    struct index_slot *old = sh->slots;
+    uint32_t old_cap = sh->cap;
     /* Rehash into a table twice the live size (at least as big), dropping tombstones. */
-    size_t cap = ix->cap;
-    if (ix->count * 2 >= cap) cap *= 2;
-    ix->slots = xcalloc(cap, sizeof *ix->slots);
-    ix->cap = cap;
-    ix->used = ix->count;
-    for (size_t i = 0; i < old_cap; i++) {
+    uint32_t cap = sh->cap;
+    if (sh->count * 2 >= cap) cap *= 2;
+    sh->slots = xcalloc(cap, sizeof *sh->slots);
+    sh->cap = cap;
+    sh->used = sh->count;
+    for (uint32_t i = 0; i < old_cap; i++) {
         if (!old[i].r || old[i].r == TOMBSTONE) continue;
         size_t j = mix(old[i].id) & (cap - 1);
-        while (ix->slots[j].r) j = (j + 1) & (cap - 1);
-        ix->slots[j] = old[i];
+        while (sh->slots[j].r) j = (j + 1) & (cap - 1);
+        sh->slots[j] = old[i];
     }
     free(old);
 }
 
 struct record *index_get(const struct index *ix, uint64_t id) {
     bool found;
-    size_t i = find_slot(ix, id, &found);
-    return found ? ix->slots[i].r : NULL;
+    struct index_slot *sl = find_slot(ix, id, &found);
+    return found ? sl->r : NULL;
 }
 
 static struct owner *owner_get(struct index *ix, uint64_t user_id, bool create) {
@@ -174,9 +193,9 @@ static void link_event(struct index *ix, const struct record *ev) {
 
 void index_put(struct index *ix, struct record *r) {
     bool found;
-    size_t i = find_slot(ix, r->id, &found);
+    struct index_slot *sl = find_slot(ix, r->id, &found);
     if (found) {
-        struct record *old = ix->slots[i].r;
+        struct record *old = sl->r;
         ix->live_bytes -= old->size;
         if (old->type == REC_EVENT) unlink_event(ix, old);
         else r->event_id = old->event_id;
@@ -186,13 +205,15 @@ void index_put(struct index *ix, struct record *r) {
             list_insert(&owner_get(ix, owner_key(r), true)->lists[r->type], r->id);
         }
         record_free(old);
-        ix->slots[i].r = r;
+        sl->r = r;
     } else {
-        if (!ix->slots[i].r) ix->used++;
-        ix->slots[i] = (struct index_slot){r->id, r};
+        struct index_shard *sh = shard_of(ix, mix(r->id));
+        if (!sl->r) sh->used++;
+        *sl = (struct index_slot){r->id, r};
+        sh->count++;
         ix->count++;
         list_insert(&owner_get(ix, owner_key(r), true)->lists[r->type], r->id);
-        if (ix->used * 4 >= ix->cap * 3) grow(ix);
+        if (sh->used * 4 >= sh->cap * 3) grow(sh);
     }
     ix->live_bytes += r->size;
     if (r->type == REC_EVENT) link_event(ix, r);
@@ -201,14 +222,15 @@ void index_put(struct index *ix, struct record *r) {
 
 int index_delete(struct index *ix, uint64_t id) {
     bool found;
-    size_t i = find_slot(ix, id, &found);
+    struct index_slot *sl = find_slot(ix, id, &found);
     if (!found) return -1;
-    struct record *r = ix->slots[i].r;
+    struct record *r = sl->r;
     if (r->type == REC_EVENT) unlink_event(ix, r);
     struct owner *o = owner_get(ix, owner_key(r), false);
     if (o) list_remove(&o->lists[r->type], r->id);
     ix->live_bytes -= r->size;
-    ix->slots[i].r = TOMBSTONE;
+    sl->r = TOMBSTONE;
+    shard_of(ix, mix(id))->count--;
     ix->count--;
     record_free(r);
     return 0;
@@ -236,14 +258,8 @@ uint64_t index_take_id(struct index *ix) {
 }
 
 void index_relink(struct index *ix) {
-    for (size_t i = 0; i < ix->cap; i++) {
-        struct record *r = ix->slots[i].r;
-        if (r && r != TOMBSTONE && r->type != REC_EVENT) r->event_id = 0;
-    }
-    for (size_t i = 0; i < ix->cap; i++) {
-        struct record *r = ix->slots[i].r;
-        if (r && r != TOMBSTONE && r->type == REC_EVENT) link_event(ix, r);
-    }
+    EACH_RECORD(ix, r, if (r->type != REC_EVENT) r->event_id = 0);
+    EACH_RECORD(ix, r, if (r->type == REC_EVENT) link_event(ix, r));
 }
 
 int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {

@@ -29,11 +29,23 @@ struct index_slot {
     struct record *r; /* NULL empty, INDEX_TOMBSTONE deleted */
 };
 
+/*
+ * The id table is split in INDEX_SHARDS open-addressing tables by hash, so
+ * that growing one rehashes 1/256 of the records: a pause of microseconds to
+ * a millisecond or two, never a whole-table stop.
+ */
+#define INDEX_SHARDS 256
+
+struct index_shard {
+    struct index_slot *slots;
+    uint32_t cap;   /* power of two */
+    uint32_t count; /* live records */
+    uint32_t used;  /* live + tombstones */
+};
+
 struct index {
-    struct index_slot *slots; /* open addressing by id */
-    size_t cap;            /* power of two */
+    struct index_shard shards[INDEX_SHARDS];
     size_t count;          /* live records */
-    size_t used;           /* live + tombstones */
     struct owner *owners;  /* by user id, open addressing */
     size_t owners_cap;
     size_t owners_count;

@@ -384,9 +384,20 @@ static void log_done(struct store *s, struct store_batch *b) {
     arm_timer(s);
 }
 
+static void on_old_log_closed(uv_fs_t *req) {
+    uv_fs_req_cleanup(req);
+    free(req);
+}
+
 /* The commit job renamed eventd.log.compact over eventd.log: it is the log now. */
 static void switch_log(struct store *s, struct store_batch *b) {
-    close(s->fd);
+    /* The replaced log's last close frees all its blocks, which takes tens of
+     * milliseconds for a big file: do it on the threadpool, not the loop. */
+    uv_fs_t *req = xmalloc(sizeof *req);
+    if (uv_fs_close(s->loop, req, s->fd, on_old_log_closed) < 0) {
+        free(req);
+        close(s->fd);
+    }
     s->fd = b->compact_fd;
     s->compact_fd = -1;
     uint64_t size = s->compact_size + b->cdata.len;
