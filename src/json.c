@@ -104,17 +104,53 @@ static bool parse_u53(const char *s, size_t n, uint64_t *out) {
     return true;
 }
 
+/*
+ * "-51.5072" style numbers with at most 15 significant digits: the integer m
+ * and 10^k are exact doubles, so m / 10^k is the correctly rounded value,
+ * the same strtod gives (Clinger's fast path). Returns false for anything
+ * else (exponents, more digits), which strtod then handles.
+ */
+static bool parse_short_decimal(const char *s, size_t n, double *out) {
+    static const double pow10[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                   1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+    size_t i = 0;
+    bool neg = n > 0 && s[0] == '-';
+    if (neg) i++;
+    uint64_t m = 0;
+    int digits = 0, frac = -1;
+    if (i == n || s[i] < '0' || s[i] > '9') return false;
+    for (; i < n; i++) {
+        char c = s[i];
+        if (c == '.' && frac < 0 && i > 0 && s[i - 1] >= '0' && s[i - 1] <= '9') {
+            frac = 0;
+            continue;
+        }
+        if (c < '0' || c > '9') return false;
+        m = m * 10 + (uint64_t)(c - '0');
+        if (m) digits++;
+        if (frac >= 0) frac++;
+        if (digits > 15 || frac > 15) return false;
+    }
+    if (frac == 0) return false; /* "5." */
+    double v = (double)m / pow10[frac < 0 ? 0 : frac];
+    *out = neg ? -v : v;
+    return true;
+}
+
 static int set_double(struct json_decoder *d, const char *s, size_t n) {
     const struct field *f = &d->kind->fields[d->field];
-    char tmp[64];
-    if (n == 0 || n >= sizeof tmp) return wrong_type(d);
-    memcpy(tmp, s, n);
-    tmp[n] = '\0';
-    char *end;
-    errno = 0;
-    double v = strtod(tmp, &end);
-    if (*end || errno == ERANGE || !isfinite(v) || tmp[0] == ' ' || tmp[0] == '+')
-        return wrong_type(d);
+    double v;
+    if (!parse_short_decimal(s, n, &v)) {
+        char tmp[64];
+        if (n == 0 || n >= sizeof tmp) return wrong_type(d);
+        memcpy(tmp, s, n);
+        tmp[n] = '\0';
+        char *end;
+        errno = 0;
+        v = strtod(tmp, &end);
+        if (*end || errno == ERANGE || !isfinite(v) || tmp[0] == ' ' || tmp[0] == '+')
+            return wrong_type(d);
+    }
     if (v < f->min || v > f->max)
         return fail(d, ERR_INVALID_FIELD, f->name, "%s must be within [%g, %g]", f->name, f->min,
                     f->max);
@@ -461,12 +497,6 @@ void json_write_double(struct buf *b, double d) {
     buf_append_str(b, tmp);
 }
 
-static void key(struct buf *b, const char *name) {
-    buf_append_char(b, '"');
-    buf_append_str(b, name);
-    buf_append_str(b, "\":");
-}
-
 void json_write_record(struct buf *b, const struct record *r, bool open) {
     const struct kind_desc *k = record_kind(r->type);
     buf_append_str(b, "{\"ID\":");
@@ -477,11 +507,11 @@ void json_write_record(struct buf *b, const struct record *r, bool open) {
         buf_append_str(b, ",\"EventID\":");
         buf_append_u64(b, r->event_id);
     }
+    const struct field_meta *m = record_field_meta(k);
     for (int i = 0; i < k->nfields; i++) {
         const struct field *f = &k->fields[i];
         if (!(f->flags & FF_OUTPUT)) continue;
-        buf_append_char(b, ',');
-        key(b, f->name);
+        buf_append(b, m[i].key, m[i].key_len);
         const union value *v = &r->v[i];
         switch (f->type) {
         case FT_STR:

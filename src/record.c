@@ -77,24 +77,50 @@ const struct kind_desc *record_kind_by_path(const char *ptr, size_t len) {
     return NULL;
 }
 
-int record_field_index(const struct kind_desc *k, const char *ptr, size_t len) {
-    for (int i = 0; i < k->nfields; i++) {
-        const char *n = k->fields[i].name;
-        /* The first byte rules out most names before any length is taken. */
-        if (len && n[0] == ptr[0] && strlen(n) == len && memcmp(n, ptr, len) == 0) return i;
+static bool is_bytes(uint8_t t);
+
+static struct {
+    struct field_meta fields[RECORD_MAX_FIELDS];
+    union value defaults[RECORD_MAX_FIELDS];
+} meta[REC_KIND_MAX + 1];
+static bool meta_ready;
+
+/* The tables are constant, so everything derived from them is computed once
+ * and the hot paths never take a strlen. */
+static void meta_init(void) {
+    for (int t = 1; t <= REC_KIND_MAX; t++) {
+        const struct kind_desc *k = kinds[t];
+        for (int i = 0; i < k->nfields; i++) {
+            const struct field *f = &k->fields[i];
+            struct field_meta *m = &meta[t].fields[i];
+            m->name_len = (uint8_t)strlen(f->name);
+            m->key_len = (uint8_t)snprintf(m->key, sizeof m->key, ",\"%s\":", f->name);
+            union value *v = &meta[t].defaults[i];
+            memset(v, 0, sizeof *v);
+            if (is_bytes(f->type)) {
+                v->s.ptr = f->def ? f->def : "";
+                v->s.len = (uint32_t)strlen(v->s.ptr);
+            }
+        }
     }
+    meta_ready = true;
+}
+
+const struct field_meta *record_field_meta(const struct kind_desc *k) {
+    if (!meta_ready) meta_init();
+    return meta[k->type].fields;
+}
+
+int record_field_index(const struct kind_desc *k, const char *ptr, size_t len) {
+    const struct field_meta *m = record_field_meta(k);
+    for (int i = 0; i < k->nfields; i++)
+        if (m[i].name_len == len && memcmp(k->fields[i].name, ptr, len) == 0) return i;
     return -1;
 }
 
 void record_defaults(const struct kind_desc *k, union value *vals) {
-    for (int i = 0; i < k->nfields; i++) {
-        const struct field *f = &k->fields[i];
-        memset(&vals[i], 0, sizeof vals[i]);
-        if (f->type == FT_STR || f->type == FT_COLOR || f->type == FT_BYTES) {
-            vals[i].s.ptr = f->def ? f->def : "";
-            vals[i].s.len = (uint32_t)strlen(vals[i].s.ptr);
-        }
-    }
+    if (!meta_ready) meta_init();
+    memcpy(vals, meta[k->type].defaults, k->nfields * sizeof *vals);
 }
 
 static bool is_bytes(uint8_t t) {

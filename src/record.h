@@ -99,6 +99,15 @@ const struct kind_desc *record_kind_by_path(const char *ptr, size_t len);
 /* Index of a field by its JSON name, or -1. */
 int record_field_index(const struct kind_desc *k, const char *ptr, size_t len);
 
+/* Derived once per kind from the tables: name lengths, the JSON member
+ * prefix ,"Name": of each field, and the default values. */
+struct field_meta {
+    uint8_t name_len;
+    uint8_t key_len; /* of key */
+    char key[44];    /* ,"Name": */
+};
+const struct field_meta *record_field_meta(const struct kind_desc *k);
+
 /* Fills vals with the defaults of every field of k (strings are static). */
 void record_defaults(const struct kind_desc *k, union value *vals);
 

@@ -116,6 +116,22 @@ int main(void) {
     CHECK_EQ_INT(decode(&d, &record_address, "{\"Lon\":null,\"Type\":{\"x\":[1,2]},\"Line4\":\"z\"}", 5), 0);
     CHECK(!has(&d, ADDR_LON) && !has(&d, ADDR_TYPE) && !has(&d, ADDR_LINE4));
 
+    /* Numbers read exactly as strtod reads them, fast path or not. */
+    uint64_t r = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < 20000; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        char num[64], b[96];
+        int decimals = (int)(r % 19);
+        snprintf(num, sizeof num, "%s%d.%0*llu", (r >> 20) & 1 ? "-" : "", (int)(r % 90),
+                 decimals ? decimals : 1, (unsigned long long)((r >> 8) % 10000000000000ull));
+        snprintf(b, sizeof b, (r >> 21) & 1 ? "{\"Lat\":%s}" : "{\"Lat\":\"%s\"}", num);
+        CHECK_EQ_INT(decode(&d, &record_address, b, 64), 0);
+        if (d.vals[ADDR_LAT].d != strtod(num, NULL)) {
+            fprintf(stderr, "%s read as %.17g\n", num, d.vals[ADDR_LAT].d);
+            return 1;
+        }
+    }
+
     /* Writer: escapes and round-tripping numbers. */
     struct buf b = BUF_INIT;
     json_write_string(&b, "a\"b\\c\n\x01\xc3\xa9", 9);
