@@ -409,17 +409,25 @@ void json_decoder_end(struct json_decoder *d) {
 
 /* ---- writer ---- */
 
+/* Bytes that must be escaped inside a JSON string. */
+static const uint8_t needs_escape[256] = {
+    [0 ... 0x1f] = 1, ['"'] = 1, ['\\'] = 1,
+};
+
 void json_write_string(struct buf *b, const char *ptr, size_t len) {
     static const char hex[] = "0123456789abcdef";
     /* Worst case every byte becomes \u00XX. */
     char *o = buf_reserve(b, len * 6 + 2), *start = o;
     *o++ = '"';
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)ptr[i];
-        if (c >= 0x20 && c != '"' && c != '\\') {
-            *o++ = (char)c;
-            continue;
-        }
+    size_t i = 0;
+    while (i < len) {
+        /* Copy the run of plain bytes in one go; most strings are one run. */
+        size_t run = i;
+        while (run < len && !needs_escape[(unsigned char)ptr[run]]) run++;
+        memcpy(o, ptr + i, run - i);
+        o += run - i;
+        if (run == len) break;
+        unsigned char c = (unsigned char)ptr[run];
         *o++ = '\\';
         switch (c) {
         case '"': *o++ = '"'; break;
@@ -436,6 +444,7 @@ void json_write_string(struct buf *b, const char *ptr, size_t len) {
             *o++ = hex[c >> 4];
             *o++ = hex[c & 15];
         }
+        i = run + 1;
     }
     *o++ = '"';
     buf_commit(b, (size_t)(o - start));

@@ -79,10 +79,17 @@ const struct kind_desc *record_kind_by_path(const char *ptr, size_t len) {
 
 static bool is_bytes(uint8_t t);
 
+#define LOOKUP_SIZE 64 /* power of two, well above RECORD_MAX_FIELDS */
+
 static struct {
     struct field_meta fields[RECORD_MAX_FIELDS];
     union value defaults[RECORD_MAX_FIELDS];
+    int8_t lookup[LOOKUP_SIZE]; /* field index by name hash, -1 empty; linear probing */
 } meta[REC_KIND_MAX + 1];
+
+static unsigned name_hash(const char *p, size_t n) {
+    return (unsigned)(n * 31u + (unsigned char)p[0] * 7u + (unsigned char)p[n - 1]);
+}
 static bool meta_ready;
 
 /* The tables are constant, so everything derived from them is computed once
@@ -90,7 +97,11 @@ static bool meta_ready;
 static void meta_init(void) {
     for (int t = 1; t <= REC_KIND_MAX; t++) {
         const struct kind_desc *k = kinds[t];
+        memset(meta[t].lookup, -1, sizeof meta[t].lookup);
         for (int i = 0; i < k->nfields; i++) {
+            unsigned h = name_hash(k->fields[i].name, strlen(k->fields[i].name));
+            while (meta[t].lookup[h % LOOKUP_SIZE] >= 0) h++;
+            meta[t].lookup[h % LOOKUP_SIZE] = (int8_t)i;
             const struct field *f = &k->fields[i];
             struct field_meta *m = &meta[t].fields[i];
             m->name_len = (uint8_t)strlen(f->name);
@@ -112,10 +123,14 @@ const struct field_meta *record_field_meta(const struct kind_desc *k) {
 }
 
 int record_field_index(const struct kind_desc *k, const char *ptr, size_t len) {
+    if (len == 0) return -1;
     const struct field_meta *m = record_field_meta(k);
-    for (int i = 0; i < k->nfields; i++)
+    const int8_t *lookup = meta[k->type].lookup;
+    for (unsigned h = name_hash(ptr, len);; h++) {
+        int i = lookup[h % LOOKUP_SIZE];
+        if (i < 0) return -1;
         if (m[i].name_len == len && memcmp(k->fields[i].name, ptr, len) == 0) return i;
-    return -1;
+    }
 }
 
 void record_defaults(const struct kind_desc *k, union value *vals) {

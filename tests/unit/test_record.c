@@ -43,6 +43,18 @@ int main(void) {
     }
     CHECK(record_decode(99, (const uint8_t *)"", 0) == NULL);
 
+    /* Field lookup by name: every name finds its own index, near misses find none. */
+    for (int k = 0; k < 4; k++) {
+        for (int i = 0; i < kinds[k]->nfields; i++) {
+            const char *n = kinds[k]->fields[i].name;
+            CHECK_EQ_INT(record_field_index(kinds[k], n, strlen(n)), i);
+            CHECK_EQ_INT(record_field_index(kinds[k], n, strlen(n) - 1), -1);
+        }
+        CHECK_EQ_INT(record_field_index(kinds[k], "name", 4), -1);
+        CHECK_EQ_INT(record_field_index(kinds[k], "", 0), -1);
+        CHECK_EQ_INT(record_field_index(kinds[k], "Name\0x", 6), -1);
+    }
+
     /* Defaults from the spec. */
     union value v[RECORD_MAX_FIELDS];
     record_defaults(&record_theme, v);
