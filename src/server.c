@@ -75,6 +75,9 @@ static uint8_t *state_at(struct conn *c, uint32_t i) {
 
 static struct http_response *slot_push(struct conn *c) {
     if (c->count == c->nslots) return NULL;
+    /* An empty ring starts over at slot 0, so a connection that does not
+     * pipeline keeps reusing one slot whose buffers stay in cache. */
+    if (c->count == 0) c->head = 0;
     uint32_t i = c->count++;
     struct http_response *r = slot_at(c, i);
     http_response_reset(r);

@@ -30,6 +30,8 @@
 #define COMPACT_NAME STORE_LOG_NAME ".compact"
 #define DAMAGED_NAME STORE_LOG_NAME ".damaged-"
 #define READ_CHUNK (4u << 20)    /* replay reads this much per pread */
+#define LAZY_WRITE_MS 2          /* interval/never: longest wait before writing */
+#define LAZY_WRITE_BYTES (64u << 10) /* ... or this much pending */
 #define COMPACT_CHUNK (1u << 20) /* compaction data is written out in slices this big */
 
 enum job_kind { JOB_LOG, JOB_COMPACT };
@@ -221,6 +223,26 @@ static void on_kick(uv_idle_t *h) {
  */
 static void kick(struct store *s) {
     if (!s->closing && !uv_is_active((uv_handle_t *)&s->kick)) uv_idle_start(&s->kick, on_kick);
+}
+
+static void on_lazy(uv_timer_t *t) {
+    start_jobs(t->data);
+}
+
+/*
+ * Outside "always" nobody waits for the disk, so small batches wait up to
+ * LAZY_WRITE_MS (or until LAZY_WRITE_BYTES are pending) and go out together:
+ * one threadpool round trip per few hundred records instead of one per loop
+ * turn, which is most of the store's CPU cost under load. A crash of the
+ * process loses at most that much more than the page cache would keep; the
+ * durability promise of these modes (the fsync interval) is unchanged.
+ */
+static void kick_lazily(struct store *s) {
+    if (s->opts.fsync == STORE_FSYNC_ALWAYS || s->pending.len >= LAZY_WRITE_BYTES) {
+        kick(s);
+    } else if (!uv_is_active((uv_handle_t *)&s->lazy_timer)) {
+        uv_timer_start(&s->lazy_timer, on_lazy, LAZY_WRITE_MS, 0);
+    }
 }
 
 static void on_interval(uv_timer_t *t) {
@@ -605,6 +627,8 @@ int store_open(struct store *s, uv_loop_t *loop, const char *dir, const struct s
 
     uv_timer_init(loop, &s->interval_timer);
     s->interval_timer.data = s;
+    uv_timer_init(loop, &s->lazy_timer);
+    s->lazy_timer.data = s;
     uv_idle_init(loop, &s->kick);
     s->kick.data = s;
     return 0;
@@ -630,7 +654,7 @@ uint64_t store_append(struct store *s, uint8_t type, const void *payload, size_t
     uint64_t lsn = ++s->appended_lsn;
     s->pending_lsn = lsn;
     if (s->opts.fsync != STORE_FSYNC_ALWAYS) s->acked_lsn = lsn;
-    if (!s->job) kick(s);
+    if (!s->job) kick_lazily(s);
     return lsn;
 }
 
@@ -700,8 +724,10 @@ int store_close(struct store *s) {
     int ferr = store_flush_sync(s);
     if (!err) err = ferr;
     uv_timer_stop(&s->interval_timer);
+    uv_timer_stop(&s->lazy_timer);
     uv_idle_stop(&s->kick);
     uv_close((uv_handle_t *)&s->interval_timer, NULL);
+    uv_close((uv_handle_t *)&s->lazy_timer, NULL);
     uv_close((uv_handle_t *)&s->kick, NULL);
     if (s->fd >= 0) close(s->fd);
     if (s->lock_fd >= 0) close(s->lock_fd); /* releases the flock */

@@ -103,6 +103,7 @@ struct store {
     uint64_t pending_lsn;      /* last LSN inside pending */
     struct store_batch *job;   /* the job in flight, or NULL */
     uv_timer_t interval_timer; /* interval mode */
+    uv_timer_t lazy_timer;     /* interval/never modes: writes small batches after a delay */
     store_notify_cb on_notify;
     void *data;                /* caller's pointer */
     /* compaction state */
