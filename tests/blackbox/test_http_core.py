@@ -16,6 +16,7 @@ import re
 import select
 import signal
 import socket
+import struct
 import sys
 import tempfile
 import threading
@@ -1372,6 +1373,35 @@ class ShutdownTests(Base):
             finally:
                 s.close()
             self.assertLess(secs, 3.5)
+
+
+class AbruptClientTests(SharedServer):
+    """Clients that vanish: the server must neither die (SIGPIPE) nor leak."""
+
+    def test_client_closes_before_reading_its_responses(self):
+        body = b'{"Theme":{"Name":"gone"}}'
+        req = (b"POST /v2/theme HTTP/1.1\r\nHost: x\r\nAuthorization: " +
+               self.auth.encode() + b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        for i in range(30):
+            s = connect(self.port)
+            # Many responses queued, then the client goes away without reading:
+            # half the time with a reset, half with an ordinary close (the
+            # kernel then resets when the server writes into it).
+            send_raw(s, req * 20 + b"GET /healthz HTTP/1.1\r\n\r\n" * 200)
+            if i % 2:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()
+        self.assertTrue(self.srv.running(), "server died; stderr:\n%s" % self.srv.stderr_text())
+        r = request(self.port, "GET", "/healthz")
+        self.assertEqual(r.status, 200)
+
+    def test_half_close_after_requests_still_answers(self):
+        s = connect(self.port)
+        send_raw(s, b"GET /healthz HTTP/1.1\r\n\r\n" * 3)
+        s.shutdown(socket.SHUT_WR)
+        for i in range(3):
+            self.assertEqual(read_response(s).status, 200)
+        self.assertClosed(s)
 
 
 if __name__ == "__main__":

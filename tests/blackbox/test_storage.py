@@ -469,6 +469,38 @@ class Compaction(Dir):
             self.assertEqual(c.must_get("theme", new["ID"]), new)
             c.close()
 
+    def test_automatic_compaction_by_ratio(self):
+        # --compact-ratio 2 with a small floor: the churn makes the log many
+        # times the live data, so the server compacts on its own.
+        d = self.mkdir()
+        key = add_user(d.path, "alice")
+        with self.server(d, "--compact-ratio", "2", "--compact-min-bytes", "8192") as srv:
+            c = Client(srv.port, "alice", key)
+            max_id = self.churn(c)
+            before = self.snapshot(c)
+            started = harness.wait_until(
+                lambda: "compaction done" in srv.stderr_text(), 5.0)
+            self.assertTrue(started, "no automatic compaction; stderr:\n%s" % srv.stderr_text())
+            size = os.path.getsize(d.file(LOG))
+            self.assertLess(size, 8 * 1024 * 4, "log still %d bytes after compacting" % size)
+            self.assertEqual(self.snapshot(c), before)
+            c.close()
+            self.assertEqual(srv.stop(), 0)
+        with self.server(d) as srv:
+            c = Client(srv.port, "alice", key)
+            self.assertEqual(self.snapshot(c), before)
+            self.assertGreater(c.must_create("theme", {})["ID"], max_id)
+            c.close()
+        # --compact-ratio 0 never compacts.
+        d2 = self.mkdir()
+        key2 = add_user(d2.path, "alice")
+        with self.server(d2, "--compact-ratio", "0", "--compact-min-bytes", "0") as srv:
+            c = Client(srv.port, "alice", key2)
+            self.churn(c)
+            c.close()
+            time.sleep(0.3)
+            self.assertNotIn("compaction", srv.stderr_text())
+
     def test_online_compact_sigusr1(self):
         d = self.mkdir()
         key = add_user(d.path, "alice")
