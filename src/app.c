@@ -17,8 +17,8 @@
 #include "handlers.h"
 #include "log.h"
 
-#define COMPACT_SLICE_IDS 5000           /* ids examined per slice: about a millisecond */
-#define COMPACT_MAX_BACKLOG (8u << 20)   /* snapshot bytes waiting for the disk, at most */
+#define COMPACT_SLICE_IDS 5000         /* ids examined per slice: about a millisecond */
+#define COMPACT_MAX_BACKLOG (8u << 20) /* snapshot bytes waiting for the disk, at most */
 
 static const char *replay_name[] = {"ok", "empty", "truncated", "corrupt", "io"};
 
@@ -36,7 +36,7 @@ static int replay(struct app *a) {
     }
     index_relink(&a->index);
     double ms = (double)(uv_hrtime() - t0) / 1e6;
-    LOG(LOG_INFO, "replayed %llu records (%llu bytes) in %.1f ms: %s; %zu live", 
+    LOG(LOG_INFO, "replayed %llu records (%llu bytes) in %.1f ms: %s; %zu live",
         (unsigned long long)info.records, (unsigned long long)info.bytes, ms, replay_name[st],
         a->index.count);
     return 0;
@@ -118,7 +118,8 @@ uint64_t app_delete(struct app *a, uint64_t id) {
 static void on_compacted(struct store *s, int status) {
     struct app *a = s->data;
     a->compacting = false;
-    if (status < 0) LOG(LOG_ERROR, "compaction failed: %s", strerror(-status));
+    if (status < 0)
+        LOG(LOG_ERROR, "compaction failed: %s", strerror(-status));
     else
         LOG(LOG_INFO, "compaction done: log is %llu bytes", (unsigned long long)s->file_size);
     if (!a->serving) uv_stop(a->loop);

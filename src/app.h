@@ -24,13 +24,13 @@ struct app {
     struct store store;
     struct index index;
     struct server srv;
-    struct buf scratch;      /* frame payloads being encoded */
+    struct buf scratch; /* frame payloads being encoded */
     uv_signal_t sig_term, sig_int, sig_usr1;
-    uv_check_t check;         /* after each loop iteration: compaction due? */
-    uv_idle_t compact_idle;   /* drives the snapshot, one slice per loop iteration */
-    uint64_t compact_next;   /* next id to snapshot */
-    uint64_t compact_end;    /* ids below this are in the snapshot */
-    uint64_t visible_lsn;    /* LSN of the last change the index shows */
+    uv_check_t check;       /* after each loop iteration: compaction due? */
+    uv_idle_t compact_idle; /* drives the snapshot, one slice per loop iteration */
+    uint64_t compact_next;  /* next id to snapshot */
+    uint64_t compact_end;   /* ids below this are in the snapshot */
+    uint64_t visible_lsn;   /* LSN of the last change the index shows */
     bool compacting;
     bool serving;
     bool store_open;

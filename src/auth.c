@@ -37,8 +37,10 @@ const struct record *auth_check(const struct index *ix, struct slice h) {
     /* "Basic" is case-insensitive; then one or more spaces and the token. */
     if (h.len < 7 || strncasecmp(h.ptr, "Basic ", 6) != 0) return NULL;
     const char *b64 = h.ptr + 6, *end = h.ptr + h.len;
-    while (b64 < end && *b64 == ' ') b64++;
-    while (end > b64 && (end[-1] == ' ' || end[-1] == '\t')) end--;
+    while (b64 < end && *b64 == ' ')
+        b64++;
+    while (end > b64 && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
     unsigned char raw[256];
     size_t raw_len;
     const char *stop;

@@ -50,7 +50,8 @@ void buf_destroy(struct buf *b) {
 char *buf_reserve(struct buf *b, size_t n) {
     if (b->len + n > b->cap || !b->ptr) {
         size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n) cap *= 2;
+        while (cap < b->len + n)
+            cap *= 2;
         b->ptr = xrealloc(b->ptr, cap + 1);
         b->cap = cap;
     }

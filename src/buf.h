@@ -37,7 +37,8 @@ struct buf {
     size_t cap;
 };
 
-#define BUF_INIT {NULL, 0, 0}
+#define BUF_INIT                                                                                   \
+    { NULL, 0, 0 }
 
 void buf_init(struct buf *b, size_t cap);
 void buf_destroy(struct buf *b);
@@ -92,7 +93,8 @@ static inline size_t u64_digits(uint64_t v, char out[20]) {
         tmp[n++] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+    for (size_t i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
     return n;
 }
 

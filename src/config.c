@@ -34,7 +34,16 @@ const struct config config_defaults = {
     .log_level = LOG_INFO,
 };
 
-enum opt_type { OPT_STR, OPT_U32, OPT_DOUBLE, OPT_BOOL, OPT_FSYNC, OPT_LEVEL, OPT_LISTEN, OPT_PATH };
+enum opt_type {
+    OPT_STR,
+    OPT_U32,
+    OPT_DOUBLE,
+    OPT_BOOL,
+    OPT_FSYNC,
+    OPT_LEVEL,
+    OPT_LISTEN,
+    OPT_PATH
+};
 
 struct opt {
     const char *flag; /* without "--" */
@@ -48,27 +57,47 @@ struct opt {
 #define OFF(f) offsetof(struct config, f)
 
 static const struct opt opts[] = {
-    {"listen", "EVENTD_LISTEN", OPT_LISTEN, OFF(listen), 0, 0, "address to listen on, HOST:PORT (port 0: any free port)"},
+    {"listen", "EVENTD_LISTEN", OPT_LISTEN, OFF(listen), 0, 0,
+     "address to listen on, HOST:PORT (port 0: any free port)"},
     {"data", "EVENTD_DATA", OPT_STR, OFF(data_dir), 0, 0, "data directory (created if missing)"},
-    {"base-path", "EVENTD_BASE_PATH", OPT_PATH, OFF(base_path), 0, 0, "path prefix of the API; {base_url} ends here"},
-    {"max-header-bytes", "EVENTD_MAX_HEADER_BYTES", OPT_U32, OFF(max_header_bytes), 256, 1 << 20, "request line + headers limit, bytes (431 above)"},
-    {"max-body-bytes", "EVENTD_MAX_BODY_BYTES", OPT_U32, OFF(max_body_bytes), 0, 1 << 30, "request body limit, bytes (413 above)"},
-    {"max-connections", "EVENTD_MAX_CONNECTIONS", OPT_U32, OFF(max_connections), 1, 1000000, "open connections limit (503 above)"},
-    {"max-pipeline", "EVENTD_MAX_PIPELINE", OPT_U32, OFF(max_pipeline), 1, 1024, "queued responses per connection before it stops being read"},
-    {"header-timeout-ms", "EVENTD_HEADER_TIMEOUT_MS", OPT_U32, OFF(header_timeout_ms), 1, 3600000, "first byte of a request to end of headers, ms"},
-    {"request-timeout-ms", "EVENTD_REQUEST_TIMEOUT_MS", OPT_U32, OFF(request_timeout_ms), 1, 3600000, "first byte of a request to end of body, ms"},
-    {"idle-timeout-ms", "EVENTD_IDLE_TIMEOUT_MS", OPT_U32, OFF(idle_timeout_ms), 1, 86400000, "idle keep-alive connection timeout, ms"},
-    {"shutdown-timeout-ms", "EVENTD_SHUTDOWN_TIMEOUT_MS", OPT_U32, OFF(shutdown_timeout_ms), 0, 3600000, "on SIGTERM, wait this long for requests in flight, ms"},
-    {"max-string-bytes", "EVENTD_MAX_STRING_BYTES", OPT_U32, OFF(max_string_bytes), 1, 65535, "longest text field value, bytes of UTF-8"},
-    {"list-default", "EVENTD_LIST_DEFAULT", OPT_U32, OFF(list_default), 1, 100000, "page size of list calls without ?limit"},
-    {"list-max", "EVENTD_LIST_MAX", OPT_U32, OFF(list_max), 1, 100000, "largest ?limit of list calls"},
-    {"fsync", "EVENTD_FSYNC", OPT_FSYNC, OFF(fsync), 0, 0, "always | interval | never: when a write is acknowledged"},
-    {"fsync-interval-ms", "EVENTD_FSYNC_INTERVAL_MS", OPT_U32, OFF(fsync_interval_ms), 1, 3600000, "interval mode: ms between fdatasyncs"},
-    {"compact-ratio", "EVENTD_COMPACT_RATIO", OPT_DOUBLE, OFF(compact_ratio), 0, 1000, "compact when the log is this many times the live data (0: never)"},
-    {"compact-min-bytes", "EVENTD_COMPACT_MIN_BYTES", OPT_U32, OFF(compact_min_bytes), 0, 4294967295.0, "never compact a log smaller than this, bytes"},
-    {"repair", "EVENTD_REPAIR", OPT_BOOL, OFF(repair), 0, 0, "start despite a damaged log: keep what precedes the damage, move the rest aside"},
-    {"demo-user", "EVENTD_DEMO_USER", OPT_BOOL, OFF(demo_user), 0, 0, "on a first start with no users, create user 'demo' and print its key"},
-    {"log-level", "EVENTD_LOG_LEVEL", OPT_LEVEL, OFF(log_level), 0, 0, "debug | info | warn | error | off"},
+    {"base-path", "EVENTD_BASE_PATH", OPT_PATH, OFF(base_path), 0, 0,
+     "path prefix of the API; {base_url} ends here"},
+    {"max-header-bytes", "EVENTD_MAX_HEADER_BYTES", OPT_U32, OFF(max_header_bytes), 256, 1 << 20,
+     "request line + headers limit, bytes (431 above)"},
+    {"max-body-bytes", "EVENTD_MAX_BODY_BYTES", OPT_U32, OFF(max_body_bytes), 0, 1 << 30,
+     "request body limit, bytes (413 above)"},
+    {"max-connections", "EVENTD_MAX_CONNECTIONS", OPT_U32, OFF(max_connections), 1, 1000000,
+     "open connections limit (503 above)"},
+    {"max-pipeline", "EVENTD_MAX_PIPELINE", OPT_U32, OFF(max_pipeline), 1, 1024,
+     "queued responses per connection before it stops being read"},
+    {"header-timeout-ms", "EVENTD_HEADER_TIMEOUT_MS", OPT_U32, OFF(header_timeout_ms), 1, 3600000,
+     "first byte of a request to end of headers, ms"},
+    {"request-timeout-ms", "EVENTD_REQUEST_TIMEOUT_MS", OPT_U32, OFF(request_timeout_ms), 1,
+     3600000, "first byte of a request to end of body, ms"},
+    {"idle-timeout-ms", "EVENTD_IDLE_TIMEOUT_MS", OPT_U32, OFF(idle_timeout_ms), 1, 86400000,
+     "idle keep-alive connection timeout, ms"},
+    {"shutdown-timeout-ms", "EVENTD_SHUTDOWN_TIMEOUT_MS", OPT_U32, OFF(shutdown_timeout_ms), 0,
+     3600000, "on SIGTERM, wait this long for requests in flight, ms"},
+    {"max-string-bytes", "EVENTD_MAX_STRING_BYTES", OPT_U32, OFF(max_string_bytes), 1, 65535,
+     "longest text field value, bytes of UTF-8"},
+    {"list-default", "EVENTD_LIST_DEFAULT", OPT_U32, OFF(list_default), 1, 100000,
+     "page size of list calls without ?limit"},
+    {"list-max", "EVENTD_LIST_MAX", OPT_U32, OFF(list_max), 1, 100000,
+     "largest ?limit of list calls"},
+    {"fsync", "EVENTD_FSYNC", OPT_FSYNC, OFF(fsync), 0, 0,
+     "always | interval | never: when a write is acknowledged"},
+    {"fsync-interval-ms", "EVENTD_FSYNC_INTERVAL_MS", OPT_U32, OFF(fsync_interval_ms), 1, 3600000,
+     "interval mode: ms between fdatasyncs"},
+    {"compact-ratio", "EVENTD_COMPACT_RATIO", OPT_DOUBLE, OFF(compact_ratio), 0, 1000,
+     "compact when the log is this many times the live data (0: never)"},
+    {"compact-min-bytes", "EVENTD_COMPACT_MIN_BYTES", OPT_U32, OFF(compact_min_bytes), 0,
+     4294967295.0, "never compact a log smaller than this, bytes"},
+    {"repair", "EVENTD_REPAIR", OPT_BOOL, OFF(repair), 0, 0,
+     "start despite a damaged log: keep what precedes the damage, move the rest aside"},
+    {"demo-user", "EVENTD_DEMO_USER", OPT_BOOL, OFF(demo_user), 0, 0,
+     "on a first start with no users, create user 'demo' and print its key"},
+    {"log-level", "EVENTD_LOG_LEVEL", OPT_LEVEL, OFF(log_level), 0, 0,
+     "debug | info | warn | error | off"},
 };
 
 #define NOPTS (sizeof opts / sizeof opts[0])
@@ -152,10 +181,14 @@ static const char *set(struct config *cfg, const struct opt *o, const char *v) {
     case OPT_BOOL:
         return parse_bool(v, (bool *)p) < 0 ? "must be true or false" : NULL;
     case OPT_FSYNC:
-        if (!strcmp(v, "always")) *(uint32_t *)p = STORE_FSYNC_ALWAYS;
-        else if (!strcmp(v, "interval")) *(uint32_t *)p = STORE_FSYNC_INTERVAL;
-        else if (!strcmp(v, "never")) *(uint32_t *)p = STORE_FSYNC_NEVER;
-        else return "must be always, interval or never";
+        if (!strcmp(v, "always"))
+            *(uint32_t *)p = STORE_FSYNC_ALWAYS;
+        else if (!strcmp(v, "interval"))
+            *(uint32_t *)p = STORE_FSYNC_INTERVAL;
+        else if (!strcmp(v, "never"))
+            *(uint32_t *)p = STORE_FSYNC_NEVER;
+        else
+            return "must be always, interval or never";
         return NULL;
     case OPT_LEVEL: {
         enum log_level l;
@@ -272,12 +305,24 @@ static void show_default(const struct opt *o, char *out, size_t n) {
     switch (o->type) {
     case OPT_STR:
     case OPT_PATH:
-    case OPT_LISTEN: snprintf(out, n, "%s", *(const char *const *)p); break;
-    case OPT_U32: snprintf(out, n, "%u", *(const uint32_t *)p); break;
-    case OPT_DOUBLE: snprintf(out, n, "%g", *(const double *)p); break;
-    case OPT_BOOL: snprintf(out, n, "%s", *(const bool *)p ? "true" : "false"); break;
-    case OPT_FSYNC: snprintf(out, n, "%s", fs[*(const uint32_t *)p]); break;
-    case OPT_LEVEL: snprintf(out, n, "%s", lv[*(const uint32_t *)p]); break;
+    case OPT_LISTEN:
+        snprintf(out, n, "%s", *(const char *const *)p);
+        break;
+    case OPT_U32:
+        snprintf(out, n, "%u", *(const uint32_t *)p);
+        break;
+    case OPT_DOUBLE:
+        snprintf(out, n, "%g", *(const double *)p);
+        break;
+    case OPT_BOOL:
+        snprintf(out, n, "%s", *(const bool *)p ? "true" : "false");
+        break;
+    case OPT_FSYNC:
+        snprintf(out, n, "%s", fs[*(const uint32_t *)p]);
+        break;
+    case OPT_LEVEL:
+        snprintf(out, n, "%s", lv[*(const uint32_t *)p]);
+        break;
     }
 }
 

@@ -15,11 +15,11 @@
 #include "store.h"
 
 struct config {
-    const char *listen;           /* HOST:PORT */
+    const char *listen; /* HOST:PORT */
     const char *data_dir;
-    const char *base_path;        /* "/v2": clients point {base_url} here */
-    uint32_t max_header_bytes;    /* request line + headers, bytes */
-    uint32_t max_body_bytes;      /* bytes */
+    const char *base_path;     /* "/v2": clients point {base_url} here */
+    uint32_t max_header_bytes; /* request line + headers, bytes */
+    uint32_t max_body_bytes;   /* bytes */
     uint32_t max_connections;
     uint32_t max_pipeline;        /* queued responses per connection before reads pause */
     uint32_t header_timeout_ms;   /* first byte of a request to end of headers */
@@ -31,11 +31,11 @@ struct config {
     uint32_t list_max;            /* largest ?limit */
     uint32_t fsync;               /* enum store_fsync */
     uint32_t fsync_interval_ms;
-    double compact_ratio;         /* compact when log bytes > ratio * live bytes; 0: never */
-    uint32_t compact_min_bytes;   /* ... and the log is at least this big */
-    bool repair;                  /* replay: move damaged data aside instead of refusing */
-    bool demo_user;               /* first start with no users: create "demo" */
-    uint32_t log_level;           /* enum log_level */
+    double compact_ratio;       /* compact when log bytes > ratio * live bytes; 0: never */
+    uint32_t compact_min_bytes; /* ... and the log is at least this big */
+    bool repair;                /* replay: move damaged data aside instead of refusing */
+    bool demo_user;             /* first start with no users: create "demo" */
+    uint32_t log_level;         /* enum log_level */
 };
 
 extern const struct config config_defaults;

@@ -15,7 +15,7 @@
     X(INVALID_FIELD, "invalid_field", 400, "a field has an invalid value")                         \
     X(UNKNOWN_FIELD, "unknown_field", 400, "the body names a field this resource does not have")   \
     X(DUPLICATE_FIELD, "duplicate_field", 400, "a field appears twice in the body")                \
-    X(ID_MISMATCH, "id_mismatch", 400, "the ID in the body differs from the ID in the path")      \
+    X(ID_MISMATCH, "id_mismatch", 400, "the ID in the body differs from the ID in the path")       \
     X(INVALID_QUERY, "invalid_query", 400, "a query parameter has an invalid value")               \
     X(UNAUTHORIZED, "unauthorized", 401, "missing or invalid credentials")                         \
     X(NOT_FOUND, "not_found", 404, "no such resource")                                             \

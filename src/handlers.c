@@ -63,8 +63,7 @@ static void state_destroy(void *data, void *mem) {
  * the one that verified last on this connection is trusted again only if
  * that user still has the same key hash; anything else is checked in full.
  */
-static const struct record *authenticate(struct app *a, struct req_state *st,
-                                         const struct buf *h) {
+static const struct record *authenticate(struct app *a, struct req_state *st, const struct buf *h) {
     if (st->auth_user_id && h->len == st->auth_seen.len &&
         memcmp(h->ptr, st->auth_seen.ptr, h->len) == 0) {
         const struct record *u = index_get(&a->index, st->auth_user_id);
@@ -157,8 +156,8 @@ static bool check_link(struct app *a, struct req_state *st, struct http_response
             return false;
         }
         if (t->event_id && t->event_id != event_id) {
-            reply_error(r, ERR_CONFLICT, name, "%s %llu already belongs to event %llu", links[i].what,
-                        (unsigned long long)id, (unsigned long long)t->event_id);
+            reply_error(r, ERR_CONFLICT, name, "%s %llu already belongs to event %llu",
+                        links[i].what, (unsigned long long)id, (unsigned long long)t->event_id);
             return false;
         }
     }
@@ -227,9 +226,12 @@ static void do_get(struct app *a, struct req_state *st, struct http_response *r)
     } embeds[] = {{EVENT_THEME_ID, ",\"Theme\":"}, {EVENT_ADDRESS_ID, ",\"Address\":"}};
     for (int i = 0; i < 2; i++) {
         buf_append_str(&r->body, embeds[i].key);
-        struct record *t = rec->v[embeds[i].field].i ? index_get(&a->index, rec->v[embeds[i].field].i) : NULL;
-        if (t) json_write_record(&r->body, t, false);
-        else buf_append_str(&r->body, "null");
+        struct record *t =
+            rec->v[embeds[i].field].i ? index_get(&a->index, rec->v[embeds[i].field].i) : NULL;
+        if (t)
+            json_write_record(&r->body, t, false);
+        else
+            buf_append_str(&r->body, "null");
     }
     buf_append_str(&r->body, "}}");
 }
@@ -262,7 +264,8 @@ static bool list_params(struct app *a, struct slice q, struct http_response *r, 
         const char *stop = amp ? amp : end;
         const char *eq = memchr(p, '=', (size_t)(stop - p));
         struct slice name = {p, (size_t)((eq ? eq : stop) - p)};
-        struct slice val = eq ? (struct slice){eq + 1, (size_t)(stop - eq - 1)} : (struct slice){stop, 0};
+        struct slice val =
+            eq ? (struct slice){eq + 1, (size_t)(stop - eq - 1)} : (struct slice){stop, 0};
         uint64_t v;
         if (slice_eq(name, "limit", 5)) {
             if (router_parse_id(val.ptr, val.len, &v) < 0 || v > a->cfg.list_max) {
@@ -296,8 +299,10 @@ static void do_list(struct app *a, struct req_state *st, struct http_request *re
         uint32_t lo = 0;
         while (lo < hi) {
             uint32_t mid = (lo + hi) / 2;
-            if (l->ids[mid] < cursor) lo = mid + 1;
-            else hi = mid;
+            if (l->ids[mid] < cursor)
+                lo = mid + 1;
+            else
+                hi = mid;
         }
     }
     ok_open(r);
@@ -365,17 +370,27 @@ static void on_body(void *data, void *mem, const char *ptr, size_t len) {
     if (st->decoding) json_decoder_feed(&st->dec, ptr, len);
 }
 
-static void on_complete(void *data, void *mem, struct http_request *req,
-                        struct http_response *r) {
+static void on_complete(void *data, void *mem, struct http_request *req, struct http_response *r) {
     struct app *a = data;
     struct req_state *st = mem;
     switch (st->route.action) {
-    case ACT_CREATE: do_create(a, st, r); break;
-    case ACT_UPDATE: do_update(a, st, r); break;
-    case ACT_GET: do_get(a, st, r); break;
-    case ACT_DELETE: do_delete(a, st, r); break;
-    case ACT_LIST: do_list(a, st, req, r); break;
-    default: http_response_error(r, ERR_INTERNAL, NULL, NULL);
+    case ACT_CREATE:
+        do_create(a, st, r);
+        break;
+    case ACT_UPDATE:
+        do_update(a, st, r);
+        break;
+    case ACT_GET:
+        do_get(a, st, r);
+        break;
+    case ACT_DELETE:
+        do_delete(a, st, r);
+        break;
+    case ACT_LIST:
+        do_list(a, st, req, r);
+        break;
+    default:
+        http_response_error(r, ERR_INTERNAL, NULL, NULL);
     }
     /* Whatever this response shows must be acknowledged before it leaves. */
     if (r->lsn < a->visible_lsn) r->lsn = a->visible_lsn;

@@ -55,8 +55,7 @@ static int on_message_begin(llhttp_t *ll) {
 static int on_url(llhttp_t *ll, const char *at, size_t n) {
     struct http_parser *p = P(ll);
     /* Past the limit the request is refused anyway: stop growing the copy. */
-    if (p->req.target.len + n > p->limits->max_header_bytes)
-        return stop(p, ERR_HEADERS_TOO_LARGE);
+    if (p->req.target.len + n > p->limits->max_header_bytes) return stop(p, ERR_HEADERS_TOO_LARGE);
     buf_append(&p->req.target, at, n);
     return 0;
 }
@@ -205,7 +204,8 @@ enum http_status http_parser_execute(struct http_parser *p, const char *ptr, siz
     for (;;) {
         bool head = p->in_headers; /* were the bytes of this segment head bytes? */
         llhttp_errno_t e = llhttp_execute(&p->ll, ptr + off, len - off);
-        size_t used = e == HPE_OK ? len - off : (size_t)(llhttp_get_error_pos(&p->ll) - (ptr + off));
+        size_t used =
+            e == HPE_OK ? len - off : (size_t)(llhttp_get_error_pos(&p->ll) - (ptr + off));
         off += used;
         if (head) p->req.head_bytes += (uint32_t)used;
         if ((head || p->internal_pause == PAUSE_HEADERS) &&
@@ -323,8 +323,10 @@ void http_response_finish(struct http_response *r, bool keep_alive) {
         n += u64_digits(r->body.len, h + n);
         n += PUT_LIT(h + n, "\r\n");
     }
-    if (!keep_alive) n += PUT_LIT(h + n, "Connection: close\r\n");
-    else if (r->http10) n += PUT_LIT(h + n, "Connection: keep-alive\r\n");
+    if (!keep_alive)
+        n += PUT_LIT(h + n, "Connection: close\r\n");
+    else if (r->http10)
+        n += PUT_LIT(h + n, "Connection: keep-alive\r\n");
     if (r->extra) n += put(h + n, r->extra, strlen(r->extra));
     n += PUT_LIT(h + n, "\r\n");
     r->head_len = (uint32_t)n;

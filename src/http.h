@@ -27,19 +27,19 @@ struct http_limits {
 };
 
 struct http_request {
-    uint8_t method;          /* llhttp_method_t */
-    uint8_t version_minor;   /* HTTP/1.x */
-    bool keep_alive;         /* what the client asked for (version and Connection) */
-    bool expect_continue;    /* "Expect: 100-continue" */
-    bool has_body;           /* Content-Length > 0 or chunked */
-    uint64_t content_length; /* 0 when chunked or absent */
-    uint64_t body_bytes;     /* received so far */
-    uint32_t head_bytes;     /* request line + headers received so far, every byte */
-    struct buf target;       /* request target as sent (path and query) */
-    struct buf authorization;/* Authorization header value */
-    struct slice path;       /* into target, set when the headers are complete */
-    struct slice query;      /* into target, without the '?' */
-    uint8_t cur_header;      /* which interesting header the parser is in */
+    uint8_t method;           /* llhttp_method_t */
+    uint8_t version_minor;    /* HTTP/1.x */
+    bool keep_alive;          /* what the client asked for (version and Connection) */
+    bool expect_continue;     /* "Expect: 100-continue" */
+    bool has_body;            /* Content-Length > 0 or chunked */
+    uint64_t content_length;  /* 0 when chunked or absent */
+    uint64_t body_bytes;      /* received so far */
+    uint32_t head_bytes;      /* request line + headers received so far, every byte */
+    struct buf target;        /* request target as sent (path and query) */
+    struct buf authorization; /* Authorization header value */
+    struct slice path;        /* into target, set when the headers are complete */
+    struct slice query;       /* into target, without the '?' */
+    uint8_t cur_header;       /* which interesting header the parser is in */
 };
 
 /* Callbacks from the parser to its owner (the connection). */
@@ -64,12 +64,12 @@ struct http_parser {
     const struct http_limits *limits;
     const struct http_events *ev;
     void *owner;
-    enum err error;  /* the error to answer when execute returns HTTP_ERROR */
-    bool stopped;    /* a callback stopped the parser (error is ours, not llhttp's) */
+    enum err error;         /* the error to answer when execute returns HTTP_ERROR */
+    bool stopped;           /* a callback stopped the parser (error is ours, not llhttp's) */
     uint8_t internal_pause; /* PAUSE_*: why llhttp paused itself, for execute */
-    bool in_message; /* bytes of a request seen, request not complete */
-    bool in_headers; /* ... and its headers are not complete */
-    char name[16];   /* start of the header name (then Expect value) being parsed */
+    bool in_message;        /* bytes of a request seen, request not complete */
+    bool in_headers;        /* ... and its headers are not complete */
+    char name[16];          /* start of the header name (then Expect value) being parsed */
     size_t name_len, value_len;
 };
 
@@ -91,11 +91,11 @@ void http_parser_resume(struct http_parser *p);
 
 struct http_response {
     uint16_t status;
-    bool close;          /* the connection closes after this response */
-    bool no_body;        /* 204: no body, no Content-Type */
-    bool http10;         /* HTTP/1.0 client: keep-alive must be said */
-    const char *extra;   /* extra header lines, each ending "\r\n", static */
-    uint64_t lsn;        /* sent only once the store has acknowledged this LSN */
+    bool close;        /* the connection closes after this response */
+    bool no_body;      /* 204: no body, no Content-Type */
+    bool http10;       /* HTTP/1.0 client: keep-alive must be said */
+    const char *extra; /* extra header lines, each ending "\r\n", static */
+    uint64_t lsn;      /* sent only once the store has acknowledged this LSN */
     struct buf body;
     char head[384];
     uint32_t head_len;

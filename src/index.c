@@ -52,9 +52,11 @@ void index_init(struct index *ix) {
 
 void index_destroy(struct index *ix) {
     EACH_RECORD(ix, r, record_free(r));
-    for (int i = 0; i < INDEX_SHARDS; i++) free(ix->shards[i].slots);
+    for (int i = 0; i < INDEX_SHARDS; i++)
+        free(ix->shards[i].slots);
     for (size_t i = 0; i < ix->owners_cap; i++)
-        for (int k = 0; k <= REC_KIND_MAX; k++) free(ix->owners[i].lists[k].ids);
+        for (int k = 0; k <= REC_KIND_MAX; k++)
+            free(ix->owners[i].lists[k].ids);
     free(ix->owners);
     memset(ix, 0, sizeof *ix);
 }
@@ -102,7 +104,8 @@ static void grow(struct index_shard *sh) {
     for (uint32_t i = 0; i < old_cap; i++) {
         if (!old[i].r || old[i].r == TOMBSTONE) continue;
         size_t j = mix(old[i].id) & (cap - 1);
-        while (sh->slots[j].r) j = (j + 1) & (cap - 1);
+        while (sh->slots[j].r)
+            j = (j + 1) & (cap - 1);
         sh->slots[j] = old[i];
     }
     free(old);
@@ -129,7 +132,8 @@ static struct owner *owner_get(struct index *ix, uint64_t user_id, bool create) 
         for (size_t j = 0; j < old_cap; j++) {
             if (!old[j].user_id) continue;
             size_t k = mix(old[j].user_id) & (ix->owners_cap - 1);
-            while (ix->owners[k].user_id) k = (k + 1) & (ix->owners_cap - 1);
+            while (ix->owners[k].user_id)
+                k = (k + 1) & (ix->owners_cap - 1);
             ix->owners[k] = old[j];
         }
         free(old);
@@ -147,7 +151,8 @@ static void list_insert(struct id_list *l, uint64_t id) {
     }
     /* Ids arrive ascending except when replaying a compacted log's tail. */
     uint32_t i = l->len;
-    while (i > 0 && l->ids[i - 1] > id) i--;
+    while (i > 0 && l->ids[i - 1] > id)
+        i--;
     if (i > 0 && l->ids[i - 1] == id) return;
     memmove(l->ids + i + 1, l->ids + i, (l->len - i) * sizeof *l->ids);
     l->ids[i] = id;
@@ -159,8 +164,10 @@ static void list_remove(struct id_list *l, uint64_t id) {
     uint32_t lo = 0, hi = l->len;
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;
-        if (l->ids[mid] < id) lo = mid + 1;
-        else hi = mid;
+        if (l->ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     if (lo < l->len && l->ids[lo] == id) {
         memmove(l->ids + lo, l->ids + lo + 1, (l->len - lo - 1) * sizeof *l->ids);
@@ -197,8 +204,10 @@ void index_put(struct index *ix, struct record *r) {
     if (found) {
         struct record *old = sl->r;
         ix->live_bytes -= old->size;
-        if (old->type == REC_EVENT) unlink_event(ix, old);
-        else r->event_id = old->event_id;
+        if (old->type == REC_EVENT)
+            unlink_event(ix, old);
+        else
+            r->event_id = old->event_id;
         if (old->type != r->type || old->user_id != r->user_id) {
             struct owner *o = owner_get(ix, owner_key(old), false);
             if (o) list_remove(&o->lists[old->type], old->id);
@@ -272,8 +281,7 @@ int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
         if (v >= ix->next_id) ix->next_id = v + 1;
         return 0;
     case REC_NEXT_ID:
-        if (store_get_varint(payload, len, &v) != len || v == 0 || v > RECORD_ID_MAX + 1)
-            return -1;
+        if (store_get_varint(payload, len, &v) != len || v == 0 || v > RECORD_ID_MAX + 1) return -1;
         if (v > ix->next_id) ix->next_id = v;
         return 0;
     default: {

@@ -45,12 +45,12 @@ struct index_shard {
 
 struct index {
     struct index_shard shards[INDEX_SHARDS];
-    size_t count;          /* live records */
-    struct owner *owners;  /* by user id, open addressing */
+    size_t count;         /* live records */
+    struct owner *owners; /* by user id, open addressing */
     size_t owners_cap;
     size_t owners_count;
-    uint64_t next_id;      /* never goes down, survives compaction via REC_NEXT_ID */
-    uint64_t live_bytes;   /* encoded payload bytes of live records (frames included) */
+    uint64_t next_id;    /* never goes down, survives compaction via REC_NEXT_ID */
+    uint64_t live_bytes; /* encoded payload bytes of live records (frames included) */
 };
 
 void index_init(struct index *ix);

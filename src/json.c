@@ -59,11 +59,16 @@ static int fail(struct json_decoder *d, enum err e, const char *field, const cha
 
 static const char *type_word(uint8_t t) {
     switch (t) {
-    case FT_COLOR: return "a string of six hex digits";
-    case FT_REF: return "an integer id (0 for none)";
-    case FT_DOUBLE: return "a number";
-    case FT_BOOL: return "a boolean or one of \"true\", \"false\", \"1\", \"0\", \"yes\", \"no\", \"\"";
-    default: return "a string";
+    case FT_COLOR:
+        return "a string of six hex digits";
+    case FT_REF:
+        return "an integer id (0 for none)";
+    case FT_DOUBLE:
+        return "a number";
+    case FT_BOOL:
+        return "a boolean or one of \"true\", \"false\", \"1\", \"0\", \"yes\", \"no\", \"\"";
+    default:
+        return "a string";
     }
 }
 
@@ -411,7 +416,9 @@ void json_decoder_end(struct json_decoder *d) {
 
 /* Bytes that must be escaped inside a JSON string. */
 static const uint8_t needs_escape[256] = {
-    [0 ... 0x1f] = 1, ['"'] = 1, ['\\'] = 1,
+    [0 ... 0x1f] = 1,
+    ['"'] = 1,
+    ['\\'] = 1,
 };
 
 void json_write_string(struct buf *b, const char *ptr, size_t len) {
@@ -423,20 +430,35 @@ void json_write_string(struct buf *b, const char *ptr, size_t len) {
     while (i < len) {
         /* Copy the run of plain bytes in one go; most strings are one run. */
         size_t run = i;
-        while (run < len && !needs_escape[(unsigned char)ptr[run]]) run++;
+        while (run < len && !needs_escape[(unsigned char)ptr[run]])
+            run++;
         memcpy(o, ptr + i, run - i);
         o += run - i;
         if (run == len) break;
         unsigned char c = (unsigned char)ptr[run];
         *o++ = '\\';
         switch (c) {
-        case '"': *o++ = '"'; break;
-        case '\\': *o++ = '\\'; break;
-        case '\n': *o++ = 'n'; break;
-        case '\r': *o++ = 'r'; break;
-        case '\t': *o++ = 't'; break;
-        case '\b': *o++ = 'b'; break;
-        case '\f': *o++ = 'f'; break;
+        case '"':
+            *o++ = '"';
+            break;
+        case '\\':
+            *o++ = '\\';
+            break;
+        case '\n':
+            *o++ = 'n';
+            break;
+        case '\r':
+            *o++ = 'r';
+            break;
+        case '\t':
+            *o++ = 't';
+            break;
+        case '\b':
+            *o++ = 'b';
+            break;
+        case '\f':
+            *o++ = 'f';
+            break;
         default:
             *o++ = 'u';
             *o++ = '0';
@@ -458,7 +480,7 @@ void json_write_string(struct buf *b, const char *ptr, size_t len) {
  * numbers go through printf.
  */
 static bool write_short_decimal(struct buf *b, double d) {
-    static const double pow10[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7, 1e8,
+    static const double pow10[] = {1e0, 1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7, 1e8,
                                    1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16};
     double ad = fabs(d);
     if (!(ad < 1e15)) return false;
@@ -474,7 +496,8 @@ static bool write_short_decimal(struct buf *b, double d) {
         if (n <= (size_t)k) {
             *o++ = '0';
             *o++ = '.';
-            for (size_t z = n; z < (size_t)k; z++) *o++ = '0';
+            for (size_t z = n; z < (size_t)k; z++)
+                *o++ = '0';
             memcpy(o, digits, n);
             o += n;
         } else {
@@ -524,11 +547,20 @@ void json_write_record(struct buf *b, const struct record *r, bool open) {
         const union value *v = &r->v[i];
         switch (f->type) {
         case FT_STR:
-        case FT_COLOR: json_write_string(b, v->s.ptr, v->s.len); break;
-        case FT_REF: buf_append_u64(b, v->i); break;
-        case FT_DOUBLE: json_write_double(b, v->d); break;
-        case FT_BOOL: buf_append_str(b, v->b ? "true" : "false"); break;
-        case FT_BYTES: break;
+        case FT_COLOR:
+            json_write_string(b, v->s.ptr, v->s.len);
+            break;
+        case FT_REF:
+            buf_append_u64(b, v->i);
+            break;
+        case FT_DOUBLE:
+            json_write_double(b, v->d);
+            break;
+        case FT_BOOL:
+            buf_append_str(b, v->b ? "true" : "false");
+            break;
+        case FT_BYTES:
+            break;
         }
     }
     if (!open) buf_append_char(b, '}');

@@ -24,25 +24,25 @@
 
 struct json_decoder {
     yajl_handle h;
-    struct arena *arena;           /* request-scoped: strings and yajl's own memory */
+    struct arena *arena; /* request-scoped: strings and yajl's own memory */
     const struct kind_desc *kind;
-    uint32_t max_string;           /* bytes */
-    uint64_t fed;                  /* body bytes fed before the current chunk */
-    int depth;                     /* nesting of maps and arrays */
-    int fields_depth;              /* depth of the map holding the fields, 0 until known */
-    int skip_depth;                /* > 0: inside a skipped value */
-    int field;                     /* field the next value is for: >= 0 table index, or one of JF_* */
-    bool wrapped;                  /* saw {"Theme": ...} */
-    bool done_top;                 /* top-level value complete */
-    bool any;                      /* any byte fed */
-    uint64_t seen_keys;            /* bit i: field i's key was seen */
-    uint64_t present;              /* bit i: field i was given a value (not null) */
-    uint32_t seen_special;         /* ID, UserID, EventID given */
+    uint32_t max_string;   /* bytes */
+    uint64_t fed;          /* body bytes fed before the current chunk */
+    int depth;             /* nesting of maps and arrays */
+    int fields_depth;      /* depth of the map holding the fields, 0 until known */
+    int skip_depth;        /* > 0: inside a skipped value */
+    int field;             /* field the next value is for: >= 0 table index, or one of JF_* */
+    bool wrapped;          /* saw {"Theme": ...} */
+    bool done_top;         /* top-level value complete */
+    bool any;              /* any byte fed */
+    uint64_t seen_keys;    /* bit i: field i's key was seen */
+    uint64_t present;      /* bit i: field i was given a value (not null) */
+    uint32_t seen_special; /* ID, UserID, EventID given */
     union value vals[RECORD_MAX_FIELDS];
     bool has_id;
-    uint64_t id;                   /* "ID" in the body, when has_id */
+    uint64_t id; /* "ID" in the body, when has_id */
     bool id_invalid;
-    enum err err;                  /* ERR_NONE while fine */
+    enum err err; /* ERR_NONE while fine */
     const char *err_field;
     char err_msg[200];
 };

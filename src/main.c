@@ -14,18 +14,19 @@
 #include "config.h"
 
 static void usage(FILE *out) {
-    fprintf(out,
-            "eventd %s: the event theme and address service (HTTP/JSON API under /v2)\n\n"
-            "Usage:\n"
-            "  eventd [serve] [settings]           serve the API (the default)\n"
-            "  eventd user add NAME [--data DIR]    create a user; prints its API key last\n"
-            "  eventd user rotate NAME [--data DIR] give a user a new key; the old one stops working\n"
-            "  eventd user remove NAME [--data DIR] remove a user\n"
-            "  eventd user list [--data DIR]        list users\n"
-            "  eventd compact [--data DIR]          rewrite the log to its live records\n"
-            "  eventd --help | --version\n\n"
-            "The user and compact commands work on the data directory of a stopped server.\n\n",
-            EVENTD_VERSION);
+    fprintf(
+        out,
+        "eventd %s: the event theme and address service (HTTP/JSON API under /v2)\n\n"
+        "Usage:\n"
+        "  eventd [serve] [settings]           serve the API (the default)\n"
+        "  eventd user add NAME [--data DIR]    create a user; prints its API key last\n"
+        "  eventd user rotate NAME [--data DIR] give a user a new key; the old one stops working\n"
+        "  eventd user remove NAME [--data DIR] remove a user\n"
+        "  eventd user list [--data DIR]        list users\n"
+        "  eventd compact [--data DIR]          rewrite the log to its live records\n"
+        "  eventd --help | --version\n\n"
+        "The user and compact commands work on the data directory of a stopped server.\n\n",
+        EVENTD_VERSION);
     config_usage(out);
 }
 
@@ -115,8 +116,8 @@ int main(int argc, char **argv) {
     struct config cfg;
     const char *pos[4];
     int npos;
-    int rc = config_parse(&cfg, argc - first, argv + first, pos, !strcmp(cmd, "user") ? 3 : 0,
-                          &npos);
+    int rc =
+        config_parse(&cfg, argc - first, argv + first, pos, !strcmp(cmd, "user") ? 3 : 0, &npos);
     if (rc == 1) {
         usage(stdout);
         return 0;

@@ -54,17 +54,17 @@ static const struct field event_fields[] = {
 
 #define COUNT(a) ((uint8_t)(sizeof(a) / sizeof((a)[0])))
 
-const struct kind_desc record_user = {"User", "user", REC_USER, COUNT(user_fields), false,
-                                      user_fields};
-const struct kind_desc record_theme = {"Theme", "theme", REC_THEME, COUNT(theme_fields), true,
-                                       theme_fields};
-const struct kind_desc record_address = {"Address", "address", REC_ADDRESS,
-                                         COUNT(address_fields), true, address_fields};
-const struct kind_desc record_event = {"Event", "event", REC_EVENT, COUNT(event_fields), false,
-                                       event_fields};
+const struct kind_desc record_user = {"User", "user",     REC_USER, COUNT(user_fields),
+                                      false,  user_fields};
+const struct kind_desc record_theme = {"Theme", "theme",     REC_THEME, COUNT(theme_fields),
+                                       true,    theme_fields};
+const struct kind_desc record_address = {
+    "Address", "address", REC_ADDRESS, COUNT(address_fields), true, address_fields};
+const struct kind_desc record_event = {"Event", "event",     REC_EVENT, COUNT(event_fields),
+                                       false,   event_fields};
 
-static const struct kind_desc *const kinds[REC_KIND_MAX + 1] = {
-    NULL, &record_user, &record_theme, &record_address, &record_event};
+static const struct kind_desc *const kinds[REC_KIND_MAX + 1] = {NULL, &record_user, &record_theme,
+                                                                &record_address, &record_event};
 
 const struct kind_desc *record_kind(uint8_t type) {
     return type >= 1 && type <= REC_KIND_MAX ? kinds[type] : NULL;
@@ -72,8 +72,7 @@ const struct kind_desc *record_kind(uint8_t type) {
 
 const struct kind_desc *record_kind_by_path(const char *ptr, size_t len) {
     for (int t = REC_THEME; t <= REC_KIND_MAX; t++)
-        if (strlen(kinds[t]->path) == len && memcmp(kinds[t]->path, ptr, len) == 0)
-            return kinds[t];
+        if (strlen(kinds[t]->path) == len && memcmp(kinds[t]->path, ptr, len) == 0) return kinds[t];
     return NULL;
 }
 
@@ -100,7 +99,8 @@ static void meta_init(void) {
         memset(meta[t].lookup, -1, sizeof meta[t].lookup);
         for (int i = 0; i < k->nfields; i++) {
             unsigned h = name_hash(k->fields[i].name, strlen(k->fields[i].name));
-            while (meta[t].lookup[h % LOOKUP_SIZE] >= 0) h++;
+            while (meta[t].lookup[h % LOOKUP_SIZE] >= 0)
+                h++;
             meta[t].lookup[h % LOOKUP_SIZE] = (int8_t)i;
             const struct field *f = &k->fields[i];
             struct field_meta *m = &meta[t].fields[i];
@@ -202,7 +202,8 @@ void record_encode(const struct record *r, struct buf *out) {
             uint64_t bits;
             memcpy(&bits, &v->d, 8);
             p = (uint8_t *)buf_reserve(out, 8);
-            for (int b = 0; b < 8; b++) p[b] = (uint8_t)(bits >> (8 * b));
+            for (int b = 0; b < 8; b++)
+                p[b] = (uint8_t)(bits >> (8 * b));
             buf_commit(out, 8);
             break;
         }
@@ -253,7 +254,8 @@ struct record *record_decode(uint8_t type, const uint8_t *p, size_t len) {
         case FT_DOUBLE: {
             if (len - off < 8) return NULL;
             uint64_t bits = 0;
-            for (int b = 0; b < 8; b++) bits |= (uint64_t)p[off + b] << (8 * b);
+            for (int b = 0; b < 8; b++)
+                bits |= (uint64_t)p[off + b] << (8 * b);
             memcpy(&v->d, &bits, 8);
             off += 8;
             break;
@@ -292,10 +294,14 @@ bool record_utf8_valid(const char *ptr, size_t len) {
         }
         int n;
         unsigned cp, min;
-        if ((c & 0xE0) == 0xC0) n = 1, cp = c & 0x1F, min = 0x80;
-        else if ((c & 0xF0) == 0xE0) n = 2, cp = c & 0x0F, min = 0x800;
-        else if ((c & 0xF8) == 0xF0) n = 3, cp = c & 0x07, min = 0x10000;
-        else return false;
+        if ((c & 0xE0) == 0xC0)
+            n = 1, cp = c & 0x1F, min = 0x80;
+        else if ((c & 0xF0) == 0xE0)
+            n = 2, cp = c & 0x0F, min = 0x800;
+        else if ((c & 0xF8) == 0xF0)
+            n = 3, cp = c & 0x07, min = 0x10000;
+        else
+            return false;
         if (end - s <= n) return false;
         for (int i = 1; i <= n; i++) {
             if ((s[i] & 0xC0) != 0x80) return false;

@@ -30,7 +30,7 @@ enum rec_type {
     REC_THEME = 2,
     REC_ADDRESS = 3,
     REC_EVENT = 4,
-    REC_DELETE = 16, /* payload: varint id */
+    REC_DELETE = 16,  /* payload: varint id */
     REC_NEXT_ID = 17, /* payload: varint next id (written by compaction) */
 };
 #define REC_KIND_MAX 4
@@ -44,12 +44,12 @@ enum field_type {
     FT_REF,    /* id of another record (0: none) */
     FT_DOUBLE, /* finite number within [min, max] */
     FT_BOOL,
-    FT_BYTES,  /* binary, never shown (a user's key hash) */
+    FT_BYTES, /* binary, never shown (a user's key hash) */
 };
 
 enum field_flags {
-    FF_INPUT = 1,  /* settable by create and update */
-    FF_OUTPUT = 2, /* shown in responses */
+    FF_INPUT = 1,    /* settable by create and update */
+    FF_OUTPUT = 2,   /* shown in responses */
     FF_NONEMPTY = 4, /* FT_STR: "" is refused */
 };
 
@@ -65,11 +65,11 @@ struct field {
 #define RECORD_MAX_FIELDS 32
 
 struct kind_desc {
-    const char *name;     /* JSON wrapper key: "Theme" */
-    const char *path;     /* path segment: "theme" */
-    uint8_t type;         /* enum rec_type */
+    const char *name; /* JSON wrapper key: "Theme" */
+    const char *path; /* path segment: "theme" */
+    uint8_t type;     /* enum rec_type */
     uint8_t nfields;
-    bool has_event;       /* responses show EventID */
+    bool has_event; /* responses show EventID */
     const struct field *fields;
 };
 
@@ -131,10 +131,34 @@ bool record_utf8_valid(const char *ptr, size_t len);
 
 /* Field ids used by handlers (indexes into the tables). */
 enum { USER_NAME, USER_KEY_HASH };
-enum { THEME_NAME, THEME_LOGO, THEME_BACKGROUND_IMAGE, THEME_SECONDARY_IMAGE, THEME_PAGE_BG,
-       THEME_HEADER_BG, THEME_HEADER_TEXT, THEME_TEXT_HEADINGS, THEME_SMALL_HEADING, THEME_STATUS };
-enum { ADDR_NAME, ADDR_LINE1, ADDR_LINE2, ADDR_LINE3, ADDR_LINE4, ADDR_CITY, ADDR_STATE,
-       ADDR_COUNTRY, ADDR_POST, ADDR_LON, ADDR_LAT, ADDR_SHOW_MAP, ADDR_TYPE, ADDR_STATUS };
+enum {
+    THEME_NAME,
+    THEME_LOGO,
+    THEME_BACKGROUND_IMAGE,
+    THEME_SECONDARY_IMAGE,
+    THEME_PAGE_BG,
+    THEME_HEADER_BG,
+    THEME_HEADER_TEXT,
+    THEME_TEXT_HEADINGS,
+    THEME_SMALL_HEADING,
+    THEME_STATUS
+};
+enum {
+    ADDR_NAME,
+    ADDR_LINE1,
+    ADDR_LINE2,
+    ADDR_LINE3,
+    ADDR_LINE4,
+    ADDR_CITY,
+    ADDR_STATE,
+    ADDR_COUNTRY,
+    ADDR_POST,
+    ADDR_LON,
+    ADDR_LAT,
+    ADDR_SHOW_MAP,
+    ADDR_TYPE,
+    ADDR_STATUS
+};
 enum { EVENT_NAME, EVENT_THEME_ID, EVENT_ADDRESS_ID, EVENT_STATUS };
 
 extern const struct kind_desc record_user, record_theme, record_address, record_event;

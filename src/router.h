@@ -18,10 +18,10 @@
 enum action { ACT_HEALTH, ACT_CREATE, ACT_LIST, ACT_GET, ACT_UPDATE, ACT_DELETE };
 
 struct route {
-    uint8_t action;       /* enum action */
-    uint8_t type;         /* enum rec_type of the resource */
-    uint64_t id;          /* path id, items only */
-    const char *allow;    /* 405: the "Allow: ...\r\n" header line */
+    uint8_t action;    /* enum action */
+    uint8_t type;      /* enum rec_type of the resource */
+    uint64_t id;       /* path id, items only */
+    const char *allow; /* 405: the "Allow: ...\r\n" header line */
 };
 
 /*

@@ -33,8 +33,8 @@ struct conn {
     struct conn *prev, *next;  /* srv->conns, or srv->pool */
     struct conn *next_waiting; /* srv->waiting */
     struct http_parser parser;
-    char *rbuf;                /* READ_BUF_SIZE bytes */
-    size_t roff, rlen;         /* unparsed bytes are rbuf[roff, rlen) */
+    char *rbuf;        /* READ_BUF_SIZE bytes */
+    size_t roff, rlen; /* unparsed bytes are rbuf[roff, rlen) */
     struct http_response *slots;
     uint8_t *state;            /* enum slot_state per slot */
     uint32_t nslots;           /* max_pipeline + 1: one more for an error answer */
@@ -49,12 +49,12 @@ struct conn {
     int pending_closes;        /* uv_close callbacks still to come */
     bool timing;               /* req_start is set */
     bool reading;
-    bool paused;               /* parser paused with unparsed bytes */
-    bool close_after;          /* close once every queued response is written */
-    bool closing;              /* uv_close called */
-    bool discard;              /* the app answered at headers time: drop the body */
+    bool paused;      /* parser paused with unparsed bytes */
+    bool close_after; /* close once every queued response is written */
+    bool closing;     /* uv_close called */
+    bool discard;     /* the app answered at headers time: drop the body */
     bool in_waiting;
-    void *state_mem;           /* the app's per-connection request state */
+    void *state_mem; /* the app's per-connection request state */
     uv_buf_t iov[2 * MAX_BATCH];
 };
 
@@ -174,7 +174,8 @@ static uint32_t collect(struct conn *c, unsigned *nbuf) {
         if (!keep) r->close = true;
         http_response_finish(r, keep);
         c->iov[nb++] = uv_buf_init(r->head, r->head_len);
-        if (!r->no_body && r->body.len) c->iov[nb++] = uv_buf_init(r->body.ptr, (unsigned)r->body.len);
+        if (!r->no_body && r->body.len)
+            c->iov[nb++] = uv_buf_init(r->body.ptr, (unsigned)r->body.len);
         *state_at(c, n) = SLOT_WRITING;
         n++;
         if (r->close) break;
@@ -224,7 +225,8 @@ static void flush(struct conn *c) {
         }
         c->nwriting = n;
         size_t total = 0;
-        for (unsigned i = 0; i < nbuf; i++) total += c->iov[i].len;
+        for (unsigned i = 0; i < nbuf; i++)
+            total += c->iov[i].len;
         int w = uv_try_write((uv_stream_t *)&c->tcp, c->iov, nbuf);
         if (w == (int)total) {
             if (!written(c, 0)) return;
@@ -309,8 +311,7 @@ static const struct http_events events = {on_headers, on_body, on_complete};
 /* Answers the request in progress (or a new slot) with parser.error, then closes. */
 static void answer_error(struct conn *c) {
     struct http_response *r = c->cur ? c->cur : slot_push(c);
-    if (c->parser.error != ERR_NONE)
-        http_response_error(r, c->parser.error, NULL, NULL);
+    if (c->parser.error != ERR_NONE) http_response_error(r, c->parser.error, NULL, NULL);
     r->close = true;
     *state_at(c, c->count - 1) = SLOT_READY;
     c->cur = NULL;
@@ -390,8 +391,10 @@ static void start_reading(struct conn *c) {
 /* ---- connection lifecycle ---- */
 
 static void list_remove(struct conn **head, struct conn *c) {
-    if (c->prev) c->prev->next = c->next;
-    else *head = c->next;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        *head = c->next;
     if (c->next) c->next->prev = c->prev;
     c->prev = c->next = NULL;
 }
@@ -406,7 +409,8 @@ static void list_push(struct conn **head, struct conn *c) {
 static void unwait(struct conn *c) {
     if (!c->in_waiting) return;
     struct conn **p = &c->srv->waiting;
-    while (*p && *p != c) p = &(*p)->next_waiting;
+    while (*p && *p != c)
+        p = &(*p)->next_waiting;
     if (*p) *p = c->next_waiting;
     c->in_waiting = false;
 }
@@ -448,7 +452,8 @@ static struct conn *conn_get(struct server *srv) {
         c->nslots = srv->cfg->max_pipeline + 1;
         c->slots = xcalloc(c->nslots, sizeof *c->slots);
         c->state = xcalloc(c->nslots, 1);
-        for (uint32_t i = 0; i < c->nslots; i++) http_response_init(&c->slots[i]);
+        for (uint32_t i = 0; i < c->nslots; i++)
+            http_response_init(&c->slots[i]);
         http_parser_init(&c->parser, &srv->limits, &events, c);
         c->state_mem = xcalloc(1, srv->app.state_size ? srv->app.state_size : 1);
         if (srv->app.state_init) srv->app.state_init(srv->app.data, c->state_mem);
@@ -465,7 +470,8 @@ static struct conn *conn_get(struct server *srv) {
 }
 
 static void conn_free(struct server *srv, struct conn *c) {
-    for (uint32_t i = 0; i < c->nslots; i++) http_response_destroy(&c->slots[i]);
+    for (uint32_t i = 0; i < c->nslots; i++)
+        http_response_destroy(&c->slots[i]);
     if (srv->app.state_destroy) srv->app.state_destroy(srv->app.data, c->state_mem);
     http_parser_destroy(&c->parser);
     free(c->state_mem);
@@ -507,8 +513,7 @@ static void on_connection(uv_stream_t *l, int status) {
     }
     if (srv->shutting_down) return;
     if (srv->nconns >= srv->cfg->max_connections) {
-        LOG(LOG_WARN, "connection refused: %u connections open (--max-connections)",
-            srv->nconns);
+        LOG(LOG_WARN, "connection refused: %u connections open (--max-connections)", srv->nconns);
         reject(srv);
         return;
     }
@@ -591,7 +596,8 @@ void server_fail_after(struct server *srv, uint64_t lsn) {
         }
     }
     server_acked(srv, lsn);
-    for (struct conn *c = srv->conns; c; c = c->next) flush(c);
+    for (struct conn *c = srv->conns; c; c = c->next)
+        flush(c);
 }
 
 static void on_listener_closed(uv_handle_t *h) {
@@ -602,7 +608,8 @@ static void on_shutdown_timeout(uv_timer_t *t) {
     struct server *srv = t->data;
     LOG(LOG_WARN, "shutdown: closing %u connection(s) still busy after %u ms", srv->nconns,
         srv->cfg->shutdown_timeout_ms);
-    for (struct conn *c = srv->conns; c; c = c->next) conn_close(c);
+    for (struct conn *c = srv->conns; c; c = c->next)
+        conn_close(c);
 }
 
 void server_shutdown(struct server *srv, void (*on_drained)(struct server *srv)) {

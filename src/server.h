@@ -57,10 +57,10 @@ struct server {
     struct conn *waiting; /* connections whose head response waits for an LSN */
     uint32_t nconns;
     uint32_t npool;
-    uint64_t acked_lsn;   /* responses with lsn <= this may leave */
+    uint64_t acked_lsn; /* responses with lsn <= this may leave */
     bool shutting_down;
     void (*on_drained)(struct server *srv); /* shutdown: every connection closed */
-    char bound[96];       /* "HOST:PORT" actually listened on */
+    char bound[96];                         /* "HOST:PORT" actually listened on */
 };
 
 /* Binds and listens on cfg->listen. Returns 0 or a negative libuv error. */

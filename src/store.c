@@ -29,10 +29,10 @@
 
 #define COMPACT_NAME STORE_LOG_NAME ".compact"
 #define DAMAGED_NAME STORE_LOG_NAME ".damaged-"
-#define READ_CHUNK (4u << 20)    /* replay reads this much per pread */
-#define LAZY_WRITE_MS 2          /* interval/never: longest wait before writing */
+#define READ_CHUNK (4u << 20)        /* replay reads this much per pread */
+#define LAZY_WRITE_MS 2              /* interval/never: longest wait before writing */
 #define LAZY_WRITE_BYTES (64u << 10) /* ... or this much pending */
-#define COMPACT_CHUNK (1u << 20) /* compaction data is written out in slices this big */
+#define COMPACT_CHUNK (1u << 20)     /* compaction data is written out in slices this big */
 
 enum job_kind { JOB_LOG, JOB_COMPACT };
 

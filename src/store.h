@@ -35,8 +35,8 @@
 #define STORE_LOG_NAME "eventd.log"
 #define STORE_MAGIC "EVTDLOG\0" /* 8 bytes at offset 0 */
 #define STORE_VERSION 1u
-#define STORE_HEADER_SIZE 16u       /* magic, u32 version, u32 reserved */
-#define STORE_FRAME_HEADER_SIZE 9u  /* u32 crc32c, u32 payload length, u8 type */
+#define STORE_HEADER_SIZE 16u         /* magic, u32 version, u32 reserved */
+#define STORE_FRAME_HEADER_SIZE 9u    /* u32 crc32c, u32 payload length, u8 type */
 #define STORE_MAX_PAYLOAD (64u << 20) /* larger lengths are damage, not records */
 
 enum store_fsync { STORE_FSYNC_ALWAYS, STORE_FSYNC_INTERVAL, STORE_FSYNC_NEVER };
@@ -105,15 +105,15 @@ struct store {
     uv_timer_t interval_timer; /* interval mode */
     uv_timer_t lazy_timer;     /* interval/never modes: writes small batches after a delay */
     store_notify_cb on_notify;
-    void *data;                /* caller's pointer */
+    void *data; /* caller's pointer */
     /* compaction state */
-    int compact_fd;            /* -1 when no compaction runs */
-    struct buf compact_buf;    /* snapshot and tail frames not yet written */
+    int compact_fd;         /* -1 when no compaction runs */
+    struct buf compact_buf; /* snapshot and tail frames not yet written */
     store_compact_cb on_compact;
     bool compact_committing;
     bool closing;
-    uint64_t stats_batches;    /* jobs completed */
-    uint64_t stats_syncs;      /* fdatasyncs completed */
+    uint64_t stats_batches; /* jobs completed */
+    uint64_t stats_syncs;   /* fdatasyncs completed */
     /* private to store.c */
     uv_idle_t kick;                  /* starts jobs at most once per loop iteration */
     struct store_batch *compact_job; /* compaction write in flight, or NULL */

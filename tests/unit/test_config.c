@@ -20,8 +20,9 @@ int main(void) {
     CHECK_EQ_INT((int)c.fsync, STORE_FSYNC_ALWAYS);
     CHECK(c.demo_user);
 
-    char *flags[] = {"--listen", "127.0.0.1:0", "--max-body-bytes=10", "--fsync", "interval",
-                     "--no-demo-user", "--compact-ratio", "2.5", "--repair"};
+    char *flags[] = {"--listen",        "127.0.0.1:0", "--max-body-bytes=10",
+                     "--fsync",         "interval",    "--no-demo-user",
+                     "--compact-ratio", "2.5",         "--repair"};
     CHECK_EQ_INT(parse(&c, 9, flags), 0);
     CHECK_EQ_STR(c.listen, "127.0.0.1:0");
     CHECK_EQ_INT((int)c.max_body_bytes, 10);
@@ -39,7 +40,7 @@ int main(void) {
     unsetenv("EVENTD_LISTEN");
     unsetenv("EVENTD_MAX_PIPELINE");
 
-    char *bad[][2] = {{"--bogus", "1"},         {"--listen", "nohost"},   {"--listen", "h:70000"},
+    char *bad[][2] = {{"--bogus", "1"},           {"--listen", "nohost"},  {"--listen", "h:70000"},
                       {"--max-body-bytes", "-5"}, {"--max-pipeline", "0"}, {"--fsync", "sometimes"},
                       {"--base-path", "v2"},      {"--base-path", "/v2/"}, {"--compact-ratio", "x"},
                       {"--log-level", "loud"},    {"--repair=maybe", NULL}};

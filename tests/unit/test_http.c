@@ -67,7 +67,8 @@ int main(void) {
         struct seen s = {0};
         struct http_parser p;
         http_parser_init(&p, &lim, &ev, &s);
-        for (size_t i = 0; i < n; i++) CHECK_EQ_INT(feed(&p, req + i, 1), HTTP_OK);
+        for (size_t i = 0; i < n; i++)
+            CHECK_EQ_INT(feed(&p, req + i, 1), HTTP_OK);
         CHECK_EQ_INT(s.completes, 1);
         http_parser_destroy(&p);
     }
@@ -102,7 +103,8 @@ int main(void) {
         CHECK_EQ_INT(feed(&p, "GARBAGE\r\n\r\n", 11), HTTP_ERROR);
         CHECK_EQ_INT(p.error, ERR_BAD_REQUEST);
         http_parser_reset(&p);
-        const char *both = "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n";
+        const char *both =
+            "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n";
         CHECK_EQ_INT(feed(&p, both, strlen(both)), HTTP_ERROR);
         http_parser_destroy(&p);
     }

@@ -7,7 +7,8 @@
 static struct arena arena;
 
 /* Decodes body fed in chunks of `step` bytes; returns 0 or -1. */
-static int decode(struct json_decoder *d, const struct kind_desc *k, const char *body, size_t step) {
+static int decode(struct json_decoder *d, const struct kind_desc *k, const char *body,
+                  size_t step) {
     arena_reset(&arena);
     json_decoder_begin(d, k, &arena, 255);
     size_t n = strlen(body);
@@ -26,8 +27,9 @@ static bool has(const struct json_decoder *d, int f) {
 int main(void) {
     arena_init(&arena, 1024);
     struct json_decoder d;
-    const char *body = "{\"Theme\":{\"Name\":\"Gala \\u00e9\\\"x\\\"\",\"PageBackgroundRGB\":\"aBc123\","
-                       "\"Status\":\"draft\",\"ID\":5,\"Logo\":\"ignored\",\"UserID\":99}}";
+    const char *body =
+        "{\"Theme\":{\"Name\":\"Gala \\u00e9\\\"x\\\"\",\"PageBackgroundRGB\":\"aBc123\","
+        "\"Status\":\"draft\",\"ID\":5,\"Logo\":\"ignored\",\"UserID\":99}}";
     /* Every chunk size gives the same result: the decoder keeps state across chunks. */
     for (size_t step = 1; step <= strlen(body); step++) {
         CHECK_EQ_INT(decode(&d, &record_theme, body, step), 0);
@@ -43,9 +45,11 @@ int main(void) {
 
     /* Address types: numbers, numeric strings, ShowMap spellings. */
     CHECK_EQ_INT(decode(&d, &record_address,
-                        "{\"Address\":{\"Lon\":-0.1276,\"Lat\":\"51.5072\",\"ShowMap\":\"yes\"}}", 7),
+                        "{\"Address\":{\"Lon\":-0.1276,\"Lat\":\"51.5072\",\"ShowMap\":\"yes\"}}",
+                        7),
                  0);
-    CHECK(d.vals[ADDR_LON].d == -0.1276 && d.vals[ADDR_LAT].d == 51.5072 && d.vals[ADDR_SHOW_MAP].b);
+    CHECK(d.vals[ADDR_LON].d == -0.1276 && d.vals[ADDR_LAT].d == 51.5072 &&
+          d.vals[ADDR_SHOW_MAP].b);
     const char *truthy[] = {"true", "\"true\"", "\"1\"", "\"YES\""};
     for (int i = 0; i < 4; i++) {
         char b[64];
@@ -68,8 +72,10 @@ int main(void) {
         enum err err;
         const char *field;
     } bad[] = {
-        {&record_theme, "{\"Theme\":{\"PageBackgroundRGB\":\"#D0CBCB\"}}", ERR_INVALID_FIELD, "PageBackgroundRGB"},
-        {&record_theme, "{\"Theme\":{\"PageBackgroundRGB\":\"D0CBCG\"}}", ERR_INVALID_FIELD, "PageBackgroundRGB"},
+        {&record_theme, "{\"Theme\":{\"PageBackgroundRGB\":\"#D0CBCB\"}}", ERR_INVALID_FIELD,
+         "PageBackgroundRGB"},
+        {&record_theme, "{\"Theme\":{\"PageBackgroundRGB\":\"D0CBCG\"}}", ERR_INVALID_FIELD,
+         "PageBackgroundRGB"},
         {&record_theme, "{\"Theme\":{\"Name\":5}}", ERR_INVALID_FIELD, "Name"},
         {&record_theme, "{\"Theme\":{\"Status\":\"\"}}", ERR_INVALID_FIELD, "Status"},
         {&record_theme, "{\"Theme\":{\"Name\":\"a\",\"Name\":\"b\"}}", ERR_DUPLICATE_FIELD, "Name"},
@@ -113,7 +119,8 @@ int main(void) {
     CHECK_EQ_INT(decode(&d, &record_theme, longname, 50), 0);
 
     /* null is "not given"; ignored fields may hold anything. */
-    CHECK_EQ_INT(decode(&d, &record_address, "{\"Lon\":null,\"Type\":{\"x\":[1,2]},\"Line4\":\"z\"}", 5), 0);
+    CHECK_EQ_INT(
+        decode(&d, &record_address, "{\"Lon\":null,\"Type\":{\"x\":[1,2]},\"Line4\":\"z\"}", 5), 0);
     CHECK(!has(&d, ADDR_LON) && !has(&d, ADDR_TYPE) && !has(&d, ADDR_LINE4));
 
     /* Numbers read exactly as strtod reads them, fast path or not. */
@@ -146,8 +153,13 @@ int main(void) {
     const struct {
         double d;
         const char *text;
-    } shortest[] = {{51.5072, "51.5072"}, {-0.1276, "-0.1276"}, {180, "180"}, {-90, "-90"},
-                    {0.000001, "0.000001"}, {1e-7, "0.0000001"}, {123456.789, "123456.789"}};
+    } shortest[] = {{51.5072, "51.5072"},
+                    {-0.1276, "-0.1276"},
+                    {180, "180"},
+                    {-90, "-90"},
+                    {0.000001, "0.000001"},
+                    {1e-7, "0.0000001"},
+                    {123456.789, "123456.789"}};
     for (size_t i = 0; i < sizeof shortest / sizeof *shortest; i++) {
         buf_reset(&b);
         json_write_double(&b, shortest[i].d);

@@ -11,11 +11,21 @@ int main(void) {
         record_defaults(kinds[k], v);
         for (int i = 0; i < kinds[k]->nfields; i++) {
             switch (kinds[k]->fields[i].type) {
-            case FT_STR: v[i].s.ptr = "h\xc3\xa9llo"; v[i].s.len = 6; break;
-            case FT_DOUBLE: v[i].d = -12.345678901234567; break;
-            case FT_BOOL: v[i].b = true; break;
-            case FT_REF: v[i].i = 77; break;
-            default: break;
+            case FT_STR:
+                v[i].s.ptr = "h\xc3\xa9llo";
+                v[i].s.len = 6;
+                break;
+            case FT_DOUBLE:
+                v[i].d = -12.345678901234567;
+                break;
+            case FT_BOOL:
+                v[i].b = true;
+                break;
+            case FT_REF:
+                v[i].i = 77;
+                break;
+            default:
+                break;
             }
         }
         struct record *r = record_build(kinds[k], 123456789, 42, v);
@@ -26,13 +36,21 @@ int main(void) {
         CHECK(back->id == 123456789 && back->user_id == 42 && back->type == kinds[k]->type);
         for (int i = 0; i < kinds[k]->nfields; i++) {
             switch (kinds[k]->fields[i].type) {
-            case FT_STR: case FT_COLOR: case FT_BYTES:
+            case FT_STR:
+            case FT_COLOR:
+            case FT_BYTES:
                 CHECK_EQ_INT(back->v[i].s.len, r->v[i].s.len);
                 CHECK(memcmp(back->v[i].s.ptr, r->v[i].s.ptr, r->v[i].s.len) == 0);
                 break;
-            case FT_DOUBLE: CHECK(back->v[i].d == r->v[i].d); break;
-            case FT_BOOL: CHECK(back->v[i].b == r->v[i].b); break;
-            case FT_REF: CHECK(back->v[i].i == r->v[i].i); break;
+            case FT_DOUBLE:
+                CHECK(back->v[i].d == r->v[i].d);
+                break;
+            case FT_BOOL:
+                CHECK(back->v[i].b == r->v[i].b);
+                break;
+            case FT_REF:
+                CHECK(back->v[i].i == r->v[i].i);
+                break;
             }
         }
         /* Every truncation of the payload is rejected, never misread. */

@@ -31,10 +31,21 @@ int main(void) {
     CHECK_EQ_INT(r.action, ACT_HEALTH);
 
     /* Not ours: bad ids, unknown kinds, trailing slashes, other versions. */
-    const char *missing[] = {"/v2/theme/0", "/v2/theme/-1", "/v2/theme/01", "/v2/theme/1.5",
-                             "/v2/theme/abc", "/v2/theme/9007199254740992", "/v2/theme/",
-                             "/v2/user/1", "/v2/themes", "/v1/theme", "/", "/v2", "/v2/",
-                             "/v2/theme/1/x", "/v2theme"};
+    const char *missing[] = {"/v2/theme/0",
+                             "/v2/theme/-1",
+                             "/v2/theme/01",
+                             "/v2/theme/1.5",
+                             "/v2/theme/abc",
+                             "/v2/theme/9007199254740992",
+                             "/v2/theme/",
+                             "/v2/user/1",
+                             "/v2/themes",
+                             "/v1/theme",
+                             "/",
+                             "/v2",
+                             "/v2/",
+                             "/v2/theme/1/x",
+                             "/v2theme"};
     for (size_t i = 0; i < sizeof missing / sizeof *missing; i++)
         CHECK_EQ_INT(match(missing[i], HTTP_GET, &r), ERR_NOT_FOUND);
     CHECK_EQ_INT(match("/v2/theme/9007199254740991", HTTP_GET, &r), ERR_NONE);
