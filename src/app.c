@@ -151,6 +151,7 @@ static void compact_slice(uv_idle_t *h) {
         LOG(LOG_ERROR, "compaction failed: %s", strerror(-rc));
         store_compact_abort(&a->store);
         a->compacting = false;
+        a->compact_status = rc;
         if (!a->serving) uv_stop(a->loop);
     }
 }

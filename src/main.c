@@ -130,6 +130,9 @@ int main(int argc, char **argv) {
 
     /* A peer that closes early must cost an EPIPE on that socket, not the process. */
     signal(SIGPIPE, SIG_IGN);
+    /* The CLI commands speak for themselves on stdout; replay chatter is for servers. */
+    if (strcmp(cmd, "serve") && cfg.log_level == LOG_INFO) cfg.log_level = LOG_WARN;
+
     uv_loop_t loop;
     uv_loop_init(&loop);
     struct app app;
@@ -141,10 +144,15 @@ int main(int argc, char **argv) {
     } else if (!strcmp(cmd, "user")) {
         status = cmd_user(&app, npos, pos);
     } else {
+        uint64_t before = app.store.file_size;
         rc = app_compact_now(&app);
-        if (rc < 0) {
-            fprintf(stderr, "eventd: compaction failed: %s\n", strerror(-rc));
+        if (rc < 0 || app.compact_status < 0) {
+            fprintf(stderr, "eventd: compaction failed: %s\n",
+                    strerror(rc < 0 ? -rc : -app.compact_status));
             status = 1;
+        } else {
+            printf("compacted %s/%s: %llu -> %llu bytes\n", cfg.data_dir, STORE_LOG_NAME,
+                   (unsigned long long)before, (unsigned long long)app.store.file_size);
         }
     }
     app_close(&app);
