@@ -32,7 +32,7 @@ struct app {
     uint64_t compact_end;   /* ids below this are in the snapshot */
     uint64_t visible_lsn;   /* LSN of the last change the index shows */
     bool compacting;
-    int compact_status;      /* outcome of the last compaction: 0 or -errno */
+    int compact_status; /* outcome of the last compaction: 0 or -errno */
     bool serving;
     bool store_open;
 };

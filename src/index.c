@@ -38,6 +38,8 @@ void index_init(struct index *ix) {
     }
     ix->owners_cap = 64;
     ix->owners = xcalloc(ix->owners_cap, sizeof *ix->owners);
+    ix->names_cap = 64;
+    ix->names = xcalloc(ix->names_cap, sizeof *ix->names);
     ix->next_id = 1;
 }
 
@@ -58,6 +60,7 @@ void index_destroy(struct index *ix) {
         for (int k = 0; k <= REC_KIND_MAX; k++)
             free(ix->owners[i].lists[k].ids);
     free(ix->owners);
+    free(ix->names);
     memset(ix, 0, sizeof *ix);
 }
 
@@ -198,9 +201,60 @@ static void link_event(struct index *ix, const struct record *ev) {
     set_link(ix, ev->v[EVENT_ADDRESS_ID].i, REC_ADDRESS, ev->id, UINT64_MAX);
 }
 
+/* ---- users by name ---- */
+
+#define NAME_GONE UINT64_MAX /* a deleted entry in the names table */
+
+static uint64_t name_hash(const char *p, size_t n) {
+    uint64_t h = UINT64_C(1469598103934665603); /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * UINT64_C(1099511628211);
+    return h;
+}
+
+/* The names-table slot holding a user with this name, or NULL. */
+static uint64_t *name_slot(const struct index *ix, const char *p, size_t n) {
+    size_t mask = ix->names_cap - 1;
+    for (size_t i = name_hash(p, n) & mask;; i = (i + 1) & mask) {
+        uint64_t id = ix->names[i];
+        if (id == 0) return NULL;
+        if (id == NAME_GONE) continue;
+        const struct record *u = index_get(ix, id);
+        if (u && u->v[USER_NAME].s.len == n && memcmp(u->v[USER_NAME].s.ptr, p, n) == 0)
+            return &ix->names[i];
+    }
+}
+
+static void name_insert(struct index *ix, const struct record *u) {
+    if ((ix->names_used + 1) * 2 > ix->names_cap) {
+        uint64_t *old = ix->names;
+        size_t old_cap = ix->names_cap;
+        ix->names_cap *= 2;
+        ix->names = xcalloc(ix->names_cap, sizeof *ix->names);
+        ix->names_used = 0;
+        for (size_t i = 0; i < old_cap; i++) {
+            const struct record *o = old[i] && old[i] != NAME_GONE ? index_get(ix, old[i]) : NULL;
+            if (o) name_insert(ix, o);
+        }
+        free(old);
+    }
+    size_t mask = ix->names_cap - 1;
+    size_t i = name_hash(u->v[USER_NAME].s.ptr, u->v[USER_NAME].s.len) & mask;
+    while (ix->names[i] && ix->names[i] != NAME_GONE)
+        i = (i + 1) & mask;
+    if (!ix->names[i]) ix->names_used++;
+    ix->names[i] = u->id;
+}
+
+static void name_remove(struct index *ix, const struct record *u) {
+    uint64_t *slot = name_slot(ix, u->v[USER_NAME].s.ptr, u->v[USER_NAME].s.len);
+    if (slot && *slot == u->id) *slot = NAME_GONE;
+}
+
 void index_put(struct index *ix, struct record *r) {
     bool found;
     struct index_slot *sl = find_slot(ix, r->id, &found);
+    if (found && sl->r->type == REC_USER) name_remove(ix, sl->r);
     if (found) {
         struct record *old = sl->r;
         ix->live_bytes -= old->size;
@@ -226,6 +280,7 @@ void index_put(struct index *ix, struct record *r) {
     }
     ix->live_bytes += r->size;
     if (r->type == REC_EVENT) link_event(ix, r);
+    if (r->type == REC_USER) name_insert(ix, r);
     if (r->id >= ix->next_id) ix->next_id = r->id + 1;
 }
 
@@ -235,6 +290,7 @@ int index_delete(struct index *ix, uint64_t id) {
     if (!found) return -1;
     struct record *r = sl->r;
     if (r->type == REC_EVENT) unlink_event(ix, r);
+    if (r->type == REC_USER) name_remove(ix, r);
     struct owner *o = owner_get(ix, owner_key(r), false);
     if (o) list_remove(&o->lists[r->type], r->id);
     ix->live_bytes -= r->size;
@@ -246,13 +302,8 @@ int index_delete(struct index *ix, uint64_t id) {
 }
 
 struct record *index_user_by_name(const struct index *ix, const char *ptr, size_t len) {
-    const struct id_list *users = index_owned(ix, UINT64_MAX, REC_USER);
-    for (uint32_t i = 0; i < users->len; i++) {
-        struct record *u = index_get(ix, users->ids[i]);
-        if (u && u->v[USER_NAME].s.len == len && memcmp(u->v[USER_NAME].s.ptr, ptr, len) == 0)
-            return u;
-    }
-    return NULL;
+    uint64_t *slot = name_slot(ix, ptr, len);
+    return slot ? index_get(ix, *slot) : NULL;
 }
 
 const struct id_list *index_owned(const struct index *ix, uint64_t user_id, uint8_t type) {

@@ -120,6 +120,42 @@ int main(void) {
     index_delete(&ix, ev);
     CHECK(index_get(&ix, 4)->event_id == 0);
     CHECK(ix.next_id == ev + 1);
+
+    /* Users by name: many users, replaced (a key rotation) and removed. */
+    char name[32];
+    uint64_t first_user = ix.next_id;
+    for (int i = 0; i < 300; i++) {
+        record_defaults(&record_user, v);
+        int n = snprintf(name, sizeof name, "user%d", i);
+        v[USER_NAME].s.ptr = name;
+        v[USER_NAME].s.len = (uint32_t)n;
+        index_put(&ix, record_build(&record_user, index_take_id(&ix), 0, v));
+    }
+    for (int i = 0; i < 300; i++) {
+        int n = snprintf(name, sizeof name, "user%d", i);
+        struct record *u = index_user_by_name(&ix, name, (size_t)n);
+        CHECK(u != NULL && u->id == first_user + (uint64_t)i);
+        if (i % 3 == 0)
+            CHECK_EQ_INT(index_delete(&ix, u->id), 0);
+        else if (i % 3 == 1) {
+            record_defaults(&record_user, v);
+            v[USER_NAME].s.ptr = name;
+            v[USER_NAME].s.len = (uint32_t)n;
+            v[USER_KEY_HASH].s.ptr = "new";
+            v[USER_KEY_HASH].s.len = 3;
+            index_put(&ix, record_build(&record_user, u->id, 0, v));
+        }
+    }
+    for (int i = 0; i < 300; i++) {
+        int n = snprintf(name, sizeof name, "user%d", i);
+        struct record *u = index_user_by_name(&ix, name, (size_t)n);
+        if (i % 3 == 0)
+            CHECK(u == NULL);
+        else
+            CHECK(u != NULL && u->id == first_user + (uint64_t)i);
+        if (i % 3 == 1) CHECK_EQ_INT(u->v[USER_KEY_HASH].s.len, 3);
+    }
+    CHECK(index_user_by_name(&ix, "user", 4) == NULL);
     index_destroy(&ix);
     buf_destroy(&b);
     return 0;
