@@ -93,6 +93,15 @@ static int before_value(struct json_decoder *d, bool is_container) {
     return 1;
 }
 
+/* Before a scalar value: 1 to take it, 2 to skip it, 0 on error (yajl: stop). */
+static int scalar_start(struct json_decoder *d) {
+    int b = before_value(d, false);
+    if (b != 1) return b;
+    if (d->field == JF_WRAPPER)
+        return fail(d, ERR_INVALID_JSON, d->kind->name, "%s must be an object", d->kind->name);
+    return 1;
+}
+
 static void given(struct json_decoder *d) {
     if (d->field >= 0) d->present |= UINT64_C(1) << d->field;
 }
@@ -166,17 +175,15 @@ static int set_double(struct json_decoder *d, const char *s, size_t n) {
 
 static int on_null(void *ctx) {
     struct json_decoder *d = ctx;
-    int b = before_value(d, false);
+    int b = scalar_start(d);
     if (b != 1) return b;
     return 1; /* null: as if the field were not given */
 }
 
 static int on_boolean(void *ctx, int v) {
     struct json_decoder *d = ctx;
-    int b = before_value(d, false);
+    int b = scalar_start(d);
     if (b != 1) return b;
-    if (d->field == JF_WRAPPER)
-        return fail(d, ERR_INVALID_JSON, d->kind->name, "%s must be an object", d->kind->name);
     if (d->field < 0 || d->kind->fields[d->field].type != FT_BOOL) return wrong_type(d);
     d->vals[d->field].b = v != 0;
     given(d);
@@ -185,10 +192,8 @@ static int on_boolean(void *ctx, int v) {
 
 static int on_number(void *ctx, const char *s, size_t n) {
     struct json_decoder *d = ctx;
-    int b = before_value(d, false);
+    int b = scalar_start(d);
     if (b != 1) return b;
-    if (d->field == JF_WRAPPER)
-        return fail(d, ERR_INVALID_JSON, d->kind->name, "%s must be an object", d->kind->name);
     if (d->field == JF_ID) {
         d->has_id = true;
         if (!parse_u53(s, n, &d->id) || d->id == 0) d->id_invalid = true;
@@ -211,10 +216,8 @@ static bool word_is(const char *s, size_t n, const char *w) {
 static int on_string(void *ctx, const unsigned char *us, size_t n) {
     struct json_decoder *d = ctx;
     const char *s = (const char *)us;
-    int b = before_value(d, false);
+    int b = scalar_start(d);
     if (b != 1) return b;
-    if (d->field == JF_WRAPPER)
-        return fail(d, ERR_INVALID_JSON, d->kind->name, "%s must be an object", d->kind->name);
     if (d->field == JF_ID) {
         d->has_id = true;
         d->id_invalid = true; /* an integer, not a string of digits */

@@ -82,6 +82,8 @@ int main(void) {
         {&record_theme, "{\"Theme\":{\"Nmae\":\"a\"}}", ERR_UNKNOWN_FIELD, NULL},
         {&record_theme, "{\"Theme\":{\"Name\":\"a\"},\"x\":1}", ERR_UNKNOWN_FIELD, NULL},
         {&record_theme, "{\"Theme\":[1]}", ERR_INVALID_JSON, "Theme"},
+        {&record_theme, "{\"Theme\":null}", ERR_INVALID_JSON, "Theme"},
+        {&record_theme, "{\"Theme\":\"x\"}", ERR_INVALID_JSON, "Theme"},
         {&record_theme, "[]", ERR_INVALID_JSON, NULL},
         {&record_theme, "\"x\"", ERR_INVALID_JSON, NULL},
         {&record_theme, "{\"Theme\":{\"Name\":\"a\"}", ERR_INVALID_JSON, NULL},
