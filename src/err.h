@@ -22,12 +22,9 @@
     X(METHOD_NOT_ALLOWED, "method_not_allowed", 405, "method not allowed on this path")            \
     X(TIMEOUT, "request_timeout", 408, "the request was not received in time")                     \
     X(CONFLICT, "conflict", 409, "the request conflicts with the current state")                   \
-    X(LENGTH_REQUIRED, "length_required", 411, "a body needs Content-Length or chunked encoding")  \
     X(BODY_TOO_LARGE, "body_too_large", 413, "request body exceeds the size limit")                \
-    X(URI_TOO_LONG, "uri_too_long", 414, "request target exceeds the size limit")                  \
     X(HEADERS_TOO_LARGE, "headers_too_large", 431, "request line and headers exceed the limit")    \
     X(INTERNAL, "internal", 500, "internal error")                                                 \
-    X(NOT_IMPLEMENTED, "not_implemented", 501, "method not implemented")                           \
     X(UNAVAILABLE, "unavailable", 503, "the service cannot take this request now")                 \
     X(STORAGE, "storage_error", 503, "the write could not be made durable; it was not saved")      \
     X(VERSION, "http_version_not_supported", 505, "HTTP version not supported")

@@ -5,7 +5,7 @@
 # scratch directory. Everything listens on 127.0.0.1 only.
 #
 # Settings read from the environment:
-#   EVENTD_BIN            use this binary instead of building one (e.g. /tmp/stub/eventd-stub)
+#   EVENTD_BIN            use this binary instead of building one (e.g. build/eventd)
 #   EVENTD_BENCH_BUILD    build directory for the Release binary (default: <repo>/build-bench)
 #   BENCH_SERVER_CPU      CPU the servers are pinned to (default 0)
 #   BENCH_CLIENT_CPU      CPU the load generator is pinned to (default 1)
