@@ -2,10 +2,10 @@
  * app: see app.h.
  *
  * Replay happens before the listener opens, so no request ever sees a
- * partial state. Online compaction snapshots the index in slices of a few
- * milliseconds on a zero-delay timer, so the loop keeps serving; records
- * changed meanwhile also reach the new file through the store's tail copy,
- * and the last image of each record wins at replay.
+ * partial state. Online compaction snapshots the index in slices of about a
+ * millisecond, one per loop turn, so the loop keeps serving; records changed
+ * meanwhile also reach the new file through the store's tail copy, and the
+ * last image of each record wins at replay.
  */
 #include "app.h"
 
@@ -55,7 +55,8 @@ static void on_store_notify(struct store *s, uint64_t lsn, int status) {
     uint64_t next_id = a->index.next_id;
     index_reset(&a->index);
     if (replay(a) < 0) LOG(LOG_ERROR, "could not rebuild the state from the log");
-    /* Ids handed out for lost writes are not reused: a client may have seen none, but cheap. */
+    /* Ids handed out to lost writes are not handed out again: their 503s named none,
+     * but keeping ids monotonic costs nothing. */
     if (a->index.next_id < next_id) a->index.next_id = next_id;
     a->visible_lsn = lsn; /* memory now shows exactly what is durable */
     if (a->serving) server_fail_after(&a->srv, lsn);
@@ -210,30 +211,40 @@ static void on_signal(uv_signal_t *h, int signum) {
     server_shutdown(&a->srv, on_drained);
 }
 
+uint64_t app_put_user(struct app *a, uint64_t id, const char *name, const char *key) {
+    uint8_t hash[AUTH_HASH_BYTES];
+    auth_hash_key(key, strlen(key), hash);
+    union value v[RECORD_MAX_FIELDS];
+    record_defaults(&record_user, v);
+    v[USER_NAME].s.ptr = name;
+    v[USER_NAME].s.len = (uint32_t)strlen(name);
+    v[USER_KEY_HASH].s.ptr = (const char *)hash;
+    v[USER_KEY_HASH].s.len = AUTH_HASH_BYTES;
+    return app_put(a, record_build(&record_user, id, 0, v));
+}
+
 static void create_demo_user(struct app *a) {
     const struct id_list *users = index_owned(&a->index, UINT64_MAX, REC_USER);
     if (users->len || !a->cfg.demo_user) return;
     char key[AUTH_KEY_CHARS + 1];
-    uint8_t hash[AUTH_HASH_BYTES];
     auth_new_key(key);
-    auth_hash_key(key, strlen(key), hash);
-    union value v[RECORD_MAX_FIELDS];
-    record_defaults(&record_user, v);
-    v[USER_NAME].s.ptr = "demo";
-    v[USER_NAME].s.len = 4;
-    v[USER_KEY_HASH].s.ptr = (const char *)hash;
-    v[USER_KEY_HASH].s.len = AUTH_HASH_BYTES;
-    app_put(a, record_build(&record_user, index_take_id(&a->index), 0, v));
-    store_flush_sync(&a->store);
-    const char *host = a->srv.bound[0] ? a->srv.bound : a->cfg.listen;
-    if (!strncmp(host, "0.0.0.0:", 8)) host += 8;
+    app_put_user(a, index_take_id(&a->index), "demo", key);
+    int rc = store_flush_sync(&a->store);
+    if (rc < 0) {
+        LOG(LOG_ERROR, "could not save the demo user: %s", strerror(-rc));
+        return;
+    }
+    /* A wildcard address is reached as localhost. */
+    const char *host = a->srv.bound;
+    const char *port = strrchr(host, ':');
+    bool wildcard = !strncmp(host, "0.0.0.0:", 8) || !strncmp(host, "[::]:", 5);
     printf("Created user \"demo\" (no users existed). Its API key, shown only this once:\n"
            "  %s\n"
            "Try it:\n"
            "  curl -u demo:%s -H 'Cache-Control: no-cache' -d '{\"Theme\":{\"Name\":\"first\"}}' "
            "http://%s%s%s/theme\n"
            "(start with --no-demo-user to skip this)\n",
-           key, key, strchr(host, ':') == host ? "localhost" : "", host, a->cfg.base_path);
+           key, key, wildcard ? "localhost" : "", wildcard ? port : host, a->cfg.base_path);
     fflush(stdout);
 }
 

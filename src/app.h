@@ -49,6 +49,8 @@ void app_close(struct app *a);
 
 /* Appends a record (insert or replace) and applies it; takes ownership. Returns its LSN. */
 uint64_t app_put(struct app *a, struct record *r);
+/* Creates or replaces user id with this name and the hash of key. Returns its LSN. */
+uint64_t app_put_user(struct app *a, uint64_t id, const char *name, const char *key);
 /* Appends a deletion and applies it. Returns its LSN. */
 uint64_t app_delete(struct app *a, uint64_t id);
 /* Starts an online compaction (no-op if one runs). Returns 0 or -errno. */

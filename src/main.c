@@ -31,17 +31,8 @@ static void usage(FILE *out) {
 }
 
 static int user_store(struct app *a, const char *name, const char *key) {
-    uint8_t hash[AUTH_HASH_BYTES];
-    auth_hash_key(key, strlen(key), hash);
     const struct record *old = index_user_by_name(&a->index, name, strlen(name));
-    union value v[RECORD_MAX_FIELDS];
-    record_defaults(&record_user, v);
-    v[USER_NAME].s.ptr = name;
-    v[USER_NAME].s.len = (uint32_t)strlen(name);
-    v[USER_KEY_HASH].s.ptr = (const char *)hash;
-    v[USER_KEY_HASH].s.len = AUTH_HASH_BYTES;
-    uint64_t id = old ? old->id : index_take_id(&a->index);
-    app_put(a, record_build(&record_user, id, 0, v));
+    app_put_user(a, old ? old->id : index_take_id(&a->index), name, key);
     return store_flush_sync(&a->store);
 }
 

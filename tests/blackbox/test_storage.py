@@ -194,7 +194,8 @@ class DemoUser(Dir):
             name, key = m.group(1), m.group(2)
             self.assertEqual(name, "demo")
             self.assertIn(key, [t for t in re.findall(r"[A-Za-z0-9_-]{43}", out)])
-            self.assertIn(str(srv.port), out, "the curl command names the real port")
+            self.assertIn("http://127.0.0.1:%d/v2/theme" % srv.port, out,
+                          "the curl command names the real address and the API path")
             c = Client(srv.port, name, key)
             c.must_create("theme", {"Name": "first"})
             c.close()
