@@ -43,18 +43,12 @@ const char *http_reason(int status) {
         return "Request Timeout";
     case 409:
         return "Conflict";
-    case 411:
-        return "Length Required";
     case 413:
         return "Content Too Large";
-    case 414:
-        return "URI Too Long";
     case 431:
         return "Request Header Fields Too Large";
     case 500:
         return "Internal Server Error";
-    case 501:
-        return "Not Implemented";
     case 503:
         return "Service Unavailable";
     case 505:
