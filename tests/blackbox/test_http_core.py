@@ -588,6 +588,37 @@ class ParsingTests(SharedServer):
 class BackPressureTests(SharedServer):
     extra_args = ["--max-pipeline", "2"]
 
+    def rss_kib(self):
+        with open("/proc/%d/status" % self.srv.proc.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def test_client_that_never_reads_is_not_buffered(self):
+        # A client pipelines requests for 2 s and reads nothing. With
+        # back-pressure the server stops reading it once its queue is full, so
+        # the client's writes block after a few MB of socket buffers and the
+        # server's memory stays flat; without, the server would read (and
+        # queue answers to) everything the client can send.
+        s = connect(self.port, timeout=10)
+        s.setblocking(False)
+        chunk = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" * 1000
+        rss_before = self.rss_kib()
+        sent = 0
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            try:
+                sent += s.send(chunk)
+            except BlockingIOError:
+                time.sleep(0.01)
+        growth = self.rss_kib() - rss_before
+        s.close()
+        self.assertLess(sent, 64 << 20, "the server kept reading a client that never reads "
+                        "(%d bytes accepted in 2 s)" % sent)
+        self.assertLess(growth, 16 * 1024, "server memory grew by %d KiB" % growth)
+        self.assertEqual(request(self.port, "GET", "/healthz").status, 200)
+
     def run_pipeline(self, reqs, expect, what, read_delay=0.5):
         """Writes all reqs in one sendall (from a thread, as it may block while
         the server holds back), waits read_delay, then reads the responses in
