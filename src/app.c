@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "auth.h"
 #include "handlers.h"
@@ -252,7 +253,25 @@ static void on_check(uv_check_t *h) {
     maybe_compact(h->data);
 }
 
+/* Every connection is a descriptor: lift the soft limit to the hard one, as
+ * servers do, and say so if even that is below what --max-connections needs. */
+static void raise_fd_limit(const struct config *cfg) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)cfg->max_connections + 64)
+        LOG(LOG_WARN,
+            "open-file limit %llu is below --max-connections %u (+64): raise it (ulimit -n) or "
+            "lower --max-connections",
+            (unsigned long long)rl.rlim_cur, cfg->max_connections);
+}
+
 int app_serve(struct app *a) {
+    raise_fd_limit(&a->cfg);
     struct server_app sa;
     handlers_init(a, &sa);
     int rc = server_start(&a->srv, a->loop, &a->cfg, &sa);
