@@ -57,6 +57,7 @@ const struct record *auth_check(const struct index *ix, struct slice h) {
 
     const struct record *u = index_user_by_name(ix, (const char *)raw, name_len);
     static const uint8_t dummy[AUTH_HASH_BYTES];
+    if (u && u->v[USER_KEY_HASH].s.len != AUTH_HASH_BYTES) u = NULL; /* no usable key */
     const uint8_t *want = u ? (const uint8_t *)u->v[USER_KEY_HASH].s.ptr : dummy;
     uint8_t got[AUTH_HASH_BYTES];
     auth_hash_key(key, key_len, got);

@@ -67,7 +67,7 @@ static const struct record *authenticate(struct app *a, struct req_state *st, co
     if (st->auth_user_id && h->len == st->auth_seen.len &&
         memcmp(h->ptr, st->auth_seen.ptr, h->len) == 0) {
         const struct record *u = index_get(&a->index, st->auth_user_id);
-        if (u && u->type == REC_USER &&
+        if (u && u->type == REC_USER && u->v[USER_KEY_HASH].s.len == AUTH_HASH_BYTES &&
             memcmp(u->v[USER_KEY_HASH].s.ptr, st->auth_hash, AUTH_HASH_BYTES) == 0)
             return u;
     }
