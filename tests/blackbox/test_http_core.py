@@ -85,6 +85,23 @@ def connection_refused(port):
     return False
 
 
+
+def send_in_background(sock, data):
+    """sendall(data) from a thread, since it blocks while the server holds the
+    client back; returns the started thread and a list that collects errors."""
+    errors = []
+
+    def sender():
+        try:
+            sock.sendall(data)
+        except OSError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=sender, daemon=True)
+    t.start()
+    return t, errors
+
+
 class Base(unittest.TestCase):
     """Assertion helpers shared by all test classes."""
 
@@ -625,17 +642,8 @@ class BackPressureTests(SharedServer):
         order; expect[i] = (status, bytes the body must contain)."""
         data = b"".join(reqs)
         s = connect(self.port, timeout=10)
-        errors = []
-
-        def sender():
-            try:
-                s.sendall(data)
-            except OSError as e:
-                errors.append(e)
-
-        t = threading.Thread(target=sender, daemon=True)
+        t, errors = send_in_background(s, data)
         try:
-            t.start()
             time.sleep(read_delay)     # let the server hit its pipeline limit
             deadline = time.monotonic() + 20
             for i, (status, needle) in enumerate(expect):
@@ -1213,17 +1221,8 @@ class TimeoutTests(Base):
             data = b"".join(build_request("GET", "/healthz?n=%d" % i, None, {"X-Pad": "p" * 2000})
                             for i in range(200))
             s = connect(srv.port, timeout=10)
-            errors = []
-
-            def sender():
-                try:
-                    s.sendall(data)
-                except OSError as e:
-                    errors.append(e)
-
-            t = threading.Thread(target=sender, daemon=True)
+            t, errors = send_in_background(s, data)
             try:
-                t.start()
                 time.sleep(1.2)
                 for i in range(200):
                     try:
