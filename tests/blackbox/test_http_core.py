@@ -85,7 +85,6 @@ def connection_refused(port):
     return False
 
 
-
 def send_in_background(sock, data):
     """sendall(data) from a thread, since it blocks while the server holds the
     client back; returns the started thread and a list that collects errors."""
