@@ -91,9 +91,11 @@ static int cmd_user(struct app *a, int npos, const char **pos) {
 int main(int argc, char **argv) {
     int first = 1;
     const char *cmd = "serve";
-    if (argc > 1 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) {
-        printf("eventd %s\n", EVENTD_VERSION);
-        return 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V")) {
+            printf("eventd %s\n", EVENTD_VERSION);
+            return 0;
+        }
     }
     if (argc > 1 && argv[1][0] != '-') {
         cmd = argv[1];
