@@ -29,7 +29,7 @@ for arg in "$@"; do
         ;;
     --strict) STRICT=(--strict) ;;
     -h | --help)
-        sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+        bench_usage
         exit 0
         ;;
     *) die "unknown argument $arg (try --help)" ;;

@@ -23,6 +23,8 @@ BENCH_PIDS=()
 BENCH_WORK=""
 
 note() { echo "[$PROG] $*" >&2; }
+# Prints the calling script's header comment (its --help).
+bench_usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 die() {
     echo "[$PROG] error: $*" >&2
     exit 1

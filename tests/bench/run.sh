@@ -40,7 +40,7 @@ for arg in "$@"; do
     --strict) STRICT=1 ;;
     --syscalls) SYSCALLS=1 ;;
     -h | --help)
-        sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+        bench_usage
         exit 0
         ;;
     *) die "unknown argument $arg (try --help)" ;;
