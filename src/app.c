@@ -1,11 +1,7 @@
 /*
- * app: see app.h.
- *
- * Replay happens before the listener opens, so no request ever sees a
- * partial state. Online compaction snapshots the index in slices of about a
- * millisecond, one per loop turn, so the loop keeps serving; records changed
- * meanwhile also reach the new file through the store's tail copy, and the
- * last image of each record wins at replay.
+ * app: see app.h. The order of app_serve is the order of a start: listen,
+ * create the demo user if the directory has no user, install the signals,
+ * run the loop; SIGTERM drains the server, then the loop stops.
  */
 #include "app.h"
 
@@ -15,182 +11,39 @@
 #include <sys/resource.h>
 
 #include "auth.h"
-#include "handlers.h"
+#include "cli.h"
 #include "log.h"
-
-#define COMPACT_SLICE_IDS 5000         /* ids examined per slice: about a millisecond */
-#define COMPACT_MAX_BACKLOG (8u << 20) /* snapshot bytes waiting for the disk, at most */
-
-static const char *replay_name[] = {"ok", "empty", "truncated", "corrupt", "io"};
-
-static int replay(struct app *a) {
-    struct store_replay_info info;
-    memset(&info, 0, sizeof info);
-    uint64_t t0 = uv_hrtime();
-    enum store_replay_status st = store_replay(&a->store, index_apply, &a->index, &info);
-    if (st == STORE_REPLAY_CORRUPT || st == STORE_REPLAY_IO) {
-        fprintf(stderr, "eventd: %s\n", info.message[0] ? info.message : replay_name[st]);
-        if (st == STORE_REPLAY_CORRUPT)
-            fprintf(stderr, "eventd: start with --repair to keep the records before the damage "
-                            "and move the rest aside\n");
-        return -1;
-    }
-    index_relink(&a->index);
-    double ms = (double)(uv_hrtime() - t0) / 1e6;
-    LOG(LOG_INFO, "replayed %llu records (%llu bytes) in %.1f ms: %s; %zu live",
-        (unsigned long long)info.records, (unsigned long long)info.bytes, ms, replay_name[st],
-        a->index.count);
-    return 0;
-}
-
-static void on_store_notify(struct store *s, uint64_t lsn, int status) {
-    struct app *a = s->data;
-    if (status == 0) {
-        if (a->serving) server_acked(&a->srv, lsn);
-        return;
-    }
-    /* The store cut the log back to what is durable; memory must follow, and
-     * every response waiting for a lost write becomes a 503. */
-    LOG(LOG_ERROR, "log write failed (%s): writes after LSN %llu are lost and answered 503",
-        strerror(-status), (unsigned long long)lsn);
-    uint64_t next_id = a->index.next_id;
-    index_reset(&a->index);
-    if (replay(a) < 0) LOG(LOG_ERROR, "could not rebuild the state from the log");
-    /* Ids handed out to lost writes are not handed out again: their 503s named none,
-     * but keeping ids monotonic costs nothing. */
-    if (a->index.next_id < next_id) a->index.next_id = next_id;
-    a->visible_lsn = lsn; /* memory now shows exactly what is durable */
-    if (a->serving) server_fail_after(&a->srv, lsn);
-}
 
 int app_open(struct app *a, uv_loop_t *loop, const struct config *cfg) {
     memset(a, 0, sizeof *a);
     a->loop = loop;
     a->cfg = *cfg;
     log_threshold = (enum log_level)cfg->log_level;
-    index_init(&a->index);
-    buf_init(&a->scratch, 4096);
     if (auth_init() < 0) {
         fprintf(stderr, "eventd: libsodium failed to initialize\n");
         return -1;
     }
     struct store_opts so = {.fsync = (enum store_fsync)cfg->fsync,
                             .fsync_interval_ms = cfg->fsync_interval_ms,
-                            .repair = cfg->repair};
-    int rc = store_open(&a->store, loop, cfg->data_dir, &so, on_store_notify);
-    if (rc == -EWOULDBLOCK) {
-        fprintf(stderr, "eventd: data directory %s is in use by another eventd process\n",
-                cfg->data_dir);
+                            .repair = cfg->repair,
+                            .retry_ms = cfg->storage_retry_ms};
+    char msg[512];
+    if (db_open(&a->db, loop, cfg->data_dir, &so, msg, sizeof msg) < 0) {
+        fprintf(stderr, "eventd: %s\n", msg);
         return -1;
     }
-    if (rc < 0) {
-        fprintf(stderr, "eventd: cannot open data directory %s: %s\n", cfg->data_dir,
-                strerror(-rc));
-        return -1;
-    }
-    a->store.data = a;
-    a->store_open = true;
-    uv_idle_init(loop, &a->compact_idle);
-    a->compact_idle.data = a;
-    return replay(a);
+    return 0;
 }
 
-uint64_t app_put(struct app *a, struct record *r) {
-    buf_reset(&a->scratch);
-    record_encode(r, &a->scratch);
-    uint64_t lsn = store_append(&a->store, r->type, a->scratch.ptr, a->scratch.len);
-    index_put(&a->index, r);
-    a->visible_lsn = lsn;
-    if (a->serving && store_is_acked(&a->store, lsn)) server_acked(&a->srv, lsn);
-    return lsn;
-}
-
-uint64_t app_delete(struct app *a, uint64_t id) {
-    uint8_t p[10];
-    size_t n = store_put_varint(p, id);
-    uint64_t lsn = store_append(&a->store, REC_DELETE, p, n);
-    index_delete(&a->index, id);
-    a->visible_lsn = lsn;
-    if (a->serving && store_is_acked(&a->store, lsn)) server_acked(&a->srv, lsn);
-    return lsn;
-}
-
-/* ---- compaction ---- */
-
-static void on_compacted(struct store *s, int status) {
-    struct app *a = s->data;
-    a->compacting = false;
-    if (status < 0)
-        LOG(LOG_ERROR, "compaction failed: %s", strerror(-status));
+/* The data layer's acknowledgements release (or fail) the responses waiting for them. */
+static void on_db_ack(void *ctx, uint64_t lsn, int status) {
+    struct app *a = ctx;
+    if (!a->serving) return;
+    if (status == 0)
+        server_acked(&a->srv, lsn);
     else
-        LOG(LOG_INFO, "compaction done: log is %llu bytes", (unsigned long long)s->file_size);
-    if (!a->serving) uv_stop(a->loop);
+        server_fail_after(&a->srv, lsn);
 }
-
-/*
- * One slice per loop iteration, from an idle handle: between two slices the
- * loop polls for I/O (an idle handle makes that poll not block), so requests
- * are served between slices. A zero-delay timer would not do: libuv runs a
- * timer re-armed from its own callback again in the same pass.
- */
-static void compact_slice(uv_idle_t *h) {
-    struct app *a = h->data;
-    if (store_compact_backlog(&a->store) > COMPACT_MAX_BACKLOG) return; /* the disk is behind */
-    uint64_t stop = a->compact_next + COMPACT_SLICE_IDS;
-    if (stop > a->compact_end) stop = a->compact_end;
-    for (uint64_t id = a->compact_next; id < stop; id++) {
-        struct record *r = index_get(&a->index, id);
-        if (!r) continue;
-        buf_reset(&a->scratch);
-        record_encode(r, &a->scratch);
-        store_compact_add(&a->store, r->type, a->scratch.ptr, a->scratch.len);
-    }
-    a->compact_next = stop;
-    if (stop < a->compact_end) return;
-    uv_idle_stop(&a->compact_idle);
-    int rc = store_compact_commit(&a->store, on_compacted);
-    if (rc < 0) {
-        LOG(LOG_ERROR, "compaction failed: %s", strerror(-rc));
-        store_compact_abort(&a->store);
-        a->compacting = false;
-        a->compact_status = rc;
-        if (!a->serving) uv_stop(a->loop);
-    }
-}
-
-int app_compact_start(struct app *a) {
-    if (a->compacting) return -EBUSY;
-    int rc = store_compact_begin(&a->store);
-    if (rc < 0) return rc;
-    a->compacting = true;
-    LOG(LOG_INFO, "compaction started: log %llu bytes, live data about %llu bytes",
-        (unsigned long long)a->store.file_size, (unsigned long long)a->index.live_bytes);
-    /* The id high-water mark first, so deleted ids are never handed out again. */
-    uint8_t p[10];
-    size_t n = store_put_varint(p, a->index.next_id);
-    store_compact_add(&a->store, REC_NEXT_ID, p, n);
-    a->compact_next = 1;
-    a->compact_end = a->index.next_id;
-    uv_idle_start(&a->compact_idle, compact_slice);
-    return 0;
-}
-
-int app_compact_now(struct app *a) {
-    int rc = app_compact_start(a);
-    if (rc < 0) return rc;
-    uv_run(a->loop, UV_RUN_DEFAULT);
-    return 0;
-}
-
-static void maybe_compact(struct app *a) {
-    if (a->compacting || a->cfg.compact_ratio <= 0) return;
-    uint64_t size = a->store.file_size;
-    if (size < a->cfg.compact_min_bytes) return;
-    if ((double)size > a->cfg.compact_ratio * (double)(a->index.live_bytes + STORE_HEADER_SIZE))
-        app_compact_start(a);
-}
-
-/* ---- serving ---- */
 
 static void on_drained(struct server *srv) {
     struct app *a = (struct app *)((char *)srv - offsetof(struct app, srv));
@@ -201,7 +54,7 @@ static void on_drained(struct server *srv) {
 static void on_signal(uv_signal_t *h, int signum) {
     struct app *a = h->data;
     if (signum == SIGUSR1) {
-        int rc = app_compact_start(a);
+        int rc = db_compact_start(&a->db, NULL, NULL);
         if (rc < 0) LOG(LOG_WARN, "compaction not started: %s", strerror(-rc));
         return;
     }
@@ -212,45 +65,9 @@ static void on_signal(uv_signal_t *h, int signum) {
     server_shutdown(&a->srv, on_drained);
 }
 
-uint64_t app_put_user(struct app *a, uint64_t id, const char *name, const char *key) {
-    uint8_t hash[AUTH_HASH_BYTES];
-    auth_hash_key(key, strlen(key), hash);
-    union value v[RECORD_MAX_FIELDS];
-    record_defaults(&record_user, v);
-    v[USER_NAME].s.ptr = name;
-    v[USER_NAME].s.len = (uint32_t)strlen(name);
-    v[USER_KEY_HASH].s.ptr = (const char *)hash;
-    v[USER_KEY_HASH].s.len = AUTH_HASH_BYTES;
-    return app_put(a, record_build(&record_user, id, 0, v));
-}
-
-static void create_demo_user(struct app *a) {
-    const struct id_list *users = index_owned(&a->index, UINT64_MAX, REC_USER);
-    if (users->len || !a->cfg.demo_user) return;
-    char key[AUTH_KEY_CHARS + 1];
-    auth_new_key(key);
-    app_put_user(a, index_take_id(&a->index), "demo", key);
-    int rc = store_flush_sync(&a->store);
-    if (rc < 0) {
-        LOG(LOG_ERROR, "could not save the demo user: %s", strerror(-rc));
-        return;
-    }
-    /* A wildcard address is reached as localhost. */
-    const char *host = a->srv.bound;
-    const char *port = strrchr(host, ':');
-    bool wildcard = !strncmp(host, "0.0.0.0:", 8) || !strncmp(host, "[::]:", 5);
-    printf("Created user \"demo\" (no users existed). Its API key, shown only this once:\n"
-           "  %s\n"
-           "Try it:\n"
-           "  curl -u demo:%s -H 'Cache-Control: no-cache' -d '{\"Theme\":{\"Name\":\"first\"}}' "
-           "http://%s%s%s/theme\n"
-           "(start with --no-demo-user to skip this)\n",
-           key, key, wildcard ? "localhost" : "", wildcard ? port : host, a->cfg.base_path);
-    fflush(stdout);
-}
-
 static void on_check(uv_check_t *h) {
-    maybe_compact(h->data);
+    struct app *a = h->data;
+    db_maybe_compact(&a->db, a->cfg.compact_ratio, a->cfg.compact_min_bytes);
 }
 
 /* Every connection is a descriptor: lift the soft limit to the hard one, as
@@ -272,16 +89,22 @@ static void raise_fd_limit(const struct config *cfg) {
 
 int app_serve(struct app *a) {
     raise_fd_limit(&a->cfg);
+    struct handler_limits lim = {.base_path = a->cfg.base_path,
+                                 .max_string_bytes = a->cfg.max_string_bytes,
+                                 .list_default = a->cfg.list_default,
+                                 .list_max = a->cfg.list_max};
     struct server_app sa;
-    handlers_init(a, &sa);
+    handlers_init(&a->handlers, &a->db, &lim, &sa);
     int rc = server_start(&a->srv, a->loop, &a->cfg, &sa);
     if (rc < 0) {
         fprintf(stderr, "eventd: cannot listen on %s: %s\n", a->cfg.listen, uv_strerror(rc));
         return 1;
     }
     a->serving = true;
-    a->srv.acked_lsn = a->store.acked_lsn;
-    create_demo_user(a);
+    a->srv.acked_lsn = a->db.store.acked_lsn;
+    db_on_ack(&a->db, on_db_ack, a);
+    if (a->cfg.demo_user) cli_demo_user(&a->db, &a->cfg, a->srv.bound);
+    store_faults_rearm(); /* test builds: injected faults count from here */
 
     uv_signal_init(a->loop, &a->sig_term);
     uv_signal_init(a->loop, &a->sig_int);
@@ -299,6 +122,7 @@ int app_serve(struct app *a) {
     uv_run(a->loop, UV_RUN_DEFAULT);
 
     a->serving = false;
+    db_on_ack(&a->db, NULL, NULL);
     uv_close((uv_handle_t *)&a->check, NULL);
     uv_close((uv_handle_t *)&a->sig_term, NULL);
     uv_close((uv_handle_t *)&a->sig_int, NULL);
@@ -307,16 +131,9 @@ int app_serve(struct app *a) {
     return 0;
 }
 
-void app_close(struct app *a) {
-    if (a->compacting) store_compact_abort(&a->store);
-    if (a->store_open) {
-        uv_close((uv_handle_t *)&a->compact_idle, NULL);
-        int rc = store_close(&a->store);
-        if (rc < 0) LOG(LOG_ERROR, "closing the log: %s", strerror(-rc));
-        a->store_open = false;
-    }
+int app_close(struct app *a) {
+    int rc = db_close(&a->db);
     /* Let every closed handle's callback run so the loop can be closed. */
     uv_run(a->loop, UV_RUN_DEFAULT);
-    index_destroy(&a->index);
-    buf_destroy(&a->scratch);
+    return rc;
 }

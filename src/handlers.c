@@ -13,6 +13,7 @@
  */
 #include "handlers.h"
 
+#include <errno.h>
 #include <llhttp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,7 +30,9 @@ struct req_state {
     struct arena arena;
     struct json_decoder dec;
     struct route route;
-    const struct record *user;
+    /* The caller, by id: a record pointer could be freed (a rotated key, an
+     * undone write) between the headers and the end of the body. */
+    uint64_t user_id;
     bool decoding;
     /* The Authorization header that last verified on this connection, and
      * what it verified as: a keep-alive client skips the base64 and the hash. */
@@ -38,7 +41,25 @@ struct req_state {
     uint8_t auth_hash[AUTH_HASH_BYTES];
 };
 
+static void reply_error(struct http_response *r, enum err e, const char *field, const char *fmt,
+                        ...) __attribute__((format(printf, 4, 5)));
+
 static const char www_authenticate[] = "WWW-Authenticate: Basic realm=\"eventd\"\r\n";
+static const char retry_after[] = "Retry-After: 1\r\n";
+
+static bool is_write(uint8_t action) {
+    return action == ACT_CREATE || action == ACT_UPDATE || action == ACT_DELETE;
+}
+
+/* While the disk refuses writes, a write is answered 503 before it changes anything. */
+static bool storage_failing(struct handlers *h, struct http_response *r) {
+    int err = db_writable(h->db);
+    if (!err) return false;
+    reply_error(r, ERR_STORAGE, NULL, "the disk refuses writes (%s); nothing was changed, retry later",
+                strerror(-err));
+    r->extra = retry_after;
+    return true;
+}
 
 static void state_init(void *data, void *mem) {
     struct req_state *st = mem;
@@ -63,19 +84,19 @@ static void state_destroy(void *data, void *mem) {
  * the one that verified last on this connection is trusted again only if
  * that user still has the same key hash; anything else is checked in full.
  */
-static const struct record *authenticate(struct app *a, struct req_state *st, const struct buf *h) {
-    if (st->auth_user_id && h->len == st->auth_seen.len &&
-        memcmp(h->ptr, st->auth_seen.ptr, h->len) == 0) {
-        const struct record *u = index_get(&a->index, st->auth_user_id);
+static const struct record *authenticate(struct handlers *h, struct req_state *st, const struct buf *hdr) {
+    if (st->auth_user_id && hdr->len == st->auth_seen.len &&
+        memcmp(hdr->ptr, st->auth_seen.ptr, hdr->len) == 0) {
+        const struct record *u = index_get(&h->db->index, st->auth_user_id);
         if (u && u->type == REC_USER && u->v[USER_KEY_HASH].s.len == AUTH_HASH_BYTES &&
             memcmp(u->v[USER_KEY_HASH].s.ptr, st->auth_hash, AUTH_HASH_BYTES) == 0)
             return u;
     }
     st->auth_user_id = 0;
-    const struct record *u = auth_check(&a->index, (struct slice){h->ptr, h->len});
+    const struct record *u = auth_check(&h->db->index, (struct slice){hdr->ptr, hdr->len});
     if (u && u->v[USER_KEY_HASH].s.len == AUTH_HASH_BYTES) {
         buf_reset(&st->auth_seen);
-        buf_append(&st->auth_seen, h->ptr, h->len);
+        buf_append(&st->auth_seen, hdr->ptr, hdr->len);
         st->auth_user_id = u->id;
         memcpy(st->auth_hash, u->v[USER_KEY_HASH].s.ptr, AUTH_HASH_BYTES);
     }
@@ -95,8 +116,6 @@ static void reply_record(struct http_response *r, const struct record *rec) {
     buf_append_char(&r->body, '}');
 }
 
-static void reply_error(struct http_response *r, enum err e, const char *field, const char *fmt,
-                        ...) __attribute__((format(printf, 4, 5)));
 
 static void reply_error(struct http_response *r, enum err e, const char *field, const char *fmt,
                         ...) {
@@ -115,9 +134,9 @@ static void no_content(struct http_response *r) {
 }
 
 /* The caller's record of this type with this id, or NULL (also for other users' records). */
-static struct record *owned(struct app *a, const struct req_state *st, uint64_t id) {
-    struct record *r = index_get(&a->index, id);
-    if (!r || r->type != st->route.type || r->user_id != st->user->id) return NULL;
+static struct record *owned(struct handlers *h, const struct req_state *st, uint64_t id) {
+    struct record *r = index_get(&h->db->index, id);
+    if (!r || r->type != st->route.type || r->user_id != st->user_id) return NULL;
     return r;
 }
 
@@ -138,7 +157,7 @@ static bool body_failed(struct req_state *st, struct http_response *r) {
  * Events link a theme and an address. A linked record must be the caller's,
  * of the right kind, and not linked to another event. Returns true if fine.
  */
-static bool check_link(struct app *a, struct req_state *st, struct http_response *r,
+static bool check_link(struct handlers *h, struct req_state *st, struct http_response *r,
                        const union value *vals, uint64_t event_id) {
     static const struct {
         int field;
@@ -149,8 +168,8 @@ static bool check_link(struct app *a, struct req_state *st, struct http_response
         uint64_t id = vals[links[i].field].i;
         if (id == 0) continue;
         const char *name = record_event.fields[links[i].field].name;
-        struct record *t = index_get(&a->index, id);
-        if (!t || t->type != links[i].type || t->user_id != st->user->id) {
+        struct record *t = index_get(&h->db->index, id);
+        if (!t || t->type != links[i].type || t->user_id != st->user_id) {
             reply_error(r, ERR_INVALID_FIELD, name, "%s %llu is not one of your %s records", name,
                         (unsigned long long)id, links[i].what);
             return false;
@@ -164,26 +183,33 @@ static bool check_link(struct app *a, struct req_state *st, struct http_response
     return true;
 }
 
-static void do_create(struct app *a, struct req_state *st, struct http_response *r) {
+static void do_create(struct handlers *h, struct req_state *st, struct http_response *r) {
     if (body_failed(st, r)) return;
     const struct kind_desc *k = record_kind(st->route.type);
     union value vals[RECORD_MAX_FIELDS];
     record_defaults(k, vals);
     for (int i = 0; i < k->nfields; i++)
         if (st->dec.present & (UINT64_C(1) << i)) vals[i] = st->dec.vals[i];
-    if (k->type == REC_EVENT && !check_link(a, st, r, vals, 0)) return;
-    uint64_t id = index_take_id(&a->index);
-    if (!id) {
+    if (k->type == REC_EVENT && !check_link(h, st, r, vals, 0)) return;
+    uint64_t id;
+    int rc = db_take_id(h->db, &id);
+    if (rc == -ERANGE) {
         reply_error(r, ERR_UNAVAILABLE, NULL, "the id space is used up");
         return;
     }
-    struct record *rec = record_build(k, id, st->user->id, vals);
-    r->lsn = app_put(a, rec);
-    reply_record(r, index_get(&a->index, id));
+    if (rc < 0) {
+        /* Only on a disk slower than a whole block of creates. */
+        reply_error(r, ERR_UNAVAILABLE, NULL, "new ids are being reserved on disk; retry");
+        r->extra = retry_after;
+        return;
+    }
+    struct record *rec = record_build(k, id, st->user_id, vals);
+    r->lsn = db_put(h->db, rec);
+    reply_record(r, index_get(&h->db->index, id));
 }
 
-static void do_update(struct app *a, struct req_state *st, struct http_response *r) {
-    struct record *old = owned(a, st, st->route.id);
+static void do_update(struct handlers *h, struct req_state *st, struct http_response *r) {
+    struct record *old = owned(h, st, st->route.id);
     if (!old) {
         not_found(r, st);
         return;
@@ -202,13 +228,13 @@ static void do_update(struct app *a, struct req_state *st, struct http_response 
     union value vals[RECORD_MAX_FIELDS];
     for (int i = 0; i < k->nfields; i++)
         vals[i] = (st->dec.present & (UINT64_C(1) << i)) ? st->dec.vals[i] : old->v[i];
-    if (k->type == REC_EVENT && !check_link(a, st, r, vals, old->id)) return;
-    r->lsn = app_put(a, record_build(k, old->id, old->user_id, vals));
+    if (k->type == REC_EVENT && !check_link(h, st, r, vals, old->id)) return;
+    r->lsn = db_put(h->db, record_build(k, old->id, old->user_id, vals));
     no_content(r);
 }
 
-static void do_get(struct app *a, struct req_state *st, struct http_response *r) {
-    struct record *rec = owned(a, st, st->route.id);
+static void do_get(struct handlers *h, struct req_state *st, struct http_response *r) {
+    struct record *rec = owned(h, st, st->route.id);
     if (!rec) {
         not_found(r, st);
         return;
@@ -227,7 +253,7 @@ static void do_get(struct app *a, struct req_state *st, struct http_response *r)
     for (int i = 0; i < 2; i++) {
         buf_append_str(&r->body, embeds[i].key);
         struct record *t =
-            rec->v[embeds[i].field].i ? index_get(&a->index, rec->v[embeds[i].field].i) : NULL;
+            rec->v[embeds[i].field].i ? index_get(&h->db->index, rec->v[embeds[i].field].i) : NULL;
         if (t)
             json_write_record(&r->body, t, false);
         else
@@ -236,8 +262,8 @@ static void do_get(struct app *a, struct req_state *st, struct http_response *r)
     buf_append_str(&r->body, "}}");
 }
 
-static void do_delete(struct app *a, struct req_state *st, struct http_response *r) {
-    struct record *rec = owned(a, st, st->route.id);
+static void do_delete(struct handlers *h, struct req_state *st, struct http_response *r) {
+    struct record *rec = owned(h, st, st->route.id);
     if (!rec) {
         not_found(r, st);
         return;
@@ -249,14 +275,14 @@ static void do_delete(struct app *a, struct req_state *st, struct http_response 
                     (unsigned long long)rec->id, (unsigned long long)rec->event_id);
         return;
     }
-    r->lsn = app_delete(a, rec->id);
+    r->lsn = db_delete(h->db, rec->id);
     no_content(r);
 }
 
 /* Reads "limit" and "cursor" from the query string. Returns false after answering 400. */
-static bool list_params(struct app *a, struct slice q, struct http_response *r, uint32_t *limit,
+static bool list_params(struct handlers *h, struct slice q, struct http_response *r, uint32_t *limit,
                         uint64_t *cursor) {
-    *limit = a->cfg.list_default;
+    *limit = h->lim.list_default;
     *cursor = 0;
     const char *p = q.ptr, *end = q.ptr + q.len;
     while (p < end) {
@@ -268,9 +294,9 @@ static bool list_params(struct app *a, struct slice q, struct http_response *r, 
             eq ? (struct slice){eq + 1, (size_t)(stop - eq - 1)} : (struct slice){stop, 0};
         uint64_t v;
         if (slice_eq(name, "limit", 5)) {
-            if (router_parse_id(val.ptr, val.len, &v) < 0 || v > a->cfg.list_max) {
+            if (router_parse_id(val.ptr, val.len, &v) < 0 || v > h->lim.list_max) {
                 reply_error(r, ERR_INVALID_QUERY, "limit", "limit must be an integer from 1 to %u",
-                            a->cfg.list_max);
+                            h->lim.list_max);
                 return false;
             }
             *limit = (uint32_t)v;
@@ -288,12 +314,12 @@ static bool list_params(struct app *a, struct slice q, struct http_response *r, 
 }
 
 /* Newest first: ids below the cursor, walking the ascending list from its end. */
-static void do_list(struct app *a, struct req_state *st, struct http_request *req,
+static void do_list(struct handlers *h, struct req_state *st, struct http_request *req,
                     struct http_response *r) {
     uint32_t limit;
     uint64_t cursor;
-    if (!list_params(a, req->query, r, &limit, &cursor)) return;
-    const struct id_list *l = index_owned(&a->index, st->user->id, st->route.type);
+    if (!list_params(h, req->query, r, &limit, &cursor)) return;
+    const struct id_list *l = index_owned(&h->db->index, st->user_id, st->route.type);
     uint32_t hi = l->len; /* first index not to show */
     if (cursor) {
         uint32_t lo = 0;
@@ -310,7 +336,7 @@ static void do_list(struct app *a, struct req_state *st, struct http_request *re
     uint32_t n = 0;
     uint32_t i = hi;
     while (i > 0 && n < limit) {
-        struct record *rec = index_get(&a->index, l->ids[--i]);
+        struct record *rec = index_get(&h->db->index, l->ids[--i]);
         if (n++) buf_append_char(&r->body, ',');
         json_write_record(&r->body, rec, false);
     }
@@ -327,11 +353,11 @@ static void do_list(struct app *a, struct req_state *st, struct http_request *re
 
 static enum server_headers_result on_headers(void *data, void *mem, struct http_request *req,
                                              struct http_response *r) {
-    struct app *a = data;
+    struct handlers *h = data;
     struct req_state *st = mem;
     st->decoding = false;
-    st->user = NULL;
-    struct slice base = {a->cfg.base_path, strlen(a->cfg.base_path)};
+    st->user_id = 0;
+    struct slice base = {h->lim.base_path, strlen(h->lim.base_path)};
     enum err e = router_match(base, req->path, req->method, &st->route);
     if (e == ERR_METHOD_NOT_ALLOWED) {
         http_response_error(r, e, NULL, NULL);
@@ -343,12 +369,14 @@ static enum server_headers_result on_headers(void *data, void *mem, struct http_
         return SERVER_ANSWERED;
     }
     if (st->route.action == ACT_HEALTH) {
+        /* A load balancer takes a shard whose disk refuses writes out of rotation. */
+        if (storage_failing(h, r)) return SERVER_ANSWERED;
         buf_reset(&r->body);
         buf_append_str(&r->body, "{\"Status\":\"ok\"}");
         return SERVER_ANSWERED;
     }
-    st->user = authenticate(a, st, &req->authorization);
-    if (!st->user) {
+    const struct record *user = authenticate(h, st, &req->authorization);
+    if (!user) {
         http_response_error(r, ERR_UNAUTHORIZED, NULL,
                             req->authorization.len ? "invalid credentials"
                                                    : "this call needs HTTP Basic authentication "
@@ -356,10 +384,12 @@ static enum server_headers_result on_headers(void *data, void *mem, struct http_
         r->extra = www_authenticate;
         return SERVER_ANSWERED;
     }
+    st->user_id = user->id;
+    if (is_write(st->route.action) && storage_failing(h, r)) return SERVER_ANSWERED;
     if (st->route.action == ACT_CREATE || st->route.action == ACT_UPDATE) {
         arena_reset(&st->arena);
         json_decoder_begin(&st->dec, record_kind(st->route.type), &st->arena,
-                           a->cfg.max_string_bytes);
+                           h->lim.max_string_bytes);
         st->decoding = true;
     }
     return SERVER_READ_BODY;
@@ -370,39 +400,56 @@ static void on_body(void *data, void *mem, const char *ptr, size_t len) {
     if (st->decoding) json_decoder_feed(&st->dec, ptr, len);
 }
 
-static void on_complete(void *data, void *mem, struct http_request *req, struct http_response *r) {
-    struct app *a = data;
-    struct req_state *st = mem;
+/* Runs the endpoint of a complete request. */
+static void dispatch(struct handlers *h, struct req_state *st, struct http_request *req,
+                     struct http_response *r) {
+    const struct record *user = db_get(h->db, st->user_id);
+    if (!user || user->type != REC_USER) {
+        /* The user was removed (or its creation undone) while the body came. */
+        http_response_error(r, ERR_UNAUTHORIZED, NULL, "invalid credentials");
+        r->extra = www_authenticate;
+        return;
+    }
+    if (is_write(st->route.action) && storage_failing(h, r)) return;
     switch (st->route.action) {
     case ACT_CREATE:
-        do_create(a, st, r);
+        do_create(h, st, r);
         break;
     case ACT_UPDATE:
-        do_update(a, st, r);
+        do_update(h, st, r);
         break;
     case ACT_GET:
-        do_get(a, st, r);
+        do_get(h, st, r);
         break;
     case ACT_DELETE:
-        do_delete(a, st, r);
+        do_delete(h, st, r);
         break;
     case ACT_LIST:
-        do_list(a, st, req, r);
+        do_list(h, st, req, r);
         break;
     default:
         http_response_error(r, ERR_INTERNAL, NULL, NULL);
     }
+}
+
+static void on_complete(void *data, void *mem, struct http_request *req, struct http_response *r) {
+    struct handlers *h = data;
+    struct req_state *st = mem;
+    dispatch(h, st, req, r);
     /* Whatever this response shows must be acknowledged before it leaves. */
-    if (r->lsn < a->visible_lsn) r->lsn = a->visible_lsn;
+    if (r->lsn < db_visible_lsn(h->db)) r->lsn = db_visible_lsn(h->db);
     if (st->decoding) {
         json_decoder_end(&st->dec);
         st->decoding = false;
     }
 }
 
-void handlers_init(struct app *a, struct server_app *out) {
+void handlers_init(struct handlers *h, struct db *db, const struct handler_limits *lim,
+                   struct server_app *out) {
+    h->db = db;
+    h->lim = *lim;
     memset(out, 0, sizeof *out);
-    out->data = a;
+    out->data = h;
     out->state_size = sizeof(struct req_state);
     out->state_init = state_init;
     out->state_reset = state_reset;

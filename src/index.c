@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store.h"
+#include "varint.h"
 
 #define TOMBSTONE ((struct record *)(uintptr_t)1)
 
@@ -62,11 +62,6 @@ void index_destroy(struct index *ix) {
     free(ix->owners);
     free(ix->names);
     memset(ix, 0, sizeof *ix);
-}
-
-void index_reset(struct index *ix) {
-    index_destroy(ix);
-    index_init(ix);
 }
 
 static struct index_shard *shard_of(const struct index *ix, uint64_t h) {
@@ -252,11 +247,16 @@ static void name_remove(struct index *ix, const struct record *u) {
 }
 
 void index_put(struct index *ix, struct record *r) {
+    record_free(index_swap(ix, r));
+}
+
+struct record *index_swap(struct index *ix, struct record *r) {
+    struct record *old = NULL;
     bool found;
     struct index_slot *sl = find_slot(ix, r->id, &found);
     if (found && sl->r->type == REC_USER) name_remove(ix, sl->r);
     if (found) {
-        struct record *old = sl->r;
+        old = sl->r;
         ix->live_bytes -= old->size;
         if (old->type == REC_EVENT)
             unlink_event(ix, old);
@@ -267,7 +267,6 @@ void index_put(struct index *ix, struct record *r) {
             if (o) list_remove(&o->lists[old->type], old->id);
             list_insert(&owner_get(ix, owner_key(r), true)->lists[r->type], r->id);
         }
-        record_free(old);
         sl->r = r;
     } else {
         struct index_shard *sh = shard_of(ix, mix(r->id));
@@ -282,12 +281,19 @@ void index_put(struct index *ix, struct record *r) {
     if (r->type == REC_EVENT) link_event(ix, r);
     if (r->type == REC_USER) name_insert(ix, r);
     if (r->id >= ix->next_id) ix->next_id = r->id + 1;
+    return old;
 }
 
 int index_delete(struct index *ix, uint64_t id) {
+    struct record *r = index_remove(ix, id);
+    record_free(r);
+    return r ? 0 : -1;
+}
+
+struct record *index_remove(struct index *ix, uint64_t id) {
     bool found;
     struct index_slot *sl = find_slot(ix, id, &found);
-    if (!found) return -1;
+    if (!found) return NULL;
     struct record *r = sl->r;
     if (r->type == REC_EVENT) unlink_event(ix, r);
     if (r->type == REC_USER) name_remove(ix, r);
@@ -297,8 +303,7 @@ int index_delete(struct index *ix, uint64_t id) {
     sl->r = TOMBSTONE;
     shard_of(ix, mix(id))->count--;
     ix->count--;
-    record_free(r);
-    return 0;
+    return r;
 }
 
 struct record *index_user_by_name(const struct index *ix, const char *ptr, size_t len) {
@@ -324,16 +329,16 @@ void index_relink(struct index *ix) {
 
 int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
     struct index *ix = ctx;
-    uint64_t v;
+    uint64_t v = 0;
     switch (type) {
     case REC_DELETE:
-        if (store_get_varint(payload, len, &v) != len || v == 0) return -1;
+        if (varint_get(payload, len, &v) != len || v == 0) return -1;
         index_delete(ix, v); /* absent is fine: a compacted log may hold the delete only */
         if (v >= ix->next_id) ix->next_id = v + 1;
         return 0;
     case REC_NEXT_ID:
-        if (store_get_varint(payload, len, &v) != len || v == 0 || v > RECORD_ID_MAX + 1) return -1;
-        if (v > ix->next_id) ix->next_id = v;
+        if (varint_get(payload, len, &v) != len || v == 0 || v > RECORD_ID_MAX + 1) return -1;
+        ix->id_floor = v; /* the last one holds: a clean close gives back unused ids */
         return 0;
     default: {
         struct record *r = record_decode(type, payload, len);

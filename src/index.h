@@ -26,7 +26,7 @@ struct owner; /* one user's record lists */
 /* A table slot keeps the id beside the pointer, so probing never touches a record. */
 struct index_slot {
     uint64_t id;
-    struct record *r; /* NULL empty, INDEX_TOMBSTONE deleted */
+    struct record *r; /* NULL empty, or the tombstone mark of a deleted slot (index.c) */
 };
 
 /*
@@ -52,28 +52,38 @@ struct index {
     struct owner *owners; /* by user id, open addressing */
     size_t owners_cap;
     size_t owners_count;
-    uint64_t next_id;    /* never goes down, survives compaction via REC_NEXT_ID */
+    uint64_t next_id;    /* above every id seen; never goes down */
+    uint64_t id_floor;   /* replay: the last REC_NEXT_ID frame (ids below it may be taken) */
     uint64_t live_bytes; /* encoded payload bytes of live records (frames included) */
 };
 
 void index_init(struct index *ix);
 void index_destroy(struct index *ix);
-/* Frees every record and starts empty (before a re-replay). */
-void index_reset(struct index *ix);
 
 /* Applies one log frame. Returns 0, or -1 if the payload is malformed. */
 int index_apply(void *ix, uint8_t type, const uint8_t *payload, size_t len);
 
-/* Inserts or replaces (freeing the old record); takes ownership of r. */
+/*
+ * Inserts or replaces; takes ownership of r. Returns the record it replaced
+ * (now the caller's, to free with record_free or to put back later), or NULL.
+ */
+struct record *index_swap(struct index *ix, struct record *r);
+/* index_swap, freeing the replaced record. */
 void index_put(struct index *ix, struct record *r);
-/* Removes and frees the record; returns 0 or -1 if absent. */
+/* Removes the record and returns it (now the caller's), or NULL if absent. */
+struct record *index_remove(struct index *ix, uint64_t id);
+/* index_remove, freeing the record; returns 0 or -1 if absent. */
 int index_delete(struct index *ix, uint64_t id);
-/* The record with this id, or NULL. */
+/*
+ * The record with this id, or NULL. Valid until the next put, swap or
+ * removal of that id (including a db undo): never keep it across loop turns.
+ */
 struct record *index_get(const struct index *ix, uint64_t id);
-/* The user with this name, or NULL. */
+/* The user with this name, or NULL. Valid as index_get's result. */
 struct record *index_user_by_name(const struct index *ix, const char *ptr, size_t len);
 
-/* A user's ids of one kind, ascending; an empty list when none. */
+/* A user's ids of one kind, ascending; an empty list when none. Valid until
+ * the next change of the index. */
 const struct id_list *index_owned(const struct index *ix, uint64_t user_id, uint8_t type);
 
 /* Hands out the next id (<= RECORD_ID_MAX) or 0 when the id space is used up. */

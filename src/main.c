@@ -10,7 +10,7 @@
 #include <uv.h>
 
 #include "app.h"
-#include "auth.h"
+#include "cli.h"
 #include "config.h"
 
 static void usage(FILE *out) {
@@ -28,64 +28,6 @@ static void usage(FILE *out) {
         "The user and compact commands work on the data directory of a stopped server.\n\n",
         EVENTD_VERSION);
     config_usage(out);
-}
-
-static int user_store(struct app *a, const char *name, const char *key) {
-    const struct record *old = index_user_by_name(&a->index, name, strlen(name));
-    app_put_user(a, old ? old->id : index_take_id(&a->index), name, key);
-    return store_flush_sync(&a->store);
-}
-
-static int cmd_user(struct app *a, int npos, const char **pos) {
-    const char *verb = npos > 0 ? pos[0] : "";
-    if (!strcmp(verb, "list") && npos == 1) {
-        const struct id_list *l = index_owned(&a->index, UINT64_MAX, REC_USER);
-        printf("%-8s %s\n", "ID", "NAME");
-        for (uint32_t i = 0; i < l->len; i++) {
-            const struct record *u = index_get(&a->index, l->ids[i]);
-            printf("%-8llu %s\n", (unsigned long long)u->id, u->v[USER_NAME].s.ptr);
-        }
-        return 0;
-    }
-    if (npos != 2 || (strcmp(verb, "add") && strcmp(verb, "rotate") && strcmp(verb, "remove"))) {
-        fprintf(stderr, "eventd: usage: eventd user add|rotate|remove NAME, or eventd user list\n");
-        return 2;
-    }
-    const char *name = pos[1];
-    const char *why = auth_check_username(name);
-    if (why) {
-        fprintf(stderr, "eventd: bad username '%s': %s\n", name, why);
-        return 2;
-    }
-    const struct record *u = index_user_by_name(&a->index, name, strlen(name));
-    if (!strcmp(verb, "add") && u) {
-        fprintf(stderr, "eventd: user '%s' exists already (use 'eventd user rotate')\n", name);
-        return 1;
-    }
-    if (strcmp(verb, "add") && !u) {
-        fprintf(stderr, "eventd: no user '%s'\n", name);
-        return 1;
-    }
-    if (!strcmp(verb, "remove")) {
-        app_delete(a, u->id);
-        int rc = store_flush_sync(&a->store);
-        if (rc < 0) {
-            fprintf(stderr, "eventd: could not write the log: %s\n", strerror(-rc));
-            return 1;
-        }
-        printf("removed user %s\n", name);
-        return 0;
-    }
-    char key[AUTH_KEY_CHARS + 1];
-    auth_new_key(key);
-    int rc = user_store(a, name, key);
-    if (rc < 0) {
-        fprintf(stderr, "eventd: could not write the log: %s\n", strerror(-rc));
-        return 1;
-    }
-    printf("%s user %s; API key (shown only once):\n%s\n",
-           !strcmp(verb, "add") ? "created" : "new key for", name, key);
-    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -135,20 +77,12 @@ int main(int argc, char **argv) {
     } else if (!strcmp(cmd, "serve")) {
         status = app_serve(&app);
     } else if (!strcmp(cmd, "user")) {
-        status = cmd_user(&app, npos, pos);
+        status = cli_user(&app.db, npos, pos);
     } else {
-        uint64_t before = app.store.file_size;
-        rc = app_compact_now(&app);
-        if (rc < 0 || app.compact_status < 0) {
-            fprintf(stderr, "eventd: compaction failed: %s\n",
-                    strerror(rc < 0 ? -rc : -app.compact_status));
-            status = 1;
-        } else {
-            printf("compacted %s/%s: %llu -> %llu bytes\n", cfg.data_dir, STORE_LOG_NAME,
-                   (unsigned long long)before, (unsigned long long)app.store.file_size);
-        }
+        status = cli_compact(&app.db, &cfg);
     }
-    app_close(&app);
+    /* Records that could not be written at the end make the exit status say so. */
+    if (app_close(&app) < 0 && status == 0) status = 1;
     if (uv_loop_close(&loop) != 0) fprintf(stderr, "eventd: warning: handles left open at exit\n");
     return status;
 }

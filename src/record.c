@@ -5,10 +5,11 @@
  */
 #include "record.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "store.h"
+#include "varint.h"
 
 static const struct field user_fields[] = {
     [USER_NAME] = {"Name", FT_STR, 0, 64, "", 0, 0},
@@ -179,9 +180,9 @@ void record_free(struct record *r) {
 void record_encode(const struct record *r, struct buf *out) {
     const struct kind_desc *k = record_kind(r->type);
     uint8_t *p = (uint8_t *)buf_reserve(out, 30);
-    size_t n = store_put_varint(p, r->id);
-    n += store_put_varint(p + n, r->user_id);
-    n += store_put_varint(p + n, k->nfields);
+    size_t n = varint_put(p, r->id);
+    n += varint_put(p + n, r->user_id);
+    n += varint_put(p + n, k->nfields);
     buf_commit(out, n);
     for (int i = 0; i < k->nfields; i++) {
         const union value *v = &r->v[i];
@@ -190,13 +191,13 @@ void record_encode(const struct record *r, struct buf *out) {
         case FT_COLOR:
         case FT_BYTES:
             p = (uint8_t *)buf_reserve(out, 10 + v->s.len);
-            n = store_put_varint(p, v->s.len);
+            n = varint_put(p, v->s.len);
             memcpy(p + n, v->s.ptr, v->s.len);
             buf_commit(out, n + v->s.len);
             break;
         case FT_REF:
             p = (uint8_t *)buf_reserve(out, 10);
-            buf_commit(out, store_put_varint(p, v->i));
+            buf_commit(out, varint_put(p, v->i));
             break;
         case FT_DOUBLE: {
             uint64_t bits;
@@ -219,11 +220,11 @@ struct record *record_decode(uint8_t type, const uint8_t *p, size_t len) {
     if (!k) return NULL;
     uint64_t id, user_id, count;
     size_t n, off = 0;
-    if (!(n = store_get_varint(p, len, &id))) return NULL;
+    if (!(n = varint_get(p, len, &id))) return NULL;
     off += n;
-    if (!(n = store_get_varint(p + off, len - off, &user_id))) return NULL;
+    if (!(n = varint_get(p + off, len - off, &user_id))) return NULL;
     off += n;
-    if (!(n = store_get_varint(p + off, len - off, &count))) return NULL;
+    if (!(n = varint_get(p + off, len - off, &count))) return NULL;
     off += n;
     if (id == 0 || id > RECORD_ID_MAX || count > RECORD_MAX_FIELDS) return NULL;
 
@@ -239,7 +240,7 @@ struct record *record_decode(uint8_t type, const uint8_t *p, size_t len) {
         case FT_COLOR:
         case FT_BYTES: {
             uint64_t sl;
-            if (!(n = store_get_varint(p + off, len - off, &sl))) return NULL;
+            if (!(n = varint_get(p + off, len - off, &sl))) return NULL;
             off += n;
             if (sl > len - off) return NULL;
             v->s.ptr = (const char *)p + off;
@@ -248,7 +249,7 @@ struct record *record_decode(uint8_t type, const uint8_t *p, size_t len) {
             break;
         }
         case FT_REF:
-            if (!(n = store_get_varint(p + off, len - off, &v->i))) return NULL;
+            if (!(n = varint_get(p + off, len - off, &v->i))) return NULL;
             off += n;
             break;
         case FT_DOUBLE: {

@@ -24,12 +24,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "crc32c.h"
 #include "log.h"
+#include "logfile.h"
 
 #define COMPACT_NAME STORE_LOG_NAME ".compact"
-#define DAMAGED_NAME STORE_LOG_NAME ".damaged-"
-#define READ_CHUNK (4u << 20)        /* replay reads this much per pread */
 #define LAZY_WRITE_MS 2              /* interval/never: longest wait before writing */
 #define LAZY_WRITE_BYTES (64u << 10) /* ... or this much pending */
 #define COMPACT_CHUNK (1u << 20)     /* compaction data is written out in slices this big */
@@ -49,8 +47,11 @@ struct store_batch {
     /* log part */
     int fd;
     struct buf data;       /* frames for eventd.log */
+    uint64_t start_size;   /* bytes in eventd.log before this write: a failed write is cut back here */
     uint64_t last_lsn;     /* LSN of the last frame in data, or the last one written */
-    uint64_t durable_size; /* bytes: where a failure cuts the log back to */
+    uint64_t sync_cut_size; /* bytes: where a failed sync cuts the log back to */
+    bool cut_first;        /* cut the file to start_size before writing (an earlier cut failed) */
+    bool probe;            /* no data: check that the disk takes space and syncs */
     bool sync;             /* fdatasync after the write */
     bool sync_dir;         /* fsync the directory first (retrying a compaction rename) */
     /* compaction part */
@@ -63,147 +64,13 @@ struct store_batch {
     /* results */
     int err; /* log part, -errno */
     const char *err_op;
+    bool write_failed; /* err came from the cut, the probe or the write, not from the sync */
     int cut_err; /* the cut back after a failure, -errno */
     int cerr;    /* compaction part, -errno */
     const char *cerr_op;
     bool renamed;
     bool dir_synced;
 };
-
-/* EVENTD_FAULT_FSYNC_AFTER=N (a test hook): data syncs after the first N fail with EIO. */
-static long fault_after = -1;
-static long fault_count;
-
-static inline void put_le32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
-static inline uint32_t get_le32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static char *path_join(const char *dir, const char *name) {
-    size_t n = strlen(dir) + 1 + strlen(name) + 1;
-    char *p = xmalloc(n);
-    snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-static int write_all(int fd, const void *ptr, size_t len) {
-    const char *p = ptr;
-    while (len) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return -errno;
-        }
-        if (n == 0) return -EIO; /* cannot happen on a regular file; do not spin */
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-/* fdatasync for appended data and compaction files: the only syncs the fault hook hits. */
-static int data_sync(int fd) {
-    if (fault_after >= 0 && __atomic_fetch_add(&fault_count, 1, __ATOMIC_RELAXED) >= fault_after)
-        return -EIO;
-    while (fdatasync(fd) < 0) {
-        if (errno != EINTR) return -errno;
-    }
-    return 0;
-}
-
-static int sync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return -errno;
-    int err = 0;
-    while (fsync(fd) < 0) {
-        if (errno != EINTR) {
-            err = -errno;
-            break;
-        }
-    }
-    close(fd);
-    return err;
-}
-
-/* Cuts a file to size and makes that durable, so records reported lost stay lost. */
-static int cut_back(int fd, uint64_t size) {
-    while (ftruncate(fd, (off_t)size) < 0) {
-        if (errno != EINTR) return -errno;
-    }
-    while (fsync(fd) < 0) {
-        if (errno != EINTR) return -errno;
-    }
-    return 0;
-}
-
-static int mkdir_p(const char *dir) {
-    char *p = xstrdup(dir);
-    int err = 0;
-    for (char *q = p + 1;; q++) {
-        if (*q != '/' && *q != '\0') continue;
-        char c = *q;
-        *q = '\0';
-        if (mkdir(p, 0700) < 0 && errno != EEXIST) {
-            err = -errno;
-            break;
-        }
-        *q = c;
-        if (!c) break;
-    }
-    free(p);
-    if (err) return err;
-    struct stat st;
-    if (stat(dir, &st) < 0) return -errno;
-    return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
-}
-
-static void frame_put(uint8_t *out, uint8_t type, const void *payload, size_t len) {
-    put_le32(out + 4, (uint32_t)len);
-    out[8] = type;
-    if (len) memcpy(out + STORE_FRAME_HEADER_SIZE, payload, len);
-    /* The checksum covers length, type and payload: bytes 4.. of the frame. */
-    put_le32(out, crc32c(0, out + 4, 5 + len));
-}
-
-static void header_put(uint8_t out[STORE_HEADER_SIZE]) {
-    memcpy(out, STORE_MAGIC, 8);
-    put_le32(out + 8, STORE_VERSION);
-    put_le32(out + 12, 0);
-}
-
-uint32_t store_crc32c(uint32_t crc, const void *ptr, size_t len) {
-    return crc32c(crc, ptr, len);
-}
-
-size_t store_put_varint(uint8_t *out, uint64_t v) {
-    size_t n = 0;
-    while (v >= 0x80) {
-        out[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    out[n++] = (uint8_t)v;
-    return n;
-}
-
-size_t store_get_varint(const uint8_t *p, size_t len, uint64_t *v) {
-    uint64_t x = 0;
-    for (size_t i = 0; i < len && i < 10; i++) {
-        /* The tenth byte holds bit 63 only; anything more would overflow. */
-        if (i == 9 && p[i] > 1) return 0;
-        x |= (uint64_t)(p[i] & 0x7f) << (7 * i);
-        if (!(p[i] & 0x80)) {
-            *v = x;
-            return i + 1;
-        }
-    }
-    return 0;
-}
 
 /* ---- jobs ---- */
 
@@ -243,6 +110,11 @@ static void kick_lazily(struct store *s) {
     } else if (!uv_is_active((uv_handle_t *)&s->lazy_timer)) {
         uv_timer_start(&s->lazy_timer, on_lazy, LAZY_WRITE_MS, 0);
     }
+}
+
+void store_sync_soon(struct store *s) {
+    s->sync_wanted = true;
+    if (!s->job) kick(s);
 }
 
 static void on_interval(uv_timer_t *t) {
@@ -286,31 +158,49 @@ static void batch_free(struct store_batch *b) {
 }
 
 static void log_part(struct store_batch *b) {
-    int err = write_all(b->fd, b->data.ptr, b->data.len);
-    const char *op = "write";
-    if (!err && b->sync_dir) {
-        err = sync_dir(b->dir);
+    int err = 0;
+    const char *op = "truncate";
+    if (b->cut_first) err = logfile_cut(b->fd, b->start_size);
+    if (!err && b->probe) {
+        err = logfile_probe(b->fd, b->start_size);
+        op = "probe";
+    } else if (!err) {
+        err = logfile_append(b->fd, b->data.ptr, b->data.len);
+        op = "write";
+    }
+    if (err) {
+        /* Whatever part of this write landed goes; what came before it stays. */
+        b->err = err;
+        b->err_op = op;
+        b->write_failed = true;
+        b->cut_err = logfile_cut(b->fd, b->start_size);
+        return;
+    }
+    if (b->sync_dir) {
+        err = logfile_sync_dir(b->dir);
         op = "fsync directory of";
     }
     if (!err && b->sync) {
-        err = data_sync(b->fd);
+        err = logfile_datasync(b->fd);
         op = "fdatasync";
     }
     if (err) {
         b->err = err;
         b->err_op = op;
         /* After a failed fdatasync the page cache may hold pages the disk
-         * never got; only the last durable size is known good. */
-        b->cut_err = cut_back(b->fd, b->durable_size);
+         * never got; only the last durable size is known good, and the store
+         * writes again from there what it still holds. */
+        if (b->sync_cut_size < b->start_size + b->data.len)
+            b->cut_err = logfile_cut(b->fd, b->sync_cut_size);
     }
 }
 
 static void commit_part(struct store_batch *b) {
-    int err = write_all(b->compact_fd, b->cdata.ptr, b->cdata.len);
+    int err = logfile_write_all(b->compact_fd, b->cdata.ptr, b->cdata.len);
     const char *op = "write";
     if (!err) {
         /* Synced before the rename, or a crash could leave a renamed empty file. */
-        err = data_sync(b->compact_fd);
+        err = logfile_datasync(b->compact_fd);
         op = "fdatasync";
     }
     if (!err) {
@@ -322,7 +212,7 @@ static void commit_part(struct store_batch *b) {
         }
     }
     if (b->renamed) {
-        err = sync_dir(b->dir);
+        err = logfile_sync_dir(b->dir);
         op = "fsync directory of";
         b->dir_synced = !err;
     }
@@ -333,11 +223,11 @@ static void commit_part(struct store_batch *b) {
 static void on_work(uv_work_t *req) {
     struct store_batch *b = req->data;
     if (b->kind == JOB_COMPACT) {
-        b->cerr = write_all(b->compact_fd, b->cdata.ptr, b->cdata.len);
+        b->cerr = logfile_write_all(b->compact_fd, b->cdata.ptr, b->cdata.len);
         b->cerr_op = "write";
         if (!b->cerr) {
             /* Syncing slice by slice keeps the final sync (which holds up the log) short. */
-            b->cerr = data_sync(b->compact_fd);
+            b->cerr = logfile_datasync(b->compact_fd);
             b->cerr_op = "fdatasync";
         }
     } else {
@@ -358,7 +248,7 @@ static void compact_drop(struct store *s, int status, store_compact_cb *cb, int 
         if (!s->compact_cancel) s->compact_cancel = status;
         return;
     }
-    char *path = path_join(s->dir, COMPACT_NAME);
+    char *path = logfile_path(s->dir, COMPACT_NAME);
     close(s->compact_fd);
     unlink(path);
     free(path);
@@ -374,33 +264,106 @@ static void compact_drop(struct store *s, int status, store_compact_cb *cb, int 
     }
 }
 
+/* The retry timer: while failing, start_jobs waits for it. */
+static void on_retry(uv_timer_t *t) {
+    struct store *s = t->data;
+    s->retry_due = true;
+    start_jobs(s);
+}
+
+/* A batch failed: log the episode once, and retry after opts.retry_ms. */
+static void episode_fail(struct store *s, const struct store_batch *b) {
+    s->fail_count++;
+    if (!s->failing) {
+        s->failing = b->err;
+        s->fail_since = uv_now(s->loop);
+        LOG(LOG_ERROR,
+            "store: %s %s/%s failed: %s; %s; retrying every %u ms, writes answer 503 meanwhile",
+            b->err_op, s->dir, STORE_LOG_NAME, strerror(-b->err),
+            s->opts.fsync == STORE_FSYNC_ALWAYS
+                ? "the writes of the failed batch were not saved"
+                : "acknowledged records are kept in memory until the disk takes them",
+            s->opts.retry_ms);
+    }
+    s->retry_due = false;
+    uv_timer_start(&s->retry_timer, on_retry, s->opts.retry_ms, 0);
+}
+
+static void episode_end(struct store *s) {
+    if (!s->failing) return;
+    LOG(LOG_WARN, "store: %s/%s takes writes again, after %" PRIu64 " failed attempts in %.1f s",
+        s->dir, STORE_LOG_NAME, s->fail_count,
+        (double)(uv_now(s->loop) - s->fail_since) / 1000.0);
+    s->failing = 0;
+    s->fail_count = 0;
+    s->retry_due = false;
+    uv_timer_stop(&s->retry_timer);
+}
+
+/* Puts frames that must be written again in front of what is pending. */
+static void pending_prepend(struct store *s, const struct buf *a, const struct buf *b) {
+    struct buf keep = BUF_INIT;
+    if (a) buf_append(&keep, a->ptr, a->len);
+    if (b) buf_append(&keep, b->ptr, b->len);
+    buf_append(&keep, s->pending.ptr, s->pending.len);
+    buf_destroy(&s->pending);
+    s->pending = keep;
+}
+
 /*
- * A batch failed: everything after the last durable LSN is lost. cut_err
- * says whether the file could be cut back; until it is, nothing more is
- * written (it would land after records reported lost).
+ * A batch failed. In "always" nothing after the last durable LSN was
+ * acknowledged: it is dropped and reported lost. In "interval" and "never"
+ * it may have been acknowledged, so every frame stays in memory and is
+ * written again by the retries. needs_cut says that the file could not be
+ * cut back; until it is, nothing more is written.
  */
-static void fail(struct store *s, int err, int cut_err, store_compact_cb *cb, int *cb_status) {
-    s->file_size = s->durable_size;
-    s->written_lsn = s->durable_lsn;
-    s->acked_lsn = s->durable_lsn;
-    buf_reset(&s->pending);
-    s->pending_lsn = s->appended_lsn;
+static void fail(struct store *s, struct store_batch *b, store_compact_cb *cb, int *cb_status) {
+    s->needs_cut = b->cut_err != 0;
     s->sync_wanted = false;
-    s->failed = cut_err != 0;
     uv_timer_stop(&s->interval_timer);
-    /* The snapshot may hold records that were just lost. */
-    compact_drop(s, err, cb, cb_status);
+    if (s->opts.fsync == STORE_FSYNC_ALWAYS) {
+        s->file_size = s->durable_size;
+        s->written_lsn = s->acked_lsn = s->durable_lsn;
+        buf_reset(&s->pending);
+        s->pending_lsn = s->appended_lsn;
+    } else {
+        uint64_t last = s->pending.len ? s->pending_lsn : b->last_lsn;
+        if (b->write_failed) {
+            pending_prepend(s, NULL, &b->data);
+        } else if (b->sync_cut_size < b->start_size + b->data.len) {
+            /* interval: the failed sync cut the file back to its durable size */
+            pending_prepend(s, &s->unsynced, &b->data);
+            buf_reset(&s->unsynced);
+            s->file_size = s->durable_size;
+            s->written_lsn = s->durable_lsn;
+        } else {
+            /* never: the write landed; only its sync (an id reservation) is owed */
+            s->file_size += b->data.len;
+            s->written_lsn = b->last_lsn;
+            s->sync_wanted = true;
+        }
+        if (s->pending.len) s->pending_lsn = last;
+    }
+    /* The snapshot may hold records that were just lost, or not yet written. */
+    compact_drop(s, b->err, cb, cb_status);
+    episode_fail(s, b);
 }
 
 static void log_done(struct store *s, struct store_batch *b) {
     s->file_size += b->data.len;
     s->written_lsn = b->last_lsn;
+    s->needs_cut = false;
     if (b->sync) {
         s->durable_size = s->file_size;
         s->durable_lsn = b->last_lsn;
         s->stats_syncs++;
         if (b->sync_dir) s->dir_unsynced = false;
+        buf_reset(&s->unsynced);
+    } else if (s->opts.fsync == STORE_FSYNC_INTERVAL) {
+        /* Kept until synced: a failed sync writes it again. */
+        buf_append(&s->unsynced, b->data.ptr, b->data.len);
     }
+    episode_end(s);
     if (s->opts.fsync == STORE_FSYNC_ALWAYS) s->acked_lsn = s->durable_lsn;
     s->stats_batches++;
     arm_timer(s);
@@ -484,12 +447,7 @@ static int finish_job(struct store *s, struct store_batch *b, bool restart) {
         if (!b->renamed) {
             if (b->err) {
                 err = b->err;
-                LOG(LOG_ERROR,
-                    "store: %s %s/%s failed: %s; cut back to %" PRIu64
-                    " bytes, records after LSN %" PRIu64 " are lost",
-                    b->err_op, s->dir, STORE_LOG_NAME, strerror(-err), s->durable_size,
-                    s->durable_lsn);
-                fail(s, err, b->cut_err, &ccb, &cstatus);
+                fail(s, b, &ccb, &cstatus);
             } else {
                 log_done(s, b);
             }
@@ -499,8 +457,7 @@ static int finish_job(struct store *s, struct store_batch *b, bool restart) {
     if (restart && !s->closing) start_jobs(s);
     /* Callbacks last: the state is consistent and they may append or replay. */
     if (ccb) ccb(s, cstatus);
-    if (b->kind == JOB_LOG && s->on_notify)
-        s->on_notify(s, err ? s->durable_lsn : s->acked_lsn, err);
+    if (b->kind == JOB_LOG && s->on_notify) s->on_notify(s, s->acked_lsn, err);
     return err;
 }
 
@@ -533,9 +490,16 @@ static void take_pending(struct store *s, struct store_batch *b) {
     b->data = s->pending;
     s->pending = s->spare;
     s->spare = (struct buf)BUF_INIT;
-    b->durable_size = s->durable_size;
+    b->start_size = s->file_size;
+    b->cut_first = s->needs_cut;
+    /* "never" keeps no copy of unsynced frames, so a failed sync cuts nothing there. */
+    b->sync_cut_size = s->opts.fsync == STORE_FSYNC_NEVER ? s->file_size + b->data.len
+                                                          : s->durable_size;
     b->sync = s->opts.fsync == STORE_FSYNC_ALWAYS || s->sync_wanted || s->dir_unsynced;
     b->sync_dir = s->dir_unsynced;
+    /* A retry with nothing to write asks the disk whether it would take some. */
+    b->probe = s->failing && !b->data.len;
+    if (b->probe) b->sync = true;
     s->sync_wanted = false;
 }
 
@@ -549,7 +513,9 @@ static void start_jobs(struct store *s) {
         s->compact_job = b;
         queue(s, b);
     }
-    if (s->job || s->failed) return;
+    if (s->job) return;
+    /* While the disk refuses writes, only the retry timer starts the next attempt. */
+    if (s->failing && !s->retry_due) return;
     struct store_batch *b;
     if (s->compact_fd >= 0 && s->compact_committing && !s->compact_job && !s->compact_cancel) {
         /* The switch: the log chain is idle, so every frame appended so far is
@@ -560,12 +526,13 @@ static void start_jobs(struct store *s) {
         b->compact_fd = s->compact_fd;
         b->cdata = s->compact_buf;
         s->compact_buf = (struct buf)BUF_INIT;
-        b->log_path = path_join(s->dir, STORE_LOG_NAME);
-        b->compact_path = path_join(s->dir, COMPACT_NAME);
+        b->log_path = logfile_path(s->dir, STORE_LOG_NAME);
+        b->compact_path = logfile_path(s->dir, COMPACT_NAME);
         s->switching = true;
-    } else if (s->pending.len || s->sync_wanted) {
+    } else if (s->pending.len || s->sync_wanted || s->failing || s->needs_cut) {
         b = batch_new(s, JOB_LOG);
         take_pending(s, b);
+        s->retry_due = false;
     } else {
         return;
     }
@@ -587,18 +554,16 @@ int store_open(struct store *s, uv_loop_t *loop, const char *dir, const struct s
         s->opts.fsync_interval_ms = 1000;
     }
     if (!s->opts.fsync_interval_ms) s->opts.fsync_interval_ms = 1;
+    if (!s->opts.retry_ms) s->opts.retry_ms = 1000;
     s->on_notify = on_notify;
     s->lock_fd = s->fd = s->compact_fd = -1;
-
-    const char *fault = getenv("EVENTD_FAULT_FSYNC_AFTER");
-    fault_after = fault && *fault ? strtol(fault, NULL, 10) : -1;
-    fault_count = 0;
+    store_faults_rearm();
 
     char *path = NULL;
-    int err = mkdir_p(dir);
+    int err = logfile_mkdir_p(dir);
     if (err) goto fail;
 
-    path = path_join(dir, "LOCK");
+    path = logfile_path(dir, "LOCK");
     s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (s->lock_fd < 0) {
         err = -errno;
@@ -613,11 +578,11 @@ int store_open(struct store *s, uv_loop_t *loop, const char *dir, const struct s
     free(path);
 
     /* A compaction that was interrupted is simply forgotten. */
-    path = path_join(dir, COMPACT_NAME);
+    path = logfile_path(dir, COMPACT_NAME);
     if (unlink(path) == 0) LOG(LOG_INFO, "store: removed an unfinished %s", path);
     free(path);
 
-    path = path_join(dir, STORE_LOG_NAME);
+    path = logfile_path(dir, STORE_LOG_NAME);
     s->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (s->fd < 0) {
         err = -errno;
@@ -631,6 +596,10 @@ int store_open(struct store *s, uv_loop_t *loop, const char *dir, const struct s
     s->lazy_timer.data = s;
     uv_idle_init(loop, &s->kick);
     s->kick.data = s;
+    /* Unreferenced: a failing store alone does not keep a CLI's loop running. */
+    uv_timer_init(loop, &s->retry_timer);
+    s->retry_timer.data = s;
+    uv_unref((uv_handle_t *)&s->retry_timer);
     return 0;
 
 fail:
@@ -647,7 +616,7 @@ uint64_t store_append(struct store *s, uint8_t type, const void *payload, size_t
     assert(len <= STORE_MAX_PAYLOAD);
     size_t n = STORE_FRAME_HEADER_SIZE + len;
     uint8_t *f = (uint8_t *)buf_reserve(&s->pending, n);
-    frame_put(f, type, payload, len);
+    logfile_frame_put(f, type, payload, len);
     buf_commit(&s->pending, n);
     if (s->compact_fd >= 0 && !s->switching && !s->compact_cancel)
         buf_append(&s->compact_buf, f, n);
@@ -665,75 +634,51 @@ int store_flush_sync(struct store *s) {
         if (err) return err;
     }
     if (s->fd < 0) return -EBADF;
-    if (s->failed) {
-        int err = cut_back(s->fd, s->durable_size);
-        if (err) return err;
-        s->failed = false;
-    }
-    if (!s->pending.len && s->file_size == s->durable_size && !s->dir_unsynced) return 0;
-
-    store_compact_cb ccb = NULL;
-    int cstatus = 0;
-    uint64_t last = s->pending.len ? s->pending_lsn : s->written_lsn;
-    size_t n = s->pending.len;
-    int err = write_all(s->fd, s->pending.ptr, n);
-    const char *op = "write";
-    if (!err && s->dir_unsynced) {
-        err = sync_dir(s->dir);
-        op = "fsync directory of";
-    }
-    if (!err) {
-        err = data_sync(s->fd);
-        op = "fdatasync";
-    }
-    if (err) {
-        int cut_err = cut_back(s->fd, s->durable_size);
-        LOG(LOG_ERROR,
-            "store: %s %s/%s failed: %s; cut back to %" PRIu64 " bytes, records after LSN %" PRIu64
-            " are lost",
-            op, s->dir, STORE_LOG_NAME, strerror(-err), s->durable_size, s->durable_lsn);
-        fail(s, err, cut_err, &ccb, &cstatus);
-    } else {
-        s->file_size += n;
-        s->durable_size = s->file_size;
-        s->written_lsn = s->durable_lsn = last;
-        if (s->acked_lsn < last) s->acked_lsn = last;
-        buf_reset(&s->pending);
-        s->dir_unsynced = false;
-        s->sync_wanted = false;
-        s->stats_batches++;
-        s->stats_syncs++;
-        uv_timer_stop(&s->interval_timer);
-    }
-    if (!s->closing) start_jobs(s);
-    if (ccb) ccb(s, cstatus);
-    if (s->on_notify) s->on_notify(s, err ? s->durable_lsn : s->acked_lsn, err);
+    if (!s->pending.len && s->file_size == s->durable_size && !s->dir_unsynced && !s->needs_cut &&
+        !s->failing)
+        return 0;
+    /* The same steps as a threadpool job, run here and now. */
+    struct store_batch *b = batch_new(s, JOB_LOG);
+    take_pending(s, b);
+    b->sync = true;
+    b->done = b->reaped = true;
+    s->job = b;
+    log_part(b);
+    int err = finish_job(s, b, true);
+    batch_free(b);
     return err;
 }
 
 int store_close(struct store *s) {
     if (!s->dir) return 0;
     s->closing = true;
-    int err = s->job ? reap(s, s->job) : 0;
+    if (s->job) reap(s, s->job);
     if (s->compact_job) reap(s, s->compact_job);
     store_compact_cb ccb = NULL;
     int cstatus = 0;
     compact_drop(s, -ECANCELED, &ccb, &cstatus);
     if (ccb) ccb(s, cstatus);
 
-    int ferr = store_flush_sync(s);
-    if (!err) err = ferr;
+    int err = store_flush_sync(s);
+    if (err && s->pending.len)
+        LOG(LOG_ERROR, "store: %zu bytes of records could not be written to %s/%s: %s",
+            s->pending.len, s->dir, STORE_LOG_NAME, strerror(-err));
+    else
+        err = 0; /* nothing appended is lost ("always" answered 503 for what failed) */
     uv_timer_stop(&s->interval_timer);
     uv_timer_stop(&s->lazy_timer);
+    uv_timer_stop(&s->retry_timer);
     uv_idle_stop(&s->kick);
     uv_close((uv_handle_t *)&s->interval_timer, NULL);
     uv_close((uv_handle_t *)&s->lazy_timer, NULL);
+    uv_close((uv_handle_t *)&s->retry_timer, NULL);
     uv_close((uv_handle_t *)&s->kick, NULL);
     if (s->fd >= 0) close(s->fd);
     if (s->lock_fd >= 0) close(s->lock_fd); /* releases the flock */
     s->fd = s->lock_fd = -1;
     buf_destroy(&s->pending);
     buf_destroy(&s->spare);
+    buf_destroy(&s->unsynced);
     buf_destroy(&s->compact_buf);
     free(s->dir);
     s->dir = NULL;
@@ -745,7 +690,7 @@ int store_close(struct store *s) {
 int store_compact_begin(struct store *s) {
     if (s->compact_fd >= 0) return -EBUSY;
     if (s->closing || s->fd < 0) return -EINVAL;
-    char *path = path_join(s->dir, COMPACT_NAME);
+    char *path = logfile_path(s->dir, COMPACT_NAME);
     /* O_APPEND and O_RDWR: after the rename this is the log fd. */
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
     int err = fd < 0 ? -errno : 0;
@@ -758,7 +703,7 @@ int store_compact_begin(struct store *s) {
     s->on_compact = NULL;
     buf_reset(&s->compact_buf);
     uint8_t h[STORE_HEADER_SIZE];
-    header_put(h);
+    logfile_header_put(h);
     buf_append(&s->compact_buf, h, sizeof h);
     return 0;
 }
@@ -768,7 +713,7 @@ void store_compact_add(struct store *s, uint8_t type, const void *payload, size_
     assert(!s->compact_committing);
     assert(len <= STORE_MAX_PAYLOAD);
     size_t n = STORE_FRAME_HEADER_SIZE + len;
-    frame_put((uint8_t *)buf_reserve(&s->compact_buf, n), type, payload, len);
+    logfile_frame_put((uint8_t *)buf_reserve(&s->compact_buf, n), type, payload, len);
     buf_commit(&s->compact_buf, n);
     if (s->compact_buf.len >= COMPACT_CHUNK && !s->compact_job) kick(s);
 }
@@ -789,314 +734,4 @@ void store_compact_abort(struct store *s) {
     int cstatus = 0;
     compact_drop(s, -ECANCELED, &ccb, &cstatus);
     if (ccb) ccb(s, cstatus);
-}
-
-/* ---- replay ---- */
-
-/* A window over the log file, refilled with large preads. */
-struct reader {
-    int fd;
-    uint8_t *buf;
-    size_t cap;    /* bytes allocated */
-    size_t len;    /* bytes held */
-    uint64_t base; /* file offset of buf[0] */
-    uint64_t size; /* file size */
-    int err;       /* -errno of a failed read */
-};
-
-/* The n bytes at file offset off, or NULL when the file ends first or a read fails. */
-static const uint8_t *reader_at(struct reader *r, uint64_t off, size_t n) {
-    if (off >= r->base && off + n <= r->base + r->len) return r->buf + (off - r->base);
-    if (off > r->size || n > r->size - off) return NULL;
-    size_t keep = 0;
-    if (off >= r->base && off < r->base + r->len) {
-        keep = (size_t)(r->base + r->len - off);
-        memmove(r->buf, r->buf + (off - r->base), keep);
-    }
-    r->base = off;
-    r->len = keep;
-    if (n > r->cap) {
-        r->cap = n > READ_CHUNK ? n : READ_CHUNK;
-        r->buf = xrealloc(r->buf, r->cap);
-    }
-    while (r->len < n) {
-        size_t want = r->cap - r->len;
-        uint64_t left = r->size - (r->base + r->len);
-        if (want > left) want = (size_t)left;
-        ssize_t got = pread(r->fd, r->buf + r->len, want, (off_t)(r->base + r->len));
-        if (got < 0) {
-            if (errno == EINTR) continue;
-            r->err = -errno;
-            return NULL;
-        }
-        if (got == 0) {
-            r->err = -EIO; /* the file shrank under us */
-            return NULL;
-        }
-        r->len += (size_t)got;
-    }
-    return r->buf;
-}
-
-/* 1 if everything from off to the end is zero bytes, 0 if not, -errno. */
-static int zeros_from(struct reader *r, uint64_t off) {
-    while (off < r->size) {
-        size_t n = r->size - off > READ_CHUNK ? READ_CHUNK : (size_t)(r->size - off);
-        const uint8_t *p = reader_at(r, off, n);
-        if (!p) return r->err;
-        for (size_t i = 0; i < n; i++)
-            if (p[i]) return 0;
-        off += n;
-    }
-    return 1;
-}
-
-/*
- * 1 if a frame with a good checksum starts anywhere from off on, 0 if not,
- * -errno. Tells a torn last frame from a damaged length field in the middle
- * of the log, which would otherwise silently cut every record after it.
- */
-static int frame_follows(struct reader *r, uint64_t off) {
-    for (; off + STORE_FRAME_HEADER_SIZE <= r->size; off++) {
-        const uint8_t *h = reader_at(r, off, STORE_FRAME_HEADER_SIZE);
-        if (!h) return r->err;
-        uint32_t crc = get_le32(h), len = get_le32(h + 4);
-        if (len > STORE_MAX_PAYLOAD || len > r->size - off - STORE_FRAME_HEADER_SIZE) continue;
-        const uint8_t *f = reader_at(r, off, STORE_FRAME_HEADER_SIZE + len);
-        if (!f) return r->err;
-        if (crc32c(0, f + 4, 5 + (size_t)len) == crc) return 1;
-    }
-    return 0;
-}
-
-/* Copies everything from off to a new eventd.log.damaged-<off>[.N], synced. */
-static int move_aside(struct store *s, struct reader *r, uint64_t off, char *name, size_t cap) {
-    int fd = -1, err = 0;
-    char *path = NULL;
-    for (int i = 0; i < 1000 && fd < 0; i++) {
-        if (i)
-            snprintf(name, cap, "%s%" PRIu64 ".%d", DAMAGED_NAME, off, i);
-        else
-            snprintf(name, cap, "%s%" PRIu64, DAMAGED_NAME, off);
-        free(path);
-        path = path_join(s->dir, name);
-        /* O_EXCL: an earlier repair's file is never overwritten. */
-        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) {
-        err = errno == EEXIST ? -EEXIST : -errno;
-        goto out;
-    }
-    for (uint64_t p = off; p < r->size;) {
-        size_t n = r->size - p > READ_CHUNK ? READ_CHUNK : (size_t)(r->size - p);
-        const uint8_t *d = reader_at(r, p, n);
-        if (!d) {
-            err = r->err;
-            goto out;
-        }
-        if ((err = write_all(fd, d, n))) goto out;
-        p += n;
-    }
-    while (fdatasync(fd) < 0) {
-        if (errno != EINTR) {
-            err = -errno;
-            goto out;
-        }
-    }
-    if ((err = sync_dir(s->dir))) goto out;
-    /* Only now, with the copy safe, is the log cut. */
-    err = cut_back(s->fd, off);
-out:
-    if (fd >= 0) close(fd);
-    free(path);
-    return err;
-}
-
-static int write_header(struct store *s) {
-    uint8_t h[STORE_HEADER_SIZE];
-    header_put(h);
-    int err = cut_back(s->fd, 0);
-    if (!err) err = write_all(s->fd, h, sizeof h);
-    if (!err && fdatasync(s->fd) < 0) err = -errno;
-    /* The log file may be new: make its name durable too. */
-    if (!err) err = sync_dir(s->dir);
-    return err;
-}
-
-enum store_replay_status store_replay(struct store *s, store_apply_cb apply, void *ctx,
-                                      struct store_replay_info *info) {
-    memset(info, 0, sizeof *info);
-    const char *file = STORE_LOG_NAME;
-    const char *dir = s->dir ? s->dir : "?";
-    struct reader r = {.fd = s->fd};
-    enum store_replay_status status;
-    const char *why = NULL;
-    int err = 0;
-
-    if (s->fd < 0) {
-        err = -EBADF;
-        goto io;
-    }
-    if (s->job) reap(s, s->job);
-    if (s->failed) {
-        /* The failed batch could not be cut off: the lost records must not come back. */
-        if ((err = cut_back(s->fd, s->durable_size))) goto io;
-        s->failed = false;
-        start_jobs(s); /* appends held back meanwhile */
-    }
-    struct stat st;
-    if (fstat(s->fd, &st) < 0) {
-        err = -errno;
-        goto io;
-    }
-    r.size = (uint64_t)st.st_size;
-
-    if (r.size < STORE_HEADER_SIZE) {
-        /* Empty, or a header torn while the log was created (a prefix of it, or zeros). */
-        uint8_t h[STORE_HEADER_SIZE], got[STORE_HEADER_SIZE];
-        header_put(h);
-        const uint8_t *p = r.size ? reader_at(&r, 0, (size_t)r.size) : NULL;
-        if (r.size && !p) {
-            err = r.err;
-            goto io;
-        }
-        if (r.size) memcpy(got, p, (size_t)r.size);
-        bool torn = r.size == 0 || memcmp(got, h, (size_t)r.size) == 0;
-        for (size_t i = 0; !torn && i < r.size; i++)
-            torn = got[i] == 0;
-        if (!torn) {
-            snprintf(info->message, sizeof info->message,
-                     "%s/%s is not an eventd log (%" PRIu64 " bytes, no header)", dir, file,
-                     r.size);
-            status = STORE_REPLAY_CORRUPT;
-            goto out;
-        }
-        if (r.size)
-            LOG(LOG_WARN, "store: rewrote the torn %" PRIu64 "-byte header of %s/%s", r.size, dir,
-                file);
-        if ((err = write_header(s))) goto io;
-        s->file_size = s->durable_size = STORE_HEADER_SIZE;
-        info->bytes = STORE_HEADER_SIZE;
-        snprintf(info->message, sizeof info->message, "%s/%s: created a new log", dir, file);
-        status = STORE_REPLAY_EMPTY;
-        goto out;
-    }
-
-    const uint8_t *h = reader_at(&r, 0, STORE_HEADER_SIZE);
-    if (!h) {
-        err = r.err;
-        goto io;
-    }
-    if (memcmp(h, STORE_MAGIC, 8) != 0) {
-        snprintf(info->message, sizeof info->message,
-                 "%s/%s is not an eventd log (bad magic at offset 0)", dir, file);
-        status = STORE_REPLAY_CORRUPT;
-        goto out;
-    }
-    uint32_t version = get_le32(h + 8);
-    if (version != STORE_VERSION) {
-        if (version > STORE_VERSION)
-            snprintf(info->message, sizeof info->message,
-                     "%s/%s was written by a newer eventd (format %" PRIu32 ")", dir, file,
-                     version);
-        else
-            snprintf(info->message, sizeof info->message, "%s/%s has an unknown format %" PRIu32,
-                     dir, file, version);
-        status = STORE_REPLAY_CORRUPT;
-        goto out;
-    }
-
-    uint64_t pos = STORE_HEADER_SIZE, records = 0;
-    bool torn = false;
-    while (pos < r.size) {
-        const uint8_t *fh = reader_at(&r, pos, STORE_FRAME_HEADER_SIZE);
-        if (!fh) {
-            if (r.err) goto io_read;
-            why = "incomplete frame header";
-            torn = true;
-            break;
-        }
-        uint32_t crc = get_le32(fh), len = get_le32(fh + 4);
-        uint8_t type = fh[8];
-        if (len > STORE_MAX_PAYLOAD || len > r.size - pos - STORE_FRAME_HEADER_SIZE) {
-            why = "frame length runs past the end of the file";
-            int found = frame_follows(&r, pos + 1);
-            if (found < 0) goto io_read;
-            torn = !found;
-            break;
-        }
-        const uint8_t *f = reader_at(&r, pos, STORE_FRAME_HEADER_SIZE + len);
-        if (!f) goto io_read;
-        if (crc32c(0, f + 4, 5 + (size_t)len) != crc) {
-            why = "bad checksum";
-            int z = zeros_from(&r, pos + STORE_FRAME_HEADER_SIZE + len);
-            if (z < 0) goto io_read;
-            torn = z;
-            break;
-        }
-        if (apply && apply(ctx, type, f + STORE_FRAME_HEADER_SIZE, len) < 0) {
-            /* A checksummed frame was fully written: not a torn tail, never cut silently. */
-            why = "record that cannot be decoded";
-            break;
-        }
-        records++;
-        pos += STORE_FRAME_HEADER_SIZE + len;
-    }
-    info->records = records;
-    info->bytes = pos;
-
-    if (pos == r.size) {
-        status = STORE_REPLAY_OK;
-        snprintf(info->message, sizeof info->message,
-                 "%s/%s: %" PRIu64 " records, %" PRIu64 " bytes", dir, file, records, pos);
-    } else if (torn) {
-        if ((err = cut_back(s->fd, pos))) goto io;
-        info->dropped_bytes = r.size - pos;
-        LOG(LOG_WARN,
-            "store: dropped %" PRIu64 " bytes of a torn record at offset %" PRIu64 " of %s/%s (%s)",
-            info->dropped_bytes, pos, dir, file, why);
-        snprintf(info->message, sizeof info->message,
-                 "%s/%s: dropped %" PRIu64 " bytes of a torn record at offset %" PRIu64, dir, file,
-                 info->dropped_bytes, pos);
-        status = STORE_REPLAY_TRUNCATED;
-    } else if (s->opts.repair) {
-        char name[64];
-        if ((err = move_aside(s, &r, pos, name, sizeof name))) goto io;
-        info->dropped_bytes = r.size - pos;
-        LOG(LOG_WARN,
-            "store: repair moved %" PRIu64 " bytes from offset %" PRIu64 " of %s/%s (%s) to %s",
-            info->dropped_bytes, pos, dir, file, why, name);
-        snprintf(info->message, sizeof info->message,
-                 "%s/%s: moved %" PRIu64 " damaged bytes from offset %" PRIu64 " to %s", dir, file,
-                 info->dropped_bytes, pos, name);
-        status = STORE_REPLAY_TRUNCATED;
-    } else {
-        info->bad_offset = pos;
-        snprintf(info->message, sizeof info->message,
-                 "%s/%s is damaged at offset %" PRIu64 " (%s) with %" PRIu64
-                 " bytes after it; start with --repair to move them aside",
-                 dir, file, pos, why, r.size - pos);
-        status = STORE_REPLAY_CORRUPT;
-        goto out;
-    }
-    /* The previous process may have died with unsynced pages in the cache:
-     * what we now call durable must be on disk. */
-    while (fdatasync(s->fd) < 0) {
-        if (errno != EINTR) {
-            err = -errno;
-            goto io;
-        }
-    }
-    s->file_size = s->durable_size = pos;
-    goto out;
-
-io_read:
-    err = r.err ? r.err : -EIO;
-io:
-    snprintf(info->message, sizeof info->message, "%s/%s: %s", dir, file, strerror(-err));
-    status = STORE_REPLAY_IO;
-out:
-    free(r.buf);
-    return status;
 }

@@ -45,6 +45,7 @@ struct store_opts {
     enum store_fsync fsync;
     uint32_t fsync_interval_ms; /* interval mode: ms between fdatasyncs */
     bool repair;                /* replay: move damaged data aside instead of refusing */
+    uint32_t retry_ms;          /* while the disk refuses writes: ms between retries (0: 1000) */
 };
 
 enum store_replay_status {
@@ -74,11 +75,19 @@ struct store;
 
 /*
  * Called on the loop when appends become acknowledged (status 0, every
- * LSN <= lsn is acked) or when a batch failed (status < 0, -errno). On
- * failure every LSN > lsn is lost: the store has already cut the file back
- * to its last durable size and dropped its buffers, and the caller must
- * rebuild its in-memory state with store_replay() before acknowledging
- * anything else.
+ * LSN <= lsn is acked) or when a batch failed (status < 0, -errno).
+ *
+ * On failure every LSN > lsn is lost: in "always" mode that is whatever the
+ * failed batch held (the store has cut the file back to its last durable
+ * size and dropped those frames), and the caller must undo exactly those
+ * changes before acknowledging anything else. In "interval" and "never"
+ * nothing is lost (lsn is the last LSN appended): the store keeps every
+ * frame and writes it when the disk takes it again.
+ *
+ * Either way the store is then failing (store_failing) until an attempt
+ * succeeds: it retries every opts.retry_ms (with the frames it kept, or
+ * with a probe that asks the disk for a page and a sync), and the caller
+ * should refuse new writes meanwhile. The next status 0 ends the episode.
  */
 typedef void (*store_notify_cb)(struct store *s, uint64_t lsn, int status);
 
@@ -123,7 +132,13 @@ struct store {
     bool switching;                  /* the commit job owns the compaction tail */
     bool sync_wanted;                /* the interval timer (or a retry) asked for a sync */
     bool dir_unsynced;               /* a compaction rename still needs a directory fsync */
-    bool failed;                     /* a batch failed: replay cuts to durable_size first */
+    bool needs_cut;                  /* a failed batch could not be cut off the file yet */
+    bool retry_due;                  /* the retry timer fired: the next attempt may start */
+    int failing;                     /* -errno of the failure episode in progress, 0 if none */
+    uint64_t fail_count;             /* failed attempts in this episode */
+    uint64_t fail_since;             /* uv_now() when it began */
+    uv_timer_t retry_timer;          /* while failing: the next attempt */
+    struct buf unsynced;             /* interval: frames written since the last sync */
 };
 
 /*
@@ -159,6 +174,17 @@ static inline bool store_is_acked(const struct store *s, uint64_t lsn) {
     return lsn <= s->acked_lsn;
 }
 
+/* -errno of the disk failure in progress (writes should be refused), or 0. */
+static inline int store_failing(const struct store *s) {
+    return s->failing;
+}
+
+/* Asks for an fdatasync with the next batch, whatever the mode. */
+void store_sync_soon(struct store *s);
+
+/* Test builds: re-reads the EVENTD_FAULT_* hooks and restarts their counts. */
+void store_faults_rearm(void);
+
 /* Blocking: writes and fdatasyncs everything pending. For the CLI and shutdown. */
 int store_flush_sync(struct store *s);
 
@@ -192,16 +218,13 @@ static inline size_t store_compact_backlog(const struct store *s) {
     return s->compact_buf.len;
 }
 
-/* Waits for the job in flight, flushes what is pending, closes every handle
- * (the loop must then run until the timer handle is closed) and releases the lock. */
+/*
+ * Waits for the job in flight, flushes what is pending, closes every handle
+ * (the loop must then run until the timer handles are closed) and releases
+ * the lock. Returns 0, or the -errno of the last attempt when frames that
+ * were appended (and in "interval"/"never" acknowledged) could not be
+ * written: they are lost, and the caller should say so in its exit status.
+ */
 int store_close(struct store *s);
-
-/* CRC-32C (Castagnoli) as used by the frames; crc starts at 0. */
-uint32_t store_crc32c(uint32_t crc, const void *ptr, size_t len);
-
-/* Varint helpers used by record payloads: LEB128, little end first. */
-size_t store_put_varint(uint8_t *out, uint64_t v); /* out needs 10 bytes */
-/* Returns bytes read, or 0 when the input ends inside the varint or it is over 10 bytes. */
-size_t store_get_varint(const uint8_t *p, size_t len, uint64_t *v);
 
 #endif

@@ -78,7 +78,7 @@ static int write_log(const char *dir, uint64_t n) {
     uv_loop_t loop;
     uv_loop_init(&loop);
     struct store s;
-    struct store_opts opts = {STORE_FSYNC_NEVER, 1000, false};
+    struct store_opts opts = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 1000};
     struct store_replay_info info;
     struct buf payload = BUF_INIT;
     if (store_open(&s, &loop, dir, &opts, NULL) < 0) return 1;
@@ -124,7 +124,7 @@ int main(int argc, char **argv) {
     uv_loop_t loop;
     uv_loop_init(&loop);
     struct store s;
-    struct store_opts opts = {STORE_FSYNC_NEVER, 1000, false};
+    struct store_opts opts = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 1000};
     struct store_replay_info info;
 
     /* Written by a child process, so that replay starts with a fresh heap as a

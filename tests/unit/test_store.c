@@ -12,6 +12,7 @@
 #include "check.h"
 #include "log.h"
 #include "store.h"
+#include "varint.h"
 
 /* ---- helpers ---- */
 
@@ -129,7 +130,7 @@ static void check_frame(size_t at, uint8_t type, uint64_t i) {
     CHECK(memcmp(got.payload[at].ptr, p, len) == 0);
 }
 
-static const struct store_opts always = {STORE_FSYNC_ALWAYS, 1000, false};
+static const struct store_opts always = {.fsync = STORE_FSYNC_ALWAYS, .fsync_interval_ms = 1000};
 
 static void open_replay(struct store *s, uv_loop_t *loop, const char *dir,
                         const struct store_opts *o, enum store_replay_status want) {
@@ -176,20 +177,20 @@ static void test_varint(void) {
         0, 1, 127, 128, 300, 16383, 16384, UINT32_MAX, (UINT64_C(1) << 53) - 1, UINT64_MAX};
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
         uint8_t b[10];
-        size_t n = store_put_varint(b, vals[i]);
+        size_t n = varint_put(b, vals[i]);
         uint64_t v = 12345;
-        CHECK_EQ_INT(store_get_varint(b, n, &v), n);
+        CHECK_EQ_INT(varint_get(b, n, &v), n);
         CHECK_EQ_UINT(v, vals[i]);
-        CHECK_EQ_INT(store_get_varint(b, n - 1, &v), 0); /* ends inside */
+        CHECK_EQ_INT(varint_get(b, n - 1, &v), 0); /* ends inside */
     }
     uint8_t one[1] = {0x7f}, eleven[11], over[10];
     uint64_t v;
-    CHECK_EQ_INT(store_put_varint(one, 5), 1);
+    CHECK_EQ_INT(varint_put(one, 5), 1);
     memset(eleven, 0x80, sizeof eleven);
-    CHECK_EQ_INT(store_get_varint(eleven, sizeof eleven, &v), 0); /* over 10 bytes */
+    CHECK_EQ_INT(varint_get(eleven, sizeof eleven, &v), 0); /* over 10 bytes */
     memset(over, 0xff, 9);
     over[9] = 0x02; /* bit 64 */
-    CHECK_EQ_INT(store_get_varint(over, 10, &v), 0);
+    CHECK_EQ_INT(varint_get(over, 10, &v), 0);
 }
 
 static void test_roundtrip(void) {
@@ -278,12 +279,12 @@ static void test_zero_tail(void) {
             memset(z, 0, tails[t]);
             buf_commit(&b, tails[t]);
         } else {
-            /* The last frame with a bad checksum, then only zeros: torn too. */
+            /* The last frame with a flipped bit, then only zeros: damage, not a torn append
+             * (a crash leaves unwritten sectors as zeros, it does not flip bits). */
             b.ptr[off[9] + STORE_FRAME_HEADER_SIZE + 1] ^= 0x10;
             char *z = buf_reserve(&b, 512);
             memset(z, 0, 512);
             buf_commit(&b, 512);
-            keep = off[9];
         }
         write_file(path_of(dir, STORE_LOG_NAME), b.ptr, b.len);
         uv_loop_t loop;
@@ -292,10 +293,21 @@ static void test_zero_tail(void) {
         struct store_replay_info info;
         CHECK_EQ_INT(store_open(&s, &loop, dir, &always, on_notify), 0);
         got_reset();
-        CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_TRUNCATED);
-        CHECK_EQ_UINT(info.records, t < 4 ? 10 : 9);
-        CHECK_EQ_UINT(info.dropped_bytes, b.len - keep);
-        CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)keep);
+        if (t == 4) {
+            CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_CORRUPT);
+            CHECK_EQ_UINT(info.bad_offset, off[9]);
+            CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)b.len);
+        } else {
+            CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_TRUNCATED);
+            CHECK_EQ_UINT(info.records, 10);
+            CHECK_EQ_UINT(info.dropped_bytes, b.len - keep);
+            CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)keep);
+            /* What was cut was copied aside first. */
+            char name[64];
+            snprintf(name, sizeof name, STORE_LOG_NAME ".damaged-%" PRIu64, keep);
+            CHECK_EQ_INT(file_size(path_of(dir, name)), (long)(b.len - keep));
+            unlink(path_of(dir, name));
+        }
         close_loop(&s, &loop);
         buf_destroy(&b);
     }
@@ -309,6 +321,36 @@ static const struct {
     uint8_t mask;
 } flips[] = {{0, 0x01}, {3, 0x80}, {4, 0x01}, {4, 0x40}, {5, 0x02},
              {5, 0x08}, {7, 0x10}, {8, 0x02}, {9, 0x20}, {20, 0x01}};
+
+/* The last frame's sectors from a 512-byte boundary on never reached the disk: torn. */
+static void test_torn_sector_tail(void) {
+    char *dir = tmpdir();
+    uint64_t off[6];
+    make_log(dir, 5, off); /* frame 4 has a 148-byte payload */
+    struct buf b = read_file(path_of(dir, STORE_LOG_NAME));
+    /* Grow the last frame past a sector boundary, then zero it from there. */
+    uint64_t boundary = (off[4] / 512 + 1) * 512;
+    CHECK(boundary > off[4] && boundary < off[5] + 512);
+    char *z = buf_reserve(&b, 1024);
+    memset(z, 0, 1024);
+    buf_commit(&b, 1024);
+    uint32_t len = (uint32_t)(b.len - off[4] - STORE_FRAME_HEADER_SIZE);
+    memcpy(b.ptr + off[4] + 4, &len, 4); /* little-endian hosts only, as the log */
+    memset(b.ptr + boundary, 0, b.len - boundary);
+    write_file(path_of(dir, STORE_LOG_NAME), b.ptr, b.len);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    struct store_replay_info info;
+    CHECK_EQ_INT(store_open(&s, &loop, dir, &always, on_notify), 0);
+    got_reset();
+    CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_TRUNCATED);
+    CHECK_EQ_UINT(info.records, 4);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)off[4]);
+    close_loop(&s, &loop);
+    buf_destroy(&b);
+    rmrf(dir);
+}
 
 static void test_corrupt_bitflip(void) {
     char *dir = tmpdir();
@@ -373,15 +415,19 @@ static void test_repair(void) {
     struct store_replay_info info;
     CHECK_EQ_INT(store_open(&s, &loop, dir, &o, on_notify), 0);
     got_reset();
+    /* Only the damaged frame goes; the intact frames after it are kept. */
     CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_TRUNCATED);
-    CHECK_EQ_UINT(info.records, 2);
-    CHECK_EQ_UINT(info.dropped_bytes, orig.len - off[2]);
-    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)off[2]);
+    CHECK_EQ_UINT(info.records, 9);
+    CHECK_EQ_UINT(got.n, 9);
+    check_frame(2, (uint8_t)(1 + 3 % 4), 3);
+    uint64_t gone = off[3] - off[2];
+    CHECK_EQ_UINT(info.dropped_bytes, gone);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)(orig.len - gone));
     char name[64];
     snprintf(name, sizeof name, STORE_LOG_NAME ".damaged-%" PRIu64, off[2]);
     CHECK(strstr(info.message, name) != NULL);
     struct buf moved = read_file(path_of(dir, name));
-    CHECK_EQ_UINT(moved.len, orig.len - off[2]);
+    CHECK_EQ_UINT(moved.len, gone);
     CHECK(memcmp(moved.ptr, orig.ptr + off[2], moved.len) == 0);
     /* The rest replays cleanly, and appends go on after it. */
     CHECK_EQ_INT(store_replay(&s, NULL, NULL, &info), STORE_REPLAY_OK);
@@ -536,7 +582,7 @@ static void test_interval_never(void) {
     uv_loop_t loop;
     uv_loop_init(&loop);
     struct store s;
-    struct store_opts o = {STORE_FSYNC_INTERVAL, 20, false};
+    struct store_opts o = {.fsync = STORE_FSYNC_INTERVAL, .fsync_interval_ms = 20};
     open_replay(&s, &loop, dir, &o, STORE_REPLAY_EMPTY);
     uint64_t lsn = store_append(&s, 1, "abc", 3);
     CHECK(store_is_acked(&s, lsn)); /* at once outside "always" */
@@ -584,6 +630,7 @@ static void test_fault(void) {
     struct store s;
     setenv("EVENTD_FAULT_FSYNC_AFTER", "1", 1);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
+    store_faults_rearm(); /* count from here: the new log's header was synced */
     uint64_t a = store_append(&s, 1, "first", 5);
     note_reset();
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -604,12 +651,7 @@ static void test_fault(void) {
     CHECK_EQ_UINT(s.file_size, good);
     CHECK_EQ_UINT(s.pending.len, 0);
     CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)good);
-
-    /* The caller rebuilds its state from what is durable. */
-    struct store_replay_info info;
-    got_reset();
-    CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_OK);
-    CHECK_EQ_UINT(got.n, 1);
+    CHECK_EQ_INT(store_failing(&s), -EIO); /* until an attempt succeeds */
 
     /* The blocking path fails the same way. */
     store_append(&s, 1, "fourth", 6);
@@ -617,7 +659,16 @@ static void test_fault(void) {
     CHECK_EQ_INT(note.last_status, -EIO);
     CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)good);
 
+    /* The disk recovers: the next attempt (a probe, nothing is pending) ends the episode. */
+    unsetenv("EVENTD_FAULT_FSYNC_AFTER");
+    store_faults_rearm();
+    CHECK_EQ_INT(store_flush_sync(&s), 0);
+    CHECK_EQ_INT(store_failing(&s), 0);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)good);
+
     /* A batch in flight fails while store_flush_sync waits for it: the flush reports it. */
+    setenv("EVENTD_FAULT_FSYNC_AFTER", "0", 1);
+    store_faults_rearm();
     uv_sem_t sem;
     uv_work_t blocker;
     uv_sem_init(&sem, 0);
@@ -636,8 +687,9 @@ static void test_fault(void) {
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_sem_destroy(&sem);
     CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)good);
-    log_threshold = saved;
     unsetenv("EVENTD_FAULT_FSYNC_AFTER");
+    store_faults_rearm();
+    log_threshold = saved;
     close_loop(&s, &loop);
 
     uv_loop_init(&loop);
@@ -738,7 +790,7 @@ static void test_compaction_abort_and_fault(void) {
     uv_loop_t loop;
     uv_loop_init(&loop);
     struct store s;
-    struct store_opts never = {STORE_FSYNC_NEVER, 1000, false};
+    struct store_opts never = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 1000};
     open_replay(&s, &loop, dir, &never, STORE_REPLAY_EMPTY);
     store_append(&s, 1, "a", 1);
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -751,13 +803,13 @@ static void test_compaction_abort_and_fault(void) {
     CHECK_EQ_INT(store_compact_commit(&s, on_compact), -EINVAL);
 
     /* The compaction file's fdatasync fails: the log stays as it was. */
-    setenv("EVENTD_FAULT_FSYNC_AFTER", "0", 1);
     CHECK_EQ_INT(store_close(&s), 0);
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK_EQ_INT(store_open(&s, &loop, dir, &never, on_notify), 0);
-    unsetenv("EVENTD_FAULT_FSYNC_AFTER");
     struct store_replay_info info;
     CHECK_EQ_INT(store_replay(&s, NULL, NULL, &info), STORE_REPLAY_OK);
+    setenv("EVENTD_FAULT_FSYNC_AFTER", "0", 1);
+    store_faults_rearm();
     memset(&cmp, 0, sizeof cmp);
     cmp.s = &s;
     CHECK_EQ_INT(store_compact_begin(&s), 0);
@@ -771,17 +823,21 @@ static void test_compaction_abort_and_fault(void) {
     CHECK_EQ_INT(cmp.status, -EIO);
     CHECK(!store_compacting(&s));
     CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME ".compact")), -1);
-    /* "b" went to the old log unsynced ("never"); the final sync fails too, so it is cut. */
-    CHECK_EQ_INT(s.written_lsn, 1);
-    CHECK_EQ_INT(store_close(&s), -EIO);
+    /* "b" went to the old log unsynced ("never", acknowledged); the final sync fails, but
+     * "never" keeps what it wrote: the page cache has it, and nothing else would. */
+    CHECK_EQ_INT(s.written_lsn, 1); /* LSNs count from 1 in each process */
+    CHECK_EQ_INT(store_close(&s), 0);
+    unsetenv("EVENTD_FAULT_FSYNC_AFTER");
+    store_faults_rearm();
     log_threshold = saved;
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK_EQ_INT(uv_loop_close(&loop), 0);
 
     uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
-    CHECK_EQ_UINT(got.n, 1);
+    CHECK_EQ_UINT(got.n, 2);
     CHECK_EQ_STR(got.payload[0].ptr, "a");
+    CHECK_EQ_STR(got.payload[1].ptr, "b");
     close_loop(&s, &loop);
     rmrf(dir);
 }
@@ -795,6 +851,7 @@ int main(void) {
     RUN_TEST(test_roundtrip);
     RUN_TEST(test_torn_every_offset);
     RUN_TEST(test_zero_tail);
+    RUN_TEST(test_torn_sector_tail);
     RUN_TEST(test_corrupt_bitflip);
     RUN_TEST(test_repair);
     RUN_TEST(test_bad_header);

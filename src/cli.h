@@ -1,0 +1,23 @@
+/*
+ * cli: the subcommands that work on a data directory (user, compact) and
+ * the demo user of a first start. Each prints its outcome for a person and
+ * returns the process exit status.
+ */
+#ifndef EVENTD_CLI_H
+#define EVENTD_CLI_H
+
+#include "config.h"
+#include "db.h"
+
+/* eventd user add|rotate|remove NAME, eventd user list: pos[0..npos) are the words after "user". */
+int cli_user(struct db *db, int npos, const char **pos);
+/* eventd compact: rewrites the log to its live records. */
+int cli_compact(struct db *db, const struct config *cfg);
+/*
+ * On a first start with no users, creates user "demo". Its key goes to
+ * stdout when that is a terminal, else to DATA/demo-user.key (mode 0600),
+ * so it never lands in a container's log. bound is the "HOST:PORT" served.
+ */
+void cli_demo_user(struct db *db, const struct config *cfg, const char *bound);
+
+#endif

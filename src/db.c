@@ -1,0 +1,326 @@
+/*
+ * db: see db.h.
+ *
+ * Replay happens in db_open, before anything can listen, so no request ever
+ * sees a partial state. Online compaction snapshots the index in slices of
+ * about a millisecond, one per loop turn, so the loop keeps serving; records
+ * changed meanwhile also reach the new file through the store's tail copy,
+ * and the last image of each record wins at replay.
+ */
+#include "db.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auth.h"
+#include "log.h"
+#include "varint.h"
+
+#define COMPACT_SLICE_IDS 5000         /* ids examined per slice: about a millisecond */
+#define COMPACT_MAX_BACKLOG (8u << 20) /* snapshot bytes waiting for the disk, at most */
+
+static const char *replay_name[] = {"ok", "empty", "truncated", "corrupt", "io"};
+
+/* ---- undo ---- */
+
+static void undo_push(struct db *db, uint64_t lsn, uint64_t id, struct record *old) {
+    if (db->undo_head + db->undo_len == db->undo_cap) {
+        if (db->undo_head) {
+            memmove(db->undo, db->undo + db->undo_head, db->undo_len * sizeof *db->undo);
+            db->undo_head = 0;
+        }
+        if (db->undo_len == db->undo_cap) {
+            db->undo_cap = db->undo_cap ? db->undo_cap * 2 : 256;
+            db->undo = xrealloc(db->undo, db->undo_cap * sizeof *db->undo);
+        }
+    }
+    db->undo[db->undo_head + db->undo_len++] = (struct db_undo){lsn, id, old};
+}
+
+/* The changes up to lsn are durable: what they replaced can go. */
+static void undo_release(struct db *db, uint64_t lsn) {
+    while (db->undo_len && db->undo[db->undo_head].lsn <= lsn) {
+        record_free(db->undo[db->undo_head].old);
+        db->undo_head++;
+        db->undo_len--;
+    }
+    if (!db->undo_len) db->undo_head = 0;
+}
+
+/* The changes after lsn were lost: take them back, newest first. */
+static void undo_after(struct db *db, uint64_t lsn) {
+    size_t undone = 0;
+    while (db->undo_len) {
+        struct db_undo *u = &db->undo[db->undo_head + db->undo_len - 1];
+        if (u->lsn <= lsn) break;
+        struct record *cur =
+            u->old ? index_swap(&db->index, u->old) : index_remove(&db->index, u->id);
+        record_free(cur);
+        db->undo_len--;
+        undone++;
+    }
+    if (undone) LOG(LOG_DEBUG, "db: undid %zu changes after LSN %llu", undone, (unsigned long long)lsn);
+}
+
+/* ---- ids ---- */
+
+/* Appends a frame reserving every id below next. */
+static void reserve_ids(struct db *db, uint64_t next) {
+    uint8_t p[10];
+    size_t n = varint_put(p, next);
+    db->id_frame_lsn = store_append(&db->store, REC_NEXT_ID, p, n);
+    db->id_frame_next = next;
+    db->id_reserved = next;
+    if (db->store.opts.fsync != STORE_FSYNC_ALWAYS) store_sync_soon(&db->store);
+}
+
+/* Called with every store notification: is the newest reservation on disk? */
+static void ids_settle(struct db *db, int status) {
+    if (db->id_frame_lsn && db->store.durable_lsn >= db->id_frame_lsn) {
+        db->id_durable = db->id_frame_next;
+        db->id_frame_lsn = 0;
+    } else if (status < 0 && db->store.opts.fsync == STORE_FSYNC_ALWAYS && db->id_frame_lsn &&
+               db->id_frame_lsn > db->store.acked_lsn) {
+        /* The reservation was in the lost batch: only what is durable holds. */
+        db->id_reserved = db->id_durable;
+        db->id_frame_lsn = 0;
+    }
+}
+
+int db_take_id(struct db *db, uint64_t *id) {
+    uint64_t next = db->index.next_id;
+    if (next > RECORD_ID_MAX) return -ERANGE;
+    if (db->id_reserved < next + DB_ID_BLOCK / 2 && !db->id_frame_lsn) {
+        uint64_t to = next + DB_ID_BLOCK;
+        reserve_ids(db, to > RECORD_ID_MAX + 1 ? RECORD_ID_MAX + 1 : to);
+    }
+    /* In "always" the record's own sync covers the reservation before it is acknowledged. */
+    uint64_t limit = db->store.opts.fsync == STORE_FSYNC_ALWAYS ? db->id_reserved : db->id_durable;
+    if (next >= limit) return -EAGAIN;
+    db->index.next_id = next + 1;
+    *id = next;
+    return 0;
+}
+
+/* ---- changes ---- */
+
+/* The common tail of every change: apply, remember how to undo it, maybe ack at once. */
+static uint64_t changed(struct db *db, uint64_t lsn, uint64_t id, struct record *old) {
+    db->visible_lsn = lsn;
+    if (store_is_acked(&db->store, lsn)) {
+        record_free(old);
+        if (db->on_ack) db->on_ack(db->ack_ctx, lsn, 0);
+    } else {
+        undo_push(db, lsn, id, old);
+    }
+    return lsn;
+}
+
+uint64_t db_put(struct db *db, struct record *r) {
+    buf_reset(&db->scratch);
+    record_encode(r, &db->scratch);
+    uint64_t lsn = store_append(&db->store, r->type, db->scratch.ptr, db->scratch.len);
+    uint64_t id = r->id;
+    return changed(db, lsn, id, index_swap(&db->index, r));
+}
+
+uint64_t db_delete(struct db *db, uint64_t id) {
+    uint8_t p[10];
+    size_t n = varint_put(p, id);
+    uint64_t lsn = store_append(&db->store, REC_DELETE, p, n);
+    struct record *old = index_remove(&db->index, id);
+    if (id >= db->index.next_id) db->index.next_id = id + 1;
+    return changed(db, lsn, id, old);
+}
+
+uint64_t db_put_user(struct db *db, uint64_t id, const char *name, const char *key) {
+    uint8_t hash[AUTH_HASH_BYTES];
+    auth_hash_key(key, strlen(key), hash);
+    union value v[RECORD_MAX_FIELDS];
+    record_defaults(&record_user, v);
+    v[USER_NAME].s.ptr = name;
+    v[USER_NAME].s.len = (uint32_t)strlen(name);
+    v[USER_KEY_HASH].s.ptr = (const char *)hash;
+    v[USER_KEY_HASH].s.len = AUTH_HASH_BYTES;
+    return db_put(db, record_build(&record_user, id, 0, v));
+}
+
+static void on_store_notify(struct store *s, uint64_t lsn, int status) {
+    struct db *db = s->data;
+    if (status < 0) {
+        /* Exactly the changes the store lost are undone; in "interval" and
+         * "never" it lost none (lsn is the last appended). */
+        undo_after(db, lsn);
+        if (db->visible_lsn > lsn) db->visible_lsn = lsn;
+    }
+    undo_release(db, lsn);
+    ids_settle(db, status);
+    if (db->on_ack) db->on_ack(db->ack_ctx, lsn, status);
+}
+
+void db_on_ack(struct db *db, db_ack_cb cb, void *ctx) {
+    db->on_ack = cb;
+    db->ack_ctx = ctx;
+}
+
+/* ---- open and close ---- */
+
+static int replay(struct db *db, char *msg, size_t msg_len) {
+    struct store_replay_info info;
+    memset(&info, 0, sizeof info);
+    uint64_t t0 = uv_hrtime();
+    enum store_replay_status st = store_replay(&db->store, index_apply, &db->index, &info);
+    if (st == STORE_REPLAY_CORRUPT || st == STORE_REPLAY_IO) {
+        snprintf(msg, msg_len, "%s", info.message[0] ? info.message : replay_name[st]);
+        return -1;
+    }
+    index_relink(&db->index);
+    if (db->index.id_floor > db->index.next_id) db->index.next_id = db->index.id_floor;
+    double ms = (double)(uv_hrtime() - t0) / 1e6;
+    LOG(LOG_INFO, "replayed %llu records (%llu bytes) in %.1f ms: %s; %zu live",
+        (unsigned long long)info.records, (unsigned long long)info.bytes, ms, replay_name[st],
+        db->index.count);
+    return 0;
+}
+
+int db_open(struct db *db, uv_loop_t *loop, const char *dir, const struct store_opts *opts,
+            char *msg, size_t msg_len) {
+    memset(db, 0, sizeof *db);
+    db->loop = loop;
+    index_init(&db->index);
+    buf_init(&db->scratch, 4096);
+    int rc = store_open(&db->store, loop, dir, opts, on_store_notify);
+    if (rc == -EWOULDBLOCK) {
+        snprintf(msg, msg_len, "data directory %s is in use by another eventd process", dir);
+        return -1;
+    }
+    if (rc < 0) {
+        snprintf(msg, msg_len, "cannot open data directory %s: %s", dir, strerror(-rc));
+        return -1;
+    }
+    db->store.data = db;
+    db->open = true;
+    uv_idle_init(loop, &db->compact_idle);
+    db->compact_idle.data = db;
+    if (replay(db, msg, msg_len) < 0) return -1;
+    /* Ids below what the log reserved may have been handed out before a crash. */
+    db->id_reserved = db->id_durable = db->index.next_id;
+    if (db->index.next_id <= RECORD_ID_MAX) {
+        reserve_ids(db, db->index.next_id + DB_ID_BLOCK);
+        rc = store_flush_sync(&db->store);
+        if (rc < 0) {
+            snprintf(msg, msg_len, "cannot write to %s/%s: %s", dir, STORE_LOG_NAME, strerror(-rc));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int db_close(struct db *db) {
+    if (!db->open) return 0;
+    if (db->compacting) store_compact_abort(&db->store);
+    /* Give back the reserved ids nobody got: replay takes the last reservation. */
+    if (!store_failing(&db->store) && db->id_reserved > db->index.next_id) {
+        uint8_t p[10];
+        size_t n = varint_put(p, db->index.next_id);
+        store_append(&db->store, REC_NEXT_ID, p, n);
+    }
+    uv_close((uv_handle_t *)&db->compact_idle, NULL);
+    int rc = store_close(&db->store);
+    if (rc < 0) LOG(LOG_ERROR, "closing the log: %s", strerror(-rc));
+    undo_release(db, UINT64_MAX);
+    free(db->undo);
+    index_destroy(&db->index);
+    buf_destroy(&db->scratch);
+    db->open = false;
+    return rc;
+}
+
+/* ---- compaction ---- */
+
+static void compact_done(struct db *db, int status) {
+    db->compacting = false;
+    db->compact_status = status;
+    if (db->on_compacted) db->on_compacted(db->compact_ctx, status);
+}
+
+static void on_compacted(struct store *s, int status) {
+    struct db *db = s->data;
+    if (status < 0)
+        LOG(LOG_ERROR, "compaction failed: %s", strerror(-status));
+    else
+        LOG(LOG_INFO, "compaction done: log is %llu bytes", (unsigned long long)s->file_size);
+    compact_done(db, status);
+}
+
+/*
+ * One slice per loop iteration, from an idle handle: between two slices the
+ * loop polls for I/O (an idle handle makes that poll not block), so requests
+ * are served between slices. A zero-delay timer would not do: libuv runs a
+ * timer re-armed from its own callback again in the same pass.
+ */
+static void compact_slice(uv_idle_t *h) {
+    struct db *db = h->data;
+    if (store_compact_backlog(&db->store) > COMPACT_MAX_BACKLOG) return; /* the disk is behind */
+    uint64_t stop = db->compact_next + COMPACT_SLICE_IDS;
+    if (stop > db->compact_end) stop = db->compact_end;
+    for (uint64_t id = db->compact_next; id < stop; id++) {
+        const struct record *r = index_get(&db->index, id);
+        if (!r) continue;
+        buf_reset(&db->scratch);
+        record_encode(r, &db->scratch);
+        store_compact_add(&db->store, r->type, db->scratch.ptr, db->scratch.len);
+    }
+    db->compact_next = stop;
+    if (stop < db->compact_end) return;
+    uv_idle_stop(&db->compact_idle);
+    int rc = store_compact_commit(&db->store, on_compacted);
+    if (rc < 0) {
+        LOG(LOG_ERROR, "compaction failed: %s", strerror(-rc));
+        store_compact_abort(&db->store);
+        compact_done(db, rc);
+    }
+}
+
+int db_compact_start(struct db *db, db_compact_cb cb, void *ctx) {
+    if (db->compacting) return -EBUSY;
+    if (store_failing(&db->store)) return store_failing(&db->store);
+    int rc = store_compact_begin(&db->store);
+    if (rc < 0) return rc;
+    db->compacting = true;
+    db->compact_status = 0;
+    db->on_compacted = cb;
+    db->compact_ctx = ctx;
+    LOG(LOG_INFO, "compaction started: log %llu bytes, live data about %llu bytes",
+        (unsigned long long)db->store.file_size, (unsigned long long)db->index.live_bytes);
+    /* The id reservation first, so ids handed out or reserved are never handed out again. */
+    uint8_t p[10];
+    uint64_t next = db->id_reserved > db->index.next_id ? db->id_reserved : db->index.next_id;
+    size_t n = varint_put(p, next);
+    store_compact_add(&db->store, REC_NEXT_ID, p, n);
+    db->compact_next = 1;
+    db->compact_end = db->index.next_id;
+    uv_idle_start(&db->compact_idle, compact_slice);
+    return 0;
+}
+
+void db_maybe_compact(struct db *db, double ratio, uint64_t min_bytes) {
+    if (db->compacting || ratio <= 0 || store_failing(&db->store)) return;
+    uint64_t size = db->store.file_size;
+    if (size < min_bytes) return;
+    if ((double)size > ratio * (double)(db->index.live_bytes + STORE_HEADER_SIZE))
+        db_compact_start(db, NULL, NULL);
+}
+
+static void stop_loop(void *ctx, int status) {
+    uv_stop(ctx);
+}
+
+int db_compact_now(struct db *db) {
+    int rc = db_compact_start(db, stop_loop, db->loop);
+    if (rc < 0) return rc;
+    uv_run(db->loop, UV_RUN_DEFAULT);
+    return db->compact_status;
+}

@@ -1,0 +1,59 @@
+/*
+ * logfile: the file operations under the store: paths, whole writes, the
+ * one sync path (fdatasync or fsync, retried on EINTR) that every sync of
+ * the store goes through, cutting a file back durably, frame and header
+ * encoding, and the fault hooks of test builds.
+ *
+ * Every function here may block: call them from threadpool jobs, or from
+ * the loop only where blocking is the point (startup, replay, the CLI).
+ * They return 0 or -errno.
+ */
+#ifndef EVENTD_LOGFILE_H
+#define EVENTD_LOGFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+/* "dir/name", malloc'd: the caller frees it. */
+char *logfile_path(const char *dir, const char *name);
+/* Writes all len bytes (short writes and EINTR handled). */
+int logfile_write_all(int fd, const void *ptr, size_t len);
+/* Appends log frames: logfile_write_all, and the write the fault hook hits (ENOSPC). */
+int logfile_append(int fd, const void *ptr, size_t len);
+/* fdatasync (data) or fsync (metadata), retried on EINTR; data syncs are what the hook hits (EIO). */
+int logfile_sync(int fd, bool data);
+static inline int logfile_datasync(int fd) {
+    return logfile_sync(fd, true);
+}
+/* fsyncs a directory, so that names created or renamed in it are durable. */
+int logfile_sync_dir(const char *dir);
+/* Cuts a file to size and makes that durable, so records reported lost stay lost. */
+int logfile_cut(int fd, uint64_t size);
+/*
+ * Asks whether the disk would take a page past size now: allocates it,
+ * cuts it off again, and syncs. A crash in between leaves zeros at the
+ * tail, which replay treats as a torn append.
+ */
+int logfile_probe(int fd, uint64_t size);
+/* mkdir -p with mode 0700; fails with -ENOTDIR if dir is not a directory. */
+int logfile_mkdir_p(const char *dir);
+/* Writes one frame (header and payload: STORE_FRAME_HEADER_SIZE + len bytes) to out. */
+void logfile_frame_put(uint8_t *out, uint8_t type, const void *payload, size_t len);
+/* Writes the file header (magic, version) to out. */
+void logfile_header_put(uint8_t out[STORE_HEADER_SIZE]);
+
+static inline void logfile_put_le32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static inline uint32_t logfile_get_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+#endif
