@@ -1416,7 +1416,7 @@ class AbruptClientTests(SharedServer):
             # Many responses queued, then the client goes away without reading:
             # half the time with a reset, half with an ordinary close (the
             # kernel then resets when the server writes into it).
-            send_raw(s, req * 20 + b"GET /healthz HTTP/1.1\r\n\r\n" * 200)
+            send_raw(s, req * 20 + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" * 200)
             if i % 2:
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             s.close()
@@ -1426,7 +1426,7 @@ class AbruptClientTests(SharedServer):
 
     def test_half_close_after_requests_still_answers(self):
         s = connect(self.port)
-        send_raw(s, b"GET /healthz HTTP/1.1\r\n\r\n" * 3)
+        send_raw(s, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" * 3)
         s.shutdown(socket.SHUT_WR)
         for i in range(3):
             self.assertEqual(read_response(s).status, 200)
