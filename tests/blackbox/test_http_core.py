@@ -193,6 +193,19 @@ class SharedServer(Base):
     def tearDownClass(cls):
         cls.srv.__exit__(None, None, None)
 
+    def expect_error_then_close(self, data, status, code, ctx, timeout=2.0):
+        s = connect(self.port)
+        try:
+            try_send(s, data)
+            try:
+                r = read_response(s, timeout=timeout)
+            except HarnessError as e:
+                self.fail("%sexpected %d %s, got no response: %s" % (ctx, status, code, e))
+            self.assertResp(r, status, code, ctx=ctx)
+            self.assertClosed(s, ctx=ctx + "after the error: ")
+        finally:
+            s.close()
+
     def create_theme(self, name):
         r = request(self.port, "POST", "/v2/theme", {"Theme": {"Name": name}},
                     {"Authorization": self.auth})
@@ -598,6 +611,42 @@ class ParsingTests(SharedServer):
                           "which holds %r" % (i, tid, g.body))
 
 
+class HeaderRuleTests(SharedServer):
+    """RFC 9112 3.2: Host is required in HTTP/1.1 and never repeated; eventd
+    also refuses a repeated Authorization (README decisions)."""
+
+    def test_http11_without_host_400(self):
+        self.expect_error_then_close(b"GET /healthz HTTP/1.1\r\n\r\n", 400, "bad_request",
+                                     "HTTP/1.1 request without Host: ")
+
+    def test_two_host_headers_400(self):
+        self.expect_error_then_close(b"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n",
+                                     400, "bad_request", "two Host headers: ")
+
+    def test_two_authorization_headers_400(self):
+        a = self.auth.encode()
+        self.expect_error_then_close(b"GET /v2/theme HTTP/1.1\r\nHost: x\r\nAuthorization: " + a +
+                                     b"\r\nauthorization: " + a + b"\r\n\r\n",
+                                     400, "bad_request", "two Authorization headers: ")
+
+    def test_host_outside_uri_host_grammar_400(self):
+        self.expect_error_then_close(b"GET /healthz HTTP/1.1\r\nHost: a b\r\n\r\n",
+                                     400, "bad_request", "Host: a b: ")
+
+    def test_http10_without_host_200(self):
+        r, s = exchange(self.port, b"GET /healthz HTTP/1.0\r\n\r\n")
+        s.close()
+        self.assertResp(r, 200, ctx="HTTP/1.0 request without Host: ")
+
+    def test_host_forms_accepted(self):
+        for host in ["127.0.0.1:8080", "[::1]:80", "example.com", "", "x  "]:
+            with self.subTest(host=host):
+                r, s = exchange(self.port, b"GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n"
+                                % host.encode())
+                s.close()
+                self.assertResp(r, 200, ctx="Host: %r: " % host)
+
+
 class BackPressureTests(SharedServer):
     extra_args = ["--max-pipeline", "2"]
 
@@ -912,19 +961,6 @@ class BodyTests(SharedServer):
 
 # ---------------------------------------------------------------------------
 class DefaultLimitTests(SharedServer):
-
-    def expect_error_then_close(self, data, status, code, ctx, timeout=2.0):
-        s = connect(self.port)
-        try:
-            try_send(s, data)
-            try:
-                r = read_response(s, timeout=timeout)
-            except HarnessError as e:
-                self.fail("%sexpected %d %s, got no response: %s" % (ctx, status, code, e))
-            self.assertResp(r, status, code, ctx=ctx)
-            self.assertClosed(s, ctx=ctx + "after the error: ")
-        finally:
-            s.close()
 
     def test_long_header_431(self):
         data = build_request("GET", "/healthz", None, {"X-Long": "a" * 10000})
