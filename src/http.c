@@ -122,10 +122,21 @@ static int on_version_complete(llhttp_t *ll) {
     return 0;
 }
 
+/* Bytes that arrive with the body but are not body (chunk extensions,
+ * trailer fields) count against the body limit, or they would be unbounded. */
+static int count_body(struct http_parser *p, size_t n) {
+    p->req.body_bytes += n;
+    if (p->req.body_bytes > p->limits->max_body_bytes) return stop(p, ERR_BODY_TOO_LARGE);
+    return 0;
+}
+
 /* Header names and values may arrive in pieces; the few names we match are
- * short, so their first bytes are kept in a small array until complete. */
+ * short, so their first bytes are kept in a small array until complete.
+ * After the headers, llhttp reports trailer fields through the same
+ * callbacks: they are counted, checked, and otherwise ignored. */
 static int on_header_field(llhttp_t *ll, const char *at, size_t n) {
     struct http_parser *p = P(ll);
+    if (!p->in_headers && count_body(p, n)) return HPE_USER;
     /* llhttp keeps whitespace before the colon in the name; RFC 9112 5.1
      * requires a 400 (a proxy might have read "Transfer-Encoding : x"). */
     for (size_t i = 0; i < n; i++)
@@ -148,6 +159,7 @@ static int on_header_field_complete(llhttp_t *ll) {
         r->cur_header = H_TRANSFER_ENCODING;
     else
         r->cur_header = H_OTHER;
+    if (!p->in_headers) r->cur_header = H_OTHER; /* a trailer never authenticates */
     /* Counts saturate at 2: "more than one" is all that matters. */
     if (r->cur_header == H_AUTHORIZATION && p->n_auth < 2) p->n_auth++;
     if (r->cur_header == H_HOST && p->n_host < 2) p->n_host++;
@@ -181,6 +193,7 @@ static int on_header_value(llhttp_t *ll, const char *at, size_t n) {
     /* A piece that does not start where the last one ended follows a line
      * break: an obs-fold, which RFC 9112 5.2 lets us refuse. */
     if (p->value_open && at != p->value_end) return stop(p, ERR_BAD_REQUEST);
+    if (!p->in_headers && count_body(p, n)) return HPE_USER;
     p->value_open = true;
     p->value_end = at + n;
     if (r->cur_header == H_AUTHORIZATION) {
@@ -311,10 +324,7 @@ static int on_chunk_complete(llhttp_t *ll) {
 
 /* Chunk extensions count against the body limit: they arrive with the body. */
 static int on_chunk_extension(llhttp_t *ll, const char *at, size_t n) {
-    struct http_parser *p = P(ll);
-    p->req.body_bytes += n;
-    if (p->req.body_bytes > p->limits->max_body_bytes) return stop(p, ERR_BODY_TOO_LARGE);
-    return 0;
+    return count_body(P(ll), n);
 }
 
 static int on_message_complete(llhttp_t *ll) {

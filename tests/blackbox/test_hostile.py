@@ -130,6 +130,13 @@ class SmugglingTests(Hostile):
                 b"\r\nTransfer-Encoding: chunked\r\n\r\n16\r\n" + BODY + b"\r\n0\r\n\r\n")
         self.refused(data, 400, "bad_request", "HTTP/1.0 with Transfer-Encoding: ")
 
+    def test_authorization_in_a_trailer_is_ignored(self):
+        # RFC 9110 6.5.1: trailers carry no framing or credentials.
+        data = (b"POST /v2/theme HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                b"16\r\n" + BODY + b"\r\n0\r\nAuthorization: " + self.auth.encode() +
+                b"\r\n\r\n")
+        self.answered(data, 401, "unauthorized", ctx="credentials only in a trailer: ")
+
     def test_control_characters_in_header_values(self):
         for ch in [b"\x01", b"\x1b", b"\x7f", b"\r", b"\x0b"]:
             with self.subTest(char=ch):
@@ -389,6 +396,25 @@ class SizeTests(Hostile):
         r = self.answered(build_request("POST", "/v2/theme", body, {"Authorization": self.auth}),
                           400, "invalid_field", ctx="1 MiB Name: ")
         self.assertEqual(r.json()["Error"].get("Field"), "Name")
+
+
+class TrailerTests(Hostile):
+    """Trailer fields arrive with the body: they count against
+    --max-body-bytes, like chunk extensions, and are otherwise ignored."""
+
+    extra_args = ["--max-body-bytes", "100"]
+
+    def chunked_post(self, trailers):
+        return self.post_head(b"Transfer-Encoding: chunked\r\n\r\n16\r\n" + BODY +
+                              b"\r\n0\r\n" + trailers + b"\r\n")
+
+    def test_trailers_within_the_body_limit(self):
+        self.answered(self.chunked_post(b"X-T: " + b"a" * 40 + b"\r\n"), 200,
+                      ctx="22-byte body and a 45-byte trailer, --max-body-bytes 100: ")
+
+    def test_trailers_over_the_body_limit(self):
+        self.refused(self.chunked_post(b"X-T: " + b"a" * 200 + b"\r\n"), 413, "body_too_large",
+                     "22-byte body and a 205-byte trailer, --max-body-bytes 100: ")
 
 
 class NumberTests(Hostile):
