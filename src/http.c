@@ -475,6 +475,7 @@ void http_response_error(struct http_response *r, enum err e, const char *field,
                          const char *message) {
     r->status = (uint16_t)err_status(e);
     r->no_body = false;
+    r->extra = NULL; /* e.g. a 401's WWW-Authenticate, when a 413 replaces it */
     buf_reset(&r->body);
     buf_append_str(&r->body, "{\"Status\":\"error\",\"Error\":{\"Code\":\"");
     buf_append_str(&r->body, err_code(e));

@@ -121,8 +121,9 @@ void http_response_destroy(struct http_response *r);
 void http_response_reset(struct http_response *r);
 /*
  * Replaces the response with the JSON error envelope
- * {"Status":"error","Error":{"Code":..,"Message":..[,"Field":..]}};
- * message NULL uses the error's default.
+ * {"Status":"error","Error":{"Code":..,"Message":..[,"Field":..]}}, with no
+ * extra header lines (set r->extra after it); message NULL uses the error's
+ * default.
  */
 void http_response_error(struct http_response *r, enum err e, const char *field,
                          const char *message);

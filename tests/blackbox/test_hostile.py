@@ -417,6 +417,16 @@ class TrailerTests(Hostile):
                      "22-byte body and a 205-byte trailer, --max-body-bytes 100: ")
 
 
+    def test_unauthenticated_chunked_body_over_the_limit(self):
+        # Answered 401 at the headers; the body then goes over the limit while
+        # it is skipped: the 413 that replaces the 401 carries none of its headers.
+        data = (b"POST /v2/theme HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                b"80\r\n" + b" " * 128 + b"\r\n0\r\n\r\n")
+        r = self.refused(data, 413, "body_too_large", "128-byte chunk without credentials, "
+                         "--max-body-bytes 100: ")
+        self.assertIsNone(r.header("www-authenticate"), "413 with a 401's header: %r" % r)
+
+
 class NumberTests(Hostile):
     """IDs are integers below 2^53 (README); numbers past double range are
     not numbers eventd can keep."""
