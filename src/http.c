@@ -9,6 +9,18 @@
  * has been checked. Spans (target, header names and values) may arrive in
  * several pieces when a read ends inside one, which is why the few headers
  * we keep are appended to buffers rather than pointed at.
+ *
+ * Framing rules that llhttp 8 (as Debian builds it, not in strict mode)
+ * leaves to us, each answered 400 because a front proxy may read the
+ * request differently (RFC 9112 sections 2.2, 3.2, 5.1, 5.2, 6.1, 7.1):
+ * a missing (HTTP/1.1) or repeated Host, a Host value outside the URI host
+ * grammar, a repeated Authorization, whitespace before a header colon, an
+ * obs-fold, any Transfer-Encoding but one "chunked" line in HTTP/1.1, and a
+ * chunk's data not followed by CRLF (llhttp skips those two bytes unseen).
+ * An obs-fold shows as a gap between two pieces of one header value, so the
+ * end of the last piece is kept, and carried to the next read when the piece
+ * ended the read. The chunk terminator is found the same way: it is the two
+ * bytes after the last byte of each chunk's data, wherever the read ends.
  */
 #include "http.h"
 
@@ -19,7 +31,42 @@
 
 #include "json.h"
 
-enum { H_OTHER, H_AUTHORIZATION, H_EXPECT };
+enum { H_OTHER, H_AUTHORIZATION, H_EXPECT, H_HOST, H_TRANSFER_ENCODING };
+enum { HOST_VALUE, HOST_TRAILING_WS };
+
+/* RFC 3986 host and port: unreserved, sub-delims, '%' (pct-encoded), ':' and
+ * the brackets of an IP literal. Not '@': userinfo has no place here. */
+static bool host_char(unsigned char c) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+    switch (c) {
+    case '-':
+    case '.':
+    case '_':
+    case '~':
+    case '!':
+    case '$':
+    case '&':
+    case '\'':
+    case '(':
+    case ')':
+    case '*':
+    case '+':
+    case ',':
+    case ';':
+    case '=':
+    case '%':
+    case ':':
+    case '[':
+    case ']':
+        return true;
+    default:
+        return false;
+    }
+}
+
+static bool ows(char c) {
+    return c == ' ' || c == '\t';
+}
 
 static struct http_parser *P(llhttp_t *ll) {
     return (struct http_parser *)ll->data;
@@ -48,6 +95,9 @@ static int on_message_begin(llhttp_t *ll) {
     r->head_bytes = 0;
     r->cur_header = H_OTHER;
     p->name_len = p->value_len = 0;
+    p->n_host = p->n_auth = p->n_te = 0;
+    p->te_chunked = p->bad_field = p->version_done = p->value_open = false;
+    p->crlf_left = 0;
     p->in_message = p->in_headers = true;
     return pause_here(p, PAUSE_BEGIN);
 }
@@ -60,10 +110,37 @@ static int on_url(llhttp_t *ll, const char *at, size_t n) {
     return 0;
 }
 
+/* HTTP/0.9 ("GET /" and CRLF) has no version and no headers: llhttp would
+ * wait for headers that never come, so it is answered here. */
+static int on_url_complete(llhttp_t *ll) {
+    if (ll->http_major == 0 && ll->http_minor == 9) return stop(P(ll), ERR_VERSION);
+    return 0;
+}
+
+static int on_version_complete(llhttp_t *ll) {
+    P(ll)->version_done = true;
+    return 0;
+}
+
+/* Bytes that arrive with the body but are not body (chunk extensions,
+ * trailer fields) count against the body limit, or they would be unbounded. */
+static int count_body(struct http_parser *p, size_t n) {
+    p->req.body_bytes += n;
+    if (p->req.body_bytes > p->limits->max_body_bytes) return stop(p, ERR_BODY_TOO_LARGE);
+    return 0;
+}
+
 /* Header names and values may arrive in pieces; the few names we match are
- * short, so their first bytes are kept in a small array until complete. */
+ * short, so their first bytes are kept in a small array until complete.
+ * After the headers, llhttp reports trailer fields through the same
+ * callbacks: they are counted, checked, and otherwise ignored. */
 static int on_header_field(llhttp_t *ll, const char *at, size_t n) {
     struct http_parser *p = P(ll);
+    if (!p->in_headers && count_body(p, n)) return HPE_USER;
+    /* llhttp keeps whitespace before the colon in the name; RFC 9112 5.1
+     * requires a 400 (a proxy might have read "Transfer-Encoding : x"). */
+    for (size_t i = 0; i < n; i++)
+        if (ows(at[i])) return stop(p, ERR_BAD_REQUEST);
     if (p->name_len + n <= sizeof p->name) memcpy(p->name + p->name_len, at, n);
     p->name_len += n;
     return 0;
@@ -76,24 +153,63 @@ static int on_header_field_complete(llhttp_t *ll) {
         r->cur_header = H_AUTHORIZATION;
     else if (p->name_len == 6 && strncasecmp(p->name, "expect", 6) == 0)
         r->cur_header = H_EXPECT;
+    else if (p->name_len == 4 && strncasecmp(p->name, "host", 4) == 0)
+        r->cur_header = H_HOST;
+    else if (p->name_len == 17 && strncasecmp(p->name, "transfer-encoding", 17) == 0)
+        r->cur_header = H_TRANSFER_ENCODING;
     else
         r->cur_header = H_OTHER;
+    if (!p->in_headers) r->cur_header = H_OTHER; /* a trailer never authenticates */
+    /* Counts saturate at 2: "more than one" is all that matters. */
+    if (r->cur_header == H_AUTHORIZATION && p->n_auth < 2) p->n_auth++;
+    if (r->cur_header == H_HOST && p->n_host < 2) p->n_host++;
+    if (r->cur_header == H_TRANSFER_ENCODING && p->n_te < 2) p->n_te++;
     if (r->cur_header == H_AUTHORIZATION) buf_reset(&r->authorization);
+    p->host_state = HOST_VALUE;
     p->name_len = 0;
-    p->value_len = 0;
+    p->value_len = p->value_trim = 0;
+    p->value_open = false;
     return 0;
+}
+
+/* Keeps the start of a short value (Expect, Transfer-Encoding) for matching. */
+static void keep_value(struct http_parser *p, const char *at, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (p->value_len + i < sizeof p->name) p->name[p->value_len + i] = at[i];
+        if (!ows(at[i])) p->value_trim = p->value_len + i + 1;
+    }
+    p->value_len += n;
+}
+
+/* The kept value, without the trailing whitespace llhttp leaves in it, is s. */
+static bool value_is(const struct http_parser *p, const char *s) {
+    size_t n = strlen(s);
+    return p->value_trim == n && n <= sizeof p->name && strncasecmp(p->name, s, n) == 0;
 }
 
 static int on_header_value(llhttp_t *ll, const char *at, size_t n) {
     struct http_parser *p = P(ll);
     struct http_request *r = &p->req;
+    /* A piece that does not start where the last one ended follows a line
+     * break: an obs-fold, which RFC 9112 5.2 lets us refuse. */
+    if (p->value_open && at != p->value_end) return stop(p, ERR_BAD_REQUEST);
+    if (!p->in_headers && count_body(p, n)) return HPE_USER;
+    p->value_open = true;
+    p->value_end = at + n;
     if (r->cur_header == H_AUTHORIZATION) {
         if (r->authorization.len + n > p->limits->max_header_bytes)
             return stop(p, ERR_HEADERS_TOO_LARGE);
         buf_append(&r->authorization, at, n);
-    } else if (r->cur_header == H_EXPECT) {
-        if (p->value_len + n <= sizeof p->name) memcpy(p->name + p->value_len, at, n);
-        p->value_len += n;
+    } else if (r->cur_header == H_EXPECT || r->cur_header == H_TRANSFER_ENCODING) {
+        keep_value(p, at, n);
+    } else if (r->cur_header == H_HOST) {
+        /* llhttp has dropped the leading whitespace; trailing may follow. */
+        for (size_t i = 0; i < n; i++) {
+            if (ows(at[i]))
+                p->host_state = HOST_TRAILING_WS;
+            else if (p->host_state == HOST_TRAILING_WS || !host_char((unsigned char)at[i]))
+                p->bad_field = true;
+        }
     }
     return 0;
 }
@@ -103,10 +219,39 @@ static int on_header_value_complete(llhttp_t *ll) {
     struct http_request *r = &p->req;
     if (r->cur_header == H_EXPECT) {
         /* Other expectations are ignored, as RFC 9110 allows. */
-        if (p->value_len == 12 && strncasecmp(p->name, "100-continue", 12) == 0)
-            r->expect_continue = true;
+        if (value_is(p, "100-continue")) r->expect_continue = true;
+    } else if (r->cur_header == H_TRANSFER_ENCODING) {
+        p->te_chunked = value_is(p, "chunked");
     }
     r->cur_header = H_OTHER;
+    p->value_open = false;
+    return 0;
+}
+
+/* Splits the target into path and query. Origin-form is "/path?query";
+ * absolute-form ("http://host/path?query"), which RFC 9112 3.2.2 says a
+ * server MUST accept, is routed on its path (its host is not checked). */
+static int split_target(struct http_request *r) {
+    static const char root[] = "/";
+    const char *t = r->target.ptr, *end = t + r->target.len;
+    if (r->target.len == 0) return -1;
+    if (t[0] != '/') {
+        size_t skip;
+        if (r->target.len > 7 && strncasecmp(t, "http://", 7) == 0)
+            skip = 7;
+        else if (r->target.len > 8 && strncasecmp(t, "https://", 8) == 0)
+            skip = 8;
+        else
+            return -1;
+        const char *a = t + skip;
+        for (t = a; t < end && *t != '/' && *t != '?'; t++)
+            if (!host_char((unsigned char)*t)) return -1;
+        if (t == a) return -1; /* an http URI has a host */
+    }
+    const char *q = memchr(t, '?', (size_t)(end - t));
+    const char *path_end = q ? q : end;
+    r->path = path_end > t ? (struct slice){t, (size_t)(path_end - t)} : (struct slice){root, 1};
+    r->query = q ? (struct slice){q + 1, (size_t)(end - q - 1)} : (struct slice){end, 0};
     return 0;
 }
 
@@ -121,13 +266,17 @@ static int on_headers_complete(llhttp_t *ll) {
     r->content_length = (ll->flags & F_CONTENT_LENGTH) ? ll->content_length : 0;
 
     if (ll->http_major != 1) return stop(p, ERR_VERSION);
-    /* The target is origin-form: "/path?query". */
-    const char *t = r->target.ptr;
-    size_t tl = r->target.len;
-    if (tl == 0 || t[0] != '/') return stop(p, ERR_BAD_REQUEST);
-    const char *q = memchr(t, '?', tl);
-    r->path = (struct slice){t, q ? (size_t)(q - t) : tl};
-    r->query = q ? (struct slice){q + 1, tl - (size_t)(q - t) - 1} : (struct slice){t + tl, 0};
+    /* RFC 9112 3.2: Host is required in HTTP/1.1 and never repeated. Two
+     * Authorization lines are refused too: which one a proxy checked is
+     * anyone's guess. */
+    if (p->n_host > 1 || p->n_auth > 1 || p->bad_field) return stop(p, ERR_BAD_REQUEST);
+    if (p->n_host == 0 && ll->http_minor == 1) return stop(p, ERR_BAD_REQUEST);
+    /* One Transfer-Encoding line, "chunked" alone, in HTTP/1.1: any other
+     * coding is one we cannot decode, and HTTP/1.0 has no transfer codings
+     * (RFC 9112 6.1 says to treat its framing as faulty). */
+    if (p->n_te && (p->n_te > 1 || !p->te_chunked || ll->http_minor == 0))
+        return stop(p, ERR_BAD_REQUEST);
+    if (split_target(r) < 0) return stop(p, ERR_BAD_REQUEST);
 
     if (r->content_length > p->limits->max_body_bytes) return stop(p, ERR_BODY_TOO_LARGE);
     /* The owner hears of the headers in execute, once their size is known. */
@@ -139,16 +288,43 @@ static int on_body(llhttp_t *ll, const char *at, size_t n) {
     struct http_request *r = &p->req;
     r->body_bytes += n;
     if (r->body_bytes > p->limits->max_body_bytes) return stop(p, ERR_BODY_TOO_LARGE);
+    /* llhttp counts the chunk down in content_length: at 0 its data is done
+     * and the next two bytes must be CRLF. */
+    if ((ll->flags & F_CHUNKED) && ll->content_length == 0) {
+        p->crlf_left = 2;
+        p->crlf_at = at + n;
+    }
     p->ev->on_body(p->owner, r, at, n);
+    return 0;
+}
+
+/* A chunk larger than what is left of the body limit is refused from its
+ * size line, as a Content-Length is, without reading its data. */
+static int on_chunk_header(llhttp_t *ll) {
+    struct http_parser *p = P(ll);
+    if (ll->content_length > p->limits->max_body_bytes - p->req.body_bytes)
+        return stop(p, ERR_BODY_TOO_LARGE);
+    return 0;
+}
+
+/* Checks the bytes of a chunk terminator that lie in [from, to). */
+static bool check_crlf(struct http_parser *p, const char *from, const char *to) {
+    for (; p->crlf_left && from < to; from++, p->crlf_left--)
+        if (*from != (p->crlf_left == 2 ? '\r' : '\n')) return false;
+    return true;
+}
+
+static int on_chunk_complete(llhttp_t *ll) {
+    struct http_parser *p = P(ll);
+    /* llhttp has just consumed the terminator, within this segment. */
+    if (!check_crlf(p, p->crlf_at ? p->crlf_at : p->seg_start, p->seg_end))
+        return stop(p, ERR_BAD_REQUEST);
     return 0;
 }
 
 /* Chunk extensions count against the body limit: they arrive with the body. */
 static int on_chunk_extension(llhttp_t *ll, const char *at, size_t n) {
-    struct http_parser *p = P(ll);
-    p->req.body_bytes += n;
-    if (p->req.body_bytes > p->limits->max_body_bytes) return stop(p, ERR_BODY_TOO_LARGE);
-    return 0;
+    return count_body(P(ll), n);
 }
 
 static int on_message_complete(llhttp_t *ll) {
@@ -165,6 +341,10 @@ void http_parser_init(struct http_parser *p, const struct http_limits *limits,
         llhttp_settings_init(&settings);
         settings.on_message_begin = on_message_begin;
         settings.on_url = on_url;
+        settings.on_url_complete = on_url_complete;
+        settings.on_version_complete = on_version_complete;
+        settings.on_chunk_header = on_chunk_header;
+        settings.on_chunk_complete = on_chunk_complete;
         settings.on_chunk_extension_name = on_chunk_extension;
         settings.on_chunk_extension_value = on_chunk_extension;
         settings.on_header_field = on_header_field;
@@ -203,10 +383,24 @@ enum http_status http_parser_execute(struct http_parser *p, const char *ptr, siz
     size_t off = 0;
     for (;;) {
         bool head = p->in_headers; /* were the bytes of this segment head bytes? */
+        /* A header value or a chunk terminator that the last segment ended
+         * in goes on at the start of this one. */
+        if (p->value_open) p->value_end = p->value_end == p->seg_end ? ptr + off : NULL;
+        p->seg_start = ptr + off;
+        p->seg_end = ptr + len;
         llhttp_errno_t e = llhttp_execute(&p->ll, ptr + off, len - off);
         size_t used =
             e == HPE_OK ? len - off : (size_t)(llhttp_get_error_pos(&p->ll) - (ptr + off));
         off += used;
+        if (e == HPE_OK && p->crlf_left) {
+            /* The segment ended inside a terminator: check its part here. */
+            if (!check_crlf(p, p->crlf_at ? p->crlf_at : p->seg_start, ptr + off)) {
+                p->error = ERR_BAD_REQUEST;
+                *consumed = off;
+                return HTTP_ERROR;
+            }
+            p->crlf_at = NULL;
+        }
         if (head) p->req.head_bytes += (uint32_t)used;
         if ((head || p->internal_pause == PAUSE_HEADERS) &&
             p->req.head_bytes > p->limits->max_header_bytes) {
@@ -229,11 +423,22 @@ enum http_status http_parser_execute(struct http_parser *p, const char *ptr, siz
             llhttp_resume(&p->ll);
             continue;
         }
+        if (e == HPE_PAUSED_UPGRADE) {
+            /* "Connection: Upgrade": RFC 9110 7.8 lets a server ignore it,
+             * and this one speaks HTTP/1.1 on the connection as before. */
+            llhttp_resume_after_upgrade(&p->ll);
+            continue;
+        }
         *consumed = off;
         if (e == HPE_PAUSED) return HTTP_PAUSED;
         if (!p->stopped) {
-            /* llhttp's own complaint: the request line, a header or a chunk is malformed. */
-            p->error = e == HPE_INVALID_VERSION ? ERR_VERSION : ERR_BAD_REQUEST;
+            /* llhttp's own complaint: the request line, a header or a chunk is
+             * malformed. A version it refuses is 505 unless the version itself
+             * was well formed and what followed it was not ("HTTP/1.1" and a
+             * bare CR); the HTTP/2 preface is a version we do not speak. */
+            p->error = (e == HPE_INVALID_VERSION && !p->version_done) || e == HPE_PAUSED_H2_UPGRADE
+                           ? ERR_VERSION
+                           : ERR_BAD_REQUEST;
         }
         return HTTP_ERROR;
     }
@@ -270,6 +475,7 @@ void http_response_error(struct http_response *r, enum err e, const char *field,
                          const char *message) {
     r->status = (uint16_t)err_status(e);
     r->no_body = false;
+    r->extra = NULL; /* e.g. a 401's WWW-Authenticate, when a 413 replaces it */
     buf_reset(&r->body);
     buf_append_str(&r->body, "{\"Status\":\"error\",\"Error\":{\"Code\":\"");
     buf_append_str(&r->body, err_code(e));

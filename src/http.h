@@ -69,8 +69,23 @@ struct http_parser {
     uint8_t internal_pause; /* PAUSE_*: why llhttp paused itself, for execute */
     bool in_message;        /* bytes of a request seen, request not complete */
     bool in_headers;        /* ... and its headers are not complete */
-    char name[16];          /* start of the header name (then Expect value) being parsed */
+    char name[24];          /* start of the header name (then Expect or TE value) being parsed */
     size_t name_len, value_len;
+    size_t value_trim; /* value_len without trailing whitespace */
+    /* Header accounting for RFC 9112's framing rules (see http.c). */
+    uint8_t n_host, n_auth, n_te; /* field lines seen, saturating at 2 */
+    bool te_chunked;              /* the Transfer-Encoding value is exactly "chunked" */
+    bool bad_field;               /* a header name or Host value broke the grammar */
+    uint8_t host_state;           /* HOST_*: where in the Host value we are */
+    bool version_done;            /* the request line's version was well formed */
+    /* Contiguity of one header value across pieces: a gap is an obs-fold. */
+    bool value_open;       /* a piece of the current value has been seen */
+    const char *value_end; /* where its next piece must start, or NULL */
+    const char *seg_start; /* the segment llhttp is parsing */
+    const char *seg_end;
+    /* The CRLF that ends each chunk's data, checked here (see http.c). */
+    uint8_t crlf_left;   /* bytes of it not yet checked */
+    const char *crlf_at; /* where they are in the segment, or NULL: at its start */
 };
 
 void http_parser_init(struct http_parser *p, const struct http_limits *limits,
@@ -106,8 +121,9 @@ void http_response_destroy(struct http_response *r);
 void http_response_reset(struct http_response *r);
 /*
  * Replaces the response with the JSON error envelope
- * {"Status":"error","Error":{"Code":..,"Message":..[,"Field":..]}};
- * message NULL uses the error's default.
+ * {"Status":"error","Error":{"Code":..,"Message":..[,"Field":..]}}, with no
+ * extra header lines (set r->extra after it); message NULL uses the error's
+ * default.
  */
 void http_response_error(struct http_response *r, enum err e, const char *field,
                          const char *message);
