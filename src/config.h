@@ -26,6 +26,8 @@ struct config {
     uint32_t request_timeout_ms;  /* first byte of a request to end of body */
     uint32_t idle_timeout_ms;     /* keep-alive connection with nothing to do */
     uint32_t shutdown_timeout_ms; /* SIGTERM: wait this long for requests in flight */
+    uint32_t linger_ms;           /* a connection closing after an error reads this long at most */
+    uint32_t linger_bytes;        /* ... and discards at most this many bytes */
     uint32_t max_string_bytes;    /* longest text field value, bytes of UTF-8 */
     uint32_t list_default;        /* page size of list calls without ?limit */
     uint32_t list_max;            /* largest ?limit */

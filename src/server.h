@@ -11,8 +11,30 @@
  * never get ahead of durability, and replies on one connection never
  * overtake each other.
  *
- * Ownership: the server owns its connections; a connection is freed (to a
- * pool) only in its uv_close callback.
+ * Memory: an idle connection (no request in progress, nothing queued or
+ * being written) holds only its struct conn (under 1 KiB). What a request
+ * needs (the read buffer, the ring of response slots, the parser's header
+ * buffers) is a "kit" taken from a server-wide LIFO free list when a request
+ * starts and given back when the connection goes idle, so a keep-alive
+ * client cycles the same warm kit with no heap traffic. The app's state
+ * stays with an idle connection for SERVER_SWEEP_MS more (so its credential
+ * cache survives between requests) and then goes back to its own free list;
+ * a state moving to another connection is reset first (state_reset), so
+ * nothing of one connection's requests reaches another. A periodic sweep
+ * frees what the free lists did not need during the last period and then
+ * returns freed memory to the OS (malloc_trim).
+ *
+ * At the connection cap the longest-idle connection (lingering ones first)
+ * is closed to admit the new one; only when none is idle does the new one
+ * get a short 503.
+ *
+ * Closing after an error answer (400, 408, 413, 431) lingers, as nginx's
+ * lingering_close: the response is written, the write side shut down, and
+ * input is read and discarded for at most cfg->linger_ms and
+ * cfg->linger_bytes, so the client reads the answer instead of a reset.
+ *
+ * Ownership: the server owns its connections; a connection slot is freed
+ * (to a free list) only in its uv_close callback.
  */
 #ifndef EVENTD_SERVER_H
 #define EVENTD_SERVER_H
@@ -44,6 +66,17 @@ struct server_app {
 };
 
 struct conn;
+struct server_kit;
+struct server_state;
+struct server_slab;
+
+/* An intrusive circular list (a sentinel in struct server, a node per connection). */
+struct server_link {
+    struct server_link *prev, *next;
+};
+
+#define SERVER_MAX_BATCH 32  /* responses per writev */
+#define SERVER_SWEEP_MS 1000 /* sweep period; an idle connection keeps its app state this long */
 
 struct server {
     uv_loop_t *loop;
@@ -52,14 +85,28 @@ struct server {
     struct server_app app;
     uv_tcp_t listener;
     uv_timer_t shutdown_timer;
-    struct conn *conns;   /* every open connection (doubly linked) */
-    struct conn *pool;    /* closed connections kept for reuse */
-    struct conn *waiting; /* connections whose head response waits for an LSN */
-    uint32_t nconns;
-    uint32_t npool;
-    uint64_t acked_lsn; /* responses with lsn <= this may leave */
+    uv_timer_t sweep_timer;         /* gives back idle memory; runs while there is some */
+    struct server_link conns;       /* every open connection */
+    struct server_link idle;        /* idle connections, longest idle first */
+    struct server_link warm;        /* idle connections still holding an app state, oldest first */
+    struct server_link lingering;   /* closing connections draining input, oldest first */
+    struct server_link free_conns;  /* free connection slots (of srv->slabs) */
+    struct server_slab *slabs;      /* connection slots are allocated in slabs */
+    struct server_kit *kits;        /* free kits (LIFO) */
+    struct server_state *states;    /* free app states (LIFO) */
+    struct conn *waiting;           /* connections whose head response waits for an LSN */
+    uint32_t nconns;                /* open, closing ones included */
+    uint32_t nclosing;              /* uv_close called, callback still to come */
+    uint32_t nkits, kits_low;       /* free kits; fewest since the last sweep */
+    uint32_t nstates, states_low;   /* free app states; fewest since the last sweep */
+    uint32_t nfree_conns, free_low; /* free connection slots; fewest since the last sweep */
+    uint32_t nslots;                /* response slots per kit: max_pipeline + 1 */
+    size_t freed_bytes;             /* freed since the last malloc_trim, roughly */
+    uint64_t acked_lsn;             /* responses with lsn <= this may leave */
     bool shutting_down;
     void (*on_drained)(struct server *srv); /* shutdown: every connection closed */
+    char *scratch;                          /* reads of idle and draining connections land here */
+    uv_buf_t iov[2 * SERVER_MAX_BATCH];     /* the batch being written (used only inside a flush) */
     char bound[96];                         /* "HOST:PORT" actually listened on */
 };
 
@@ -75,7 +122,7 @@ void server_fail_after(struct server *srv, uint64_t lsn);
  * cfg->shutdown_timeout_ms), closes every connection, then calls on_drained.
  */
 void server_shutdown(struct server *srv, void (*on_drained)(struct server *srv));
-/* Frees the pooled connections (after the loop has closed everything). */
+/* Frees the free lists and connection slots (after the loop has closed every connection). */
 void server_destroy(struct server *srv);
 
 #endif

@@ -1,0 +1,231 @@
+"""Black-box tests of the connection layer: the connection cap closes the
+longest-idle connection rather than refusing a new client, idle connections
+give their per-request memory back, and error answers survive a client that
+sends its whole request before reading (lingering close).
+
+Run: EVENTD_BIN=build/eventd python3 tests/blackbox/test_connections.py [Class[.test]]
+"""
+
+import http.client
+import os
+import resource
+import socket
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from harness import (  # noqa: E402
+    EVENTD_BIN, Server, auth_header, build_request, connect, is_open, parse_response_bytes,
+    read_response, request, send_raw, wait_closed)
+
+SWEEP_S = 1.0            # SERVER_SWEEP_MS: idle connections keep their app state this long
+SETTLE_S = 3.5 * SWEEP_S  # state released (<= 2 sweeps), free lists trimmed (one more)
+IDLE_CONN_LIMIT = 1024   # bytes of RSS per idle connection (README)
+IDLE_CONN_SLACK = 64     # libuv's per-descriptor watcher array (8-16 B) and page rounding
+MEM_CONNS = 2000
+
+
+def setUpModule():
+    # Thousands of sockets: lift our own descriptor limit as far as allowed.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def vm_rss(pid):
+    """The process's resident set in bytes, from /proc/PID/status."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS in /proc/%d/status" % pid)
+
+
+def sanitized_binary():
+    """True for an AddressSanitizer build, whose allocator makes RSS meaningless."""
+    with open(EVENTD_BIN, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
+def assert_error(test, resp, status, code, ctx=""):
+    test.assertEqual(resp.status, status, ctx + repr(resp))
+    test.assertEqual(resp.json()["Error"]["Code"], code, ctx + repr(resp))
+
+
+class EvictionTests(unittest.TestCase):
+    """--max-connections: idle connections make room, busy ones do not."""
+
+    CAP = 20
+
+    def test_new_client_served_by_closing_longest_idle_connection(self):
+        with Server(extra_args=["--max-connections", str(self.CAP)]) as srv:
+            socks = []
+            try:
+                for i in range(self.CAP):
+                    s = connect(srv.port)
+                    socks.append(s)
+                    send_raw(s, build_request("GET", "/healthz"))
+                    self.assertEqual(read_response(s).status, 200, "connection %d" % i)
+                    time.sleep(0.01)  # a strict idle order
+                r = request(srv.port, "GET", "/healthz", timeout=3.0)
+                self.assertEqual(r.status, 200, "new client at the cap with %d idle "
+                                 "connections: %r" % (self.CAP, r))
+                closed, data, _ = wait_closed(socks[0], 2.0)
+                self.assertTrue(closed and not data,
+                                "the longest-idle connection was not closed (data %r)" % data)
+                self.assertTrue(is_open(socks[-1]), "the most recently idle connection closed")
+            finally:
+                for s in socks:
+                    s.close()
+
+    def test_connections_inside_a_request_are_not_closed_for_a_new_client(self):
+        with Server(extra_args=["--max-connections", str(self.CAP)]) as srv:
+            socks = []
+            try:
+                for _ in range(self.CAP):
+                    s = connect(srv.port)
+                    socks.append(s)
+                    send_raw(s, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # half a head
+                time.sleep(0.3)
+                extra = connect(srv.port)
+                socks.append(extra)
+                closed, data, _ = wait_closed(extra, 3.0)
+                self.assertTrue(data, "no answer for a client over the cap (closed=%s)" % closed)
+                assert_error(self, parse_response_bytes(data), 503, "unavailable",
+                             "over the cap with every connection busy: ")
+                for i, s in enumerate(socks[:-1]):  # each still finishes its request
+                    send_raw(s, b"\r\n")
+                    self.assertEqual(read_response(s).status, 200, "busy connection %d" % i)
+            finally:
+                for s in socks:
+                    s.close()
+
+
+class IdleMemoryTests(unittest.TestCase):
+    """An idle connection costs at most 1 KiB; closed ones give memory back."""
+
+    def test_idle_connection_memory(self):
+        if sanitized_binary():
+            self.skipTest("RSS is not measurable under AddressSanitizer (shadow memory, "
+                          "quarantine); the plain build runs this test")
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        self.assertGreater(soft, MEM_CONNS + 100, "RLIMIT_NOFILE too low for the test")
+        with Server(users=["alice"], extra_args=["--fsync", "never"]) as srv:
+            auth = auth_header("alice", srv.keys["alice"])
+            # A body the decoder reads in full, refused without storing anything, so
+            # memory growth is the connections' alone.
+            req = build_request("POST", "/v2/theme", b'{"Theme":{"Name":"x","Nope":1}}',
+                                {"Authorization": auth, "Content-Type": "application/json"})
+
+            def one_request(s):
+                send_raw(s, req)
+                r = read_response(s)
+                self.assertEqual(r.status, 400, repr(r))
+
+            s = connect(srv.port)  # warm up: every lazily made server structure exists
+            one_request(s)
+            s.close()
+            time.sleep(SETTLE_S)
+            base = vm_rss(srv.proc.pid)
+
+            socks = []
+            try:
+                start = time.monotonic()
+                for _ in range(MEM_CONNS):
+                    s = connect(srv.port)
+                    socks.append(s)
+                    send_raw(s, req)
+                for s in socks:
+                    r = read_response(s)
+                    self.assertEqual(r.status, 400, repr(r))
+                self.assertLess(time.monotonic() - start, 30, "requests too slow")
+                busy = vm_rss(srv.proc.pid)
+                time.sleep(SETTLE_S)
+                idle = vm_rss(srv.proc.pid)
+                per_conn = (idle - base) / MEM_CONNS
+                print("\n  RSS: baseline %d KiB, %d connections just served %d KiB, idle %d KiB"
+                      " = %.0f bytes per idle connection"
+                      % (base // 1024, MEM_CONNS, busy // 1024, idle // 1024, per_conn),
+                      file=sys.stderr)
+                self.assertTrue(srv.running(), "server died")
+                self.assertLessEqual(per_conn, IDLE_CONN_LIMIT + IDLE_CONN_SLACK,
+                                     "RSS per idle connection")
+            finally:
+                for s in socks:
+                    s.close()
+            time.sleep(SETTLE_S)
+            after = vm_rss(srv.proc.pid)
+            print("  RSS after closing them all: %d KiB (%+d KiB from the baseline)"
+                  % (after // 1024, (after - base) // 1024), file=sys.stderr)
+            self.assertLessEqual(after - base, 1024 * 1024,
+                                 "RSS did not fall back near the baseline after the close")
+
+
+class LingerTests(unittest.TestCase):
+    """Error answers reach a client that sends everything before reading."""
+
+    TRIES = 20
+    BIG = 2 * 1024 * 1024  # over the default --max-body-bytes (1 MiB)
+
+    def test_413_reaches_client_that_sends_whole_body_first(self):
+        with Server() as srv:
+            body = b"x" * self.BIG
+            resets = []
+            for i in range(self.TRIES):
+                c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+                try:
+                    # http.client writes the whole request, then reads.
+                    c.request("POST", "/v2/theme", body=body,
+                              headers={"Content-Type": "application/json"})
+                    r = c.getresponse()
+                    data = r.read()
+                    self.assertEqual(r.status, 413, "try %d: %r" % (i, data))
+                    self.assertIn(b'"Code":"body_too_large"', data, "try %d" % i)
+                except (ConnectionResetError, BrokenPipeError) as e:
+                    resets.append("try %d: %r" % (i, e))
+                finally:
+                    c.close()
+            self.assertEqual(resets, [], "%d of %d tries lost the 413 to a reset"
+                             % (len(resets), self.TRIES))
+
+    def test_400_intact_when_more_bytes_follow_a_bad_header(self):
+        with Server() as srv:
+            s = connect(srv.port, timeout=10)
+            try:
+                head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nNo colon here\r\n\r\n"
+                try:
+                    send_raw(s, head + b"y" * (1024 * 1024))
+                    r = read_response(s, timeout=10)
+                except (ConnectionResetError, BrokenPipeError) as e:
+                    self.fail("the 400 was lost to a reset: %r" % e)
+                assert_error(self, r, 400, "bad_request")
+                self.assertEqual(r.header("connection"), "close")
+            finally:
+                s.close()
+
+    def test_lingering_ends_after_linger_ms(self):
+        with Server(extra_args=["--linger-ms", "300"]) as srv:
+            s = connect(srv.port)
+            try:
+                send_raw(s, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nBad\r\n\r\n")
+                assert_error(self, read_response(s), 400, "bad_request")
+                closed, data, _ = wait_closed(s, 2.0)  # the server's write side ends at once
+                self.assertTrue(closed and not data, "no end of the answer (data %r)" % data)
+                # We stay silent past --linger-ms: by then the socket is closed for good,
+                # so what we send now is answered with a reset.
+                time.sleep(1.0)
+                with self.assertRaises((ConnectionResetError, BrokenPipeError)):
+                    for _ in range(20):
+                        s.sendall(b"z")
+                        s.settimeout(0.1)
+                        try:
+                            s.recv(1)
+                        except socket.timeout:
+                            pass
+            finally:
+                s.close()
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
