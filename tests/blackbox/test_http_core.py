@@ -1328,7 +1328,10 @@ class ConnectionCapTests(Base):
                     socks.append(s)
                     send_raw(s, build_request("GET", "/healthz"))
                     self.assertResp(read_response(s), 200, ctx="connection %d of 3: " % (i + 1))
-                # Over the cap: 503 unavailable, written at accept, then a close (README).
+                    # busy: half a request head, so it cannot be closed for a newcomer
+                    send_raw(s, b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+                # Over the cap with every connection busy: 503 unavailable, written at
+                # accept, then a close (README).
                 fourth = connect(srv.port)
                 socks.append(fourth)
                 try_send(fourth, build_request("GET", "/healthz"))
@@ -1355,8 +1358,8 @@ class ConnectionCapTests(Base):
                 self.assertTrue(wait_until(try_new, 3.0, 0.1),
                                 "after closing one of 3 connections a new one was not served; "
                                 "last: %r" % (ok[-1:],))
-                for s in socks[1:3]:   # the idle ones are still served
-                    send_raw(s, build_request("GET", "/healthz"))
+                for s in socks[1:3]:   # the busy ones finish their requests
+                    send_raw(s, b"\r\n")
                     self.assertResp(read_response(s), 200, ctx="kept connection: ")
                 self.assertEqual(rejected.header("retry-after"), "1",
                                  "503 over the connection cap: Retry-After")

@@ -77,7 +77,7 @@ int main(void) {
         struct seen s = {0};
         struct http_parser p;
         http_parser_init(&p, &lim, &ev, &s);
-        const char *three = "GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\n\r\n"
+        const char *three = "GET /a HTTP/1.1\r\nHost: a\r\n\r\nGET /b HTTP/1.1\r\nHost: a\r\n\r\n"
                             "GET /c HTTP/1.0\r\n\r\n";
         CHECK_EQ_INT(feed(&p, three, strlen(three)), HTTP_OK);
         CHECK_EQ_INT(s.completes, 3);
@@ -95,7 +95,7 @@ int main(void) {
         CHECK_EQ_INT(feed(&p, big, strlen(big)), HTTP_ERROR);
         CHECK_EQ_INT(p.error, ERR_HEADERS_TOO_LARGE);
         http_parser_reset(&p);
-        const char *cl = "POST / HTTP/1.1\r\nContent-Length: 101\r\n\r\n";
+        const char *cl = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 101\r\n\r\n";
         CHECK_EQ_INT(feed(&p, cl, strlen(cl)), HTTP_ERROR);
         CHECK_EQ_INT(p.error, ERR_BODY_TOO_LARGE);
         CHECK_EQ_INT(s.headers, 0); /* refused before the owner saw it */
