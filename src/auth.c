@@ -33,6 +33,16 @@ const char *auth_check_username(const char *name) {
     return NULL;
 }
 
+/* Some user, picked by the name's bytes, or NULL when there is none. */
+static const struct record *decoy(const struct index *ix, const char *name, size_t len) {
+    const struct id_list *users = index_owned(ix, UINT64_MAX, REC_USER);
+    if (!users->len) return NULL;
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (uint8_t)name[i]) * 16777619u;
+    return index_get(ix, users->ids[h % users->len]);
+}
+
 const struct record *auth_check(const struct index *ix, struct slice h) {
     /* "Basic" is case-insensitive; then one or more spaces and the token. */
     if (h.len < 7 || strncasecmp(h.ptr, "Basic ", 6) != 0) return NULL;
@@ -56,9 +66,20 @@ const struct record *auth_check(const struct index *ix, struct slice h) {
     size_t key_len = raw_len - name_len - 1;
 
     const struct record *u = index_user_by_name(ix, (const char *)raw, name_len);
-    static const uint8_t dummy[AUTH_HASH_BYTES];
     if (u && u->v[USER_KEY_HASH].s.len != AUTH_HASH_BYTES) u = NULL; /* no usable key */
-    const uint8_t *want = u ? (const uint8_t *)u->v[USER_KEY_HASH].s.ptr : dummy;
+    /* An unknown name does the work of a known one: fetch a user record (a
+     * decoy chosen by the name, as cold in cache as a real one), compare its
+     * name and its key hash, and throw the result away. Without it a wrong
+     * key for a real user takes ~160 ns longer (tests/bench/bench_auth). */
+    const struct record *against = u ? u : decoy(ix, (const char *)raw, name_len);
+    static const uint8_t dummy[AUTH_HASH_BYTES];
+    const uint8_t *want = dummy;
+    if (against && against->v[USER_KEY_HASH].s.len == AUTH_HASH_BYTES) {
+        want = (const uint8_t *)against->v[USER_KEY_HASH].s.ptr;
+        size_t n = against->v[USER_NAME].s.len;
+        volatile int same = n == name_len && memcmp(against->v[USER_NAME].s.ptr, raw, n) == 0;
+        (void)same;
+    }
     uint8_t got[AUTH_HASH_BYTES];
     auth_hash_key(key, key_len, got);
     int differ = sodium_memcmp(got, want, AUTH_HASH_BYTES);
