@@ -114,21 +114,24 @@ void cli_demo_user(struct db *db, const struct config *cfg, const char *bound) {
     const char *host = wildcard ? "localhost" : "";
     const char *hostport = wildcard ? port : bound;
     if (isatty(STDOUT_FILENO)) {
-        printf("Created user \"demo\" (no users existed). Its API key, shown only this once:\n"
-               "  %s\n"
-               "Try it:\n"
-               "  curl -u demo:%s -H 'Cache-Control: no-cache' -d '{\"Theme\":{\"Name\":\"first\"}}' "
-               "http://%s%s%s/theme\n"
-               "(start with --no-demo-user to skip this)\n",
-               key, key, host, hostport, cfg->base_path);
+        printf(
+            "Created user \"demo\" (no users existed). Its API key, shown only this once:\n"
+            "  %s\n"
+            "Try it:\n"
+            "  curl -u demo:%s -H 'Cache-Control: no-cache' -d '{\"Theme\":{\"Name\":\"first\"}}' "
+            "http://%s%s%s/theme\n"
+            "(start with --no-demo-user to skip this)\n",
+            key, key, host, hostport, cfg->base_path);
     } else {
         /* Not a terminal (a container, a service manager): logs are no place for a key. */
         char path[4096];
         snprintf(path, sizeof path, "%s/demo-user.key", cfg->data_dir);
         int rc = write_key_file(path, key);
         if (rc < 0) {
-            LOG(LOG_ERROR, "created user \"demo\" but could not write its key to %s: %s; "
-                           "give it a new one with 'eventd user rotate demo'", path, strerror(-rc));
+            LOG(LOG_ERROR,
+                "created user \"demo\" but could not write its key to %s: %s; "
+                "give it a new one with 'eventd user rotate demo'",
+                path, strerror(-rc));
         } else {
             printf("Created user \"demo\" (no users existed). Its API key is in %s (mode 0600).\n"
                    "Try it:\n"

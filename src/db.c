@@ -61,7 +61,8 @@ static void undo_after(struct db *db, uint64_t lsn) {
         db->undo_len--;
         undone++;
     }
-    if (undone) LOG(LOG_DEBUG, "db: undid %zu changes after LSN %llu", undone, (unsigned long long)lsn);
+    if (undone)
+        LOG(LOG_DEBUG, "db: undid %zu changes after LSN %llu", undone, (unsigned long long)lsn);
 }
 
 /* ---- ids ---- */

@@ -33,7 +33,8 @@ static long env_long(const char *name) {
 
 static bool fault_hit(long after, long *count) {
     if (after < 0 || __atomic_fetch_add(count, 1, __ATOMIC_RELAXED) < after) return false;
-    return faults.times < 0 || __atomic_fetch_add(&faults.injected, 1, __ATOMIC_RELAXED) < faults.times;
+    return faults.times < 0 ||
+           __atomic_fetch_add(&faults.injected, 1, __ATOMIC_RELAXED) < faults.times;
 }
 #define FAULT(kind) fault_hit(faults.kind##_after, &faults.kind##s)
 #else

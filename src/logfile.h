@@ -23,7 +23,8 @@ char *logfile_path(const char *dir, const char *name);
 int logfile_write_all(int fd, const void *ptr, size_t len);
 /* Appends log frames: logfile_write_all, and the write the fault hook hits (ENOSPC). */
 int logfile_append(int fd, const void *ptr, size_t len);
-/* fdatasync (data) or fsync (metadata), retried on EINTR; data syncs are what the hook hits (EIO). */
+/* fdatasync (data) or fsync (metadata), retried on EINTR; data syncs are what the hook hits (EIO).
+ */
 int logfile_sync(int fd, bool data);
 static inline int logfile_datasync(int fd) {
     return logfile_sync(fd, true);

@@ -46,14 +46,15 @@ struct store_batch {
     bool reaped; /* finished on the loop already; the after-work callback only frees */
     /* log part */
     int fd;
-    struct buf data;       /* frames for eventd.log */
-    uint64_t start_size;   /* bytes in eventd.log before this write: a failed write is cut back here */
-    uint64_t last_lsn;     /* LSN of the last frame in data, or the last one written */
+    struct buf data; /* frames for eventd.log */
+    uint64_t
+        start_size;    /* bytes in eventd.log before this write: a failed write is cut back here */
+    uint64_t last_lsn; /* LSN of the last frame in data, or the last one written */
     uint64_t sync_cut_size; /* bytes: where a failed sync cuts the log back to */
-    bool cut_first;        /* cut the file to start_size before writing (an earlier cut failed) */
-    bool probe;            /* no data: check that the disk takes space and syncs */
-    bool sync;             /* fdatasync after the write */
-    bool sync_dir;         /* fsync the directory first (retrying a compaction rename) */
+    bool cut_first;         /* cut the file to start_size before writing (an earlier cut failed) */
+    bool probe;             /* no data: check that the disk takes space and syncs */
+    bool sync;              /* fdatasync after the write */
+    bool sync_dir;          /* fsync the directory first (retrying a compaction rename) */
     /* compaction part */
     int compact_fd;
     struct buf cdata; /* frames for eventd.log.compact */
@@ -65,8 +66,8 @@ struct store_batch {
     int err; /* log part, -errno */
     const char *err_op;
     bool write_failed; /* err came from the cut, the probe or the write, not from the sync */
-    int cut_err; /* the cut back after a failure, -errno */
-    int cerr;    /* compaction part, -errno */
+    int cut_err;       /* the cut back after a failure, -errno */
+    int cerr;          /* compaction part, -errno */
     const char *cerr_op;
     bool renamed;
     bool dir_synced;
@@ -292,8 +293,7 @@ static void episode_fail(struct store *s, const struct store_batch *b) {
 static void episode_end(struct store *s) {
     if (!s->failing) return;
     LOG(LOG_WARN, "store: %s/%s takes writes again, after %" PRIu64 " failed attempts in %.1f s",
-        s->dir, STORE_LOG_NAME, s->fail_count,
-        (double)(uv_now(s->loop) - s->fail_since) / 1000.0);
+        s->dir, STORE_LOG_NAME, s->fail_count, (double)(uv_now(s->loop) - s->fail_since) / 1000.0);
     s->failing = 0;
     s->fail_count = 0;
     s->retry_due = false;
@@ -493,8 +493,8 @@ static void take_pending(struct store *s, struct store_batch *b) {
     b->start_size = s->file_size;
     b->cut_first = s->needs_cut;
     /* "never" keeps no copy of unsynced frames, so a failed sync cuts nothing there. */
-    b->sync_cut_size = s->opts.fsync == STORE_FSYNC_NEVER ? s->file_size + b->data.len
-                                                          : s->durable_size;
+    b->sync_cut_size =
+        s->opts.fsync == STORE_FSYNC_NEVER ? s->file_size + b->data.len : s->durable_size;
     b->sync = s->opts.fsync == STORE_FSYNC_ALWAYS || s->sync_wanted || s->dir_unsynced;
     b->sync_dir = s->dir_unsynced;
     /* A retry with nothing to write asks the disk whether it would take some. */

@@ -64,8 +64,8 @@ struct replay {
     struct store_replay_info *info;
     struct range *cut; /* ranges to remove, ascending */
     size_t ncut;
-    const char *why;   /* what was wrong with the last bad frame */
-    bool undecodable;  /* ... it had a good checksum but apply refused it */
+    const char *why;  /* what was wrong with the last bad frame */
+    bool undecodable; /* ... it had a good checksum but apply refused it */
 };
 
 /* The n bytes at file offset off, or NULL when the file ends first or a read fails. */
