@@ -4,7 +4,7 @@
 set -eu
 
 PACKAGES="build-essential cmake pkg-config libuv1-dev libyajl-dev libsodium-dev node-llhttp
-python3 curl wrk nginx-light haproxy valgrind"
+python3 curl wrk nginx-light haproxy valgrind clang clang-format libclang-rt-14-dev"
 
 missing=""
 for p in $PACKAGES; do
