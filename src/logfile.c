@@ -14,8 +14,9 @@
 
 #ifdef EVENTD_FAULT_HOOKS
 /*
- * Test hooks, read from the environment at store_open and counted from
- * there or from store_faults_rearm:
+ * Test hooks, read from the environment by store_faults_rearm and counted
+ * from there (the server calls it once it listens, the CLI once the log is
+ * replayed, so startup is never hit):
  *   EVENTD_FAULT_FSYNC_AFTER=N  data syncs after the first N fail with EIO
  *   EVENTD_FAULT_WRITE_AFTER=N  log writes after the first N fail with ENOSPC
  *   EVENTD_FAULT_TIMES=M        at most M injected failures, then the disk "recovers"

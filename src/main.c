@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
     int status = 0;
     if (app_open(&app, &loop, &cfg) < 0) {
         status = 1;
-    } else if (!strcmp(cmd, "serve")) {
+    } else if (store_faults_rearm(), !strcmp(cmd, "serve")) { /* test hooks count from here */
         status = app_serve(&app);
     } else if (!strcmp(cmd, "user")) {
         status = cli_user(&app.db, npos, pos);

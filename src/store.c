@@ -557,7 +557,6 @@ int store_open(struct store *s, uv_loop_t *loop, const char *dir, const struct s
     if (!s->opts.retry_ms) s->opts.retry_ms = 1000;
     s->on_notify = on_notify;
     s->lock_fd = s->fd = s->compact_fd = -1;
-    store_faults_rearm();
 
     char *path = NULL;
     int err = logfile_mkdir_p(dir);

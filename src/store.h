@@ -182,7 +182,8 @@ static inline int store_failing(const struct store *s) {
 /* Asks for an fdatasync with the next batch, whatever the mode. */
 void store_sync_soon(struct store *s);
 
-/* Test builds: re-reads the EVENTD_FAULT_* hooks and restarts their counts. */
+/* Test builds: (re)reads the EVENTD_FAULT_* hooks and starts their counts; until the
+ * first call no fault is injected. */
 void store_faults_rearm(void);
 
 /* Blocking: writes and fdatasyncs everything pending. For the CLI and shutdown. */
