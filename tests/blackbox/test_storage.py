@@ -5,9 +5,11 @@ damaged logs, compaction (offline and SIGUSR1), fsync modes, and the
 EVENTD_FAULT_FSYNC_AFTER fault-injection hook."""
 
 import base64
+import concurrent.futures
 import glob
 import http.client
 import os
+import queue
 import random
 import re
 import shutil
@@ -821,20 +823,23 @@ class LogFormat(TornBase):
         self.assertEqual(self.read(d), bytes(data), "a refused start changed the log")
 
     # -- damage at every offset of the last two frames -----------------------
-    def outcome(self, d, *extra):
-        """Starts a server on d: (True, exit code after SIGTERM, stderr) if it
-        started, else (False, its exit code, its output). Never waits for a
-        timeout either way."""
-        srv = self.server(d, *extra)
+    # Sweeps start hundreds of servers: leak checks at exit (a sanitizer
+    # build) would triple their time, and the single-case tests keep them.
+    SWEEP_ENV = {"ASAN_OPTIONS": "detect_leaks=0"}
+
+    def outcome(self, d, *extra, env=None):
+        """Starts a server on d: (True, None, stderr) if it started (it is
+        killed at once: replay is over when it listens), else (False, its
+        exit code, its output). Never waits for a timeout either way."""
+        srv = self.server(d, *extra, env=env)
         try:
             srv.start()
         except harness.HarnessError:
             srv.close()
             return False, srv.proc.returncode, srv.stderr_text() + srv.stdout_text()
         err = srv.stderr_text()
-        rc = srv.stop()
         srv.close()
-        return True, rc, err
+        return True, None, err
 
     def refused_exit_1(self, d, *extra):
         started, rc, msg = self.outcome(d, *extra)
@@ -842,7 +847,7 @@ class LogFormat(TornBase):
         self.assertEqual(rc, 1, msg)
         return msg
 
-    def fixture(self, n=3, name_len=40):
+    def fixture(self, n=3, name_len=2):
         """A log of a user and n themes whose payloads end in non-zero bytes."""
         d = self.mkdir()
         key = add_user(d.path, "alice")
@@ -854,89 +859,99 @@ class LogFormat(TornBase):
             self.assertEqual(srv.stop(), 0)
         return d, key, recs, self.read(d)
 
+    def sweep(self, cases, check):
+        """Runs check(scratch_dir, case) -> error text or None for every case,
+        on two threads with a scratch data directory each (one server start
+        per case); returns the errors."""
+        dirs = queue.Queue()
+        for _ in range(2):
+            dirs.put(self.mkdir())
+
+        def one(case):
+            d = dirs.get()
+            try:
+                for name in os.listdir(d.path):
+                    if name != "LOCK":
+                        os.unlink(d.file(name))
+                return check(d, case)
+            finally:
+                dirs.put(d)
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as ex:
+            return [e for e in ex.map(one, cases) if e]
+
     def test_flipped_bit_anywhere_in_last_two_frames_refuses_start(self):
         d, key, recs, data = self.fixture()
         fr = frames(data)
         self.assertEqual(fr[-1][0] + 9 + fr[-1][1], len(data))
-        scratch = self.mkdir()
-        wrong = []
-        for off, n, _ in fr[-2:]:
-            for pos in range(off, off + 9 + n):
-                bad = bytearray(data)
-                # flip a bit that leaves the byte non-zero: no new zero tail
-                bit = 0x01 if bad[pos] != 0x01 else 0x02
-                bad[pos] ^= bit
-                self.write(scratch, bytes(bad))
-                for name in os.listdir(scratch.path):
-                    if name not in ("LOCK", LOG):
-                        os.unlink(scratch.file(name))
-                started, rc, msg = self.outcome(scratch)
-                why = None
-                if started:
-                    why = "started"
-                elif rc != 1:
-                    why = "exit %r" % rc
-                elif not re.search(r"\boffset %d\b" % off, msg):
-                    why = "no 'offset %d' in %r" % (off, msg[-300:])
-                elif "--repair" not in msg:
-                    why = "no --repair suggestion in %r" % msg[-300:]
-                elif self.read(scratch) != bytes(bad):
-                    why = "the log was changed"
-                elif glob.glob(scratch.file(LOG + ".damaged-*")):
-                    why = "a refused start copied bytes aside"
-                if why:
-                    wrong.append("bit 0x%02x of byte %d (frame at %d, frame byte %d): %s"
-                                 % (bit, pos, off, pos - off, why))
+        cases = [(off, pos) for off, n, _ in fr[-2:] for pos in range(off, off + 9 + n)]
+
+        def check(scratch, case):
+            off, pos = case
+            bad = bytearray(data)
+            # flip a bit that leaves the byte non-zero: no new zero tail
+            bit = 0x01 if bad[pos] != 0x01 else 0x02
+            bad[pos] ^= bit
+            self.write(scratch, bytes(bad))
+            started, rc, msg = self.outcome(scratch, env=self.SWEEP_ENV)
+            why = None
+            if started:
+                why = "started"
+            elif rc != 1:
+                why = "exit %r" % rc
+            elif not re.search(r"\boffset %d\b" % off, msg):
+                why = "no 'offset %d' in %r" % (off, msg[-300:])
+            elif "--repair" not in msg:
+                why = "no --repair suggestion in %r" % msg[-300:]
+            elif self.read(scratch) != bytes(bad):
+                why = "the log was changed"
+            elif glob.glob(scratch.file(LOG + ".damaged-*")):
+                why = "a refused start copied bytes aside"
+            if why:
+                return ("bit 0x%02x of byte %d (frame at %d, frame byte %d): %s"
+                        % (bit, pos, off, pos - off, why))
+            return None
+
+        wrong = self.sweep(cases, check)
         self.assertFalse(wrong, "%d of %d flips were not refused as documented, e.g.:\n%s"
                          % (len(wrong), sum(9 + n for _, n, _ in fr[-2:]),
                             "\n".join(wrong[:8])))
 
-    def assert_torn(self, scratch, bad, frame_off, what, wrong):
+    def torn_error(self, scratch, bad, frame_off, what):
         """bad (a log ending in a torn append at frame_off) must start, cut
         at frame_off, with the cut bytes in eventd.log.damaged-<frame_off>
         and a warning naming the offset and that file."""
-        for name in os.listdir(scratch.path):
-            if name != "LOCK":
-                os.unlink(scratch.file(name))
         self.write(scratch, bad)
-        srv = self.server(scratch)
-        try:
-            srv.start()
-        except harness.HarnessError as e:
-            srv.close()
-            wrong.append("%s: did not start: %s" % (what, str(e)[-300:]))
-            return
-        err = srv.stderr_text()
-        rc = srv.stop()
-        srv.close()
+        started, rc, err = self.outcome(scratch, env=self.SWEEP_ENV)
+        if not started:
+            return "%s: did not start (exit %r): %s" % (what, rc, err[-300:])
         damaged = scratch.file("%s.damaged-%d" % (LOG, frame_off))
         warn = [l for l in err.splitlines() if re.match(r"^\S+ warn ", l) and
                 re.search(r"\boffset %d\b" % frame_off, l) and
                 "%s.damaged-%d" % (LOG, frame_off) in l]
-        if rc != 0:
-            wrong.append("%s: exit %r" % (what, rc))
-        elif len(self.read(scratch)) != frame_off:
-            wrong.append("%s: log is %d bytes, not cut at %d"
-                         % (what, len(self.read(scratch)), frame_off))
+        if len(self.read(scratch)) != frame_off:
+            return ("%s: log is %d bytes, not cut at %d"
+                    % (what, len(self.read(scratch)), frame_off))
         elif not os.path.exists(damaged):
-            wrong.append("%s: no %s (have %s)" % (what, os.path.basename(damaged),
-                                                   sorted(os.listdir(scratch.path))))
-        elif open(damaged, "rb").read() != bad[frame_off:]:
-            wrong.append("%s: %s does not hold exactly the cut bytes"
-                         % (what, os.path.basename(damaged)))
-        elif not warn:
-            wrong.append("%s: no warning naming offset %d and %s.damaged-%d: %r"
-                         % (what, frame_off, LOG, frame_off, err[-400:]))
+            return ("%s: no %s (have %s)"
+                    % (what, os.path.basename(damaged), sorted(os.listdir(scratch.path))))
+        with open(damaged, "rb") as f:
+            copied = f.read()
+        if copied != bad[frame_off:]:
+            return ("%s: %s does not hold exactly the cut bytes"
+                    % (what, os.path.basename(damaged)))
+        if not warn:
+            return ("%s: no warning naming offset %d and %s.damaged-%d: %r"
+                    % (what, frame_off, LOG, frame_off, err[-400:]))
+        return None
 
     def test_truncation_inside_last_two_frames_is_cut_and_copied_aside(self):
         d, key, recs, data = self.fixture()
         fr = frames(data)
         (o1, n1, _), (o2, n2, _) = fr[-2:]
-        scratch = self.mkdir()
-        wrong = []
         cuts = [x for x in range(o1 + 1, len(data)) if x != o2]
-        for x in cuts:
-            self.assert_torn(scratch, data[:x], o1 if x < o2 else o2, "cut at %d" % x, wrong)
+        wrong = self.sweep(cuts, lambda scratch, x: self.torn_error(
+            scratch, data[:x], o1 if x < o2 else o2, "cut at %d" % x))
         self.assertFalse(wrong, "%d of %d truncations not handled as a torn append, e.g.:\n%s"
                          % (len(wrong), len(cuts), "\n".join(wrong[:8])))
 
@@ -959,11 +974,8 @@ class LogFormat(TornBase):
 
     def test_last_frame_zero_from_a_512_byte_boundary_is_cut_and_copied_aside(self):
         d, key, recs, data, off, bounds = self.big_last_frame()
-        scratch = self.mkdir()
-        wrong = []
-        for b in bounds:
-            bad = data[:b] + b"\0" * (len(data) - b)
-            self.assert_torn(scratch, bad, off, "zeros from %d" % b, wrong)
+        wrong = self.sweep(bounds, lambda scratch, b: self.torn_error(
+            scratch, data[:b] + b"\0" * (len(data) - b), off, "zeros from %d" % b))
         self.assertFalse(wrong, "\n".join(wrong))
         self.write(d, data[:bounds[0]] + b"\0" * (len(data) - bounds[0]))
         with self.server(d) as srv:
@@ -972,10 +984,9 @@ class LogFormat(TornBase):
     def test_last_frame_zero_from_its_start_is_cut_and_copied_aside(self):
         d, key, recs, data, off, bounds = self.big_last_frame()
         scratch = self.mkdir()
-        wrong = []
-        self.assert_torn(scratch, data[:off] + b"\0" * (len(data) - off), off,
-                         "zeros from the frame start", wrong)
-        self.assertFalse(wrong, "\n".join(wrong))
+        err = self.torn_error(scratch, data[:off] + b"\0" * (len(data) - off), off,
+                              "zeros from the frame start")
+        self.assertIsNone(err)
 
     def test_last_frame_zero_from_an_unaligned_offset_refuses_start(self):
         d, key, recs, data, off, bounds = self.big_last_frame()
