@@ -292,8 +292,10 @@ static void episode_fail(struct store *s, const struct store_batch *b) {
 
 static void episode_end(struct store *s) {
     if (!s->failing) return;
-    LOG(LOG_WARN, "store: %s/%s takes writes again, after %" PRIu64 " failed attempts in %.1f s",
-        s->dir, STORE_LOG_NAME, s->fail_count, (double)(uv_now(s->loop) - s->fail_since) / 1000.0);
+    LOG(LOG_WARN,
+        "store: storage recovered after %" PRIu64
+        " failed attempts in %.1f s: %s/%s takes writes again",
+        s->fail_count, (double)(uv_now(s->loop) - s->fail_since) / 1000.0, s->dir, STORE_LOG_NAME);
     s->failing = 0;
     s->fail_count = 0;
     s->retry_due = false;
@@ -497,9 +499,10 @@ static void take_pending(struct store *s, struct store_batch *b) {
         s->opts.fsync == STORE_FSYNC_NEVER ? s->file_size + b->data.len : s->durable_size;
     b->sync = s->opts.fsync == STORE_FSYNC_ALWAYS || s->sync_wanted || s->dir_unsynced;
     b->sync_dir = s->dir_unsynced;
-    /* A retry with nothing to write asks the disk whether it would take some. */
+    /* A retry proves the disk works again: it syncs, and with nothing to write
+     * it asks the disk whether it would take some. */
     b->probe = s->failing && !b->data.len;
-    if (b->probe) b->sync = true;
+    if (s->failing) b->sync = true;
     s->sync_wanted = false;
 }
 

@@ -17,6 +17,7 @@ env, extra_args, start_timeout): keep those names and their meaning stable.
 """
 
 import base64
+import errno
 import json
 import os
 import re
@@ -564,3 +565,69 @@ def wait_until(pred, timeout, interval=0.05):
         if v or time.monotonic() >= deadline:
             return v
         time.sleep(interval)
+
+
+# -- a small file system that can be filled up (real ENOSPC) -------------------
+
+SANITIZER_RE = re.compile(r"AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|"
+                          r"runtime error:")
+
+
+class Tmpfs:
+    """A tmpfs of `size` mounted on a fresh directory (we run as root).
+
+    fill() writes a filler file until the file system refuses with ENOSPC;
+    unfill() deletes it again.  A mount that fails raises HarnessError: a
+    test that cannot make the disk full must fail, not skip."""
+
+    FILLER = "zz-filler"
+
+    def __init__(self, size="2m", prefix="eventd-bb-tmpfs-"):
+        self.path = tempfile.mkdtemp(prefix=prefix)
+        cp = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0700" % size,
+                             "tmpfs", self.path], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            timeout=10)
+        if cp.returncode != 0:
+            os.rmdir(self.path)
+            raise HarnessError("cannot mount a tmpfs on %s (exit %d): %s"
+                               % (self.path, cp.returncode, cp.stderr.strip()))
+        self.mounted = True
+
+    def file(self, name):
+        return os.path.join(self.path, name)
+
+    def fill(self, max_bytes=1 << 30):
+        """Writes the filler until ENOSPC; returns the bytes written (bounded)."""
+        fd = os.open(self.file(self.FILLER), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        total, chunk = 0, 1 << 16
+        try:
+            while total < max_bytes:
+                try:
+                    n = os.write(fd, b"\xa5" * chunk)
+                except OSError as e:
+                    if e.errno != errno.ENOSPC:
+                        raise
+                    if chunk == 1:
+                        break
+                    chunk //= 16 if chunk >= 16 else chunk
+                    continue
+                total += n
+        finally:
+            os.close(fd)
+        if total >= max_bytes:
+            raise HarnessError("tmpfs %s did not fill up within %d bytes" % (self.path, max_bytes))
+        return total
+
+    def unfill(self):
+        os.unlink(self.file(self.FILLER))
+
+    def close(self):
+        if self.mounted:
+            subprocess.run(["umount", "-l", self.path], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+            self.mounted = False
+            try:
+                os.rmdir(self.path)
+            except OSError:
+                pass
