@@ -107,7 +107,11 @@ class Server:
     keys are in .keys[name]."""
 
     def __init__(self, extra_args=(), env=None, data_dir=None, users=(),
-                 start_timeout=START_TIMEOUT, subcommand="serve"):
+                 start_timeout=START_TIMEOUT, subcommand="serve", demo=False, wrapper=()):
+        """demo=True leaves the demo user on (no --no-demo-user); wrapper is a
+        command the binary runs under (e.g. valgrind and its flags)."""
+        self.demo = demo
+        self.wrapper = list(wrapper)
         self.extra_args = list(extra_args)
         self.subcommand = subcommand
         self.env = env
@@ -132,9 +136,9 @@ class Server:
             self.data_dir = tempfile.mkdtemp(prefix="eventd-bb-")
         for u in self.users:
             self.keys[u] = add_user(self.data_dir, u)
-        args = ([EVENTD_BIN] + ([self.subcommand] if self.subcommand else []) +
-                ["--listen", "127.0.0.1:0", "--data", self.data_dir, "--no-demo-user"] +
-                self.extra_args)
+        args = (self.wrapper + [EVENTD_BIN] + ([self.subcommand] if self.subcommand else []) +
+                ["--listen", "127.0.0.1:0", "--data", self.data_dir] +
+                ([] if self.demo else ["--no-demo-user"]) + self.extra_args)
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      env=clean_env(self.env), cwd=self.data_dir)

@@ -7,18 +7,14 @@ Skipped when valgrind is not installed."""
 import base64
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 import unittest
 
-from harness import EVENTD_BIN, add_user, clean_env, connect, read_response, send_raw
-
-LISTEN_RE = re.compile(rb"listening on 127\.0\.0\.1:(\d+)")
+from harness import Server, add_user, connect, read_response, send_raw
 
 
 def workload_requests(auth):
@@ -57,26 +53,12 @@ class MemcheckTest(unittest.TestCase):
             auth = "Authorization: Basic %s\r\n" % base64.b64encode(
                 ("vg:" + key).encode()).decode()
             log = os.path.join(data, "valgrind.log")
-            proc = subprocess.Popen(
-                ["valgrind", "--error-exitcode=99", "--leak-check=full",
-                 "--errors-for-leak-kinds=definite", "--log-file=" + log, EVENTD_BIN, "serve",
-                 "--listen", "127.0.0.1:0", "--data", data, "--no-demo-user",
-                 "--max-pipeline", "4", "--header-timeout-ms", "2000"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                env=clean_env())
-            port = None
-            deadline = time.monotonic() + 60
-            seen = b""
-            while port is None and time.monotonic() < deadline:
-                line = proc.stderr.readline()
-                if not line:
-                    break
-                seen += line
-                m = LISTEN_RE.search(line)
-                if m:
-                    port = int(m.group(1))
-            self.assertIsNotNone(port, "server did not start under valgrind: %r" % seen)
-            threading.Thread(target=proc.stderr.read, daemon=True).start()
+            srv = Server(data_dir=data, start_timeout=60,
+                         wrapper=["valgrind", "--error-exitcode=99", "--leak-check=full",
+                                  "--errors-for-leak-kinds=definite", "--log-file=" + log],
+                         extra_args=["--max-pipeline", "4", "--header-timeout-ms", "2000"])
+            srv.start()
+            proc, port = srv.proc, srv.port
 
             reqs = workload_requests(auth)
             everything = b"".join(reqs)
