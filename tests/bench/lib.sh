@@ -83,9 +83,11 @@ bench_binary() {
         return 0
     fi
     need cmake
-    local dir=${EVENTD_BENCH_BUILD:-$ROOT/build-bench}
+    # BENCH_HOOKS=1: a build with the tests' fault hooks (EVENTD_FAULT_*), in its own directory.
+    local tests=OFF dir=${EVENTD_BENCH_BUILD:-$ROOT/build-bench}
+    [[ ${BENCH_HOOKS:-0} == 1 ]] && tests=ON dir=${EVENTD_BENCH_BUILD:-$ROOT/build-bench-hooks}
     note "building Release in $dir"
-    if ! { cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DEVENTD_TESTS=OFF &&
+    if ! { cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DEVENTD_TESTS=$tests &&
         cmake --build "$dir" -j2 --target eventd; } >"$BENCH_WORK/build.log" 2>&1; then
         tail -n 30 "$BENCH_WORK/build.log" >&2
         die "the Release build failed"
