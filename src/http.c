@@ -465,6 +465,7 @@ void http_response_reset(struct http_response *r) {
     r->close = false;
     r->no_body = false;
     r->http10 = false;
+    r->head_only = false;
     r->extra = NULL;
     r->lsn = 0;
     r->head_len = 0;
@@ -536,4 +537,6 @@ void http_response_finish(struct http_response *r, bool keep_alive) {
     if (r->extra) n += put(h + n, r->extra, strlen(r->extra));
     n += PUT_LIT(h + n, "\r\n");
     r->head_len = (uint32_t)n;
+    /* A response to HEAD ends with its head, whatever Content-Length says (RFC 9112 6.3). */
+    if (r->head_only) buf_reset(&r->body);
 }

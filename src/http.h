@@ -109,6 +109,7 @@ struct http_response {
     bool close;        /* the connection closes after this response */
     bool no_body;      /* 204: no body, no Content-Type */
     bool http10;       /* HTTP/1.0 client: keep-alive must be said */
+    bool head_only;    /* a HEAD request: the head is sent, the body dropped */
     const char *extra; /* extra header lines, each ending "\r\n", static */
     uint64_t lsn;      /* sent only once the store has acknowledged this LSN */
     struct buf body;

@@ -567,6 +567,7 @@ static int on_headers(void *owner, struct http_request *req) {
     struct http_response *r = slot_push(c);
     c->cur = r;
     r->http10 = req->version_minor == 0;
+    r->head_only = req->method == HTTP_HEAD;
     c->discard = srv->app.on_headers(srv->app.data, state_get(c), req, r) == SERVER_ANSWERED;
     if (c->discard && req->expect_continue && req->has_body) {
         /* The client waits for "100 Continue" before sending the body: answer

@@ -576,5 +576,29 @@ class ConnectionStormTests(Base):
                             "after the storm a normal request was not served")
 
 
+
+class HeadTests(SharedServer):
+
+    def test_head_gets_405_without_a_body_and_the_next_response_is_intact(self):
+        # RFC 9112 6.3: a response to HEAD ends with its head; a body would be read
+        # as the start of the next response (found by fuzz_http).
+        s = connect(self.port)
+        try:
+            s.sendall(b"HEAD /v2/theme HTTP/1.1\r\nHost: x\r\n\r\n"
+                      b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = b""
+            while not data.endswith(b'{"Status":"ok"}'):
+                chunk = s.recv(4096)
+                self.assertTrue(chunk, "closed after %r" % data)
+                data += chunk
+        finally:
+            s.close()
+        first, _, rest = data.partition(b"\r\n\r\n")
+        self.assertTrue(first.startswith(b"HTTP/1.1 405 "), first)
+        self.assertIn(b"\r\nAllow: GET, POST", first)
+        self.assertTrue(rest.startswith(b"HTTP/1.1 200 OK\r\n"), "after the HEAD answer: %r"
+                        % rest[:120])
+
+
 if __name__ == "__main__":
     unittest.main()
