@@ -3,8 +3,9 @@
 # Idempotent: when every package is already installed it only checks and exits.
 set -eu
 
+# clang and libclang-rt-14-dev: libFuzzer and the sanitizers for the fuzz targets (EVENTD_FUZZ=ON).
 PACKAGES="build-essential cmake pkg-config libuv1-dev libyajl-dev libsodium-dev node-llhttp
-python3 curl wrk nginx-light haproxy valgrind"
+python3 curl wrk nginx-light haproxy valgrind clang libclang-rt-14-dev"
 
 missing=""
 for p in $PACKAGES; do

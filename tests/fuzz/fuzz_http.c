@@ -42,11 +42,11 @@
 #define KEY1 "fuzzKEY1fuzzKEY1fuzzKEY1fuzzKEY1fuzzKEY1fuz"
 #define KEY2 "otherKEY2otherKEY2otherKEY2otherKEY2otherKE"
 
-#define MAX_STREAM (256 * 1024) /* bytes sent, after the placeholders are expanded */
-#define MAX_RECV (4 << 20)      /* bytes of responses kept */
-#define MAX_TURNS 200000        /* loop turns per input */
-#define MAX_MS 5000             /* wall time per input; far below the server's timeouts */
-#define RESTART_RECORDS 400     /* restart the server above this many records... */
+#define MAX_STREAM (256 * 1024)      /* bytes sent, after the placeholders are expanded */
+#define MAX_RECV (4 << 20)           /* bytes of responses kept */
+#define MAX_TURNS 200000             /* loop turns per input */
+#define MAX_MS 5000                  /* wall time per input; far below the server's timeouts */
+#define RESTART_RECORDS 400          /* restart the server above this many records... */
 #define RESTART_LOG_BYTES (4u << 20) /* ... or this much log */
 
 /* ---- the server: the only code that knows the app, handlers and server APIs ---- */
@@ -218,7 +218,8 @@ static int connect_client(void) {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     /* A loopback connect completes in the kernel's backlog, before the server accepts. */
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) fuzz_die("connect: %s", strerror(errno));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+        fuzz_die("connect: %s", strerror(errno));
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -384,7 +385,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int i = 0; i < 1000 && svc_connections() > 0; i++)
         uv_run(&loop, UV_RUN_NOWAIT);
     if (svc_connections() > 0) fuzz_die("the server kept a connection the client closed");
-    if (verbose) fprintf(stderr, "---- %zu bytes received:\n%.*s\n", c.got_len, (int)c.got_len, got);
+    if (verbose)
+        fprintf(stderr, "---- %zu bytes received:\n%.*s\n", c.got_len, (int)c.got_len, got);
     check_responses(&c, len);
 
     if (svc_too_big()) {

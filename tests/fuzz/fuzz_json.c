@@ -82,7 +82,8 @@ static void check_valid(const struct kind_desc *k, const struct json_decoder *d,
         if (!(d->present & (UINT64_C(1) << i))) continue;
         const struct field *f = &k->fields[i];
         const union value *v = &d->vals[i];
-        if (!(f->flags & FF_INPUT)) fuzz_die("%s: output-only field %s was taken", k->name, f->name);
+        if (!(f->flags & FF_INPUT))
+            fuzz_die("%s: output-only field %s was taken", k->name, f->name);
         switch (f->type) {
         case FT_STR: {
             uint32_t max = f->max_len ? f->max_len : max_string;
@@ -101,8 +102,8 @@ static void check_valid(const struct kind_desc *k, const struct json_decoder *d,
                          f->max);
             break;
         case FT_REF:
-            if (v->i > RECORD_ID_MAX) fuzz_die("%s: accepted %s = %llu", k->name, f->name,
-                                               (unsigned long long)v->i);
+            if (v->i > RECORD_ID_MAX)
+                fuzz_die("%s: accepted %s = %llu", k->name, f->name, (unsigned long long)v->i);
             break;
         default:
             break;
@@ -114,8 +115,8 @@ static void check_valid(const struct kind_desc *k, const struct json_decoder *d,
 static void check_same(const char *what, const struct kind_desc *k, const union value *want,
                        const struct json_decoder *d, uint64_t must_be_present) {
     if ((d->present & must_be_present) != must_be_present)
-        fuzz_die("%s: fields %llx missing, %llx present", what,
-                 (unsigned long long)must_be_present, (unsigned long long)d->present);
+        fuzz_die("%s: fields %llx missing, %llx present", what, (unsigned long long)must_be_present,
+                 (unsigned long long)d->present);
     for (int i = 0; i < k->nfields; i++)
         if ((d->present & (UINT64_C(1) << i)) && !same_value(&k->fields[i], &want[i], &d->vals[i]))
             fuzz_die("%s: %s.%s differs", what, k->name, k->fields[i].name);
@@ -164,8 +165,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     json_write_record(&out1, r, false);
     struct json_decoder again;
     if (decode(&again, &arena3, k, max_string, out1.ptr, out1.len, 0, 0) != 0)
-        fuzz_die("%s: its own output was refused (%s): %.*s", k->name, again.err_msg,
-                 (int)out1.len, out1.ptr);
+        fuzz_die("%s: its own output was refused (%s): %.*s", k->name, again.err_msg, (int)out1.len,
+                 out1.ptr);
     if (!again.has_id || again.id_invalid || again.id != 7)
         fuzz_die("%s: ID did not read back: %.*s", k->name, (int)out1.len, out1.ptr);
     check_same("rewritten", k, r->v, &again, inputs);
