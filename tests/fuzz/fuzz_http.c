@@ -37,6 +37,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "fuzz_common.h"
+#include "http.h"
 
 /* The keys are fixed so that a saved input reproduces; both are 43 characters like real ones. */
 #define KEY1 "fuzzKEY1fuzzKEY1fuzzKEY1fuzzKEY1fuzzKEY1fuz"
@@ -48,6 +49,9 @@
 #define MAX_MS 5000                  /* wall time per input; far below the server's timeouts */
 #define RESTART_RECORDS 400          /* restart the server above this many records... */
 #define RESTART_LOG_BYTES (4u << 20) /* ... or this much log */
+#define MAX_HEADER_BYTES 1024        /* the server's limits, small enough for inputs to cross */
+#define MAX_BODY_BYTES 2048
+#define MAX_REQUESTS 4096
 
 /* ---- the server: the only code that knows the app, handlers and server APIs ---- */
 
@@ -73,8 +77,8 @@ static void svc_start(void) {
     cfg.demo_user = false;
     cfg.log_level = LOG_OFF;
     /* Limits small enough for inputs of a few KiB to cross them. */
-    cfg.max_header_bytes = 1024;
-    cfg.max_body_bytes = 2048;
+    cfg.max_header_bytes = MAX_HEADER_BYTES;
+    cfg.max_body_bytes = MAX_BODY_BYTES;
     cfg.max_pipeline = 4;
     cfg.max_string_bytes = 64;
     cfg.list_max = 20;
@@ -115,7 +119,8 @@ static unsigned svc_connections(void) {
 /* ---- the client ---- */
 
 static char auth1[128], auth2[128];
-static bool verbose; /* FUZZ_VERBOSE=1: print what the server answered */
+static bool verbose;         /* FUZZ_VERBOSE set: print what the server answered */
+static bool allow_head_body; /* FUZZ_ALLOW_HEAD_BODY set: do not check HEAD responses */
 static char *stream, *got;
 
 static void cleanup(void) {
@@ -125,6 +130,7 @@ static void cleanup(void) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     signal(SIGPIPE, SIG_IGN);
     verbose = getenv("FUZZ_VERBOSE") != NULL;
+    allow_head_body = getenv("FUZZ_ALLOW_HEAD_BODY") != NULL;
     if (sodium_init() < 0) fuzz_die("sodium_init");
     static const char *users[2][2] = {{"fuzz:", KEY1}, {"other:", KEY2}};
     char *out[2] = {auth1, auth2};
@@ -226,6 +232,48 @@ static int connect_client(void) {
     return fd;
 }
 
+/* ---- what the server was asked ---- */
+
+/*
+ * The requests in the stream, as the server's own parser (http.h) reads them
+ * with the server's limits: the method of each, and whether it was complete.
+ * Response i answers request i.
+ */
+struct requests {
+    unsigned n;
+    uint8_t method[MAX_REQUESTS];
+    bool complete[MAX_REQUESTS];
+};
+
+static int rq_headers(void *owner, struct http_request *req) {
+    struct requests *r = owner;
+    if (r->n < MAX_REQUESTS) {
+        r->method[r->n] = req->method;
+        r->complete[r->n] = false;
+    }
+    r->n++;
+    return 0;
+}
+
+static void rq_body(void *owner, struct http_request *req, const char *ptr, size_t len) {}
+
+static bool rq_complete(void *owner, struct http_request *req) {
+    struct requests *r = owner;
+    if (r->n - 1 < MAX_REQUESTS) r->complete[r->n - 1] = true;
+    return false;
+}
+
+static void list_requests(const char *p, size_t n, struct requests *out) {
+    static const struct http_limits limits = {MAX_HEADER_BYTES, MAX_BODY_BYTES};
+    static const struct http_events ev = {rq_headers, rq_body, rq_complete};
+    struct http_parser parser;
+    out->n = 0;
+    http_parser_init(&parser, &limits, &ev, out);
+    size_t used;
+    http_parser_execute(&parser, p, n, &used);
+    http_parser_destroy(&parser);
+}
+
 /* ---- checking the responses ---- */
 
 static const char *find_crlf(const char *p, const char *end) {
@@ -263,7 +311,7 @@ static const char *check_body(int status, const char *p, size_t n) {
 }
 
 /* Parses one response at *pos. Returns NULL when fine, else what is wrong. */
-static const char *check_response(const char *buf, size_t len, size_t *pos, bool *close,
+static const char *check_response(const char *buf, size_t len, size_t *pos, bool head, bool *close,
                                   bool *interim) {
     const char *p = buf + *pos, *end = buf + len;
     const char *eol = find_crlf(p, end);
@@ -321,6 +369,14 @@ static const char *check_response(const char *buf, size_t len, size_t *pos, bool
         return lengths ? "100 Continue with a Content-Length" : NULL;
     }
     if (!has_date) return "no Date";
+    if (head) {
+        /* RFC 9112 6.3: a response to HEAD ends with its header section, whatever its
+         * Content-Length says; body bytes would be read as the next response. */
+        *pos = (size_t)(p - buf);
+        if (*pos < len && (len - *pos < 5 || memcmp(p, "HTTP/", 5) != 0))
+            return "the response to a HEAD request carries a body";
+        return NULL;
+    }
     if (status == 204) {
         if (lengths || has_type) return "204 with Content-Length or Content-Type";
         *pos = (size_t)(p - buf);
@@ -336,12 +392,20 @@ static const char *check_response(const char *buf, size_t len, size_t *pos, bool
 }
 
 static void check_responses(const struct client *c, size_t sent) {
+    static struct requests rq;
+    list_requests(stream, sent, &rq);
     size_t pos = 0;
     unsigned n = 0;
     while (pos < c->got_len) {
         bool close = false, interim = false;
         size_t at = pos;
-        const char *why = check_response(got, c->got_len, &pos, &close, &interim);
+        /* An error answer may end a request cut short: only complete ones are held to HEAD. */
+        bool head = !allow_head_body && n < rq.n && n < MAX_REQUESTS && rq.complete[n] &&
+                    rq.method[n] == HTTP_HEAD;
+        if (n > rq.n)
+            fuzz_die("%u responses to %u requests:\n%.*s", n + 1, rq.n,
+                     (int)(c->got_len > 2000 ? 2000 : c->got_len), got);
+        const char *why = check_response(got, c->got_len, &pos, head, &close, &interim);
         /* A reset may cut off what was still in flight; what arrived must be well-formed. */
         if (why && c->reset && strstr(why, "short")) return;
         if (why)

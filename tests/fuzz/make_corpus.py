@@ -105,7 +105,7 @@ HTTP = {
     "err_not_found": req("GET", "/v2/nothing/1") + req("GET", "/v2/theme/0")
     + req("GET", "/v2/theme/01") + req("GET", "/v3/theme"),
     "err_method": req("PATCH", "/v2/theme/3") + req("POST", "/healthz", auth=None)
-    + req("HEAD", "/v2/theme"),
+    + req("OPTIONS", "/v2/theme"),
     "err_unauthorized": req("GET", "/v2/theme", auth=None) + req("GET", "/v2/theme",
                                                                   auth="Basic !!!!")
     + req("GET", "/v2/theme", auth="Bearer x"),
