@@ -2,7 +2,9 @@
  * fuzz_replay: store_replay over an arbitrary eventd.log, into an index, as
  * a server start does.
  *
- * Input: byte 0 bit 0 set replays with --repair; the rest is the file.
+ * Input: byte 0 bit 0 set replays with --repair; bit 1 set gives every whole
+ * frame its correct checksum first, so that mutated payloads get past the
+ * CRC to the record decoder and the index; the rest is the file.
  *
  * Properties, besides no crash and no leak:
  *  - a readable file never gives STORE_REPLAY_IO;
@@ -73,6 +75,23 @@ static void spit(const char *path, const uint8_t *p, size_t n) {
     close(fd);
 }
 
+static uint32_t get_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Rewrites the checksum of every frame that fits in the file (see store.h for the layout). */
+static void fix_checksums(uint8_t *p, size_t n) {
+    size_t off = STORE_HEADER_SIZE;
+    while (off + STORE_FRAME_HEADER_SIZE <= n) {
+        uint32_t len = get_le32(p + off + 4);
+        if (len > n - off - STORE_FRAME_HEADER_SIZE) break;
+        uint32_t crc = store_crc32c(0, p + off + 4, 5 + (size_t)len);
+        for (int i = 0; i < 4; i++)
+            p[off + (size_t)i] = (uint8_t)(crc >> (8 * i));
+        off += STORE_FRAME_HEADER_SIZE + len;
+    }
+}
+
 /* Opens the store in dir, replays it into ix and closes it. */
 static enum store_replay_status replay(bool repair, struct index *ix,
                                        struct store_replay_info *info) {
@@ -95,8 +114,10 @@ static const char *const names[] = {"OK", "EMPTY", "TRUNCATED", "CORRUPT", "IO"}
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return -1;
     bool repair = data[0] & 1;
-    const uint8_t *file = data + 1;
     size_t n = size - 1;
+    uint8_t *file = malloc(n + 1);
+    memcpy(file, data + 1, n);
+    if (data[0] & 2) fix_checksums(file, n);
     fuzz_empty_dir(dir);
     spit(log_path, file, n);
 
@@ -163,5 +184,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     index_destroy(&ix);
     free(now);
     free(aside);
+    free(file);
     return 0;
 }

@@ -251,6 +251,8 @@ def replay_seeds(eventd):
     }
     for name, data in seeds.items():
         write("fuzz_replay", name, b"\0" + data)
+        if name in ("session", "compacted", "log_twice"):
+            write("fuzz_replay", name + "_fix_crc", b"\2" + data)
         if name in ("flipped_middle", "bad_length_middle", "garbage_tail", "torn_tail"):
             write("fuzz_replay", name + "_repair", b"\1" + data)
 
