@@ -21,9 +21,9 @@
  * on an emptied data directory when it holds too much.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdint.h>
@@ -219,16 +219,25 @@ static void send_piece(struct client *c, const char *p, size_t n) {
 }
 
 static int connect_client(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
     if (fd < 0) fuzz_die("socket: %s", strerror(errno));
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    /* A loopback connect completes in the kernel's backlog, before the server accepts. */
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+    /* Non-blocking: libFuzzer's SIGALRM (-timeout) would interrupt a blocking connect. A
+     * loopback connect completes in the kernel's backlog, before the server accepts. */
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 && errno != EINPROGRESS &&
+        errno != EINTR)
         fuzz_die("connect: %s", strerror(errno));
+    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+    int rc;
+    for (int i = 0; i < 100; i++)
+        if ((rc = poll(&pfd, 1, 100)) != 0 && !(rc < 0 && errno == EINTR)) break;
+    int err = 0;
+    socklen_t len = sizeof err;
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (rc <= 0 || err) fuzz_die("connect: %s", strerror(err ? err : ETIMEDOUT));
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     return fd;
 }
 
