@@ -463,6 +463,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_responses(&c, len);
 
     if (svc_too_big()) {
+        if (verbose) fprintf(stderr, "---- restarting the server on an empty data directory\n");
         svc_stop();
         fuzz_empty_dir(data_dir);
         svc_start();
