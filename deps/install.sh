@@ -3,6 +3,7 @@
 # Idempotent: when every package is already installed it only checks and exits.
 set -eu
 
+# clang and libclang-rt-14-dev: libFuzzer and the sanitizers for the fuzz targets (EVENTD_FUZZ=ON).
 PACKAGES="build-essential cmake pkg-config libuv1-dev libyajl-dev libsodium-dev node-llhttp
 python3 curl wrk nginx-light haproxy valgrind clang clang-format libclang-rt-14-dev"
 

@@ -1,0 +1,472 @@
+/*
+ * fuzz_http: one connection's byte stream, through the real server running
+ * in-process: parsing, routing, authentication, JSON decoding, the handlers,
+ * the store, and the response writer.
+ *
+ * Input: byte 0 is the largest piece the stream is sent in (0: all at once),
+ * byte 1 seeds the sizes of the pieces, the rest is the stream. "@A1@" in
+ * the stream becomes "Basic <credentials of user fuzz>", "@A2@" those of user
+ * "other", so bodies get past authentication and reach the JSON decoder.
+ *
+ * Each input gets a fresh connection to one server that lives across inputs
+ * (starting one costs more than most inputs). The client sends the pieces,
+ * letting the loop turn after each so the server reads them separately,
+ * half-closes, and reads until the server closes. Then every byte received
+ * must be well-formed responses: status line, headers, Content-Length equal
+ * to the body, a JSON envelope for every status but 204, nothing after
+ * "Connection: close". The server must also have closed the connection
+ * within the bound. Any breach aborts, and libFuzzer keeps the input.
+ *
+ * The state grows with the records inputs create: the server is restarted
+ * on an emptied data directory when it holds too much.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+#include <yajl/yajl_tree.h>
+
+#include "fuzz_common.h"
+#include "http.h"
+
+/* The keys are fixed so that a saved input reproduces; both are 43 characters like real ones. */
+#define KEY1 "fuzzKEY1fuzzKEY1fuzzKEY1fuzzKEY1fuzzKEY1fuz"
+#define KEY2 "otherKEY2otherKEY2otherKEY2otherKEY2otherKE"
+
+#define MAX_STREAM (256 * 1024)      /* bytes sent, after the placeholders are expanded */
+#define MAX_RECV (4 << 20)           /* bytes of responses kept */
+#define MAX_TURNS 200000             /* loop turns per input */
+#define MAX_MS 5000                  /* wall time per input; far below the server's timeouts */
+#define RESTART_RECORDS 400          /* restart the server above this many records... */
+#define RESTART_LOG_BYTES (4u << 20) /* ... or this much log */
+#define MAX_HEADER_BYTES 1024        /* the server's limits, small enough for inputs to cross */
+#define MAX_BODY_BYTES 2048
+#define MAX_REQUESTS 4096
+
+/* ---- the server: the only code that knows the app, handlers and server APIs ---- */
+
+#include "app.h"
+#include "handlers.h"
+
+static uv_loop_t loop;
+static struct app app;
+static char data_dir[256];
+static int port;
+static bool drained;
+
+static void on_drained(struct server *srv) {
+    drained = true;
+}
+
+/* Starts the service on an empty data directory, as `eventd --fsync never` would serve it. */
+static void svc_start(void) {
+    struct config cfg = config_defaults;
+    cfg.listen = "127.0.0.1:0";
+    cfg.data_dir = data_dir;
+    cfg.fsync = STORE_FSYNC_NEVER;
+    cfg.demo_user = false;
+    cfg.log_level = LOG_OFF;
+    /* Limits small enough for inputs of a few KiB to cross them. */
+    cfg.max_header_bytes = MAX_HEADER_BYTES;
+    cfg.max_body_bytes = MAX_BODY_BYTES;
+    cfg.max_pipeline = 4;
+    cfg.max_string_bytes = 64;
+    cfg.list_max = 20;
+    if (app_open(&app, &loop, &cfg) < 0) fuzz_die("app_open failed on %s", data_dir);
+    app_put_user(&app, index_take_id(&app.index), "fuzz", KEY1);
+    app_put_user(&app, index_take_id(&app.index), "other", KEY2);
+    struct server_app sa;
+    handlers_init(&app, &sa);
+    int rc = server_start(&app.srv, &loop, &app.cfg, &sa);
+    if (rc < 0) fuzz_die("server_start: %s", uv_strerror(rc));
+    /* What app_serve does before it runs the loop. */
+    app.serving = true;
+    app.srv.acked_lsn = app.store.acked_lsn;
+    const char *colon = strrchr(app.srv.bound, ':');
+    port = atoi(colon + 1);
+}
+
+/* Stops it as SIGTERM would, and closes the store. */
+static void svc_stop(void) {
+    drained = false;
+    server_shutdown(&app.srv, on_drained);
+    for (int i = 0; i < MAX_TURNS && !drained; i++)
+        uv_run(&loop, UV_RUN_NOWAIT);
+    if (!drained) fuzz_die("server_shutdown did not drain");
+    app.serving = false;
+    server_destroy(&app.srv);
+    app_close(&app);
+}
+
+static bool svc_too_big(void) {
+    return app.index.count > RESTART_RECORDS || app.store.file_size > RESTART_LOG_BYTES;
+}
+
+static unsigned svc_connections(void) {
+    return app.srv.nconns;
+}
+
+/* ---- the client ---- */
+
+static char auth1[128], auth2[128];
+static bool verbose;         /* FUZZ_VERBOSE set: print what the server answered */
+static bool allow_head_body; /* FUZZ_ALLOW_HEAD_BODY set: do not check HEAD responses */
+static char *stream, *got;
+
+static void cleanup(void) {
+    fuzz_rmdir(data_dir);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    signal(SIGPIPE, SIG_IGN);
+    verbose = getenv("FUZZ_VERBOSE") != NULL;
+    allow_head_body = getenv("FUZZ_ALLOW_HEAD_BODY") != NULL;
+    if (sodium_init() < 0) fuzz_die("sodium_init");
+    static const char *users[2][2] = {{"fuzz:", KEY1}, {"other:", KEY2}};
+    char *out[2] = {auth1, auth2};
+    for (int i = 0; i < 2; i++) {
+        char raw[64];
+        int n = snprintf(raw, sizeof raw, "%s%s", users[i][0], users[i][1]);
+        memcpy(out[i], "Basic ", 6);
+        sodium_bin2base64(out[i] + 6, sizeof auth1 - 6, (unsigned char *)raw, (size_t)n,
+                          sodium_base64_VARIANT_ORIGINAL);
+    }
+    stream = malloc(MAX_STREAM);
+    got = malloc(MAX_RECV);
+    fuzz_tmpdir(data_dir, sizeof data_dir, "http");
+    atexit(cleanup);
+    uv_loop_init(&loop);
+    svc_start();
+    return 0;
+}
+
+/* Copies the stream, expanding the credential placeholders. Returns its length. */
+static size_t expand(const uint8_t *p, size_t n) {
+    size_t len = 0;
+    for (size_t i = 0; i < n;) {
+        const char *rep = NULL;
+        if (n - i >= 4 && p[i] == '@' && p[i + 1] == 'A' && p[i + 3] == '@')
+            rep = p[i + 2] == '1' ? auth1 : p[i + 2] == '2' ? auth2 : NULL;
+        size_t rlen = rep ? strlen(rep) : 1;
+        if (len + rlen > MAX_STREAM) break;
+        if (rep) {
+            memcpy(stream + len, rep, rlen);
+            i += 4;
+        } else {
+            stream[len] = (char)p[i++];
+        }
+        len += rlen;
+    }
+    return len;
+}
+
+struct client {
+    int fd;
+    size_t got_len;
+    bool eof;   /* the server closed (FIN) */
+    bool reset; /* ... or reset the connection */
+    uint64_t start;
+    unsigned turns;
+};
+
+static bool out_of_time(struct client *c) {
+    return c->turns >= MAX_TURNS || uv_hrtime() - c->start > (uint64_t)MAX_MS * 1000000;
+}
+
+/* One turn of the loop, then whatever the server sent. */
+static void pump(struct client *c) {
+    uv_run(&loop, UV_RUN_NOWAIT);
+    c->turns++;
+    while (!c->eof && !c->reset) {
+        char tmp[16384];
+        ssize_t r = recv(c->fd, tmp, sizeof tmp, 0);
+        if (r > 0) {
+            size_t keep = (size_t)r;
+            if (c->got_len + keep > MAX_RECV) keep = MAX_RECV - c->got_len;
+            memcpy(got + c->got_len, tmp, keep);
+            c->got_len += keep;
+            continue;
+        }
+        if (r == 0) c->eof = true;
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && errno != EAGAIN) c->reset = true;
+        break;
+    }
+}
+
+/* Sends all of p unless the server closes first. */
+static void send_piece(struct client *c, const char *p, size_t n) {
+    while (n > 0 && !c->eof && !c->reset && !out_of_time(c)) {
+        ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL);
+        if (w > 0) {
+            p += w;
+            n -= (size_t)w;
+        } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+            return; /* EPIPE, ECONNRESET: the server is done with us */
+        }
+        pump(c); /* let the server read: it may be what frees the socket buffer */
+    }
+}
+
+static int connect_client(void) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    if (fd < 0) fuzz_die("socket: %s", strerror(errno));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    /* Non-blocking: libFuzzer's SIGALRM (-timeout) would interrupt a blocking connect. A
+     * loopback connect completes in the kernel's backlog, before the server accepts. */
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 && errno != EINPROGRESS &&
+        errno != EINTR)
+        fuzz_die("connect: %s", strerror(errno));
+    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+    int rc;
+    for (int i = 0; i < 100; i++)
+        if ((rc = poll(&pfd, 1, 100)) != 0 && !(rc < 0 && errno == EINTR)) break;
+    int err = 0;
+    socklen_t len = sizeof err;
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (rc <= 0 || err) fuzz_die("connect: %s", strerror(err ? err : ETIMEDOUT));
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+/* ---- what the server was asked ---- */
+
+/*
+ * The requests in the stream, as the server's own parser (http.h) reads them
+ * with the server's limits: the method of each, and whether it was complete.
+ * Response i answers request i.
+ */
+struct requests {
+    unsigned n;
+    uint8_t method[MAX_REQUESTS];
+    bool complete[MAX_REQUESTS];
+};
+
+static int rq_headers(void *owner, struct http_request *req) {
+    struct requests *r = owner;
+    if (r->n < MAX_REQUESTS) {
+        r->method[r->n] = req->method;
+        r->complete[r->n] = false;
+    }
+    r->n++;
+    return 0;
+}
+
+static void rq_body(void *owner, struct http_request *req, const char *ptr, size_t len) {}
+
+static bool rq_complete(void *owner, struct http_request *req) {
+    struct requests *r = owner;
+    if (r->n - 1 < MAX_REQUESTS) r->complete[r->n - 1] = true;
+    return false;
+}
+
+static void list_requests(const char *p, size_t n, struct requests *out) {
+    static const struct http_limits limits = {MAX_HEADER_BYTES, MAX_BODY_BYTES};
+    static const struct http_events ev = {rq_headers, rq_body, rq_complete};
+    struct http_parser parser;
+    out->n = 0;
+    http_parser_init(&parser, &limits, &ev, out);
+    size_t used;
+    http_parser_execute(&parser, p, n, &used);
+    http_parser_destroy(&parser);
+}
+
+/* ---- checking the responses ---- */
+
+static const char *find_crlf(const char *p, const char *end) {
+    for (; p + 1 < end; p++)
+        if (p[0] == '\r' && p[1] == '\n') return p;
+    return NULL;
+}
+
+static bool header_is(const char *line, size_t len, const char *name) {
+    size_t n = strlen(name);
+    return len > n && line[n] == ':' && strncasecmp(line, name, n) == 0;
+}
+
+/* The JSON envelope: {"Status":"ok",...} for 2xx, {"Status":"error","Error":{"Code":..}} else. */
+static const char *check_body(int status, const char *p, size_t n) {
+    static char copy[MAX_RECV + 1];
+    memcpy(copy, p, n);
+    copy[n] = 0;
+    char err[128];
+    yajl_val v = yajl_tree_parse(copy, err, sizeof err);
+    if (!v) return "body is not JSON";
+    const char *why = NULL;
+    const char *status_path[] = {"Status", NULL};
+    const char *code_path[] = {"Error", "Code", NULL};
+    yajl_val st = yajl_tree_get(v, status_path, yajl_t_string);
+    if (!YAJL_IS_OBJECT(v) || !st)
+        why = "body is not an object with a string Status";
+    else if (status < 400 && strcmp(YAJL_GET_STRING(st), "ok") != 0)
+        why = "2xx body without Status ok";
+    else if (status >= 400 && (strcmp(YAJL_GET_STRING(st), "error") != 0 ||
+                               !yajl_tree_get(v, code_path, yajl_t_string)))
+        why = "error body without Status error and an Error.Code";
+    yajl_tree_free(v);
+    return why;
+}
+
+/* Parses one response at *pos. Returns NULL when fine, else what is wrong. */
+static const char *check_response(const char *buf, size_t len, size_t *pos, bool head, bool *close,
+                                  bool *interim) {
+    const char *p = buf + *pos, *end = buf + len;
+    const char *eol = find_crlf(p, end);
+    if (!eol) return "status line cut short";
+    if (eol - p < 13 || memcmp(p, "HTTP/1.1 ", 9) != 0 || p[12] != ' ')
+        return "malformed status line";
+    int status = 0;
+    for (int i = 9; i < 12; i++) {
+        if (p[i] < '0' || p[i] > '9') return "status is not three digits";
+        status = status * 10 + (p[i] - '0');
+    }
+    if (status < 100 || status > 599) return "status out of range";
+    *interim = status == 100;
+    bool has_date = false, has_type = false;
+    int lengths = 0;
+    uint64_t clen = 0;
+    *close = false;
+    for (p = eol + 2;;) {
+        eol = find_crlf(p, end);
+        if (!eol) return "headers cut short";
+        size_t n = (size_t)(eol - p);
+        if (n == 0) break;
+        const char *colon = memchr(p, ':', n);
+        if (!colon || colon == p) return "header line without a name";
+        for (const char *q = p; q < eol; q++)
+            if (*q == '\n' || *q == '\r' || *q == 0) return "control byte in a header";
+        const char *val = colon + 1;
+        while (val < eol && *val == ' ')
+            val++;
+        size_t vlen = (size_t)(eol - val);
+        if (header_is(p, n, "Content-Length")) {
+            lengths++;
+            clen = 0;
+            if (vlen == 0 || vlen > 12) return "bad Content-Length";
+            for (size_t i = 0; i < vlen; i++) {
+                if (val[i] < '0' || val[i] > '9') return "bad Content-Length";
+                clen = clen * 10 + (uint64_t)(val[i] - '0');
+            }
+        } else if (header_is(p, n, "Content-Type")) {
+            has_type = vlen == 16 && memcmp(val, "application/json", 16) == 0;
+            if (!has_type) return "Content-Type is not application/json";
+        } else if (header_is(p, n, "Date")) {
+            has_date = vlen == 29;
+        } else if (header_is(p, n, "Connection")) {
+            if (vlen == 5 && !strncasecmp(val, "close", 5))
+                *close = true;
+            else if (!(vlen == 10 && !strncasecmp(val, "keep-alive", 10)))
+                return "Connection is neither close nor keep-alive";
+        }
+        p = eol + 2;
+    }
+    p += 2;
+    if (*interim) {
+        *pos = (size_t)(p - buf);
+        return lengths ? "100 Continue with a Content-Length" : NULL;
+    }
+    if (!has_date) return "no Date";
+    if (head) {
+        /* RFC 9112 6.3: a response to HEAD ends with its header section, whatever its
+         * Content-Length says; body bytes would be read as the next response. */
+        *pos = (size_t)(p - buf);
+        if (*pos < len && (len - *pos < 5 || memcmp(p, "HTTP/", 5) != 0))
+            return "the response to a HEAD request carries a body";
+        return NULL;
+    }
+    if (status == 204) {
+        if (lengths || has_type) return "204 with Content-Length or Content-Type";
+        *pos = (size_t)(p - buf);
+        return NULL;
+    }
+    if (lengths != 1) return "not exactly one Content-Length";
+    if (!has_type) return "no Content-Type";
+    if ((uint64_t)(end - p) < clen) return "body shorter than its Content-Length";
+    const char *why = check_body(status, p, (size_t)clen);
+    if (why) return why;
+    *pos = (size_t)(p - buf) + (size_t)clen;
+    return NULL;
+}
+
+static void check_responses(const struct client *c, size_t sent) {
+    static struct requests rq;
+    list_requests(stream, sent, &rq);
+    size_t pos = 0;
+    unsigned n = 0;
+    while (pos < c->got_len) {
+        bool close = false, interim = false;
+        size_t at = pos;
+        /* An error answer may end a request cut short: only complete ones are held to HEAD. */
+        bool head = !allow_head_body && n < rq.n && n < MAX_REQUESTS && rq.complete[n] &&
+                    rq.method[n] == HTTP_HEAD;
+        if (n > rq.n)
+            fuzz_die("%u responses to %u requests:\n%.*s", n + 1, rq.n,
+                     (int)(c->got_len > 2000 ? 2000 : c->got_len), got);
+        const char *why = check_response(got, c->got_len, &pos, head, &close, &interim);
+        /* A reset may cut off what was still in flight; what arrived must be well-formed. */
+        if (why && c->reset && strstr(why, "short")) return;
+        if (why)
+            fuzz_die("response %u (offset %zu of %zu received, %zu sent): %s\n%.*s", n, at,
+                     c->got_len, sent, why, (int)(c->got_len - at > 2000 ? 2000 : c->got_len - at),
+                     got + at);
+        if (close && pos != c->got_len)
+            fuzz_die("%zu bytes after a Connection: close response:\n%.*s", c->got_len - pos,
+                     (int)(c->got_len - pos > 2000 ? 2000 : c->got_len - pos), got + pos);
+        n += !interim;
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 2) return -1;
+    size_t max_piece = data[0];
+    uint64_t rng = data[1] * 0x9E3779B97F4A7C15ull + 1;
+    size_t len = expand(data + 2, size - 2);
+
+    struct client c = {.fd = connect_client(), .start = uv_hrtime()};
+    for (size_t off = 0; off < len && !c.eof && !c.reset && !out_of_time(&c);) {
+        size_t n = len - off;
+        if (max_piece) {
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            size_t piece = 1 + (size_t)(rng % max_piece);
+            if (piece < n) n = piece;
+        }
+        send_piece(&c, stream + off, n);
+        off += n;
+        pump(&c);
+    }
+    shutdown(c.fd, SHUT_WR);
+    while (!c.eof && !c.reset && !out_of_time(&c))
+        pump(&c);
+    if (!c.eof && !c.reset)
+        fuzz_die("the server neither answered nor closed the connection within %d ms / %d loop "
+                 "turns (%zu bytes received)",
+                 MAX_MS, MAX_TURNS, c.got_len);
+    close(c.fd);
+    /* The server frees the connection in its close callback: wait for it. */
+    for (int i = 0; i < 1000 && svc_connections() > 0; i++)
+        uv_run(&loop, UV_RUN_NOWAIT);
+    if (svc_connections() > 0) fuzz_die("the server kept a connection the client closed");
+    if (verbose)
+        fprintf(stderr, "---- %zu bytes received:\n%.*s\n", c.got_len, (int)c.got_len, got);
+    check_responses(&c, len);
+
+    if (svc_too_big()) {
+        if (verbose) fprintf(stderr, "---- restarting the server on an empty data directory\n");
+        svc_stop();
+        fuzz_empty_dir(data_dir);
+        svc_start();
+    }
+    return 0;
+}
