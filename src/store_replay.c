@@ -80,7 +80,9 @@ static const uint8_t *reader_at(struct reader *r, uint64_t off, size_t n) {
     r->base = off;
     r->len = keep;
     if (n > r->cap) {
-        r->cap = n > READ_CHUNK ? n : READ_CHUNK;
+        /* Large reads, but no larger than the file: a small log costs little memory. */
+        size_t want = r->size < READ_CHUNK ? (size_t)r->size : READ_CHUNK;
+        r->cap = n > want ? n : want;
         r->buf = xrealloc(r->buf, r->cap);
     }
     while (r->len < n) {

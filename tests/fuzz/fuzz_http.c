@@ -55,22 +55,43 @@
 
 /* ---- the server: the only code that knows the app, handlers and server APIs ---- */
 
-#include "app.h"
+#include "auth.h"
+#include "db.h"
 #include "handlers.h"
+#include "server.h"
 
 static uv_loop_t loop;
-static struct app app;
+static struct config cfg; /* the server keeps a pointer to it */
+static struct db db;
+static struct handlers handlers;
+static struct server srv;
+static bool serving;
 static char data_dir[256];
 static int port;
 static bool drained;
 
-static void on_drained(struct server *srv) {
+static void on_drained(struct server *s) {
     drained = true;
+}
+
+/* What app.c wires: the data layer's acknowledgements release the responses. */
+static void on_ack(void *ctx, uint64_t lsn, int status) {
+    if (!serving) return;
+    if (status == 0)
+        server_acked(&srv, lsn);
+    else
+        server_fail_after(&srv, lsn);
+}
+
+static void add_user(const char *name, const char *key) {
+    uint64_t id;
+    if (db_take_id(&db, &id) < 0) fuzz_die("db_take_id failed");
+    db_put_user(&db, id, name, key);
 }
 
 /* Starts the service on an empty data directory, as `eventd --fsync never` would serve it. */
 static void svc_start(void) {
-    struct config cfg = config_defaults;
+    cfg = config_defaults;
     cfg.listen = "127.0.0.1:0";
     cfg.data_dir = data_dir;
     cfg.fsync = STORE_FSYNC_NEVER;
@@ -82,38 +103,49 @@ static void svc_start(void) {
     cfg.max_pipeline = 4;
     cfg.max_string_bytes = 64;
     cfg.list_max = 20;
-    if (app_open(&app, &loop, &cfg) < 0) fuzz_die("app_open failed on %s", data_dir);
-    app_put_user(&app, index_take_id(&app.index), "fuzz", KEY1);
-    app_put_user(&app, index_take_id(&app.index), "other", KEY2);
+    log_threshold = LOG_OFF;
+    if (auth_init() < 0) fuzz_die("auth_init failed");
+    struct store_opts so = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 1000};
+    char msg[512];
+    if (db_open(&db, &loop, data_dir, &so, msg, sizeof msg) < 0) fuzz_die("db_open: %s", msg);
+    add_user("fuzz", KEY1);
+    add_user("other", KEY2);
+    struct handler_limits lim = {.base_path = cfg.base_path,
+                                 .max_string_bytes = cfg.max_string_bytes,
+                                 .list_default = cfg.list_default,
+                                 .list_max = cfg.list_max};
     struct server_app sa;
-    handlers_init(&app, &sa);
-    int rc = server_start(&app.srv, &loop, &app.cfg, &sa);
+    handlers_init(&handlers, &db, &lim, &sa);
+    int rc = server_start(&srv, &loop, &cfg, &sa);
     if (rc < 0) fuzz_die("server_start: %s", uv_strerror(rc));
     /* What app_serve does before it runs the loop. */
-    app.serving = true;
-    app.srv.acked_lsn = app.store.acked_lsn;
-    const char *colon = strrchr(app.srv.bound, ':');
+    serving = true;
+    srv.acked_lsn = db.store.acked_lsn;
+    db_on_ack(&db, on_ack, NULL);
+    const char *colon = strrchr(srv.bound, ':');
     port = atoi(colon + 1);
 }
 
-/* Stops it as SIGTERM would, and closes the store. */
+/* Stops it as SIGTERM would, and closes the data layer. */
 static void svc_stop(void) {
     drained = false;
-    server_shutdown(&app.srv, on_drained);
+    server_shutdown(&srv, on_drained);
     for (int i = 0; i < MAX_TURNS && !drained; i++)
         uv_run(&loop, UV_RUN_NOWAIT);
     if (!drained) fuzz_die("server_shutdown did not drain");
-    app.serving = false;
-    server_destroy(&app.srv);
-    app_close(&app);
+    serving = false;
+    db_on_ack(&db, NULL, NULL);
+    server_destroy(&srv);
+    db_close(&db);
+    uv_run(&loop, UV_RUN_DEFAULT);
 }
 
 static bool svc_too_big(void) {
-    return app.index.count > RESTART_RECORDS || app.store.file_size > RESTART_LOG_BYTES;
+    return db.index.count > RESTART_RECORDS || db.store.file_size > RESTART_LOG_BYTES;
 }
 
 static unsigned svc_connections(void) {
-    return app.srv.nconns;
+    return srv.nconns;
 }
 
 /* ---- the client ---- */
