@@ -67,11 +67,18 @@ static void undo_after(struct db *db, uint64_t lsn) {
 
 /* ---- ids ---- */
 
+/* Appends a frame whose payload is one varint; to the compaction file instead if compact. */
+static uint64_t append_varint(struct db *db, uint8_t type, uint64_t v, bool compact) {
+    uint8_t p[VARINT_MAX];
+    size_t n = varint_put(p, v);
+    if (!compact) return store_append(&db->store, type, p, n);
+    store_compact_add(&db->store, type, p, n);
+    return 0;
+}
+
 /* Appends a frame reserving every id below next. */
 static void reserve_ids(struct db *db, uint64_t next) {
-    uint8_t p[10];
-    size_t n = varint_put(p, next);
-    db->id_frame_lsn = store_append(&db->store, REC_NEXT_ID, p, n);
+    db->id_frame_lsn = append_varint(db, REC_NEXT_ID, next, false);
     db->id_frame_next = next;
     db->id_reserved = next;
     if (db->store.opts.fsync != STORE_FSYNC_ALWAYS) store_sync_soon(&db->store);
@@ -128,9 +135,7 @@ uint64_t db_put(struct db *db, struct record *r) {
 }
 
 uint64_t db_delete(struct db *db, uint64_t id) {
-    uint8_t p[10];
-    size_t n = varint_put(p, id);
-    uint64_t lsn = store_append(&db->store, REC_DELETE, p, n);
+    uint64_t lsn = append_varint(db, REC_DELETE, id, false);
     struct record *old = index_remove(&db->index, id);
     if (id >= db->index.next_id) db->index.next_id = id + 1;
     return changed(db, lsn, id, old);
@@ -224,9 +229,7 @@ int db_close(struct db *db) {
     if (db->compacting) store_compact_abort(&db->store);
     /* Give back the reserved ids nobody got: replay takes the last reservation. */
     if (!store_failing(&db->store) && db->id_reserved > db->index.next_id) {
-        uint8_t p[10];
-        size_t n = varint_put(p, db->index.next_id);
-        store_append(&db->store, REC_NEXT_ID, p, n);
+        append_varint(db, REC_NEXT_ID, db->index.next_id, false);
     }
     uv_close((uv_handle_t *)&db->compact_idle, NULL);
     int rc = store_close(&db->store);
@@ -297,10 +300,8 @@ int db_compact_start(struct db *db, db_compact_cb cb, void *ctx) {
     LOG(LOG_INFO, "compaction started: log %llu bytes, live data about %llu bytes",
         (unsigned long long)db->store.file_size, (unsigned long long)db->index.live_bytes);
     /* The id reservation first, so ids handed out or reserved are never handed out again. */
-    uint8_t p[10];
     uint64_t next = db->id_reserved > db->index.next_id ? db->id_reserved : db->index.next_id;
-    size_t n = varint_put(p, next);
-    store_compact_add(&db->store, REC_NEXT_ID, p, n);
+    append_varint(db, REC_NEXT_ID, next, true);
     db->compact_next = 1;
     db->compact_end = db->index.next_id;
     uv_idle_start(&db->compact_idle, compact_slice);
