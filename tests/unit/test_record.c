@@ -3,8 +3,10 @@
 #include "index.h"
 #include "record.h"
 
-int main(void) {
-    const struct kind_desc *kinds[] = {&record_user, &record_theme, &record_address, &record_event};
+static const struct kind_desc *const kinds[] = {&record_user, &record_theme, &record_address,
+                                                &record_event};
+
+static void test_payload_round_trip(void) {
     struct buf b = BUF_INIT;
     for (int k = 0; k < 4; k++) {
         union value v[RECORD_MAX_FIELDS];
@@ -59,8 +61,14 @@ int main(void) {
         record_free(back);
         record_free(r);
     }
-    CHECK(record_decode(99, (const uint8_t *)"", 0) == NULL);
+    buf_destroy(&b);
+}
 
+static void test_decode_unknown_type(void) {
+    CHECK(record_decode(99, (const uint8_t *)"", 0) == NULL);
+}
+
+static void test_field_index(void) {
     /* Field lookup by name: every name finds its own index, near misses find none. */
     for (int k = 0; k < 4; k++) {
         for (int i = 0; i < kinds[k]->nfields; i++) {
@@ -72,7 +80,9 @@ int main(void) {
         CHECK_EQ_INT(record_field_index(kinds[k], "", 0), -1);
         CHECK_EQ_INT(record_field_index(kinds[k], "Name\0x", 6), -1);
     }
+}
 
+static void test_defaults(void) {
     /* Defaults from the spec. */
     union value v[RECORD_MAX_FIELDS];
     record_defaults(&record_theme, v);
@@ -85,16 +95,24 @@ int main(void) {
     record_defaults(&record_address, v);
     CHECK_EQ_STR(v[ADDR_TYPE].s.ptr, "venue");
     CHECK(v[ADDR_LON].d == 0 && v[ADDR_LAT].d == 0 && !v[ADDR_SHOW_MAP].b);
+}
 
+static void test_check_color(void) {
     CHECK(record_check_color("D0cbcB", 6) == NULL);
     CHECK(record_check_color("#D0CBC", 6) != NULL);
     CHECK(record_check_color("D0CBCB0", 7) != NULL);
+}
+
+static void test_utf8_valid(void) {
     CHECK(record_utf8_valid("h\xc3\xa9", 3));
     CHECK(!record_utf8_valid("\xc0\xaf", 2));         /* overlong */
     CHECK(!record_utf8_valid("\xed\xa0\x80", 3));     /* surrogate */
     CHECK(!record_utf8_valid("\xf4\x90\x80\x80", 4)); /* above U+10FFFF */
     CHECK(!record_utf8_valid("\xe2\x82", 2));         /* cut short */
+}
 
+static void test_index_replace_delete_links(void) {
+    union value v[RECORD_MAX_FIELDS];
     /* Index: replace, delete, owner lists, event links. */
     struct index ix;
     index_init(&ix);
@@ -121,6 +139,13 @@ int main(void) {
     CHECK(index_get(&ix, 4)->event_id == 0);
     CHECK(ix.next_id == ev + 1);
 
+    index_destroy(&ix);
+}
+
+static void test_index_users_by_name(void) {
+    union value v[RECORD_MAX_FIELDS];
+    struct index ix;
+    index_init(&ix);
     /* Users by name: many users, replaced (a key rotation) and removed. */
     char name[32];
     uint64_t first_user = ix.next_id;
@@ -157,6 +182,19 @@ int main(void) {
     }
     CHECK(index_user_by_name(&ix, "user", 4) == NULL);
     index_destroy(&ix);
-    buf_destroy(&b);
-    return 0;
+}
+
+static const struct check_case cases[] = {
+    CHECK_CASE(test_payload_round_trip),
+    CHECK_CASE(test_decode_unknown_type),
+    CHECK_CASE(test_field_index),
+    CHECK_CASE(test_defaults),
+    CHECK_CASE(test_check_color),
+    CHECK_CASE(test_utf8_valid),
+    CHECK_CASE(test_index_replace_delete_links),
+    CHECK_CASE(test_index_users_by_name),
+};
+
+int main(int argc, char **argv) {
+    return check_run(argc, argv, cases, CHECK_COUNT(cases));
 }
