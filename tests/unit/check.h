@@ -13,7 +13,8 @@
  * the child with status 1), a crash or a hang in one case never stops the
  * others, and no case sees what an earlier one left behind (environment,
  * globals, open stores). It prints PASS or FAIL with each case's name and
- * returns non-zero if any case failed or none ran.
+ * returns non-zero if any case failed or none ran. A case marked with
+ * CHECK_CASE_XFAIL is expected to fail (a known bug, named in the mark).
  *
  *   ./test_x name...    runs only the named cases
  *   CHECK_NOFORK=1      runs the cases in this process (for a debugger); the first failure ends it
@@ -83,10 +84,18 @@
 struct check_case {
     const char *name;
     void (*fn)(void);
+    const char *xfail; /* NULL, or the known bug that makes this case fail (reported, not fatal) */
 };
 
 #define CHECK_CASE(fn)                                                                             \
-    { #fn, fn }
+    { #fn, fn, NULL }
+/*
+ * A case that pins documented behaviour the code does not have yet: its
+ * failure is reported as XFAIL with the reason and does not fail the run,
+ * but its passing does (XPASS), so the mark goes when the bug is fixed.
+ */
+#define CHECK_CASE_XFAIL(fn, reason)                                                               \
+    { #fn, fn, reason }
 #define CHECK_COUNT(cases) (sizeof(cases) / sizeof((cases)[0]))
 
 static inline double check_now_(void) {
@@ -137,9 +146,10 @@ static inline int check_fork_case_(const struct check_case *c, char *why, size_t
 /* Runs the cases (all, or those named in argv); returns 0 if every one ran and passed, else 1. */
 static inline int check_run(int argc, char **argv, const struct check_case *cases, size_t n) {
     bool nofork = getenv("CHECK_NOFORK") && *getenv("CHECK_NOFORK");
-    size_t ran = 0, failed = 0;
+    size_t ran = 0, failed = 0, xfailed = 0;
     for (size_t i = 0; i < n; i++) {
         if (!check_selected_(argc, argv, cases[i].name)) continue;
+        if (nofork && cases[i].xfail && argc < 2) continue; /* it would end the run */
         ran++;
         fprintf(stderr, "-- %s\n", cases[i].name);
         double t0 = check_now_();
@@ -149,14 +159,23 @@ static inline int check_run(int argc, char **argv, const struct check_case *case
             cases[i].fn();
         else
             rc = check_fork_case_(&cases[i], why, sizeof why);
-        if (rc == 0) {
+        if (cases[i].xfail && rc == 0) {
+            failed++;
+            fprintf(stderr, "FAIL %s: passed, but is marked as failing (%s): drop the mark\n",
+                    cases[i].name, cases[i].xfail);
+        } else if (cases[i].xfail) {
+            xfailed++;
+            fprintf(stderr, "XFAIL %s: %s (known: %s)\n", cases[i].name, why, cases[i].xfail);
+        } else if (rc == 0) {
             fprintf(stderr, "PASS %s (%.2f s)\n", cases[i].name, check_now_() - t0);
         } else {
             failed++;
             fprintf(stderr, "FAIL %s: %s\n", cases[i].name, why);
         }
     }
-    fprintf(stderr, "%zu of %zu cases passed\n", ran - failed, ran);
+    fprintf(stderr, "%zu of %zu cases passed", ran - failed - xfailed, ran);
+    if (xfailed) fprintf(stderr, ", %zu failed as known (XFAIL)", xfailed);
+    fputc('\n', stderr);
     if (ran == 0) fprintf(stderr, "no case ran: check the names given\n");
     return failed || ran == 0 ? 1 : 0;
 }
