@@ -10,7 +10,7 @@ static int parse(struct config *c, int argc, char **argv) {
     return config_parse(c, argc, argv, pos, 2, &npos);
 }
 
-int main(void) {
+static void test_defaults(void) {
     struct config c;
     char *none[] = {NULL};
     CHECK_EQ_INT(parse(&c, 0, none), 0);
@@ -19,7 +19,10 @@ int main(void) {
     CHECK_EQ_INT((int)c.max_body_bytes, 1048576);
     CHECK_EQ_INT((int)c.fsync, STORE_FSYNC_ALWAYS);
     CHECK(c.demo_user);
+}
 
+static void test_flags(void) {
+    struct config c;
     char *flags[] = {"--listen",        "127.0.0.1:0", "--max-body-bytes=10",
                      "--fsync",         "interval",    "--no-demo-user",
                      "--compact-ratio", "2.5",         "--repair"};
@@ -28,8 +31,12 @@ int main(void) {
     CHECK_EQ_INT((int)c.max_body_bytes, 10);
     CHECK_EQ_INT((int)c.fsync, STORE_FSYNC_INTERVAL);
     CHECK(!c.demo_user && c.repair && c.compact_ratio == 2.5);
+}
 
-    /* The environment fills in, a flag wins over it. */
+/* The environment fills in, a flag wins over it. */
+static void test_env_and_precedence(void) {
+    struct config c;
+    char *none[] = {NULL};
     setenv("EVENTD_MAX_PIPELINE", "7", 1);
     setenv("EVENTD_LISTEN", "bad", 1);
     char *over[] = {"--listen", "[::1]:9000"};
@@ -39,7 +46,10 @@ int main(void) {
     CHECK_EQ_INT(parse(&c, 0, none), -1); /* the bad variable alone is refused */
     unsetenv("EVENTD_LISTEN");
     unsetenv("EVENTD_MAX_PIPELINE");
+}
 
+static void test_rejects(void) {
+    struct config c;
     char *bad[][2] = {{"--bogus", "1"},           {"--listen", "nohost"},  {"--listen", "h:70000"},
                       {"--max-body-bytes", "-5"}, {"--max-pipeline", "0"}, {"--fsync", "sometimes"},
                       {"--base-path", "v2"},      {"--base-path", "/v2/"}, {"--compact-ratio", "x"},
@@ -48,13 +58,27 @@ int main(void) {
         CHECK_EQ_INT(parse(&c, bad[i][1] ? 2 : 1, bad[i]), -1);
     char *missing[] = {"--data"};
     CHECK_EQ_INT(parse(&c, 1, missing), -1);
+}
+
+static void test_help(void) {
+    struct config c;
     char *help[] = {"--help"};
     CHECK_EQ_INT(parse(&c, 1, help), 1);
+}
 
+static void test_split_listen(void) {
     char host[64];
     int port;
     CHECK_EQ_INT(config_split_listen("[::1]:80", host, sizeof host, &port), 0);
     CHECK_EQ_STR(host, "::1");
     CHECK_EQ_INT(port, 80);
-    return 0;
+}
+
+static const struct check_case cases[] = {
+    CHECK_CASE(test_defaults), CHECK_CASE(test_flags), CHECK_CASE(test_env_and_precedence),
+    CHECK_CASE(test_rejects),  CHECK_CASE(test_help),  CHECK_CASE(test_split_listen),
+};
+
+int main(int argc, char **argv) {
+    return check_run(argc, argv, cases, CHECK_COUNT(cases));
 }

@@ -64,9 +64,12 @@ static void test_chaining(void) {
     CHECK(crc32c(0, data, sizeof data) != whole);
 }
 
-int main(void) {
-    RUN_TEST(test_vectors);
-    RUN_TEST(test_paths_agree);
-    RUN_TEST(test_chaining);
-    return 0;
+static const struct check_case cases[] = {
+    CHECK_CASE(test_vectors),
+    CHECK_CASE(test_paths_agree),
+    CHECK_CASE(test_chaining),
+};
+
+int main(int argc, char **argv) {
+    return check_run(argc, argv, cases, CHECK_COUNT(cases));
 }

@@ -212,8 +212,11 @@ static void fuzz_http(void) {
     CHECK(complete > 3000);
 }
 
-int main(void) {
-    fuzz_json();
-    fuzz_http();
-    return 0;
+static const struct check_case cases[] = {
+    CHECK_CASE(fuzz_json),
+    CHECK_CASE(fuzz_http),
+};
+
+int main(int argc, char **argv) {
+    return check_run(argc, argv, cases, CHECK_COUNT(cases));
 }

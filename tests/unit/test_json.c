@@ -24,8 +24,7 @@ static bool has(const struct json_decoder *d, int f) {
     return d->present & (UINT64_C(1) << f);
 }
 
-int main(void) {
-    arena_init(&arena, 1024);
+static void test_every_chunk_size(void) {
     struct json_decoder d;
     const char *body =
         "{\"Theme\":{\"Name\":\"Gala \\u00e9\\\"x\\\"\",\"PageBackgroundRGB\":\"aBc123\","
@@ -39,10 +38,17 @@ int main(void) {
         CHECK_EQ_STR(d.vals[THEME_PAGE_BG].s.ptr, "aBc123");
         CHECK(d.has_id && d.id == 5);
     }
+}
+
+static void test_bare_object(void) {
+    struct json_decoder d;
     /* A bare object works too. */
     CHECK_EQ_INT(decode(&d, &record_theme, "{\"Name\":\"bare\"}", 4), 0);
     CHECK_EQ_STR(d.vals[THEME_NAME].s.ptr, "bare");
+}
 
+static void test_address_types(void) {
+    struct json_decoder d;
     /* Address types: numbers, numeric strings, ShowMap spellings. */
     CHECK_EQ_INT(decode(&d, &record_address,
                         "{\"Address\":{\"Lon\":-0.1276,\"Lat\":\"51.5072\",\"ShowMap\":\"yes\"}}",
@@ -50,6 +56,10 @@ int main(void) {
                  0);
     CHECK(d.vals[ADDR_LON].d == -0.1276 && d.vals[ADDR_LAT].d == 51.5072 &&
           d.vals[ADDR_SHOW_MAP].b);
+}
+
+static void test_show_map_truthy(void) {
+    struct json_decoder d;
     const char *truthy[] = {"true", "\"true\"", "\"1\"", "\"YES\""};
     for (int i = 0; i < 4; i++) {
         char b[64];
@@ -57,6 +67,10 @@ int main(void) {
         CHECK_EQ_INT(decode(&d, &record_address, b, 3), 0);
         CHECK(d.vals[ADDR_SHOW_MAP].b);
     }
+}
+
+static void test_show_map_falsy(void) {
+    struct json_decoder d;
     const char *falsy[] = {"false", "\"false\"", "\"0\"", "\"no\"", "\"\""};
     for (int i = 0; i < 5; i++) {
         char b[64];
@@ -64,7 +78,10 @@ int main(void) {
         CHECK_EQ_INT(decode(&d, &record_address, b, 3), 0);
         CHECK(has(&d, ADDR_SHOW_MAP) && !d.vals[ADDR_SHOW_MAP].b);
     }
+}
 
+static void test_errors_name_the_field(void) {
+    struct json_decoder d;
     /* Errors name the field. */
     struct {
         const struct kind_desc *k;
@@ -103,15 +120,22 @@ int main(void) {
             if (rc != -1 || d.err != bad[i].err) {
                 fprintf(stderr, "case %zu (%s) step %zu: rc %d err %d (%s)\n", i, bad[i].body, step,
                         rc, d.err, d.err_msg);
-                return 1;
+                CHECK(0);
             }
             if (bad[i].field) CHECK_EQ_STR(d.err_field, bad[i].field);
         }
     }
+}
+
+static void test_error_offset_independent_of_chunks(void) {
+    struct json_decoder d;
     /* Malformed JSON reports the same byte offset (where yajl stopped) whatever the chunking. */
     CHECK_EQ_INT(decode(&d, &record_theme, "{\"Theme\":{\"Name\" \"x\"}}", 3), -1);
     CHECK(strstr(d.err_msg, "byte 20") != NULL);
+}
 
+static void test_length_limit_in_bytes(void) {
+    struct json_decoder d;
     /* Length limit in bytes of UTF-8. */
     char longname[400];
     snprintf(longname, sizeof longname, "{\"Name\":\"%0256d\"}", 0);
@@ -119,12 +143,18 @@ int main(void) {
     CHECK_EQ_STR(d.err_field, "Name");
     snprintf(longname, sizeof longname, "{\"Name\":\"%0255d\"}", 0);
     CHECK_EQ_INT(decode(&d, &record_theme, longname, 50), 0);
+}
 
+static void test_null_and_ignored_fields(void) {
+    struct json_decoder d;
     /* null is "not given"; ignored fields may hold anything. */
     CHECK_EQ_INT(
         decode(&d, &record_address, "{\"Lon\":null,\"Type\":{\"x\":[1,2]},\"Line4\":\"z\"}", 5), 0);
     CHECK(!has(&d, ADDR_LON) && !has(&d, ADDR_TYPE) && !has(&d, ADDR_LINE4));
+}
 
+static void test_numbers_read_as_strtod(void) {
+    struct json_decoder d;
     /* Numbers read exactly as strtod reads them, fast path or not. */
     uint64_t r = 0x9E3779B97F4A7C15ull;
     for (int i = 0; i < 20000; i++) {
@@ -137,10 +167,12 @@ int main(void) {
         CHECK_EQ_INT(decode(&d, &record_address, b, 64), 0);
         if (d.vals[ADDR_LAT].d != strtod(num, NULL)) {
             fprintf(stderr, "%s read as %.17g\n", num, d.vals[ADDR_LAT].d);
-            return 1;
+            CHECK(0);
         }
     }
+}
 
+static void test_writer_escapes(void) {
     /* Writer: escapes and round-tripping numbers. */
     struct buf b = BUF_INIT;
     json_write_string(&b, "a\"b\\c\n\x01\xc3\xa9", 9);
@@ -151,6 +183,11 @@ int main(void) {
     buf_reset(&b);
     json_write_double(&b, -122.41941550000001);
     CHECK(strtod(b.ptr, NULL) == -122.41941550000001);
+    buf_destroy(&b);
+}
+
+static void test_writer_shortest_forms(void) {
+    struct buf b = BUF_INIT;
     /* Short forms where they exist, and every written number reads back exactly. */
     const struct {
         double d;
@@ -167,6 +204,11 @@ int main(void) {
         json_write_double(&b, shortest[i].d);
         CHECK_EQ_STR(b.ptr, shortest[i].text);
     }
+    buf_destroy(&b);
+}
+
+static void test_writer_numbers_round_trip(void) {
+    struct buf b = BUF_INIT;
     uint64_t x = 88172645463325252ull;
     for (int i = 0; i < 200000; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -178,11 +220,30 @@ int main(void) {
         json_write_double(&b, d);
         if (strtod(b.ptr, NULL) != d) {
             fprintf(stderr, "%.17g written as %s\n", d, b.ptr);
-            return 1;
+            CHECK(0);
         }
         CHECK(strchr(b.ptr, 'n') == NULL && strchr(b.ptr, 'i') == NULL);
     }
     buf_destroy(&b);
-    arena_destroy(&arena);
-    return 0;
+}
+
+static const struct check_case cases[] = {
+    CHECK_CASE(test_every_chunk_size),
+    CHECK_CASE(test_bare_object),
+    CHECK_CASE(test_address_types),
+    CHECK_CASE(test_show_map_truthy),
+    CHECK_CASE(test_show_map_falsy),
+    CHECK_CASE(test_errors_name_the_field),
+    CHECK_CASE(test_error_offset_independent_of_chunks),
+    CHECK_CASE(test_length_limit_in_bytes),
+    CHECK_CASE(test_null_and_ignored_fields),
+    CHECK_CASE(test_numbers_read_as_strtod),
+    CHECK_CASE(test_writer_escapes),
+    CHECK_CASE(test_writer_shortest_forms),
+    CHECK_CASE(test_writer_numbers_round_trip),
+};
+
+int main(int argc, char **argv) {
+    arena_init(&arena, 1024);
+    return check_run(argc, argv, cases, CHECK_COUNT(cases));
 }

@@ -1,10 +1,11 @@
-/* Record building, payload round trips, validators. */
+/* Record building, payload round trips, validators (the index has test_index.c). */
 #include "check.h"
-#include "index.h"
 #include "record.h"
 
-int main(void) {
-    const struct kind_desc *kinds[] = {&record_user, &record_theme, &record_address, &record_event};
+static const struct kind_desc *const kinds[] = {&record_user, &record_theme, &record_address,
+                                                &record_event};
+
+static void test_payload_round_trip(void) {
     struct buf b = BUF_INIT;
     for (int k = 0; k < 4; k++) {
         union value v[RECORD_MAX_FIELDS];
@@ -59,8 +60,14 @@ int main(void) {
         record_free(back);
         record_free(r);
     }
-    CHECK(record_decode(99, (const uint8_t *)"", 0) == NULL);
+    buf_destroy(&b);
+}
 
+static void test_decode_unknown_type(void) {
+    CHECK(record_decode(99, (const uint8_t *)"", 0) == NULL);
+}
+
+static void test_field_index(void) {
     /* Field lookup by name: every name finds its own index, near misses find none. */
     for (int k = 0; k < 4; k++) {
         for (int i = 0; i < kinds[k]->nfields; i++) {
@@ -72,7 +79,9 @@ int main(void) {
         CHECK_EQ_INT(record_field_index(kinds[k], "", 0), -1);
         CHECK_EQ_INT(record_field_index(kinds[k], "Name\0x", 6), -1);
     }
+}
 
+static void test_defaults(void) {
     /* Defaults from the spec. */
     union value v[RECORD_MAX_FIELDS];
     record_defaults(&record_theme, v);
@@ -85,78 +94,28 @@ int main(void) {
     record_defaults(&record_address, v);
     CHECK_EQ_STR(v[ADDR_TYPE].s.ptr, "venue");
     CHECK(v[ADDR_LON].d == 0 && v[ADDR_LAT].d == 0 && !v[ADDR_SHOW_MAP].b);
+}
 
+static void test_check_color(void) {
     CHECK(record_check_color("D0cbcB", 6) == NULL);
     CHECK(record_check_color("#D0CBC", 6) != NULL);
     CHECK(record_check_color("D0CBCB0", 7) != NULL);
+}
+
+static void test_utf8_valid(void) {
     CHECK(record_utf8_valid("h\xc3\xa9", 3));
     CHECK(!record_utf8_valid("\xc0\xaf", 2));         /* overlong */
     CHECK(!record_utf8_valid("\xed\xa0\x80", 3));     /* surrogate */
     CHECK(!record_utf8_valid("\xf4\x90\x80\x80", 4)); /* above U+10FFFF */
     CHECK(!record_utf8_valid("\xe2\x82", 2));         /* cut short */
+}
 
-    /* Index: replace, delete, owner lists, event links. */
-    struct index ix;
-    index_init(&ix);
-    for (int i = 0; i < 5000; i++) {
-        record_defaults(&record_theme, v);
-        index_put(&ix, record_build(&record_theme, index_take_id(&ix), 1 + i % 3, v));
-    }
-    CHECK_EQ_INT((int)ix.count, 5000);
-    CHECK_EQ_INT((int)index_owned(&ix, 1, REC_THEME)->len, 1667);
-    CHECK_EQ_INT(index_delete(&ix, 1), 0);
-    CHECK_EQ_INT(index_delete(&ix, 1), -1);
-    CHECK(index_get(&ix, 1) == NULL && index_get(&ix, 4) != NULL);
-    CHECK_EQ_INT((int)index_owned(&ix, 1, REC_THEME)->len, 1666);
-    record_defaults(&record_event, v);
-    v[EVENT_THEME_ID].i = 4;
-    uint64_t ev = index_take_id(&ix);
-    index_put(&ix, record_build(&record_event, ev, 1, v));
-    CHECK(index_get(&ix, 4)->event_id == ev);
-    /* An update of the theme keeps its link. */
-    record_defaults(&record_theme, v);
-    index_put(&ix, record_build(&record_theme, 4, 1, v));
-    CHECK(index_get(&ix, 4)->event_id == ev);
-    index_delete(&ix, ev);
-    CHECK(index_get(&ix, 4)->event_id == 0);
-    CHECK(ix.next_id == ev + 1);
+static const struct check_case cases[] = {
+    CHECK_CASE(test_payload_round_trip), CHECK_CASE(test_decode_unknown_type),
+    CHECK_CASE(test_field_index),        CHECK_CASE(test_defaults),
+    CHECK_CASE(test_check_color),        CHECK_CASE(test_utf8_valid),
+};
 
-    /* Users by name: many users, replaced (a key rotation) and removed. */
-    char name[32];
-    uint64_t first_user = ix.next_id;
-    for (int i = 0; i < 300; i++) {
-        record_defaults(&record_user, v);
-        int n = snprintf(name, sizeof name, "user%d", i);
-        v[USER_NAME].s.ptr = name;
-        v[USER_NAME].s.len = (uint32_t)n;
-        index_put(&ix, record_build(&record_user, index_take_id(&ix), 0, v));
-    }
-    for (int i = 0; i < 300; i++) {
-        int n = snprintf(name, sizeof name, "user%d", i);
-        struct record *u = index_user_by_name(&ix, name, (size_t)n);
-        CHECK(u != NULL && u->id == first_user + (uint64_t)i);
-        if (i % 3 == 0)
-            CHECK_EQ_INT(index_delete(&ix, u->id), 0);
-        else if (i % 3 == 1) {
-            record_defaults(&record_user, v);
-            v[USER_NAME].s.ptr = name;
-            v[USER_NAME].s.len = (uint32_t)n;
-            v[USER_KEY_HASH].s.ptr = "new";
-            v[USER_KEY_HASH].s.len = 3;
-            index_put(&ix, record_build(&record_user, u->id, 0, v));
-        }
-    }
-    for (int i = 0; i < 300; i++) {
-        int n = snprintf(name, sizeof name, "user%d", i);
-        struct record *u = index_user_by_name(&ix, name, (size_t)n);
-        if (i % 3 == 0)
-            CHECK(u == NULL);
-        else
-            CHECK(u != NULL && u->id == first_user + (uint64_t)i);
-        if (i % 3 == 1) CHECK_EQ_INT(u->v[USER_KEY_HASH].s.len, 3);
-    }
-    CHECK(index_user_by_name(&ix, "user", 4) == NULL);
-    index_destroy(&ix);
-    buf_destroy(&b);
-    return 0;
+int main(int argc, char **argv) {
+    return check_run(argc, argv, cases, CHECK_COUNT(cases));
 }

@@ -10,7 +10,7 @@ static enum err match(const char *path, uint8_t method, struct route *r) {
     return router_match(base, (struct slice){path, strlen(path)}, method, r);
 }
 
-int main(void) {
+static void test_routes(void) {
     struct route r;
     CHECK_EQ_INT(match("/v2/theme", HTTP_POST, &r), ERR_NONE);
     CHECK_EQ_INT(r.action, ACT_CREATE);
@@ -22,15 +22,22 @@ int main(void) {
     CHECK_EQ_INT((int)r.id, 42);
     CHECK_EQ_INT(match("/v2/address/7", HTTP_POST, &r), ERR_NONE);
     CHECK_EQ_INT(r.action, ACT_UPDATE);
-    CHECK_EQ_INT(match("/v2/theme/7", HTTP_POST, &r), ERR_METHOD_NOT_ALLOWED);
-    CHECK_EQ_STR(r.allow, "Allow: GET, PUT, DELETE\r\n");
-    CHECK_EQ_INT(match("/v2/theme", HTTP_DELETE, &r), ERR_METHOD_NOT_ALLOWED);
     CHECK_EQ_INT(match("/v2/event/9", HTTP_GET, &r), ERR_NONE);
     CHECK_EQ_INT(r.type, REC_EVENT);
     CHECK_EQ_INT(match("/healthz", HTTP_GET, &r), ERR_NONE);
     CHECK_EQ_INT(r.action, ACT_HEALTH);
+}
 
-    /* Not ours: bad ids, unknown kinds, trailing slashes, other versions. */
+static void test_method_not_allowed(void) {
+    struct route r;
+    CHECK_EQ_INT(match("/v2/theme/7", HTTP_POST, &r), ERR_METHOD_NOT_ALLOWED);
+    CHECK_EQ_STR(r.allow, "Allow: GET, PUT, DELETE\r\n");
+    CHECK_EQ_INT(match("/v2/theme", HTTP_DELETE, &r), ERR_METHOD_NOT_ALLOWED);
+}
+
+/* Not ours: bad ids, unknown kinds, trailing slashes, other versions. */
+static void test_not_found(void) {
+    struct route r;
     const char *missing[] = {"/v2/theme/0",
                              "/v2/theme/-1",
                              "/v2/theme/01",
@@ -46,13 +53,31 @@ int main(void) {
                              "/v2/",
                              "/v2/theme/1/x",
                              "/v2theme"};
-    for (size_t i = 0; i < sizeof missing / sizeof *missing; i++)
+    for (size_t i = 0; i < sizeof missing / sizeof *missing; i++) {
+        if (match(missing[i], HTTP_GET, &r) != ERR_NOT_FOUND) fprintf(stderr, "%s\n", missing[i]);
         CHECK_EQ_INT(match(missing[i], HTTP_GET, &r), ERR_NOT_FOUND);
+    }
+}
+
+static void test_largest_id(void) {
+    struct route r;
     CHECK_EQ_INT(match("/v2/theme/9007199254740991", HTTP_GET, &r), ERR_NONE);
     CHECK(r.id == RECORD_ID_MAX);
+}
 
-    /* An empty base path serves at the root. */
+/* An empty base path serves at the root. */
+static void test_empty_base(void) {
+    struct route r;
     struct slice root = {"", 0};
     CHECK_EQ_INT(router_match(root, SLICE_LIT("/theme"), HTTP_POST, &r), ERR_NONE);
-    return 0;
+    CHECK_EQ_INT(r.action, ACT_CREATE);
+}
+
+static const struct check_case cases[] = {
+    CHECK_CASE(test_routes),     CHECK_CASE(test_method_not_allowed), CHECK_CASE(test_not_found),
+    CHECK_CASE(test_largest_id), CHECK_CASE(test_empty_base),
+};
+
+int main(int argc, char **argv) {
+    return check_run(argc, argv, cases, CHECK_COUNT(cases));
 }

@@ -12,7 +12,6 @@
 #include "check.h"
 #include "log.h"
 #include "store.h"
-#include "varint.h"
 
 /* ---- helpers ---- */
 
@@ -171,27 +170,6 @@ static void make_log(const char *dir, uint64_t n, uint64_t *offsets) {
 }
 
 /* ---- tests ---- */
-
-static void test_varint(void) {
-    uint64_t vals[] = {
-        0, 1, 127, 128, 300, 16383, 16384, UINT32_MAX, (UINT64_C(1) << 53) - 1, UINT64_MAX};
-    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
-        uint8_t b[10];
-        size_t n = varint_put(b, vals[i]);
-        uint64_t v = 12345;
-        CHECK_EQ_INT(varint_get(b, n, &v), n);
-        CHECK_EQ_UINT(v, vals[i]);
-        CHECK_EQ_INT(varint_get(b, n - 1, &v), 0); /* ends inside */
-    }
-    uint8_t one[1] = {0x7f}, eleven[11], over[10];
-    uint64_t v;
-    CHECK_EQ_INT(varint_put(one, 5), 1);
-    memset(eleven, 0x80, sizeof eleven);
-    CHECK_EQ_INT(varint_get(eleven, sizeof eleven, &v), 0); /* over 10 bytes */
-    memset(over, 0xff, 9);
-    over[9] = 0x02; /* bit 64 */
-    CHECK_EQ_INT(varint_get(over, 10, &v), 0);
-}
 
 static void test_roundtrip(void) {
     char *dir = tmpdir();
@@ -842,25 +820,26 @@ static void test_compaction_abort_and_fault(void) {
     rmrf(dir);
 }
 
-int main(void) {
+static const struct check_case cases[] = {
+    CHECK_CASE(test_roundtrip),
+    CHECK_CASE(test_torn_every_offset),
+    CHECK_CASE(test_zero_tail),
+    CHECK_CASE(test_torn_sector_tail),
+    CHECK_CASE(test_corrupt_bitflip),
+    CHECK_CASE(test_repair),
+    CHECK_CASE(test_bad_header),
+    CHECK_CASE(test_lock),
+    CHECK_CASE(test_group_commit),
+    CHECK_CASE(test_interval_never),
+    CHECK_CASE(test_fault),
+    CHECK_CASE(test_compaction),
+    CHECK_CASE(test_compaction_abort_and_fault),
+};
+
+int main(int argc, char **argv) {
     /* One pool thread, so a blocker job can hold a store job in the queue. */
     setenv("UV_THREADPOOL_SIZE", "1", 1);
     log_threshold = LOG_ERROR; /* the damage tests warn hundreds of times, as they should */
     got.fail_type = -1;
-    RUN_TEST(test_varint);
-    RUN_TEST(test_roundtrip);
-    RUN_TEST(test_torn_every_offset);
-    RUN_TEST(test_zero_tail);
-    RUN_TEST(test_torn_sector_tail);
-    RUN_TEST(test_corrupt_bitflip);
-    RUN_TEST(test_repair);
-    RUN_TEST(test_bad_header);
-    RUN_TEST(test_lock);
-    RUN_TEST(test_group_commit);
-    RUN_TEST(test_interval_never);
-    RUN_TEST(test_fault);
-    RUN_TEST(test_compaction);
-    RUN_TEST(test_compaction_abort_and_fault);
-    got_reset();
-    return 0;
+    return check_run(argc, argv, cases, CHECK_COUNT(cases));
 }
