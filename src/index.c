@@ -332,7 +332,7 @@ int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
     uint64_t v = 0;
     switch (type) {
     case REC_DELETE:
-        if (varint_get(payload, len, &v) != len || v == 0) return -1;
+        if (varint_get(payload, len, &v) != len || v == 0 || v > RECORD_ID_MAX) return -1;
         index_delete(ix, v); /* absent is fine: a compacted log may hold the delete only */
         if (v >= ix->next_id) ix->next_id = v + 1;
         return 0;

@@ -227,6 +227,8 @@ struct record *record_decode(uint8_t type, const uint8_t *p, size_t len) {
     if (!(n = varint_get(p + off, len - off, &count))) return NULL;
     off += n;
     if (id == 0 || id > RECORD_ID_MAX || count > RECORD_MAX_FIELDS) return NULL;
+    /* Records belong to a user (0 is the owner table's empty mark); users to nobody. */
+    if ((type == REC_USER) != (user_id == 0) || user_id > RECORD_ID_MAX) return NULL;
 
     union value vals[RECORD_MAX_FIELDS];
     record_defaults(k, vals);

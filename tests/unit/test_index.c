@@ -637,11 +637,8 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_apply_delete),
     CHECK_CASE(test_apply_next_id),
     CHECK_CASE(test_apply_rejects_malformed),
-    CHECK_CASE_XFAIL(test_apply_rejects_delete_beyond_id_space,
-                     "index_apply takes a REC_DELETE of any id; UINT64_MAX sets next_id to 0"),
-    CHECK_CASE_XFAIL(test_apply_rejects_unowned_record,
-                     "record_decode takes user_id 0 for themes, addresses and events; the owner "
-                     "table then counts a phantom owner and leaks its list"),
+    CHECK_CASE(test_apply_rejects_delete_beyond_id_space),
+    CHECK_CASE(test_apply_rejects_unowned_record),
 };
 
 int main(int argc, char **argv) {
