@@ -46,9 +46,9 @@ struct index_shard {
 struct index {
     struct index_shard shards[INDEX_SHARDS];
     size_t count;         /* live records */
-    uint64_t *names;       /* user ids by name hash, open addressing; 0 empty */
-    size_t names_cap;      /* power of two */
-    size_t names_used;     /* live + deleted marks */
+    uint64_t *names;      /* user ids by name hash, open addressing; 0 empty */
+    size_t names_cap;     /* power of two */
+    size_t names_used;    /* live + deleted marks */
     struct owner *owners; /* by user id, open addressing */
     size_t owners_cap;
     size_t owners_count;

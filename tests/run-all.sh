@@ -5,34 +5,45 @@
 #   3. the sanitizer build (AddressSanitizer + UndefinedBehaviorSanitizer): the same
 #      suites but valgrind's and the benchmark's, on the same binary the fault tests use;
 #   4. the fuzz build (clang + libFuzzer): each target for a bounded time over its corpus.
-# Build trees: build/, build-asan/, build-fuzz/. Stops at the first failing step.
-set -eu
+# Build trees: build/, build-asan/, build-fuzz/. Every step runs; the exit status
+# is non-zero if any failed, and the last lines name them.
+set -u
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
+FAILED=""
 
 step() { printf '\n== %s\n' "$*"; }
+# Runs "$@" as part of step $STEP; remembers the step if it fails.
+run() { "$@" || { FAILED="$FAILED\n  $STEP"; return 1; }; }
 
-step "format: clang-format --dry-run --Werror"
+STEP="format (clang-format --dry-run --Werror)"
+step "$STEP"
 # shellcheck disable=SC2046
-clang-format --dry-run --Werror $(git ls-files 'src/*.[ch]' 'tests/*.[ch]')
+run clang-format --dry-run --Werror $(git ls-files 'src/*.[ch]' 'tests/*.[ch]')
 
-step "plain build (-Werror) and every suite"
-cmake -S . -B build -DEVENTD_WERROR=ON >/dev/null
-cmake --build build -j"$JOBS"
-ctest --test-dir build --output-on-failure -j"$JOBS"
+STEP="plain build (-Werror) and every suite"
+step "$STEP"
+run cmake -S . -B build -DEVENTD_WERROR=ON >/dev/null &&
+    run cmake --build build -j"$JOBS" &&
+    run ctest --test-dir build --output-on-failure -j"$JOBS"
 
-step "sanitizer build (address;undefined) and every suite but valgrind's and the benchmark"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DEVENTD_WERROR=ON \
-    -DEVENTD_SANITIZE="address;undefined" >/dev/null
-cmake --build build-asan -j"$JOBS"
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir build-asan --output-on-failure -j"$JOBS" -LE bench
+STEP="sanitizer build (address;undefined) and every suite but valgrind's and the benchmark"
+step "$STEP"
+run cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DEVENTD_WERROR=ON \
+    -DEVENTD_SANITIZE="address;undefined" >/dev/null &&
+    run cmake --build build-asan -j"$JOBS" &&
+    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+        run ctest --test-dir build-asan --output-on-failure -j"$JOBS" -LE bench
 
-if [ -f tests/fuzz/CMakeLists.txt ]; then
-    step "fuzz build (clang, libFuzzer): each target for a bounded time"
-    cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
-        -DEVENTD_FUZZ=ON >/dev/null
-    cmake --build build-fuzz -j"$JOBS"
-    ctest --test-dir build-fuzz --output-on-failure -L fuzz
+STEP="fuzz build (clang, libFuzzer): each target for a bounded time"
+step "$STEP"
+run cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+    -DEVENTD_FUZZ=ON >/dev/null &&
+    run cmake --build build-fuzz -j"$JOBS" &&
+    run ctest --test-dir build-fuzz --output-on-failure -L fuzz
+
+if [ -n "$FAILED" ]; then
+    printf 'run-all: FAILED:%b\n' "$FAILED"
+    exit 1
 fi
 echo "run-all: every step passed"
