@@ -93,9 +93,9 @@ int app_serve(struct app *a) {
                                  .max_string_bytes = a->cfg.max_string_bytes,
                                  .list_default = a->cfg.list_default,
                                  .list_max = a->cfg.list_max};
-    struct server_app sa;
-    handlers_init(&a->handlers, &a->db, &lim, &sa);
-    int rc = server_start(&a->srv, a->loop, &a->cfg, &sa);
+    struct server_handler handler;
+    handlers_init(&a->handlers, &a->db, &lim, &handler);
+    int rc = server_start(&a->srv, a->loop, &a->cfg, &handler);
     if (rc < 0) {
         fprintf(stderr, "eventd: cannot listen on %s: %s\n", a->cfg.listen, uv_strerror(rc));
         return 1;

@@ -55,8 +55,8 @@ static bool is_write(uint8_t action) {
 static bool storage_failing(struct handlers *h, struct http_response *r) {
     int err = db_writable(h->db);
     if (!err) return false;
-    reply_error(r, ERR_STORAGE, NULL, "the disk refuses writes (%s); nothing was changed, retry later",
-                strerror(-err));
+    reply_error(r, ERR_STORAGE, NULL,
+                "the disk refuses writes (%s); nothing was changed, retry later", strerror(-err));
     r->extra = retry_after;
     return true;
 }
@@ -84,7 +84,8 @@ static void state_destroy(void *data, void *mem) {
  * the one that verified last on this connection is trusted again only if
  * that user still has the same key hash; anything else is checked in full.
  */
-static const struct record *authenticate(struct handlers *h, struct req_state *st, const struct buf *hdr) {
+static const struct record *authenticate(struct handlers *h, struct req_state *st,
+                                         const struct buf *hdr) {
     if (st->auth_user_id && hdr->len == st->auth_seen.len &&
         memcmp(hdr->ptr, st->auth_seen.ptr, hdr->len) == 0) {
         const struct record *u = index_get(&h->db->index, st->auth_user_id);
@@ -115,7 +116,6 @@ static void reply_record(struct http_response *r, const struct record *rec) {
     json_write_record(&r->body, rec, false);
     buf_append_char(&r->body, '}');
 }
-
 
 static void reply_error(struct http_response *r, enum err e, const char *field, const char *fmt,
                         ...) {
@@ -280,8 +280,8 @@ static void do_delete(struct handlers *h, struct req_state *st, struct http_resp
 }
 
 /* Reads "limit" and "cursor" from the query string. Returns false after answering 400. */
-static bool list_params(struct handlers *h, struct slice q, struct http_response *r, uint32_t *limit,
-                        uint64_t *cursor) {
+static bool list_params(struct handlers *h, struct slice q, struct http_response *r,
+                        uint32_t *limit, uint64_t *cursor) {
     *limit = h->lim.list_default;
     *cursor = 0;
     const char *p = q.ptr, *end = q.ptr + q.len;
@@ -445,7 +445,7 @@ static void on_complete(void *data, void *mem, struct http_request *req, struct 
 }
 
 void handlers_init(struct handlers *h, struct db *db, const struct handler_limits *lim,
-                   struct server_app *out) {
+                   struct server_handler *out) {
     h->db = db;
     h->lim = *lim;
     memset(out, 0, sizeof *out);

@@ -123,11 +123,11 @@ static void on_connection(uv_stream_t *l, int status) {
 /* ---- the server ---- */
 
 int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg,
-                 const struct server_app *app) {
+                 const struct server_handler *handler) {
     memset(srv, 0, sizeof *srv);
     srv->loop = loop;
     srv->cfg = cfg;
-    srv->app = *app;
+    srv->handler = *handler;
     srv->limits.max_header_bytes = cfg->max_header_bytes;
     srv->limits.max_body_bytes = cfg->max_body_bytes;
     srv->nslots = cfg->max_pipeline + 1;

@@ -7,7 +7,7 @@
  *                   503), closing connections, the public API
  *   server_read.c   reads, the parser and its events, error answers, timers
  *   server_write.c  the ring of responses, batched writes, lingering close
- *   server_pool.c   memory: kits, app states, connection slabs, the
+ *   server_pool.c   memory: kits, handler states, connection slabs, the
  *                   idle and warm lists, the periodic sweep
  *
  * Functions declared here act on one connection (conn_*) or on the server
@@ -43,7 +43,7 @@ struct server_kit {
     char rbuf[READ_BUF_SIZE];
 };
 
-/* The app's per-connection state, with the link of the free list before it. */
+/* The handler's per-connection state, with the link of the free list before it. */
 struct server_state {
     union {
         struct server_state *next; /* srv->states while free */
@@ -57,13 +57,14 @@ struct conn {
     uv_timer_t timer;
     struct server *srv;
     struct server_slab *slab;
-    struct server_link link;   /* srv->conns while open, srv->free_conns while free */
-    struct server_link ilink;  /* srv->idle or srv->lingering, as list says */
-    struct server_link wlink;  /* srv->warm, when in_warm */
-    struct conn *next_waiting; /* srv->waiting */
-    struct server_kit *kit;    /* NULL while idle or lingering */
-    struct server_state *app;  /* NULL until the first request and SERVER_SWEEP_MS after the last */
-    struct http_response *cur; /* slot of the request being parsed */
+    struct server_link link;     /* srv->conns while open, srv->free_conns while free */
+    struct server_link ilink;    /* srv->idle or srv->lingering, as list says */
+    struct server_link wlink;    /* srv->warm, when in_warm */
+    struct conn *next_waiting;   /* srv->waiting */
+    struct server_kit *kit;      /* NULL while idle or lingering */
+    struct server_state *hstate; /* handler state: NULL until the first request and
+                                  * SERVER_SWEEP_MS after the last */
+    struct http_response *cur;   /* slot of the request being parsed */
     struct http_parser parser;
     uint64_t req_start;     /* uv_now() when the current request's first byte came */
     uint64_t deadline;      /* uv_now() when the current timeout expires */
@@ -82,7 +83,7 @@ struct conn {
     bool paused;      /* parser paused with unparsed bytes */
     bool close_after; /* close once every queued response is written */
     bool closing;     /* uv_close called */
-    bool discard;     /* the app answered at headers time: drop the body */
+    bool discard;     /* the handler answered at headers time: drop the body */
     bool in_waiting;
     bool in_warm;
     bool draining;  /* an error answer ends the connection: input is discarded */
@@ -167,9 +168,9 @@ void conn_settle(struct conn *c);
 void conn_list_leave(struct conn *c);
 /* Gives the kit back (nothing queued, parsed or written may use it any more). */
 void conn_kit_put(struct conn *c);
-/* The app's state of this connection, taken (and reset) if it has none. */
+/* The handler's state of this connection, taken (and reset) if it has none. */
 void *conn_state_get(struct conn *c);
-/* Gives the app state back to the free list, reset. */
+/* Gives the handler state back to the free list, reset. */
 void conn_state_put(struct conn *c);
 /* Returns a closed connection's kit, state and slot to the free lists. */
 void conn_release(struct conn *c);

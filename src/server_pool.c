@@ -1,6 +1,6 @@
 /*
  * server_pool: the server's memory (see server.h for the policy): kits,
- * app states and connection slots on free lists, the idle and warm lists
+ * handler states and connection slots on free lists, the idle and warm lists
  * of connections, and the periodic sweep that gives back what a burst left.
  *
  * An idle connection has no kit: its reads land in the server's scratch
@@ -18,7 +18,7 @@
 #include "server_internal.h"
 
 #define CONN_SLAB 64     /* connection slots per allocation: idle ones pack densely */
-#define POOL_CAP 256     /* free kits and free app states kept at most */
+#define POOL_CAP 256     /* free kits and free handler states kept at most */
 #define HEADER_KEEP 4096 /* target/authorization buffers larger than this are freed */
 
 struct server_slab {
@@ -106,42 +106,42 @@ void conn_kit_put(struct conn *c) {
     server__sweep_arm(srv);
 }
 
-/* ---- app states ---- */
+/* ---- handler states ---- */
 
 static void state_free(struct server *srv, struct server_state *s) {
-    if (srv->app.state_destroy) srv->app.state_destroy(srv->app.data, s->mem);
+    if (srv->handler.state_destroy) srv->handler.state_destroy(srv->handler.data, s->mem);
     free(s);
-    srv->freed_bytes += sizeof *s + srv->app.state_size;
+    srv->freed_bytes += sizeof *s + srv->handler.state_size;
 }
 
 void *conn_state_get(struct conn *c) {
     struct server *srv = c->srv;
-    if (c->app) return c->app->mem;
+    if (c->hstate) return c->hstate->mem;
     struct server_state *s = srv->states;
     if (s) {
         srv->states = s->h.next;
         if (--srv->nstates < srv->states_low) srv->states_low = srv->nstates;
     } else {
-        s = xcalloc(1, sizeof *s + (srv->app.state_size ? srv->app.state_size : 1));
-        if (srv->app.state_init) srv->app.state_init(srv->app.data, s->mem);
+        s = xcalloc(1, sizeof *s + (srv->handler.state_size ? srv->handler.state_size : 1));
+        if (srv->handler.state_init) srv->handler.state_init(srv->handler.data, s->mem);
     }
     /* It may have served another connection: nothing of that one may show. */
-    if (srv->app.state_reset) srv->app.state_reset(srv->app.data, s->mem);
-    c->app = s;
+    if (srv->handler.state_reset) srv->handler.state_reset(srv->handler.data, s->mem);
+    c->hstate = s;
     return s->mem;
 }
 
 void conn_state_put(struct conn *c) {
     struct server *srv = c->srv;
-    struct server_state *s = c->app;
+    struct server_state *s = c->hstate;
     if (c->in_warm) {
         q_remove(&c->wlink);
         c->in_warm = false;
     }
     if (!s) return;
-    c->app = NULL;
+    c->hstate = NULL;
     /* Drop what it knows of this connection (its credentials) now, not at reuse. */
-    if (srv->app.state_reset) srv->app.state_reset(srv->app.data, s->mem);
+    if (srv->handler.state_reset) srv->handler.state_reset(srv->handler.data, s->mem);
     if (srv->nstates >= POOL_CAP) {
         state_free(srv, s);
         return;
@@ -171,7 +171,7 @@ void conn_list_leave(struct conn *c) {
 /*
  * Called as each libuv callback that touched c returns: a connection with
  * nothing in progress gives its kit back and joins the idle list (and, if
- * it holds an app state, the warm list the sweep releases it from).
+ * it holds a handler state, the warm list the sweep releases it from).
  */
 void conn_settle(struct conn *c) {
     if (c->list != LIST_NONE || !is_idle(c)) return;
@@ -180,7 +180,7 @@ void conn_settle(struct conn *c) {
     c->idle_at = uv_now(srv->loop);
     c->list = LIST_IDLE;
     q_push(&srv->idle, &c->ilink);
-    if (c->app) {
+    if (c->hstate) {
         c->in_warm = true;
         q_push(&srv->warm, &c->wlink);
         server__sweep_arm(srv);
@@ -221,7 +221,7 @@ struct conn *server__conn_get(struct server *srv) {
     c->slab->nfree--;
     http_parser_reset(&c->parser);
     c->kit = NULL;
-    c->app = NULL;
+    c->hstate = NULL;
     c->cur = NULL;
     c->next_waiting = NULL;
     q_init(&c->ilink);
@@ -284,7 +284,7 @@ static uint32_t sweep_slabs(struct server *srv) {
 }
 
 /*
- * Once a period: idle connections give their app state back after
+ * Once a period: idle connections give their handler state back after
  * SERVER_SWEEP_MS, and the free lists give back to the heap what they did
  * not need during the last period (the fewest free entries seen since the
  * last sweep were never taken), so a burst's memory goes but a steady load

@@ -1,6 +1,6 @@
 /*
  * server_read: reading a connection, feeding the parser, the parser's
- * events (which hand requests to the app), error answers and timeouts.
+ * events (which hand requests to the handler), error answers and timeouts.
  *
  * When the ring holds max_pipeline responses the parser is paused on the
  * message boundary and the socket is no longer read: a client that
@@ -87,7 +87,8 @@ static int on_headers(void *owner, struct http_request *req) {
     struct http_response *r = conn_slot_push(c);
     c->cur = r;
     r->http10 = req->version_minor == 0;
-    c->discard = srv->app.on_headers(srv->app.data, conn_state_get(c), req, r) == SERVER_ANSWERED;
+    c->discard =
+        srv->handler.on_headers(srv->handler.data, conn_state_get(c), req, r) == SERVER_ANSWERED;
     if (c->discard && req->expect_continue && req->has_body) {
         /* The client waits for "100 Continue" before sending the body: answer
          * now and close, rather than read a body that may never come. */
@@ -108,14 +109,14 @@ static int on_headers(void *owner, struct http_request *req) {
 
 static void on_body(void *owner, struct http_request *req, const char *ptr, size_t len) {
     struct conn *c = owner;
-    if (!c->discard) c->srv->app.on_body(c->srv->app.data, c->app->mem, ptr, len);
+    if (!c->discard) c->srv->handler.on_body(c->srv->handler.data, c->hstate->mem, ptr, len);
 }
 
 static bool on_complete(void *owner, struct http_request *req) {
     struct conn *c = owner;
     struct server *srv = c->srv;
     struct http_response *r = c->cur;
-    if (!c->discard) srv->app.on_complete(srv->app.data, c->app->mem, req, r);
+    if (!c->discard) srv->handler.on_complete(srv->handler.data, c->hstate->mem, req, r);
     c->discard = false;
     c->cur = NULL;
     c->timing = false;
