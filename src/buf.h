@@ -63,11 +63,8 @@ static inline void buf_append_char(struct buf *b, char c) {
     *p = c;
     buf_commit(b, 1);
 }
-void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends the decimal digits of v. */
 void buf_append_u64(struct buf *b, uint64_t v);
-/* Drops the first n bytes, moving the rest to the front. */
-void buf_consume(struct buf *b, size_t n);
 
 /*
  * A bump arena: allocations are freed all at once by arena_reset, which

@@ -34,7 +34,6 @@ enum err {
 #define X(e, code, status, msg) ERR_##e,
     ERR_MAP(X)
 #undef X
-        ERR__COUNT
 };
 
 /* The JSON "Code" of an error, e.g. "not_found". */

@@ -14,14 +14,12 @@
 #include "handlers.h"
 
 #include <errno.h>
-#include <llhttp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "auth.h"
 #include "json.h"
-#include "log.h"
 #include "router.h"
 
 #define ARENA_BLOCK 16384
@@ -320,17 +318,7 @@ static void do_list(struct handlers *h, struct req_state *st, struct http_reques
     uint64_t cursor;
     if (!list_params(h, req->query, r, &limit, &cursor)) return;
     const struct id_list *l = index_owned(&h->db->index, st->user_id, st->route.type);
-    uint32_t hi = l->len; /* first index not to show */
-    if (cursor) {
-        uint32_t lo = 0;
-        while (lo < hi) {
-            uint32_t mid = (lo + hi) / 2;
-            if (l->ids[mid] < cursor)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-    }
+    uint32_t hi = cursor ? id_list_lower_bound(l, cursor) : l->len; /* first index not to show */
     ok_open(r);
     buf_append_str(&r->body, "{\"Items\":[");
     uint32_t n = 0;

@@ -21,6 +21,9 @@ struct id_list {
     uint32_t cap;
 };
 
+/* The position of the first id >= id in l (l->len when there is none). */
+uint32_t id_list_lower_bound(const struct id_list *l, uint64_t id);
+
 struct owner; /* one user's record lists */
 
 /* A table slot keeps the id beside the pointer, so probing never touches a record. */
@@ -46,9 +49,9 @@ struct index_shard {
 struct index {
     struct index_shard shards[INDEX_SHARDS];
     size_t count;         /* live records */
-    uint64_t *names;       /* user ids by name hash, open addressing; 0 empty */
-    size_t names_cap;      /* power of two */
-    size_t names_used;     /* live + deleted marks */
+    uint64_t *names;      /* user ids by name hash, open addressing; 0 empty */
+    size_t names_cap;     /* power of two */
+    size_t names_used;    /* live + deleted marks */
     struct owner *owners; /* by user id, open addressing */
     size_t owners_cap;
     size_t owners_count;

@@ -54,22 +54,24 @@ static void on_reject_closed(uv_handle_t *h) {
     free(h);
 }
 
-/* Over the connection cap with nothing idle: a short 503 if the socket takes it, then close. */
+/*
+ * Over the connection cap with nothing idle: a short 503 (the error
+ * envelope every answer uses) if the socket takes it, then close.
+ */
 static void reject(struct server *srv) {
     uv_tcp_t *t = xmalloc(sizeof *t);
     uv_tcp_init(srv->loop, t);
     if (uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)t) == 0) {
-        static const char body[] = "{\"Status\":\"error\",\"Error\":{\"Code\":\"unavailable\","
-                                   "\"Message\":\"too many open connections\"}}";
-        char msg[512];
-        int len = snprintf(msg, sizeof msg,
-                           "HTTP/1.1 503 Service Unavailable\r\nDate: %s\r\n"
-                           "Content-Type: application/json\r\nContent-Length: %zu\r\n"
-                           "Connection: close\r\nRetry-After: 1\r\n\r\n%s",
-                           http_date(), sizeof body - 1, body);
+        struct http_response r;
+        http_response_init(&r);
+        http_response_error(&r, ERR_UNAVAILABLE, NULL, "too many open connections");
+        r.extra = "Retry-After: 1\r\n";
+        http_response_finish(&r, false);
         /* A best-effort write: a fresh socket's buffer takes this whole. */
-        uv_buf_t b = uv_buf_init(msg, (unsigned)len);
-        uv_try_write((uv_stream_t *)t, &b, 1);
+        uv_buf_t b[2] = {uv_buf_init(r.head, r.head_len),
+                         uv_buf_init(r.body.ptr, (unsigned)r.body.len)};
+        uv_try_write((uv_stream_t *)t, b, 2);
+        http_response_destroy(&r);
     }
     uv_close((uv_handle_t *)t, on_reject_closed);
 }
