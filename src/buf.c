@@ -68,6 +68,20 @@ void buf_append_u64(struct buf *b, uint64_t v) {
     buf_commit(b, u64_digits(v, p));
 }
 
+int u64_parse(const char *ptr, size_t len, uint64_t max, uint64_t *out) {
+    if (len == 0 || ptr[0] == '0') return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (ptr[i] < '0' || ptr[i] > '9') return -1;
+        uint64_t d = (uint64_t)(ptr[i] - '0');
+        /* v * 10 + d <= max, asked without overflowing. */
+        if (d > max || v > (max - d) / 10) return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
 struct arena_block {
     struct arena_block *next;
     size_t used;

@@ -94,5 +94,10 @@ static inline size_t u64_digits(uint64_t v, char out[20]) {
         out[i] = tmp[n - 1 - i];
     return n;
 }
+/*
+ * Parses a whole positive decimal integer: digits only, no sign, no leading
+ * zero, 1..max. Returns 0 with *out set, or -1 (and *out untouched).
+ */
+int u64_parse(const char *ptr, size_t len, uint64_t max, uint64_t *out);
 
 #endif

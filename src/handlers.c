@@ -292,14 +292,14 @@ static bool list_params(struct handlers *h, struct slice q, struct http_response
             eq ? (struct slice){eq + 1, (size_t)(stop - eq - 1)} : (struct slice){stop, 0};
         uint64_t v;
         if (slice_eq(name, "limit", 5)) {
-            if (router_parse_id(val.ptr, val.len, &v) < 0 || v > h->lim.list_max) {
+            if (u64_parse(val.ptr, val.len, h->lim.list_max, &v) < 0) {
                 reply_error(r, ERR_INVALID_QUERY, "limit", "limit must be an integer from 1 to %u",
                             h->lim.list_max);
                 return false;
             }
             *limit = (uint32_t)v;
         } else if (slice_eq(name, "cursor", 6)) {
-            if (router_parse_id(val.ptr, val.len, &v) < 0) {
+            if (record_parse_id(val.ptr, val.len, &v) < 0) {
                 reply_error(r, ERR_INVALID_QUERY, "cursor",
                             "cursor must be the NextCursor of a previous page");
                 return false;

@@ -106,18 +106,6 @@ static void given(struct json_decoder *d) {
     if (d->field >= 0) d->present |= UINT64_C(1) << d->field;
 }
 
-static bool parse_u53(const char *s, size_t n, uint64_t *out) {
-    if (n == 0 || n > 16) return false;
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') return false;
-        v = v * 10 + (uint64_t)(s[i] - '0');
-    }
-    if (v > RECORD_ID_MAX) return false;
-    *out = v;
-    return true;
-}
-
 /*
  * "-51.5072" style numbers with at most 15 significant digits: the integer m
  * and 10^k are exact doubles, so m / 10^k is the correctly rounded value,
@@ -196,13 +184,17 @@ static int on_number(void *ctx, const char *s, size_t n) {
     if (b != 1) return b;
     if (d->field == JF_ID) {
         d->has_id = true;
-        if (!parse_u53(s, n, &d->id) || d->id == 0) d->id_invalid = true;
+        if (record_parse_id(s, n, &d->id) < 0) d->id_invalid = true;
         return 1;
     }
     const struct field *f = &d->kind->fields[d->field];
     if (f->type == FT_DOUBLE) return set_double(d, s, n);
     if (f->type == FT_REF) {
-        if (!parse_u53(s, n, &d->vals[d->field].i)) return wrong_type(d);
+        /* 0 unlinks; anything else must be an id. */
+        if (n == 1 && s[0] == '0')
+            d->vals[d->field].i = 0;
+        else if (record_parse_id(s, n, &d->vals[d->field].i) < 0)
+            return wrong_type(d);
         given(d);
         return 1;
     }

@@ -134,6 +134,10 @@ int record_field_index(const struct kind_desc *k, const char *ptr, size_t len) {
     }
 }
 
+int record_parse_id(const char *ptr, size_t len, uint64_t *out) {
+    return u64_parse(ptr, len, RECORD_ID_MAX, out);
+}
+
 void record_defaults(const struct kind_desc *k, union value *vals) {
     if (!meta_ready) meta_init();
     memcpy(vals, meta[k->type].defaults, k->nfields * sizeof *vals);

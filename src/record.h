@@ -38,6 +38,12 @@ enum rec_type {
 /* Largest id handed out: ids must stay exact in a JavaScript number. */
 #define RECORD_ID_MAX ((UINT64_C(1) << 53) - 1)
 
+/*
+ * The one id parser (path ids, list cursors, ids in bodies): decimal, no
+ * sign or leading zero, 1..RECORD_ID_MAX. Returns 0 with *out set, or -1.
+ */
+int record_parse_id(const char *ptr, size_t len, uint64_t *out);
+
 enum field_type {
     FT_STR,    /* UTF-8 text, limited to the configured length */
     FT_COLOR,  /* six hex digits, no '#', case kept */

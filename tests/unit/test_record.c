@@ -3,7 +3,53 @@
 #include "index.h"
 #include "record.h"
 
+static int parse_id(const char *s, uint64_t *out) {
+    return record_parse_id(s, strlen(s), out);
+}
+
+/* The one id parser: 1..2^53-1, digits only, no sign, no leading zero. */
+static void test_parse_id(void) {
+    uint64_t v = 0;
+    CHECK_EQ_INT(parse_id("1", &v), 0);
+    CHECK_EQ_UINT(v, 1);
+    CHECK_EQ_INT(parse_id("9007199254740991", &v), 0);
+    CHECK_EQ_UINT(v, RECORD_ID_MAX);
+    v = 5;
+    const char *bad[] = {"",
+                         "0",
+                         "01",
+                         "+1",
+                         "-1",
+                         " 1",
+                         "1 ",
+                         "1a",
+                         "1.0",
+                         "1e3",
+                         "9007199254740992",
+                         "18446744073709551616",
+                         "99999999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (parse_id(bad[i], &v) != -1) CHECK_FAIL_("record_parse_id(\"%s\") accepted", bad[i]);
+        CHECK_EQ_UINT(v, 5); /* untouched */
+    }
+}
+
+/* The general form behind it (?limit): the bound is the caller's. */
+static void test_u64_parse_bound(void) {
+    uint64_t v = 0;
+    CHECK_EQ_INT(u64_parse("100", 3, 100, &v), 0);
+    CHECK_EQ_UINT(v, 100);
+    CHECK_EQ_INT(u64_parse("101", 3, 100, &v), -1);
+    CHECK_EQ_INT(u64_parse("18446744073709551615", 20, UINT64_MAX, &v), 0);
+    CHECK_EQ_UINT(v, UINT64_MAX);
+    CHECK_EQ_INT(u64_parse("18446744073709551616", 20, UINT64_MAX, &v), -1);
+    CHECK_EQ_INT(u64_parse("7", 1, 5, &v), -1);
+    CHECK_EQ_INT(u64_parse("1", 1, 0, &v), -1);
+}
+
 int main(void) {
+    RUN_TEST(test_parse_id);
+    RUN_TEST(test_u64_parse_bound);
     const struct kind_desc *kinds[] = {&record_user, &record_theme, &record_address, &record_event};
     struct buf b = BUF_INIT;
     for (int k = 0; k < 4; k++) {
