@@ -7,6 +7,9 @@
  * copied once into the request arena). Nothing holds the whole body. Only
  * this module knows yajl's convention (callbacks return nonzero to go on).
  *
+ * Types are converted here; every value is then checked by record.c
+ * (record_check_value), the one place where values are validated.
+ *
  * Accepted shapes: {"Theme": {fields}} (the wrapper named by the kind) or a
  * bare {fields}. Output-only fields and ID/UserID/EventID are skipped
  * (ID is captured for the update check). null means "not given".

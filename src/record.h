@@ -130,8 +130,16 @@ void record_encode(const struct record *r, struct buf *out);
 /* Decodes a payload of the given type; NULL when it is malformed. */
 struct record *record_decode(uint8_t type, const uint8_t *p, size_t len);
 
-/* Validators: NULL when fine, else a static reason for the JSON error message. */
-const char *record_check_color(const char *ptr, size_t len);
+/*
+ * Checks v as a value of field i of kind k: the one place where a field's
+ * value is validated (the JSON decoder converts types and calls this for
+ * every field it keeps). max_string is the limit of text fields that have
+ * none of their own (--max-string-bytes). Returns NULL when fine, else a
+ * static reason naming the field, e.g. "Lat must be within [-90, 90]", for
+ * the JSON error message: valid until a check with another max_string.
+ */
+const char *record_check_value(const struct kind_desc *k, int i, const union value *v,
+                               uint32_t max_string);
 /* Strict UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF). */
 bool record_utf8_valid(const char *ptr, size_t len);
 

@@ -86,7 +86,8 @@ static void check_values(const struct json_decoder *d, const struct kind_desc *k
             CHECK(v->s.len <= 255 && record_utf8_valid(v->s.ptr, v->s.len));
             break;
         case FT_COLOR:
-            CHECK(record_check_color(v->s.ptr, v->s.len) == NULL);
+            /* Checked here without record.c, which the decoder itself relies on. */
+            CHECK(v->s.len == 6 && strspn(v->s.ptr, "0123456789abcdefABCDEF") == 6);
             break;
         case FT_DOUBLE:
             CHECK(isfinite(v->d) && v->d >= f->min && v->d <= f->max);
@@ -186,7 +187,8 @@ static void fuzz_http(void) {
     static const char *corpus[] = {
         "POST /v2/theme?x=1 HTTP/1.1\r\nHost: a\r\nAuthorization: Basic YTpi\r\n"
         "Content-Length: 11\r\n\r\n{\"Name\":1}\nGET /healthz HTTP/1.1\r\nHost: a\r\n\r\n",
-        "PUT /v2/address/7 HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n"
+        "PUT /v2/address/7 HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nExpect: "
+        "100-continue\r\n\r\n"
         "5\r\nhello\r\n3;x=y\r\nabc\r\n0\r\nTrailer: t\r\n\r\n",
         "GET /v2/theme/1 HTTP/1.0\r\nConnection: keep-alive\r\n\r\nDELETE /v2/theme/2 "
         "HTTP/1.1\r\nHost: a\r\n\r\n",

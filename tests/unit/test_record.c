@@ -1,4 +1,6 @@
 /* Record building, payload round trips, validators. */
+#include <math.h>
+
 #include "check.h"
 #include "index.h"
 #include "record.h"
@@ -47,7 +49,66 @@ static void test_u64_parse_bound(void) {
     CHECK_EQ_INT(u64_parse("1", 1, 0, &v), -1);
 }
 
+static const char *check_str(const struct kind_desc *k, int i, const char *s, uint32_t max) {
+    union value v = {.s = {s, (uint32_t)strlen(s)}};
+    return record_check_value(k, i, &v, max);
+}
+
+static const char *check_double(const struct kind_desc *k, int i, double d) {
+    union value v = {.d = d};
+    return record_check_value(k, i, &v, 255);
+}
+
+static void test_check_color(void) {
+    CHECK(check_str(&record_theme, THEME_PAGE_BG, "D0cbcB", 255) == NULL);
+    CHECK_EQ_STR(check_str(&record_theme, THEME_PAGE_BG, "#D0CBC", 255),
+                 "PageBackgroundRGB must be six hexadecimal digits without '#', e.g. D0CBCB");
+    CHECK(check_str(&record_theme, THEME_PAGE_BG, "D0CBCB0", 255) != NULL);
+    CHECK(check_str(&record_theme, THEME_PAGE_BG, "D0CBCG", 255) != NULL);
+}
+
+static void test_check_range(void) {
+    CHECK(check_double(&record_address, ADDR_LAT, -90) == NULL);
+    CHECK(check_double(&record_address, ADDR_LAT, 90) == NULL);
+    CHECK_EQ_STR(check_double(&record_address, ADDR_LAT, 90.5), "Lat must be within [-90, 90]");
+    CHECK_EQ_STR(check_double(&record_address, ADDR_LON, -181), "Lon must be within [-180, 180]");
+    CHECK(check_double(&record_address, ADDR_LON, NAN) != NULL);
+}
+
+static void test_check_text(void) {
+    CHECK(check_str(&record_theme, THEME_NAME, "h\xc3\xa9", 255) == NULL);
+    CHECK_EQ_STR(check_str(&record_theme, THEME_NAME, "\xc0\xaf", 255), "Name is not valid UTF-8");
+    CHECK_EQ_STR(check_str(&record_theme, THEME_STATUS, "", 255), "Status must not be empty");
+    CHECK(check_str(&record_theme, THEME_NAME, "", 255) == NULL);
+}
+
+/* The configured limit is named, and follows the limit asked for. */
+static void test_check_length(void) {
+    CHECK(check_str(&record_event, EVENT_NAME, "abcd", 4) == NULL);
+    CHECK_EQ_STR(check_str(&record_event, EVENT_NAME, "abcde", 4), "Name is longer than 4 bytes");
+    CHECK_EQ_STR(check_str(&record_event, EVENT_NAME, "abcde", 3), "Name is longer than 3 bytes");
+    CHECK(check_str(&record_event, EVENT_NAME, "abcde", 5) == NULL);
+    /* A field's own limit wins over the configured one. */
+    char name[66];
+    memset(name, 'a', 65);
+    name[65] = '\0';
+    CHECK_EQ_STR(check_str(&record_user, USER_NAME, name, 255), "Name is longer than 64 bytes");
+}
+
+/* Types without a check take any value. */
+static void test_check_unchecked_types(void) {
+    union value v = {.i = 12345};
+    CHECK(record_check_value(&record_event, EVENT_THEME_ID, &v, 255) == NULL);
+    v.b = true;
+    CHECK(record_check_value(&record_address, ADDR_SHOW_MAP, &v, 255) == NULL);
+}
+
 int main(void) {
+    RUN_TEST(test_check_color);
+    RUN_TEST(test_check_range);
+    RUN_TEST(test_check_text);
+    RUN_TEST(test_check_length);
+    RUN_TEST(test_check_unchecked_types);
     RUN_TEST(test_parse_id);
     RUN_TEST(test_u64_parse_bound);
     const struct kind_desc *kinds[] = {&record_user, &record_theme, &record_address, &record_event};
@@ -132,9 +193,6 @@ int main(void) {
     CHECK_EQ_STR(v[ADDR_TYPE].s.ptr, "venue");
     CHECK(v[ADDR_LON].d == 0 && v[ADDR_LAT].d == 0 && !v[ADDR_SHOW_MAP].b);
 
-    CHECK(record_check_color("D0cbcB", 6) == NULL);
-    CHECK(record_check_color("#D0CBC", 6) != NULL);
-    CHECK(record_check_color("D0CBCB0", 7) != NULL);
     CHECK(record_utf8_valid("h\xc3\xa9", 3));
     CHECK(!record_utf8_valid("\xc0\xaf", 2));         /* overlong */
     CHECK(!record_utf8_valid("\xed\xa0\x80", 3));     /* surrogate */
