@@ -47,7 +47,8 @@ static inline void buf_reset(struct buf *b) {
     b->len = 0;
     if (b->cap) b->ptr[0] = '\0';
 }
-/* Makes room for n more bytes (plus the terminator); returns the write position. */
+/* Makes room for n more bytes (plus the terminator); returns the write position,
+ * valid until the next call that may grow b. */
 char *buf_reserve(struct buf *b, size_t n);
 /* Records that n reserved bytes were written. */
 static inline void buf_commit(struct buf *b, size_t n) {
@@ -79,6 +80,7 @@ struct arena {
 void arena_init(struct arena *a, size_t block_size);
 void arena_destroy(struct arena *a);
 void arena_reset(struct arena *a);
+/* Memory valid until arena_reset or arena_destroy. */
 void *arena_alloc(struct arena *a, size_t n);
 char *arena_strndup(struct arena *a, const char *ptr, size_t len);
 

@@ -36,6 +36,7 @@ enum err {
 #undef X
 };
 
+/* The strings below are static: valid forever. */
 /* The JSON "Code" of an error, e.g. "not_found". */
 const char *err_code(enum err e);
 /* The HTTP status of an error, e.g. 404. */

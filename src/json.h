@@ -45,15 +45,21 @@ struct json_decoder {
     bool has_id;
     uint64_t id; /* "ID" in the body, when has_id */
     bool id_invalid;
-    enum err err; /* ERR_NONE while fine */
-    const char *err_field;
+    enum err err;          /* ERR_NONE while fine */
+    const char *err_field; /* static or in the arena: valid until the arena is reset */
     char err_msg[200];
 };
 
-/* Starts decoding a body for kind k; allocations come from arena. */
+/*
+ * Starts decoding a body for kind k; allocations come from arena. k and
+ * arena are stored: they must stay valid until json_decoder_end. The
+ * decoded strings (vals) and err_field live in arena (or the static field
+ * tables): valid until the arena is reset.
+ */
 void json_decoder_begin(struct json_decoder *d, const struct kind_desc *k, struct arena *arena,
                         uint32_t max_string);
-/* Feeds one chunk. Returns 0, or -1 once an error is known (d->err etc.). */
+/* Feeds one chunk (not kept after the call). Returns 0, or -1 once an error
+ * is known (d->err etc.). */
 int json_decoder_feed(struct json_decoder *d, const char *ptr, size_t len);
 /* Ends the body. Returns 0 when a complete, valid object was read, else -1. */
 int json_decoder_finish(struct json_decoder *d);

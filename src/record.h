@@ -98,7 +98,8 @@ struct record {
     union value v[];   /* kind->nfields values; string bytes follow */
 };
 
-/* The descriptor of a record type, or NULL if the type is not a record kind. */
+/* The descriptor of a record type, or NULL if the type is not a record kind.
+ * Descriptors and field tables are static: valid forever. */
 const struct kind_desc *record_kind(uint8_t type);
 /* The descriptor whose path segment is ptr/len ("theme"), or NULL. */
 const struct kind_desc *record_kind_by_path(const char *ptr, size_t len);
@@ -112,6 +113,7 @@ struct field_meta {
     uint8_t key_len; /* of key */
     char key[44];    /* ,"Name": */
 };
+/* The metadata of k's fields, in table order: static, valid forever. */
 const struct field_meta *record_field_meta(const struct kind_desc *k);
 
 /* Fills vals with the defaults of every field of k (strings are static). */
@@ -127,7 +129,8 @@ void record_free(struct record *r);
 
 /* Appends the log payload of r to out. */
 void record_encode(const struct record *r, struct buf *out);
-/* Decodes a payload of the given type; NULL when it is malformed. */
+/* Decodes a payload of the given type into a new record (the caller's; its
+ * strings are copied, p is not kept); NULL when it is malformed. */
 struct record *record_decode(uint8_t type, const uint8_t *p, size_t len);
 
 /*

@@ -21,7 +21,7 @@ struct route {
     uint8_t action;    /* enum action */
     uint8_t type;      /* enum rec_type of the resource */
     uint64_t id;       /* path id, items only */
-    const char *allow; /* 405: the "Allow: ...\r\n" header line */
+    const char *allow; /* 405: the "Allow: ...\r\n" header line; static */
 };
 
 /*

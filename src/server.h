@@ -55,7 +55,13 @@ enum server_headers_result {
  * The callbacks that serve requests (handlers.h supplies them): each gets
  * data and the connection's handler state, state_size bytes the server
  * allocates, keeps on its free lists and hands from connection to
- * connection (state_reset in between).
+ * connection (state_reset in between). data must outlive the server.
+ *
+ * Lifetimes: req is valid until the next request on the connection (see
+ * struct http_request); resp belongs to the server and is the handler's
+ * to fill only during on_headers and on_complete; on_body's ptr is valid
+ * only during the call. The state is the handler's from state_reset (or
+ * state_init) to the next state_reset.
  */
 struct server_handler {
     void *data;
@@ -87,7 +93,7 @@ struct server_link {
 
 struct server {
     uv_loop_t *loop;
-    const struct config *cfg;
+    const struct config *cfg; /* borrowed: outlives the server (server_start) */
     struct http_limits limits;
     struct server_handler handler;
     uv_tcp_t listener;
@@ -117,7 +123,11 @@ struct server {
     char bound[96];                         /* "HOST:PORT" actually listened on */
 };
 
-/* Binds and listens on cfg->listen. Returns 0 or a negative libuv error. */
+/*
+ * Binds and listens on cfg->listen. cfg is kept, not copied: it (and the
+ * strings it points to) must outlive the server, until server_destroy.
+ * handler is copied. Returns 0 or a negative libuv error.
+ */
 int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg,
                  const struct server_handler *handler);
 /* The store acknowledged every LSN <= lsn: send what waited for it. */
