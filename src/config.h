@@ -12,7 +12,12 @@
 #include <stdio.h>
 
 #include "log.h"
-#include "store.h"
+
+/*
+ * The durability modes of --fsync. The settings do not depend on the store:
+ * the assembly (app.c) maps these to the store's modes.
+ */
+enum config_fsync { CONFIG_FSYNC_ALWAYS, CONFIG_FSYNC_INTERVAL, CONFIG_FSYNC_NEVER };
 
 /*
  * The string settings (listen, data_dir, base_path) are never copied: they
@@ -38,7 +43,7 @@ struct config {
     uint32_t max_string_bytes;    /* longest text field value, bytes of UTF-8 */
     uint32_t list_default;        /* page size of list calls without ?limit */
     uint32_t list_max;            /* largest ?limit */
-    uint32_t fsync;               /* enum store_fsync */
+    uint32_t fsync;               /* enum config_fsync */
     uint32_t fsync_interval_ms;
     uint32_t storage_retry_ms;  /* while the disk refuses writes: ms between retries */
     double compact_ratio;       /* compact when log bytes > ratio * live bytes; 0: never */
