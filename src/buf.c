@@ -69,15 +69,17 @@ void buf_append_u64(struct buf *b, uint64_t v) {
 }
 
 int u64_parse(const char *ptr, size_t len, uint64_t max, uint64_t *out) {
-    if (len == 0 || ptr[0] == '0') return -1;
+    /* 19 digits always fit in 64 bits; only a 20th can overflow. */
+    if (len == 0 || len > 20 || ptr[0] == '0') return -1;
     uint64_t v = 0;
     for (size_t i = 0; i < len; i++) {
         if (ptr[i] < '0' || ptr[i] > '9') return -1;
         uint64_t d = (uint64_t)(ptr[i] - '0');
-        /* v * 10 + d <= max, asked without overflowing. */
-        if (d > max || v > (max - d) / 10) return -1;
+        if (i == 19 && (v > UINT64_MAX / 10 || (v == UINT64_MAX / 10 && d > UINT64_MAX % 10)))
+            return -1;
         v = v * 10 + d;
     }
+    if (v > max) return -1;
     *out = v;
     return 0;
 }

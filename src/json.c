@@ -105,8 +105,9 @@ static int scalar_start(struct json_decoder *d) {
 /*
  * A value converted to the field's type: record.c checks it (the one place
  * where values are validated), then it is kept, strings copied to the arena.
+ * Inlined: it runs for every value of every body.
  */
-static int take(struct json_decoder *d, union value v) {
+static inline __attribute__((always_inline)) int take(struct json_decoder *d, union value v) {
     const struct field *f = &d->kind->fields[d->field];
     const char *why = record_check_value(d->kind, d->field, &v, d->max_string);
     if (why) return fail(d, ERR_INVALID_FIELD, f->name, "%s", why);

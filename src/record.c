@@ -325,48 +325,7 @@ static int hexval(char c) {
     return -1;
 }
 
-static bool color_valid(const char *ptr, size_t len) {
-    if (len != 6) return false;
-    for (size_t i = 0; i < 6; i++)
-        if (hexval(ptr[i]) < 0) return false;
-    return true;
-}
-
-/* The text limit's reason names the limit: rewritten when it changes (a
- * server has one limit, so in practice it is written once per field). */
-static const char *too_long(struct field_why *w, const struct field *f, uint32_t max) {
-    if (!w->too_long || w->too_long_for != max) {
-        free(w->too_long);
-        w->too_long = reason("%s is longer than %u bytes", f->name, max);
-        w->too_long_for = max;
-    }
-    return w->too_long;
-}
-
-const char *record_check_value(const struct kind_desc *k, int i, const union value *v,
-                               uint32_t max_string) {
-    if (!meta_ready) meta_init();
-    const struct field *f = &k->fields[i];
-    struct field_why *w = &meta[k->type].why[i];
-    switch (f->type) {
-    case FT_STR: {
-        uint32_t max = f->max_len ? f->max_len : max_string;
-        if (!record_utf8_valid(v->s.ptr, v->s.len)) return w->not_utf8;
-        if (v->s.len > max) return too_long(w, f, max);
-        if ((f->flags & FF_NONEMPTY) && v->s.len == 0) return w->empty;
-        return NULL;
-    }
-    case FT_COLOR:
-        return color_valid(v->s.ptr, v->s.len) ? NULL : w->format;
-    case FT_DOUBLE:
-        /* Written so that NaN is refused too. */
-        return v->d >= f->min && v->d <= f->max ? NULL : w->range;
-    default:
-        return NULL;
-    }
-}
-
-bool record_utf8_valid(const char *ptr, size_t len) {
+static inline bool utf8_valid(const char *ptr, size_t len) {
     const unsigned char *s = (const unsigned char *)ptr, *end = s + len;
     while (s < end) {
         unsigned c = *s;
@@ -393,4 +352,53 @@ bool record_utf8_valid(const char *ptr, size_t len) {
         s += n + 1;
     }
     return true;
+}
+
+static bool color_valid(const char *ptr, size_t len) {
+    if (len != 6) return false;
+    for (size_t i = 0; i < 6; i++)
+        if (hexval(ptr[i]) < 0) return false;
+    return true;
+}
+
+/* The text limit's reason names the limit: rewritten when it changes (a
+ * server has one limit, so in practice it is written once per field). */
+static const char *too_long(struct field_why *w, const struct field *f, uint32_t max) {
+    if (!w->too_long || w->too_long_for != max) {
+        free(w->too_long);
+        w->too_long = reason("%s is longer than %u bytes", f->name, max);
+        w->too_long_for = max;
+    }
+    return w->too_long;
+}
+
+/* Only a refused value looks its reason up: the common case stays a few compares. */
+static struct field_why *why_of(const struct kind_desc *k, int i) {
+    if (!meta_ready) meta_init();
+    return &meta[k->type].why[i];
+}
+
+const char *record_check_value(const struct kind_desc *k, int i, const union value *v,
+                               uint32_t max_string) {
+    const struct field *f = &k->fields[i];
+    switch (f->type) {
+    case FT_STR: {
+        uint32_t max = f->max_len ? f->max_len : max_string;
+        if (!utf8_valid(v->s.ptr, v->s.len)) return why_of(k, i)->not_utf8;
+        if (v->s.len > max) return too_long(why_of(k, i), f, max);
+        if ((f->flags & FF_NONEMPTY) && v->s.len == 0) return why_of(k, i)->empty;
+        return NULL;
+    }
+    case FT_COLOR:
+        return color_valid(v->s.ptr, v->s.len) ? NULL : why_of(k, i)->format;
+    case FT_DOUBLE:
+        /* Written so that NaN is refused too. */
+        return v->d >= f->min && v->d <= f->max ? NULL : why_of(k, i)->range;
+    default:
+        return NULL;
+    }
+}
+
+bool record_utf8_valid(const char *ptr, size_t len) {
+    return utf8_valid(ptr, len);
 }
