@@ -14,6 +14,18 @@
 #include "cli.h"
 #include "log.h"
 
+/* The store's durability mode for the --fsync setting (enum config_fsync). */
+static enum store_fsync store_fsync_of(uint32_t mode) {
+    switch (mode) {
+    case CONFIG_FSYNC_INTERVAL:
+        return STORE_FSYNC_INTERVAL;
+    case CONFIG_FSYNC_NEVER:
+        return STORE_FSYNC_NEVER;
+    default:
+        return STORE_FSYNC_ALWAYS;
+    }
+}
+
 int app_open(struct app *a, uv_loop_t *loop, const struct config *cfg) {
     memset(a, 0, sizeof *a);
     a->loop = loop;
@@ -23,7 +35,7 @@ int app_open(struct app *a, uv_loop_t *loop, const struct config *cfg) {
         fprintf(stderr, "eventd: libsodium failed to initialize\n");
         return -1;
     }
-    struct store_opts so = {.fsync = (enum store_fsync)cfg->fsync,
+    struct store_opts so = {.fsync = store_fsync_of(cfg->fsync),
                             .fsync_interval_ms = cfg->fsync_interval_ms,
                             .repair = cfg->repair,
                             .retry_ms = cfg->storage_retry_ms};
@@ -93,9 +105,9 @@ int app_serve(struct app *a) {
                                  .max_string_bytes = a->cfg.max_string_bytes,
                                  .list_default = a->cfg.list_default,
                                  .list_max = a->cfg.list_max};
-    struct server_app sa;
-    handlers_init(&a->handlers, &a->db, &lim, &sa);
-    int rc = server_start(&a->srv, a->loop, &a->cfg, &sa);
+    struct server_handler handler;
+    handlers_init(&a->handlers, &a->db, &lim, &handler);
+    int rc = server_start(&a->srv, a->loop, &a->cfg, &handler);
     if (rc < 0) {
         fprintf(stderr, "eventd: cannot listen on %s: %s\n", a->cfg.listen, uv_strerror(rc));
         return 1;

@@ -32,7 +32,9 @@ const char *auth_check_username(const char *name);
 /*
  * Checks an Authorization header value ("Basic <base64(user:key)>") against
  * the users in ix. Returns the user record, or NULL for missing, malformed
- * or wrong credentials.
+ * or wrong credentials. The record is the index's, valid as index_get's
+ * result: until the next change of that user (a put, swap or removal of
+ * its id, a db undo included), so never across loop turns: keep its id.
  */
 const struct record *auth_check(const struct index *ix, struct slice header);
 

@@ -1,7 +1,6 @@
 /* buf: see buf.h. */
 #include "buf.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -64,37 +63,25 @@ void buf_append(struct buf *b, const void *ptr, size_t len) {
     buf_commit(b, len);
 }
 
-void buf_printf(struct buf *b, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char tmp[256];
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n < sizeof tmp) {
-        buf_append(b, tmp, (size_t)n);
-        return;
-    }
-    char *p = buf_reserve(b, (size_t)n);
-    va_start(ap, fmt);
-    vsnprintf(p, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    buf_commit(b, (size_t)n);
-}
-
 void buf_append_u64(struct buf *b, uint64_t v) {
     char *p = buf_reserve(b, 20);
     buf_commit(b, u64_digits(v, p));
 }
 
-void buf_consume(struct buf *b, size_t n) {
-    if (n >= b->len) {
-        buf_reset(b);
-        return;
+int u64_parse(const char *ptr, size_t len, uint64_t max, uint64_t *out) {
+    /* 19 digits always fit in 64 bits; only a 20th can overflow. */
+    if (len == 0 || len > 20 || ptr[0] == '0') return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (ptr[i] < '0' || ptr[i] > '9') return -1;
+        uint64_t d = (uint64_t)(ptr[i] - '0');
+        if (i == 19 && (v > UINT64_MAX / 10 || (v == UINT64_MAX / 10 && d > UINT64_MAX % 10)))
+            return -1;
+        v = v * 10 + d;
     }
-    memmove(b->ptr, b->ptr + n, b->len - n);
-    b->len -= n;
-    b->ptr[b->len] = '\0';
+    if (v > max) return -1;
+    *out = v;
+    return 0;
 }
 
 struct arena_block {

@@ -47,7 +47,8 @@ static inline void buf_reset(struct buf *b) {
     b->len = 0;
     if (b->cap) b->ptr[0] = '\0';
 }
-/* Makes room for n more bytes (plus the terminator); returns the write position. */
+/* Makes room for n more bytes (plus the terminator); returns the write position,
+ * valid until the next call that may grow b. */
 char *buf_reserve(struct buf *b, size_t n);
 /* Records that n reserved bytes were written. */
 static inline void buf_commit(struct buf *b, size_t n) {
@@ -63,11 +64,8 @@ static inline void buf_append_char(struct buf *b, char c) {
     *p = c;
     buf_commit(b, 1);
 }
-void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends the decimal digits of v. */
 void buf_append_u64(struct buf *b, uint64_t v);
-/* Drops the first n bytes, moving the rest to the front. */
-void buf_consume(struct buf *b, size_t n);
 
 /*
  * A bump arena: allocations are freed all at once by arena_reset, which
@@ -82,6 +80,7 @@ struct arena {
 void arena_init(struct arena *a, size_t block_size);
 void arena_destroy(struct arena *a);
 void arena_reset(struct arena *a);
+/* Memory valid until arena_reset or arena_destroy. */
 void *arena_alloc(struct arena *a, size_t n);
 char *arena_strndup(struct arena *a, const char *ptr, size_t len);
 
@@ -97,5 +96,10 @@ static inline size_t u64_digits(uint64_t v, char out[20]) {
         out[i] = tmp[n - 1 - i];
     return n;
 }
+/*
+ * Parses a whole positive decimal integer: digits only, no sign, no leading
+ * zero, 1..max. Returns 0 with *out set, or -1 (and *out untouched).
+ */
+int u64_parse(const char *ptr, size_t len, uint64_t max, uint64_t *out);
 
 #endif

@@ -27,7 +27,7 @@ const struct config config_defaults = {
     .max_string_bytes = 255,
     .list_default = 50,
     .list_max = 500,
-    .fsync = STORE_FSYNC_ALWAYS,
+    .fsync = CONFIG_FSYNC_ALWAYS,
     .fsync_interval_ms = 1000,
     .storage_retry_ms = 1000,
     .compact_ratio = 4.0,
@@ -192,11 +192,11 @@ static const char *set(struct config *cfg, const struct opt *o, const char *v) {
         return parse_bool(v, (bool *)p) < 0 ? "must be true or false" : NULL;
     case OPT_FSYNC:
         if (!strcmp(v, "always"))
-            *(uint32_t *)p = STORE_FSYNC_ALWAYS;
+            *(uint32_t *)p = CONFIG_FSYNC_ALWAYS;
         else if (!strcmp(v, "interval"))
-            *(uint32_t *)p = STORE_FSYNC_INTERVAL;
+            *(uint32_t *)p = CONFIG_FSYNC_INTERVAL;
         else if (!strcmp(v, "never"))
-            *(uint32_t *)p = STORE_FSYNC_NEVER;
+            *(uint32_t *)p = CONFIG_FSYNC_NEVER;
         else
             return "must be always, interval or never";
         return NULL;

@@ -12,8 +12,20 @@
 #include <stdio.h>
 
 #include "log.h"
-#include "store.h"
 
+/*
+ * The durability modes of --fsync. The settings do not depend on the store:
+ * the assembly (app.c) maps these to the store's modes.
+ */
+enum config_fsync { CONFIG_FSYNC_ALWAYS, CONFIG_FSYNC_INTERVAL, CONFIG_FSYNC_NEVER };
+
+/*
+ * The string settings (listen, data_dir, base_path) are never copied: they
+ * point into argv, into the environment (getenv) or at static strings.
+ * They stay valid for the life of the process as long as argv and the
+ * environment are left alone (no setenv or putenv of an EVENTD_ variable
+ * after config_parse); a copied struct config points at the same strings.
+ */
 struct config {
     const char *listen; /* HOST:PORT */
     const char *data_dir;
@@ -31,7 +43,7 @@ struct config {
     uint32_t max_string_bytes;    /* longest text field value, bytes of UTF-8 */
     uint32_t list_default;        /* page size of list calls without ?limit */
     uint32_t list_max;            /* largest ?limit */
-    uint32_t fsync;               /* enum store_fsync */
+    uint32_t fsync;               /* enum config_fsync */
     uint32_t fsync_interval_ms;
     uint32_t storage_retry_ms;  /* while the disk refuses writes: ms between retries */
     double compact_ratio;       /* compact when log bytes > ratio * live bytes; 0: never */
@@ -46,8 +58,10 @@ extern const struct config config_defaults;
 /*
  * Parses argv (after the subcommand) and the environment into cfg, which
  * starts as config_defaults. Positional arguments are stored in pos (up to
- * max_pos). Returns 0, 1 if --help was handled, or -1 after printing one
- * line on stderr for a bad flag or value (the caller exits 2).
+ * max_pos), pointing into argv; cfg's strings point into argv or the
+ * environment (see struct config). Returns 0, 1 if --help was handled, or
+ * -1 after printing one line on stderr for a bad flag or value (the caller
+ * exits 2).
  */
 int config_parse(struct config *cfg, int argc, char **argv, const char **pos, int max_pos,
                  int *npos);

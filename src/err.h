@@ -34,9 +34,9 @@ enum err {
 #define X(e, code, status, msg) ERR_##e,
     ERR_MAP(X)
 #undef X
-        ERR__COUNT
 };
 
+/* The strings below are static: valid forever. */
 /* The JSON "Code" of an error, e.g. "not_found". */
 const char *err_code(enum err e);
 /* The HTTP status of an error, e.g. 404. */

@@ -14,14 +14,12 @@
 #include "handlers.h"
 
 #include <errno.h>
-#include <llhttp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "auth.h"
 #include "json.h"
-#include "log.h"
 #include "router.h"
 
 #define ARENA_BLOCK 16384
@@ -294,14 +292,14 @@ static bool list_params(struct handlers *h, struct slice q, struct http_response
             eq ? (struct slice){eq + 1, (size_t)(stop - eq - 1)} : (struct slice){stop, 0};
         uint64_t v;
         if (slice_eq(name, "limit", 5)) {
-            if (router_parse_id(val.ptr, val.len, &v) < 0 || v > h->lim.list_max) {
+            if (u64_parse(val.ptr, val.len, h->lim.list_max, &v) < 0) {
                 reply_error(r, ERR_INVALID_QUERY, "limit", "limit must be an integer from 1 to %u",
                             h->lim.list_max);
                 return false;
             }
             *limit = (uint32_t)v;
         } else if (slice_eq(name, "cursor", 6)) {
-            if (router_parse_id(val.ptr, val.len, &v) < 0) {
+            if (record_parse_id(val.ptr, val.len, &v) < 0) {
                 reply_error(r, ERR_INVALID_QUERY, "cursor",
                             "cursor must be the NextCursor of a previous page");
                 return false;
@@ -320,17 +318,7 @@ static void do_list(struct handlers *h, struct req_state *st, struct http_reques
     uint64_t cursor;
     if (!list_params(h, req->query, r, &limit, &cursor)) return;
     const struct id_list *l = index_owned(&h->db->index, st->user_id, st->route.type);
-    uint32_t hi = l->len; /* first index not to show */
-    if (cursor) {
-        uint32_t lo = 0;
-        while (lo < hi) {
-            uint32_t mid = (lo + hi) / 2;
-            if (l->ids[mid] < cursor)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-    }
+    uint32_t hi = cursor ? id_list_lower_bound(l, cursor) : l->len; /* first index not to show */
     ok_open(r);
     buf_append_str(&r->body, "{\"Items\":[");
     uint32_t n = 0;
@@ -445,7 +433,7 @@ static void on_complete(void *data, void *mem, struct http_request *req, struct 
 }
 
 void handlers_init(struct handlers *h, struct db *db, const struct handler_limits *lim,
-                   struct server_app *out) {
+                   struct server_handler *out) {
     h->db = db;
     h->lim = *lim;
     memset(out, 0, sizeof *out);

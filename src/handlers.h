@@ -1,7 +1,7 @@
 /*
  * handlers: one function per endpoint, glue between the parsed request,
  * authentication, the body decoder, the data layer (db) and the response.
- * Supplies the server_app callbacks; knows nothing of the assembly (app).
+ * Supplies the server_handler callbacks; knows nothing of the assembly (app).
  */
 #ifndef EVENTD_HANDLERS_H
 #define EVENTD_HANDLERS_H
@@ -26,6 +26,6 @@ struct handlers {
 
 /* Fills h (caller-owned storage) and out with the callbacks that serve the API over db. */
 void handlers_init(struct handlers *h, struct db *db, const struct handler_limits *lim,
-                   struct server_app *out);
+                   struct server_handler *out);
 
 #endif

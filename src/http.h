@@ -26,6 +26,14 @@ struct http_limits {
     uint32_t max_body_bytes;
 };
 
+/*
+ * The request being parsed. Its buffers and slices are rewritten when the
+ * next request on the connection begins, so everything here, path and
+ * query included, is valid until the next request on the connection: use
+ * it within this request's callbacks and copy what must live longer. (The
+ * server also hands target and authorization to the next connection once
+ * this one goes idle.)
+ */
 struct http_request {
     uint8_t method;           /* llhttp_method_t */
     uint8_t version_minor;    /* HTTP/1.x */
@@ -37,8 +45,9 @@ struct http_request {
     uint32_t head_bytes;      /* request line + headers received so far, every byte */
     struct buf target;        /* request target as sent (path and query) */
     struct buf authorization; /* Authorization header value */
-    struct slice path;        /* into target, set when the headers are complete */
-    struct slice query;       /* into target, without the '?' */
+    struct slice path;        /* into target, set when the headers are complete; valid
+                               * until the next request on the connection */
+    struct slice query;       /* into target, without the '?'; valid as path */
     uint8_t cur_header;       /* which interesting header the parser is in */
 };
 
@@ -48,7 +57,7 @@ struct http_events {
      * parsing because the owner has answered already (execute then returns
      * HTTP_ERROR with error ERR_NONE). */
     int (*on_headers)(void *owner, struct http_request *req);
-    /* A piece of the body, as it arrived. */
+    /* A piece of the body, as it arrived: ptr is valid only during the call. */
     void (*on_body)(void *owner, struct http_request *req, const char *ptr, size_t len);
     /* The request is complete. Return true to pause parsing after it. */
     bool (*on_complete)(void *owner, struct http_request *req);
@@ -88,13 +97,21 @@ struct http_parser {
     const char *crlf_at; /* where they are in the segment, or NULL: at its start */
 };
 
+/*
+ * Initializes p (caller-owned storage). limits, ev and owner are stored, not
+ * copied: they must stay valid for as long as p is used, across
+ * http_parser_destroy and http_parser_reset (the server passes its own
+ * limits, a static table and the connection slot, which outlive it).
+ */
 void http_parser_init(struct http_parser *p, const struct http_limits *limits,
                       const struct http_events *ev, void *owner);
+/* Frees the request's buffers; p may be reset and used again (they grow anew). */
 void http_parser_destroy(struct http_parser *p);
 /* Starts over for a new connection (buffers are kept). */
 void http_parser_reset(struct http_parser *p);
 /*
- * Parses len bytes. *consumed is how many were used: all of them unless
+ * Parses len bytes (not kept after the call: what the request needs is
+ * copied). *consumed is how many were used: all of them unless
  * the result is HTTP_PAUSED (resume with the rest after http_parser_resume)
  * or HTTP_ERROR (p->error says what to answer).
  */
@@ -110,7 +127,7 @@ struct http_response {
     bool no_body;      /* 204: no body, no Content-Type */
     bool http10;       /* HTTP/1.0 client: keep-alive must be said */
     bool head_only;    /* a HEAD request: the head is sent, the body dropped */
-    const char *extra; /* extra header lines, each ending "\r\n", static */
+    const char *extra; /* extra header lines, each ending "\r\n"; static: must outlive r */
     uint64_t lsn;      /* sent only once the store has acknowledged this LSN */
     struct buf body;
     char head[384];
@@ -124,7 +141,8 @@ void http_response_reset(struct http_response *r);
  * Replaces the response with the JSON error envelope
  * {"Status":"error","Error":{"Code":..,"Message":..[,"Field":..]}}, with no
  * extra header lines (set r->extra after it); message NULL uses the error's
- * default.
+ * default. field and message are copied into the body: they need not
+ * outlive the call.
  */
 void http_response_error(struct http_response *r, enum err e, const char *field,
                          const char *message);
@@ -132,7 +150,8 @@ void http_response_error(struct http_response *r, enum err e, const char *field,
  * closes after it, "Connection: keep-alive" to an HTTP/1.0 client otherwise. */
 void http_response_finish(struct http_response *r, bool keep_alive);
 
-/* The current IMF-fixdate, recomputed at most once a second. */
+/* The current IMF-fixdate, recomputed at most once a second: a static
+ * buffer, valid until the next call. */
 const char *http_date(void);
 
 #endif

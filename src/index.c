@@ -157,16 +157,21 @@ static void list_insert(struct id_list *l, uint64_t id) {
     l->len++;
 }
 
-static void list_remove(struct id_list *l, uint64_t id) {
+uint32_t id_list_lower_bound(const struct id_list *l, uint64_t id) {
     /* Binary search: lists can be long for a busy user. */
     uint32_t lo = 0, hi = l->len;
     while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
+        uint32_t mid = lo + (hi - lo) / 2;
         if (l->ids[mid] < id)
             lo = mid + 1;
         else
             hi = mid;
     }
+    return lo;
+}
+
+static void list_remove(struct id_list *l, uint64_t id) {
+    uint32_t lo = id_list_lower_bound(l, id);
     if (lo < l->len && l->ids[lo] == id) {
         memmove(l->ids + lo, l->ids + lo + 1, (l->len - lo - 1) * sizeof *l->ids);
         l->len--;

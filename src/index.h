@@ -21,6 +21,9 @@ struct id_list {
     uint32_t cap;
 };
 
+/* The position of the first id >= id in l (l->len when there is none). */
+uint32_t id_list_lower_bound(const struct id_list *l, uint64_t id);
+
 struct owner; /* one user's record lists */
 
 /* A table slot keeps the id beside the pointer, so probing never touches a record. */

@@ -102,20 +102,20 @@ static int scalar_start(struct json_decoder *d) {
     return 1;
 }
 
-static void given(struct json_decoder *d) {
-    if (d->field >= 0) d->present |= UINT64_C(1) << d->field;
-}
-
-static bool parse_u53(const char *s, size_t n, uint64_t *out) {
-    if (n == 0 || n > 16) return false;
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') return false;
-        v = v * 10 + (uint64_t)(s[i] - '0');
-    }
-    if (v > RECORD_ID_MAX) return false;
-    *out = v;
-    return true;
+/*
+ * A value converted to the field's type: record.c checks it (the one place
+ * where values are validated), then it is kept, strings copied to the arena.
+ * Inlined: it runs for every value of every body.
+ */
+static inline __attribute__((always_inline)) int take(struct json_decoder *d, union value v) {
+    const struct field *f = &d->kind->fields[d->field];
+    const char *why = record_check_value(d->kind, d->field, &v, d->max_string);
+    if (why) return fail(d, ERR_INVALID_FIELD, f->name, "%s", why);
+    if (f->type == FT_STR || f->type == FT_COLOR)
+        v.s.ptr = arena_strndup(d->arena, v.s.ptr, v.s.len);
+    d->vals[d->field] = v;
+    d->present |= UINT64_C(1) << d->field;
+    return 1;
 }
 
 /*
@@ -152,7 +152,6 @@ static bool parse_short_decimal(const char *s, size_t n, double *out) {
 }
 
 static int set_double(struct json_decoder *d, const char *s, size_t n) {
-    const struct field *f = &d->kind->fields[d->field];
     double v;
     if (!parse_short_decimal(s, n, &v)) {
         char tmp[64];
@@ -165,12 +164,7 @@ static int set_double(struct json_decoder *d, const char *s, size_t n) {
         if (*end || errno == ERANGE || !isfinite(v) || tmp[0] == ' ' || tmp[0] == '+')
             return wrong_type(d);
     }
-    if (v < f->min || v > f->max)
-        return fail(d, ERR_INVALID_FIELD, f->name, "%s must be within [%g, %g]", f->name, f->min,
-                    f->max);
-    d->vals[d->field].d = v;
-    given(d);
-    return 1;
+    return take(d, (union value){.d = v});
 }
 
 static int on_null(void *ctx) {
@@ -185,9 +179,7 @@ static int on_boolean(void *ctx, int v) {
     int b = scalar_start(d);
     if (b != 1) return b;
     if (d->field < 0 || d->kind->fields[d->field].type != FT_BOOL) return wrong_type(d);
-    d->vals[d->field].b = v != 0;
-    given(d);
-    return 1;
+    return take(d, (union value){.b = v != 0});
 }
 
 static int on_number(void *ctx, const char *s, size_t n) {
@@ -196,15 +188,16 @@ static int on_number(void *ctx, const char *s, size_t n) {
     if (b != 1) return b;
     if (d->field == JF_ID) {
         d->has_id = true;
-        if (!parse_u53(s, n, &d->id) || d->id == 0) d->id_invalid = true;
+        if (record_parse_id(s, n, &d->id) < 0) d->id_invalid = true;
         return 1;
     }
     const struct field *f = &d->kind->fields[d->field];
     if (f->type == FT_DOUBLE) return set_double(d, s, n);
     if (f->type == FT_REF) {
-        if (!parse_u53(s, n, &d->vals[d->field].i)) return wrong_type(d);
-        given(d);
-        return 1;
+        /* 0 unlinks; anything else must be an id. */
+        union value v = {.i = 0};
+        if (!(n == 1 && s[0] == '0') && record_parse_id(s, n, &v.i) < 0) return wrong_type(d);
+        return take(d, v);
     }
     return wrong_type(d);
 }
@@ -224,38 +217,19 @@ static int on_string(void *ctx, const unsigned char *us, size_t n) {
         return 1;
     }
     const struct field *f = &d->kind->fields[d->field];
-    union value *v = &d->vals[d->field];
     switch (f->type) {
-    case FT_STR: {
-        uint32_t max = f->max_len ? f->max_len : d->max_string;
-        if (!record_utf8_valid(s, n))
-            return fail(d, ERR_INVALID_FIELD, f->name, "%s is not valid UTF-8", f->name);
-        if (n > max)
-            return fail(d, ERR_INVALID_FIELD, f->name, "%s is longer than %u bytes", f->name, max);
-        if ((f->flags & FF_NONEMPTY) && n == 0)
-            return fail(d, ERR_INVALID_FIELD, f->name, "%s must not be empty", f->name);
-        v->s.ptr = arena_strndup(d->arena, s, n);
-        v->s.len = (uint32_t)n;
-        given(d);
-        return 1;
-    }
+    case FT_STR:
     case FT_COLOR: {
-        const char *why = record_check_color(s, n);
-        if (why) return fail(d, ERR_INVALID_FIELD, f->name, "%s %s", f->name, why);
-        v->s.ptr = arena_strndup(d->arena, s, n);
-        v->s.len = 6;
-        given(d);
-        return 1;
+        /* A string is shorter than the body, whose limit is a uint32_t. */
+        union value v = {.s = {s, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n}};
+        return take(d, v);
     }
     case FT_BOOL:
         if (n == 0 || word_is(s, n, "false") || word_is(s, n, "0") || word_is(s, n, "no"))
-            v->b = false;
-        else if (word_is(s, n, "true") || word_is(s, n, "1") || word_is(s, n, "yes"))
-            v->b = true;
-        else
-            return wrong_type(d);
-        given(d);
-        return 1;
+            return take(d, (union value){.b = false});
+        if (word_is(s, n, "true") || word_is(s, n, "1") || word_is(s, n, "yes"))
+            return take(d, (union value){.b = true});
+        return wrong_type(d);
     case FT_DOUBLE:
         return set_double(d, s, n);
     default:

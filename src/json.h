@@ -7,6 +7,9 @@
  * copied once into the request arena). Nothing holds the whole body. Only
  * this module knows yajl's convention (callbacks return nonzero to go on).
  *
+ * Types are converted here; every value is then checked by record.c
+ * (record_check_value), the one place where values are validated.
+ *
  * Accepted shapes: {"Theme": {fields}} (the wrapper named by the kind) or a
  * bare {fields}. Output-only fields and ID/UserID/EventID are skipped
  * (ID is captured for the update check). null means "not given".
@@ -42,15 +45,21 @@ struct json_decoder {
     bool has_id;
     uint64_t id; /* "ID" in the body, when has_id */
     bool id_invalid;
-    enum err err; /* ERR_NONE while fine */
-    const char *err_field;
+    enum err err;          /* ERR_NONE while fine */
+    const char *err_field; /* static or in the arena: valid until the arena is reset */
     char err_msg[200];
 };
 
-/* Starts decoding a body for kind k; allocations come from arena. */
+/*
+ * Starts decoding a body for kind k; allocations come from arena. k and
+ * arena are stored: they must stay valid until json_decoder_end. The
+ * decoded strings (vals) and err_field live in arena (or the static field
+ * tables): valid until the arena is reset.
+ */
 void json_decoder_begin(struct json_decoder *d, const struct kind_desc *k, struct arena *arena,
                         uint32_t max_string);
-/* Feeds one chunk. Returns 0, or -1 once an error is known (d->err etc.). */
+/* Feeds one chunk (not kept after the call). Returns 0, or -1 once an error
+ * is known (d->err etc.). */
 int json_decoder_feed(struct json_decoder *d, const char *ptr, size_t len);
 /* Ends the body. Returns 0 when a complete, valid object was read, else -1. */
 int json_decoder_finish(struct json_decoder *d);

@@ -5,6 +5,7 @@
  */
 #include "record.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,8 +82,16 @@ static bool is_bytes(uint8_t t);
 
 #define LOOKUP_SIZE 64 /* power of two, well above RECORD_MAX_FIELDS */
 
+/* The reasons record_check_value gives for one field, each naming it. */
+struct field_why {
+    char *not_utf8, *empty, *format, *range; /* NULL where the type has no such check */
+    char *too_long;                          /* names the limit too_long_for */
+    uint32_t too_long_for;                   /* bytes */
+};
+
 static struct {
     struct field_meta fields[RECORD_MAX_FIELDS];
+    struct field_why why[RECORD_MAX_FIELDS];
     union value defaults[RECORD_MAX_FIELDS];
     int8_t lookup[LOOKUP_SIZE]; /* field index by name hash, -1 empty; linear probing */
 } meta[REC_KIND_MAX + 1];
@@ -91,6 +100,39 @@ static unsigned name_hash(const char *p, size_t n) {
     return (unsigned)(n * 31u + (unsigned char)p[0] * 7u + (unsigned char)p[n - 1]);
 }
 static bool meta_ready;
+
+static char *reason(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A reason string, allocated once and kept for the life of the process. */
+static char *reason(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = xmalloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+/* The reasons a value of f is refused, written once from the tables. */
+static void why_init(struct field_why *w, const struct field *f) {
+    switch (f->type) {
+    case FT_STR:
+        w->not_utf8 = reason("%s is not valid UTF-8", f->name);
+        w->empty = reason("%s must not be empty", f->name);
+        break;
+    case FT_COLOR:
+        w->format = reason("%s must be six hexadecimal digits without '#', e.g. D0CBCB", f->name);
+        break;
+    case FT_DOUBLE:
+        w->range = reason("%s must be within [%g, %g]", f->name, f->min, f->max);
+        break;
+    default:
+        break;
+    }
+}
 
 /* The tables are constant, so everything derived from them is computed once
  * and the hot paths never take a strlen. */
@@ -107,6 +149,7 @@ static void meta_init(void) {
             struct field_meta *m = &meta[t].fields[i];
             m->name_len = (uint8_t)strlen(f->name);
             m->key_len = (uint8_t)snprintf(m->key, sizeof m->key, ",\"%s\":", f->name);
+            why_init(&meta[t].why[i], f);
             union value *v = &meta[t].defaults[i];
             memset(v, 0, sizeof *v);
             if (is_bytes(f->type)) {
@@ -132,6 +175,10 @@ int record_field_index(const struct kind_desc *k, const char *ptr, size_t len) {
         if (i < 0) return -1;
         if (m[i].name_len == len && memcmp(k->fields[i].name, ptr, len) == 0) return i;
     }
+}
+
+int record_parse_id(const char *ptr, size_t len, uint64_t *out) {
+    return u64_parse(ptr, len, RECORD_ID_MAX, out);
 }
 
 void record_defaults(const struct kind_desc *k, union value *vals) {
@@ -280,14 +327,7 @@ static int hexval(char c) {
     return -1;
 }
 
-const char *record_check_color(const char *ptr, size_t len) {
-    if (len != 6) return "must be six hexadecimal digits without '#', e.g. D0CBCB";
-    for (size_t i = 0; i < 6; i++)
-        if (hexval(ptr[i]) < 0) return "must be six hexadecimal digits without '#', e.g. D0CBCB";
-    return NULL;
-}
-
-bool record_utf8_valid(const char *ptr, size_t len) {
+static inline bool utf8_valid(const char *ptr, size_t len) {
     const unsigned char *s = (const unsigned char *)ptr, *end = s + len;
     while (s < end) {
         unsigned c = *s;
@@ -314,4 +354,53 @@ bool record_utf8_valid(const char *ptr, size_t len) {
         s += n + 1;
     }
     return true;
+}
+
+static bool color_valid(const char *ptr, size_t len) {
+    if (len != 6) return false;
+    for (size_t i = 0; i < 6; i++)
+        if (hexval(ptr[i]) < 0) return false;
+    return true;
+}
+
+/* The text limit's reason names the limit: rewritten when it changes (a
+ * server has one limit, so in practice it is written once per field). */
+static const char *too_long(struct field_why *w, const struct field *f, uint32_t max) {
+    if (!w->too_long || w->too_long_for != max) {
+        free(w->too_long);
+        w->too_long = reason("%s is longer than %u bytes", f->name, max);
+        w->too_long_for = max;
+    }
+    return w->too_long;
+}
+
+/* Only a refused value looks its reason up: the common case stays a few compares. */
+static struct field_why *why_of(const struct kind_desc *k, int i) {
+    if (!meta_ready) meta_init();
+    return &meta[k->type].why[i];
+}
+
+const char *record_check_value(const struct kind_desc *k, int i, const union value *v,
+                               uint32_t max_string) {
+    const struct field *f = &k->fields[i];
+    switch (f->type) {
+    case FT_STR: {
+        uint32_t max = f->max_len ? f->max_len : max_string;
+        if (!utf8_valid(v->s.ptr, v->s.len)) return why_of(k, i)->not_utf8;
+        if (v->s.len > max) return too_long(why_of(k, i), f, max);
+        if ((f->flags & FF_NONEMPTY) && v->s.len == 0) return why_of(k, i)->empty;
+        return NULL;
+    }
+    case FT_COLOR:
+        return color_valid(v->s.ptr, v->s.len) ? NULL : why_of(k, i)->format;
+    case FT_DOUBLE:
+        /* Written so that NaN is refused too. */
+        return v->d >= f->min && v->d <= f->max ? NULL : why_of(k, i)->range;
+    default:
+        return NULL;
+    }
+}
+
+bool record_utf8_valid(const char *ptr, size_t len) {
+    return utf8_valid(ptr, len);
 }

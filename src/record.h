@@ -38,6 +38,12 @@ enum rec_type {
 /* Largest id handed out: ids must stay exact in a JavaScript number. */
 #define RECORD_ID_MAX ((UINT64_C(1) << 53) - 1)
 
+/*
+ * The one id parser (path ids, list cursors, ids in bodies): decimal, no
+ * sign or leading zero, 1..RECORD_ID_MAX. Returns 0 with *out set, or -1.
+ */
+int record_parse_id(const char *ptr, size_t len, uint64_t *out);
+
 enum field_type {
     FT_STR,    /* UTF-8 text, limited to the configured length */
     FT_COLOR,  /* six hex digits, no '#', case kept */
@@ -92,7 +98,8 @@ struct record {
     union value v[];   /* kind->nfields values; string bytes follow */
 };
 
-/* The descriptor of a record type, or NULL if the type is not a record kind. */
+/* The descriptor of a record type, or NULL if the type is not a record kind.
+ * Descriptors and field tables are static: valid forever. */
 const struct kind_desc *record_kind(uint8_t type);
 /* The descriptor whose path segment is ptr/len ("theme"), or NULL. */
 const struct kind_desc *record_kind_by_path(const char *ptr, size_t len);
@@ -106,6 +113,7 @@ struct field_meta {
     uint8_t key_len; /* of key */
     char key[44];    /* ,"Name": */
 };
+/* The metadata of k's fields, in table order: static, valid forever. */
 const struct field_meta *record_field_meta(const struct kind_desc *k);
 
 /* Fills vals with the defaults of every field of k (strings are static). */
@@ -121,11 +129,20 @@ void record_free(struct record *r);
 
 /* Appends the log payload of r to out. */
 void record_encode(const struct record *r, struct buf *out);
-/* Decodes a payload of the given type; NULL when it is malformed. */
+/* Decodes a payload of the given type into a new record (the caller's; its
+ * strings are copied, p is not kept); NULL when it is malformed. */
 struct record *record_decode(uint8_t type, const uint8_t *p, size_t len);
 
-/* Validators: NULL when fine, else a static reason for the JSON error message. */
-const char *record_check_color(const char *ptr, size_t len);
+/*
+ * Checks v as a value of field i of kind k: the one place where a field's
+ * value is validated (the JSON decoder converts types and calls this for
+ * every field it keeps). max_string is the limit of text fields that have
+ * none of their own (--max-string-bytes). Returns NULL when fine, else a
+ * static reason naming the field, e.g. "Lat must be within [-90, 90]", for
+ * the JSON error message: valid until a check with another max_string.
+ */
+const char *record_check_value(const struct kind_desc *k, int i, const union value *v,
+                               uint32_t max_string);
 /* Strict UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF). */
 bool record_utf8_valid(const char *ptr, size_t len);
 

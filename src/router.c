@@ -6,18 +6,6 @@
 
 #include "record.h"
 
-int router_parse_id(const char *ptr, size_t len, uint64_t *out) {
-    if (len == 0 || len > 16 || ptr[0] == '0') return -1;
-    uint64_t v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (ptr[i] < '0' || ptr[i] > '9') return -1;
-        v = v * 10 + (uint64_t)(ptr[i] - '0');
-    }
-    if (v > RECORD_ID_MAX) return -1;
-    *out = v;
-    return 0;
-}
-
 static enum err pick(uint8_t method, struct route *out, const char *allow, int nalts,
                      const uint8_t *methods, const uint8_t *actions) {
     for (int i = 0; i < nalts; i++) {
@@ -49,7 +37,7 @@ enum err router_match(struct slice base, struct slice path, uint8_t method, stru
         static const uint8_t m[] = {HTTP_POST, HTTP_GET}, a[] = {ACT_CREATE, ACT_LIST};
         return pick(method, out, "Allow: GET, POST\r\n", 2, m, a);
     }
-    if (router_parse_id(slash + 1, (size_t)(end - slash - 1), &out->id) < 0) return ERR_NOT_FOUND;
+    if (record_parse_id(slash + 1, (size_t)(end - slash - 1), &out->id) < 0) return ERR_NOT_FOUND;
     if (k->type == REC_ADDRESS) {
         /* The spec's own example updates an address with POST: take it as PUT. */
         static const uint8_t m[] = {HTTP_GET, HTTP_PUT, HTTP_POST, HTTP_DELETE},

@@ -2,10 +2,10 @@
  * router: method + path -> action, resource kind and path id.
  *
  * Paths live under the configured base path ("/v2"): /theme, /theme/:id,
- * and the same for address and event. Ids are plain decimal positive
- * integers up to 2^53-1 (exact in a JavaScript number); anything else in
- * the id position is not a path we serve (404). GET /healthz sits outside
- * the base path. Pure: no I/O.
+ * and the same for address and event. Ids are read by record_parse_id:
+ * plain decimal positive integers up to 2^53-1 (exact in a JavaScript
+ * number); anything else in the id position is not a path we serve (404).
+ * GET /healthz sits outside the base path. Pure: no I/O.
  */
 #ifndef EVENTD_ROUTER_H
 #define EVENTD_ROUTER_H
@@ -21,7 +21,7 @@ struct route {
     uint8_t action;    /* enum action */
     uint8_t type;      /* enum rec_type of the resource */
     uint64_t id;       /* path id, items only */
-    const char *allow; /* 405: the "Allow: ...\r\n" header line */
+    const char *allow; /* 405: the "Allow: ...\r\n" header line; static */
 };
 
 /*
@@ -29,8 +29,5 @@ struct route {
  * filled, ERR_NOT_FOUND, or ERR_METHOD_NOT_ALLOWED with out->allow set.
  */
 enum err router_match(struct slice base, struct slice path, uint8_t method, struct route *out);
-
-/* Parses a path id: decimal, no sign or leading zero, 1..2^53-1. Returns 0 or -1. */
-int router_parse_id(const char *ptr, size_t len, uint64_t *out);
 
 #endif

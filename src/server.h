@@ -5,8 +5,8 @@
  * cap and graceful shutdown.
  *
  * The server knows nothing of routes or records: it hands each request to
- * the app through struct server_app, and the app fills the response. A
- * response can carry an LSN; it leaves only once the app has told the
+ * the handler through struct server_handler, and the handler fills the response. A
+ * response can carry an LSN; it leaves only once the handler has told the
  * server (server_acked) that the store acknowledged that LSN, so replies
  * never get ahead of durability, and replies on one connection never
  * overtake each other.
@@ -16,7 +16,7 @@
  * needs (the read buffer, the ring of response slots, the parser's header
  * buffers) is a "kit" taken from a server-wide LIFO free list when a request
  * starts and given back when the connection goes idle, so a keep-alive
- * client cycles the same warm kit with no heap traffic. The app's state
+ * client cycles the same warm kit with no heap traffic. The handler's state
  * stays with an idle connection for SERVER_SWEEP_MS more (so its credential
  * cache survives between requests) and then goes back to its own free list;
  * a state moving to another connection is reset first (state_reset), so
@@ -47,11 +47,23 @@
 #include "http.h"
 
 enum server_headers_result {
-    SERVER_READ_BODY, /* the app wants the body (on_body, then on_complete) */
-    SERVER_ANSWERED,  /* the app filled the response; the body is discarded */
+    SERVER_READ_BODY, /* the handler wants the body (on_body, then on_complete) */
+    SERVER_ANSWERED,  /* the handler filled the response; the body is discarded */
 };
 
-struct server_app {
+/*
+ * The callbacks that serve requests (handlers.h supplies them): each gets
+ * data and the connection's handler state, state_size bytes the server
+ * allocates, keeps on its free lists and hands from connection to
+ * connection (state_reset in between). data must outlive the server.
+ *
+ * Lifetimes: req is valid until the next request on the connection (see
+ * struct http_request); resp belongs to the server and is the handler's
+ * to fill only during on_headers and on_complete; on_body's ptr is valid
+ * only during the call. The state is the handler's from state_reset (or
+ * state_init) to the next state_reset.
+ */
+struct server_handler {
     void *data;
     size_t state_size; /* bytes of per-connection request state the server allocates */
     void (*state_init)(void *data, void *state);
@@ -75,30 +87,31 @@ struct server_link {
     struct server_link *prev, *next;
 };
 
-#define SERVER_MAX_BATCH 32  /* responses per writev */
-#define SERVER_SWEEP_MS 1000 /* sweep period; an idle connection keeps its app state this long */
+#define SERVER_MAX_BATCH 32 /* responses per writev */
+#define SERVER_SWEEP_MS                                                                            \
+    1000 /* sweep period; an idle connection keeps its handler state this long */
 
 struct server {
     uv_loop_t *loop;
-    const struct config *cfg;
+    const struct config *cfg; /* borrowed: outlives the server (server_start) */
     struct http_limits limits;
-    struct server_app app;
+    struct server_handler handler;
     uv_tcp_t listener;
     uv_timer_t shutdown_timer;
-    uv_timer_t sweep_timer;         /* gives back idle memory; runs while there is some */
-    struct server_link conns;       /* every open connection */
-    struct server_link idle;        /* idle connections, longest idle first */
-    struct server_link warm;        /* idle connections still holding an app state, oldest first */
-    struct server_link lingering;   /* closing connections draining input, oldest first */
+    uv_timer_t sweep_timer;       /* gives back idle memory; runs while there is some */
+    struct server_link conns;     /* every open connection */
+    struct server_link idle;      /* idle connections, longest idle first */
+    struct server_link warm;      /* idle connections still holding a handler state, oldest first */
+    struct server_link lingering; /* closing connections draining input, oldest first */
     struct server_link free_conns;  /* free connection slots (of srv->slabs) */
     struct server_slab *slabs;      /* connection slots are allocated in slabs */
     struct server_kit *kits;        /* free kits (LIFO) */
-    struct server_state *states;    /* free app states (LIFO) */
+    struct server_state *states;    /* free handler states (LIFO) */
     struct conn *waiting;           /* connections whose head response waits for an LSN */
     uint32_t nconns;                /* open, closing ones included */
     uint32_t nclosing;              /* uv_close called, callback still to come */
     uint32_t nkits, kits_low;       /* free kits; fewest since the last sweep */
-    uint32_t nstates, states_low;   /* free app states; fewest since the last sweep */
+    uint32_t nstates, states_low;   /* free handler states; fewest since the last sweep */
     uint32_t nfree_conns, free_low; /* free connection slots; fewest since the last sweep */
     uint32_t nslots;                /* response slots per kit: max_pipeline + 1 */
     size_t freed_bytes;             /* freed since the last malloc_trim, roughly */
@@ -110,9 +123,13 @@ struct server {
     char bound[96];                         /* "HOST:PORT" actually listened on */
 };
 
-/* Binds and listens on cfg->listen. Returns 0 or a negative libuv error. */
+/*
+ * Binds and listens on cfg->listen. cfg is kept, not copied: it (and the
+ * strings it points to) must outlive the server, until server_destroy.
+ * handler is copied. Returns 0 or a negative libuv error.
+ */
 int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg,
-                 const struct server_app *app);
+                 const struct server_handler *handler);
 /* The store acknowledged every LSN <= lsn: send what waited for it. */
 void server_acked(struct server *srv, uint64_t lsn);
 /* Writes of LSNs > lsn failed: their waiting responses become 503 storage_error. */

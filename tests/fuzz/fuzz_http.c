@@ -114,7 +114,7 @@ static void svc_start(void) {
                                  .max_string_bytes = cfg.max_string_bytes,
                                  .list_default = cfg.list_default,
                                  .list_max = cfg.list_max};
-    struct server_app sa;
+    struct server_handler sa;
     handlers_init(&handlers, &db, &lim, &sa);
     int rc = server_start(&srv, &loop, &cfg, &sa);
     if (rc < 0) fuzz_die("server_start: %s", uv_strerror(rc));

@@ -135,39 +135,6 @@ static void test_buf_append_u64(void) {
     buf_destroy(&b);
 }
 
-static void test_buf_printf(void) {
-    struct buf b = BUF_INIT;
-    buf_printf(&b, "%s-%d", "a", 5);
-    CHECK_EQ_STR(b.ptr, "a-5");
-    /* Longer than the stack buffer it tries first. */
-    char big[1001];
-    memset(big, 'z', 1000);
-    big[1000] = '\0';
-    buf_printf(&b, "[%s]", big);
-    CHECK_EQ_UINT(b.len, 3 + 1002);
-    CHECK_EQ_INT(b.ptr[3], '[');
-    CHECK_EQ_INT(b.ptr[1004], ']');
-    check_terminated(&b);
-    buf_destroy(&b);
-}
-
-static void test_buf_consume(void) {
-    struct buf b = BUF_INIT;
-    buf_append_str(&b, "GET / HTTP/1.1\r\n");
-    buf_consume(&b, 4);
-    CHECK_EQ_STR(b.ptr, "/ HTTP/1.1\r\n");
-    buf_consume(&b, 0);
-    CHECK_EQ_STR(b.ptr, "/ HTTP/1.1\r\n");
-    buf_consume(&b, b.len);
-    CHECK_EQ_STR(b.ptr, "");
-    CHECK_EQ_UINT(b.len, 0);
-    buf_append_str(&b, "ab");
-    buf_consume(&b, 10); /* more than there is */
-    CHECK_EQ_UINT(b.len, 0);
-    check_terminated(&b);
-    buf_destroy(&b);
-}
-
 /* ---- arena ---- */
 
 static void test_arena_alignment(void) {
@@ -337,8 +304,6 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_buf_append_growth),
     CHECK_CASE(test_buf_reset_keeps_capacity),
     CHECK_CASE(test_buf_append_u64),
-    CHECK_CASE(test_buf_printf),
-    CHECK_CASE(test_buf_consume),
     CHECK_CASE(test_arena_alignment),
     CHECK_CASE(test_arena_reset_reuses_first_block),
     CHECK_CASE(test_arena_strndup),

@@ -17,7 +17,7 @@ static void test_defaults(void) {
     CHECK_EQ_STR(c.listen, "0.0.0.0:8080");
     CHECK_EQ_STR(c.base_path, "/v2");
     CHECK_EQ_INT((int)c.max_body_bytes, 1048576);
-    CHECK_EQ_INT((int)c.fsync, STORE_FSYNC_ALWAYS);
+    CHECK_EQ_INT((int)c.fsync, CONFIG_FSYNC_ALWAYS);
     CHECK(c.demo_user);
 }
 
@@ -29,7 +29,7 @@ static void test_flags(void) {
     CHECK_EQ_INT(parse(&c, 9, flags), 0);
     CHECK_EQ_STR(c.listen, "127.0.0.1:0");
     CHECK_EQ_INT((int)c.max_body_bytes, 10);
-    CHECK_EQ_INT((int)c.fsync, STORE_FSYNC_INTERVAL);
+    CHECK_EQ_INT((int)c.fsync, CONFIG_FSYNC_INTERVAL);
     CHECK(!c.demo_user && c.repair && c.compact_ratio == 2.5);
 }
 

@@ -619,6 +619,35 @@ static void test_apply_rejects_unowned_record(void) {
     index_destroy(&ix);
 }
 
+/* The lower bound: the one search behind list pages and removal. */
+static uint64_t lb_ids[] = {3, 5, 9, 12};
+static const struct id_list lb_list = {lb_ids, 4, 4};
+
+static void test_lower_bound_empty_list(void) {
+    static const struct id_list empty;
+    CHECK_EQ_INT(id_list_lower_bound(&empty, 7), 0);
+}
+
+static void test_lower_bound_below_every_id(void) {
+    CHECK_EQ_INT(id_list_lower_bound(&lb_list, 1), 0);
+}
+
+static void test_lower_bound_exact_id(void) {
+    CHECK_EQ_INT(id_list_lower_bound(&lb_list, 3), 0);
+    CHECK_EQ_INT(id_list_lower_bound(&lb_list, 9), 2);
+    CHECK_EQ_INT(id_list_lower_bound(&lb_list, 12), 3);
+}
+
+static void test_lower_bound_between_ids(void) {
+    CHECK_EQ_INT(id_list_lower_bound(&lb_list, 4), 1);
+    CHECK_EQ_INT(id_list_lower_bound(&lb_list, 10), 3);
+}
+
+static void test_lower_bound_above_every_id(void) {
+    CHECK_EQ_INT(id_list_lower_bound(&lb_list, 13), 4);
+    CHECK_EQ_INT(id_list_lower_bound(&lb_list, UINT64_MAX), 4);
+}
+
 static const struct check_case cases[] = {
     CHECK_CASE(test_put_get),
     CHECK_CASE(test_swap_returns_replaced),
@@ -639,6 +668,11 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_apply_rejects_malformed),
     CHECK_CASE(test_apply_rejects_delete_beyond_id_space),
     CHECK_CASE(test_apply_rejects_unowned_record),
+    CHECK_CASE(test_lower_bound_empty_list),
+    CHECK_CASE(test_lower_bound_below_every_id),
+    CHECK_CASE(test_lower_bound_exact_id),
+    CHECK_CASE(test_lower_bound_between_ids),
+    CHECK_CASE(test_lower_bound_above_every_id),
 };
 
 int main(int argc, char **argv) {

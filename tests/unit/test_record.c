@@ -1,4 +1,6 @@
 /* Record building, payload round trips, validators (the index has test_index.c). */
+#include <math.h>
+
 #include "check.h"
 #include "record.h"
 
@@ -97,12 +99,6 @@ static void test_defaults(void) {
     CHECK(v[ADDR_LON].d == 0 && v[ADDR_LAT].d == 0 && !v[ADDR_SHOW_MAP].b);
 }
 
-static void test_check_color(void) {
-    CHECK(record_check_color("D0cbcB", 6) == NULL);
-    CHECK(record_check_color("#D0CBC", 6) != NULL);
-    CHECK(record_check_color("D0CBCB0", 7) != NULL);
-}
-
 static void test_utf8_valid(void) {
     CHECK(record_utf8_valid("h\xc3\xa9", 3));
     CHECK(!record_utf8_valid("\xc0\xaf", 2));         /* overlong */
@@ -111,10 +107,111 @@ static void test_utf8_valid(void) {
     CHECK(!record_utf8_valid("\xe2\x82", 2));         /* cut short */
 }
 
+static int parse_id(const char *s, uint64_t *out) {
+    return record_parse_id(s, strlen(s), out);
+}
+
+/* The one id parser: 1..2^53-1, digits only, no sign, no leading zero. */
+static void test_parse_id(void) {
+    uint64_t v = 0;
+    CHECK_EQ_INT(parse_id("1", &v), 0);
+    CHECK_EQ_UINT(v, 1);
+    CHECK_EQ_INT(parse_id("9007199254740991", &v), 0);
+    CHECK_EQ_UINT(v, RECORD_ID_MAX);
+    v = 5;
+    const char *bad[] = {"",
+                         "0",
+                         "01",
+                         "+1",
+                         "-1",
+                         " 1",
+                         "1 ",
+                         "1a",
+                         "1.0",
+                         "1e3",
+                         "9007199254740992",
+                         "18446744073709551616",
+                         "99999999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (parse_id(bad[i], &v) != -1) CHECK_FAIL_("record_parse_id(\"%s\") accepted", bad[i]);
+        CHECK_EQ_UINT(v, 5); /* untouched */
+    }
+}
+
+/* The general form behind it (?limit): the bound is the caller's. */
+static void test_u64_parse_bound(void) {
+    uint64_t v = 0;
+    CHECK_EQ_INT(u64_parse("100", 3, 100, &v), 0);
+    CHECK_EQ_UINT(v, 100);
+    CHECK_EQ_INT(u64_parse("101", 3, 100, &v), -1);
+    CHECK_EQ_INT(u64_parse("18446744073709551615", 20, UINT64_MAX, &v), 0);
+    CHECK_EQ_UINT(v, UINT64_MAX);
+    CHECK_EQ_INT(u64_parse("18446744073709551616", 20, UINT64_MAX, &v), -1);
+    CHECK_EQ_INT(u64_parse("7", 1, 5, &v), -1);
+    CHECK_EQ_INT(u64_parse("1", 1, 0, &v), -1);
+}
+
+static const char *check_str(const struct kind_desc *k, int i, const char *s, uint32_t max) {
+    union value v = {.s = {s, (uint32_t)strlen(s)}};
+    return record_check_value(k, i, &v, max);
+}
+
+static const char *check_double(const struct kind_desc *k, int i, double d) {
+    union value v = {.d = d};
+    return record_check_value(k, i, &v, 255);
+}
+
+static void test_check_color(void) {
+    CHECK(check_str(&record_theme, THEME_PAGE_BG, "D0cbcB", 255) == NULL);
+    CHECK_EQ_STR(check_str(&record_theme, THEME_PAGE_BG, "#D0CBC", 255),
+                 "PageBackgroundRGB must be six hexadecimal digits without '#', e.g. D0CBCB");
+    CHECK(check_str(&record_theme, THEME_PAGE_BG, "D0CBCB0", 255) != NULL);
+    CHECK(check_str(&record_theme, THEME_PAGE_BG, "D0CBCG", 255) != NULL);
+}
+
+static void test_check_range(void) {
+    CHECK(check_double(&record_address, ADDR_LAT, -90) == NULL);
+    CHECK(check_double(&record_address, ADDR_LAT, 90) == NULL);
+    CHECK_EQ_STR(check_double(&record_address, ADDR_LAT, 90.5), "Lat must be within [-90, 90]");
+    CHECK_EQ_STR(check_double(&record_address, ADDR_LON, -181), "Lon must be within [-180, 180]");
+    CHECK(check_double(&record_address, ADDR_LON, NAN) != NULL);
+}
+
+static void test_check_text(void) {
+    CHECK(check_str(&record_theme, THEME_NAME, "h\xc3\xa9", 255) == NULL);
+    CHECK_EQ_STR(check_str(&record_theme, THEME_NAME, "\xc0\xaf", 255), "Name is not valid UTF-8");
+    CHECK_EQ_STR(check_str(&record_theme, THEME_STATUS, "", 255), "Status must not be empty");
+    CHECK(check_str(&record_theme, THEME_NAME, "", 255) == NULL);
+}
+
+/* The configured limit is named, and follows the limit asked for. */
+static void test_check_length(void) {
+    CHECK(check_str(&record_event, EVENT_NAME, "abcd", 4) == NULL);
+    CHECK_EQ_STR(check_str(&record_event, EVENT_NAME, "abcde", 4), "Name is longer than 4 bytes");
+    CHECK_EQ_STR(check_str(&record_event, EVENT_NAME, "abcde", 3), "Name is longer than 3 bytes");
+    CHECK(check_str(&record_event, EVENT_NAME, "abcde", 5) == NULL);
+    /* A field's own limit wins over the configured one. */
+    char name[66];
+    memset(name, 'a', 65);
+    name[65] = '\0';
+    CHECK_EQ_STR(check_str(&record_user, USER_NAME, name, 255), "Name is longer than 64 bytes");
+}
+
+/* Types without a check take any value. */
+static void test_check_unchecked_types(void) {
+    union value v = {.i = 12345};
+    CHECK(record_check_value(&record_event, EVENT_THEME_ID, &v, 255) == NULL);
+    v.b = true;
+    CHECK(record_check_value(&record_address, ADDR_SHOW_MAP, &v, 255) == NULL);
+}
+
 static const struct check_case cases[] = {
     CHECK_CASE(test_payload_round_trip), CHECK_CASE(test_decode_unknown_type),
     CHECK_CASE(test_field_index),        CHECK_CASE(test_defaults),
-    CHECK_CASE(test_check_color),        CHECK_CASE(test_utf8_valid),
+    CHECK_CASE(test_utf8_valid),         CHECK_CASE(test_check_color),
+    CHECK_CASE(test_check_range),        CHECK_CASE(test_check_text),
+    CHECK_CASE(test_check_length),       CHECK_CASE(test_check_unchecked_types),
+    CHECK_CASE(test_parse_id),           CHECK_CASE(test_u64_parse_bound),
 };
 
 int main(int argc, char **argv) {
