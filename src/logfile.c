@@ -14,7 +14,7 @@
 
 #ifdef EVENTD_FAULT_HOOKS
 /*
- * Test hooks, read from the environment by store_faults_rearm and counted
+ * Test hooks, read from the environment by logfile_faults_rearm and counted
  * from there (the server calls it once it listens, the CLI once the log is
  * replayed, so startup is never hit):
  *   EVENTD_FAULT_FSYNC_AFTER=N  data syncs after the first N fail with EIO
@@ -42,7 +42,7 @@ static bool fault_hit(long after, long *count) {
 #define FAULT(kind) false
 #endif
 
-void store_faults_rearm(void) {
+void logfile_faults_rearm(void) {
 #ifdef EVENTD_FAULT_HOOKS
     faults.sync_after = env_long("EVENTD_FAULT_FSYNC_AFTER");
     faults.write_after = env_long("EVENTD_FAULT_WRITE_AFTER");

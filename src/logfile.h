@@ -15,7 +15,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store.h"
+/* The log file format (docs/STORAGE.md): the store's, named for it. */
+#define STORE_LOG_NAME "eventd.log"
+#define STORE_MAGIC "EVTDLOG\0" /* 8 bytes at offset 0 */
+#define STORE_VERSION 1u
+#define STORE_HEADER_SIZE 16u         /* magic, u32 version, u32 reserved */
+#define STORE_FRAME_HEADER_SIZE 9u    /* u32 crc32c, u32 payload length, u8 type */
+#define STORE_MAX_PAYLOAD (64u << 20) /* larger lengths are damage, not records */
+
+/* Test builds: (re)reads the EVENTD_FAULT_* hooks and restarts their counts. */
+void logfile_faults_rearm(void);
 
 /* "dir/name", malloc'd: the caller frees it. */
 char *logfile_path(const char *dir, const char *name);

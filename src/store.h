@@ -31,13 +31,7 @@
 #include <uv.h>
 
 #include "buf.h"
-
-#define STORE_LOG_NAME "eventd.log"
-#define STORE_MAGIC "EVTDLOG\0" /* 8 bytes at offset 0 */
-#define STORE_VERSION 1u
-#define STORE_HEADER_SIZE 16u         /* magic, u32 version, u32 reserved */
-#define STORE_FRAME_HEADER_SIZE 9u    /* u32 crc32c, u32 payload length, u8 type */
-#define STORE_MAX_PAYLOAD (64u << 20) /* larger lengths are damage, not records */
+#include "logfile.h" /* the file format: STORE_LOG_NAME, STORE_HEADER_SIZE, ... */
 
 enum store_fsync { STORE_FSYNC_ALWAYS, STORE_FSYNC_INTERVAL, STORE_FSYNC_NEVER };
 
@@ -184,7 +178,9 @@ void store_sync_soon(struct store *s);
 
 /* Test builds: (re)reads the EVENTD_FAULT_* hooks and starts their counts; until the
  * first call no fault is injected. */
-void store_faults_rearm(void);
+static inline void store_faults_rearm(void) {
+    logfile_faults_rearm();
+}
 
 /* Blocking: writes and fdatasyncs everything pending. For the CLI and shutdown. */
 int store_flush_sync(struct store *s);
