@@ -33,6 +33,7 @@ C2=eventd-test-2
 HEALTH_WAIT_S=60
 STOP_TIMEOUT_S=15
 STORE_MAX_MB=3000
+RUNTIME_MAX_MB=15
 
 t0=$(date +%s)
 log() { printf 'docker-test: [%3ds] %s\n' "$(($(date +%s) - t0))" "$*"; }
@@ -148,6 +149,10 @@ fi
 base_size=$(pm image inspect --format '{{.Size}}' "$BASE")
 image_size=$(pm image inspect --format '{{.Size}}' "$IMAGE")
 log "build: image $((image_size / 1000000)) MB, base $((base_size / 1000000)) MB, added $(((image_size - base_size) / 1000)) kB"
+# The runtime stage cleans apt's caches itself (the debootstrapped base has no
+# docker-clean): what it adds to the base stays small.
+[ $((image_size - base_size)) -le $((RUNTIME_MAX_MB * 1000000)) ] ||
+    fail "the image adds more than ${RUNTIME_MAX_MB} MB to the base (podman history $IMAGE)"
 [ "$(pm image inspect --format '{{json .Config.Healthcheck}}' "$IMAGE")" != null ] ||
     fail "the image has no HEALTHCHECK"
 
