@@ -94,8 +94,9 @@ cleanup
 # The Debian archive entries apt uses here ("URL suite"), from apt's own view of
 # its sources (works for sources.list and deb822 .sources alike).
 debian_sources() {
-    apt-cache policy | awk '$3 ~ /^bookworm(-updates|-security)?\/main$/ && $4 == "amd64" {
-        split($3, s, "/"); print $2, s[1] }' | sort -u
+    apt-cache policy | awk -v arch="$(dpkg --print-architecture)" '
+        $3 ~ /^bookworm(-updates|-security)?\/main$/ && $4 == arch {
+            split($3, s, "/"); print $2, s[1] }' | sort -u
 }
 
 make_base() {
@@ -193,12 +194,13 @@ stop() {
 log "run: $C1 on a new volume"
 addr=$(start "$C1")
 log "$C1: healthy, listening on $addr"
-pm logs "$C1" 2>&1 | grep -q 'demo-user.key' || fail "$C1's log does not point to /data/demo-user.key"
+log1=$(pm logs "$C1" 2>&1)
+grep -q '/data/demo-user.key' <<<"$log1" || fail "$C1's log does not point to /data/demo-user.key"
 # The key never appears in the log; it is in the volume, readable by uid 10001 only.
 mnt=$(pm volume inspect --format '{{.Mountpoint}}' "$VOLUME")
 key=$(cat "$mnt/demo-user.key") || fail "no demo-user.key in the volume"
 [ -n "$key" ] || fail "empty demo-user.key"
-if pm logs "$C1" 2>&1 | grep -qF "$key"; then fail "the demo key appears in the container log"; fi
+if grep -qF "$key" <<<"$log1"; then fail "the demo key appears in the container log"; fi
 [ "$(stat -c '%a %u' "$mnt/demo-user.key")" = "600 10001" ] || fail "demo-user.key is not 0600 uid 10001"
 
 python3 tests/docker/records.py create "http://$addr" "$key" "$WORK/records.json" ||
