@@ -43,7 +43,7 @@ fail() {
 }
 
 [ "$(id -u)" -eq 0 ] || fail "needs root (rootful podman); run as root"
-for tool in podman runc debootstrap apt-cache curl python3; do
+for tool in podman runc debootstrap apt-cache python3; do
     command -v "$tool" >/dev/null || fail "$tool not found: run ./deps/install.sh --test"
 done
 
@@ -105,7 +105,8 @@ make_base() {
     mirror=$(awk '$2 == "bookworm" { print $1; exit }' <<<"$srcs")
     [ -n "$mirror" ] || fail "no bookworm main source in apt's sources (apt-get update first?)"
     log "base: debootstrap --variant=minbase bookworm (from apt's mirror)"
-    rm -rf "$root"
+    # --one-file-system: a debootstrap that died may have left /proc or /sys mounted in it.
+    rm -rf --one-file-system "$root"
     debootstrap --variant=minbase bookworm "$root" "$mirror" >"$WORK/debootstrap.log" 2>&1 ||
         fail "debootstrap failed: see $WORK/debootstrap.log"
     # apt inside the build must reach the same mirror, with the same checks.
@@ -123,9 +124,9 @@ path-exclude /usr/share/lintian/*
 EOF
     rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/cache/apt/*.bin \
         "$root"/var/lib/apt/lists/* "$root"/var/log/*.log "$root"/var/log/apt/*
-    tar -C "$root" --numeric-owner -cf "$WORK/base.tar.tmp" .
+    tar -C "$root" --numeric-owner --one-file-system -cf "$WORK/base.tar.tmp" .
     mv "$WORK/base.tar.tmp" "$WORK/base.tar"
-    rm -rf "$root"
+    rm -rf --one-file-system "$root"
 }
 
 if ! pm image exists "$BASE"; then
