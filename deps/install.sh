@@ -1,11 +1,32 @@
 #!/bin/sh
-# Installs, from Debian packages, everything eventd's build and tests need.
+# Installs, from Debian packages, what eventd needs:
+#   deps/install.sh --runtime   to build and run the service (README's first command)
+#   deps/install.sh [--test]    that, plus everything tests/run-all.sh uses (the default)
 # Idempotent: when every package is already installed it only checks and exits.
 set -eu
 
-# clang and libclang-rt-14-dev: libFuzzer and the sanitizers for the fuzz targets (EVENTD_FUZZ=ON).
-PACKAGES="build-essential cmake pkg-config libuv1-dev libyajl-dev libsodium-dev node-llhttp
-python3 curl wrk nginx-light haproxy valgrind clang clang-format libclang-rt-14-dev"
+usage() { echo "usage: $0 [--runtime | --test]" >&2; exit 2; }
+MODE="test"
+case $# in
+0) ;;
+1) case $1 in --runtime) MODE=runtime ;; --test) MODE="test" ;; *) usage ;; esac ;;
+*) usage ;;
+esac
+
+# Build and run: the compiler, CMake, and the libraries eventd links (llhttp is
+# compiled in from node-llhttp's sources).
+RUNTIME="build-essential cmake pkg-config libuv1-dev libyajl-dev libsodium-dev node-llhttp"
+# Tests (tests/run-all.sh): python3 for the black-box suites; curl, wrk, nginx-light
+# and haproxy for the benchmarks and the load-balancer smoke test; valgrind for the
+# memcheck suite; clang and libclang-rt-14-dev for libFuzzer and the sanitizers
+# (EVENTD_FUZZ=ON); clang-format for the formatting check; podman, runc, netavark,
+# iptables and debootstrap (+ the archive keyring) for tests/docker/run.sh, which
+# builds and runs docker/Dockerfile without a Docker engine.
+TEST="python3 curl wrk nginx-light haproxy valgrind clang clang-format libclang-rt-14-dev
+podman runc netavark iptables debootstrap debian-archive-keyring"
+
+PACKAGES=$RUNTIME
+[ "$MODE" = test ] && PACKAGES="$RUNTIME $TEST"
 
 missing=""
 for p in $PACKAGES; do
@@ -15,7 +36,7 @@ for p in $PACKAGES; do
 done
 
 if [ -z "$missing" ]; then
-    echo "deps: all packages present"
+    echo "deps ($MODE): all packages present"
     exit 0
 fi
 
@@ -31,7 +52,7 @@ else
     SUDO=""
 fi
 
-echo "deps: installing:$missing"
+echo "deps ($MODE): installing:$missing"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 # shellcheck disable=SC2086

@@ -4,8 +4,10 @@
 #   2. the plain build with -Werror: every ctest suite (unit, http, bench smoke);
 #   3. the sanitizer build (AddressSanitizer + UndefinedBehaviorSanitizer): the same
 #      suites but valgrind's and the benchmark's, on the same binary the fault tests use;
-#   4. the fuzz build (clang + libFuzzer): each target for a bounded time over its corpus.
-# Build trees: build/, build-asan/, build-fuzz/. Every step runs; the exit status
+#   4. the fuzz build (clang + libFuzzer): each target for a bounded time over its corpus;
+#   5. the container: docker/Dockerfile built and run with podman (tests/docker/run.sh).
+# Build trees: build/, build-asan/, build-fuzz/ (-DEVENTD_TESTS=ON: README's run command
+# configures build/ without tests). Every step runs; the exit status
 # is non-zero if any failed, and the last lines name them.
 set -u
 cd "$(dirname "$0")/.."
@@ -23,13 +25,13 @@ run clang-format --dry-run --Werror $(git ls-files 'src/*.[ch]' 'tests/*.[ch]')
 
 STEP="plain build (-Werror) and every suite"
 step "$STEP"
-run cmake -S . -B build -DEVENTD_WERROR=ON >/dev/null &&
+run cmake -S . -B build -DEVENTD_WERROR=ON -DEVENTD_TESTS=ON >/dev/null &&
     run cmake --build build -j"$JOBS" &&
     run ctest --test-dir build --output-on-failure -j"$JOBS"
 
 STEP="sanitizer build (address;undefined) and every suite but valgrind's and the benchmark"
 step "$STEP"
-run cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DEVENTD_WERROR=ON \
+run cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DEVENTD_WERROR=ON -DEVENTD_TESTS=ON \
     -DEVENTD_SANITIZE="address;undefined" >/dev/null &&
     run cmake --build build-asan -j"$JOBS" &&
     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -41,6 +43,10 @@ run cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
     -DEVENTD_FUZZ=ON >/dev/null &&
     run cmake --build build-fuzz -j"$JOBS" &&
     run ctest --test-dir build-fuzz --output-on-failure -L fuzz
+
+STEP="container: docker/Dockerfile built and run with podman (tests/docker/run.sh)"
+step "$STEP"
+run ./tests/docker/run.sh
 
 if [ -n "$FAILED" ]; then
     printf 'run-all: FAILED:%b\n' "$FAILED"
