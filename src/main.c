@@ -4,7 +4,10 @@
  *   user add|rotate|remove|list   manage accounts in a stopped server's data directory
  *   compact                    rewrite a stopped server's log to its live records
  */
+#include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <string.h>
 #include <uv.h>
@@ -61,6 +64,15 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "user") && (npos == 0 || (strcmp(pos[0], "list") && npos < 2))) {
         fprintf(stderr, "eventd: usage: eventd user add|rotate|remove NAME, or eventd user list\n");
         return 2;
+    }
+
+    /* Only serve and "user add" start a data directory; the others read one, and a
+     * mistyped --data must not leave an empty directory behind. */
+    struct stat st;
+    bool creates = !strcmp(cmd, "serve") || (!strcmp(cmd, "user") && !strcmp(pos[0], "add"));
+    if (!creates && stat(cfg.data_dir, &st) < 0 && errno == ENOENT) {
+        fprintf(stderr, "eventd: no data directory %s (nothing was created)\n", cfg.data_dir);
+        return 1;
     }
 
     /* A peer that closes early must cost an EPIPE on that socket, not the process. */

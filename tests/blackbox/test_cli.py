@@ -49,5 +49,26 @@ class Compact(unittest.TestCase):
         self.assertEqual(names, ["alice", "carol"])
 
 
+class MissingDirectory(unittest.TestCase):
+    def test_reading_commands_say_so_and_create_nothing(self):
+        d = ManagedDir()
+        self.addCleanup(d.cleanup)
+        missing = os.path.join(d.path, "typo")
+        for args in (["user", "list"], ["user", "rotate", "alice"], ["user", "remove", "alice"],
+                     ["compact"]):
+            with self.subTest(args=args):
+                cp = run_cli(args + ["--data", missing])
+                self.assertEqual(cp.returncode, 1, (cp.stdout, cp.stderr))
+                self.assertIn("no data directory %s" % missing, cp.stderr)
+                self.assertFalse(os.path.exists(missing), "%s created the directory" % args)
+
+    def test_user_add_creates_it(self):
+        d = ManagedDir()
+        self.addCleanup(d.cleanup)
+        fresh = os.path.join(d.path, "new", "data")
+        add_user(fresh, "alice")
+        self.assertTrue(os.path.isdir(fresh))
+
+
 if __name__ == "__main__":
     unittest.main()
