@@ -7,9 +7,9 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
-#include <sys/stat.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <uv.h>
 
 #include "app.h"
