@@ -17,7 +17,8 @@
 
 /* The log file format (docs/STORAGE.md): the store's, named for it. */
 #define STORE_LOG_NAME "eventd.log"
-#define STORE_MAGIC "EVTDLOG\0" /* 8 bytes at offset 0 */
+#define STORE_REPAIR_NAME STORE_LOG_NAME ".repair" /* a --repair rewrite before its rename */
+#define STORE_MAGIC "EVTDLOG\0"                    /* 8 bytes at offset 0 */
 #define STORE_VERSION 1u
 #define STORE_HEADER_SIZE 16u         /* magic, u32 version, u32 reserved */
 #define STORE_FRAME_HEADER_SIZE 9u    /* u32 crc32c, u32 payload length, u8 type */

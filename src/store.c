@@ -579,10 +579,14 @@ int store_open(struct store *s, uv_loop_t *loop, const char *dir, const struct s
     }
     free(path);
 
-    /* A compaction that was interrupted is simply forgotten. */
-    path = logfile_path(dir, COMPACT_NAME);
-    if (unlink(path) == 0) LOG(LOG_INFO, "store: removed an unfinished %s", path);
-    free(path);
+    /* A compaction or a --repair rewrite that was interrupted is simply forgotten:
+     * until its rename, the log it would have replaced is the log. */
+    static const char *const unfinished[] = {COMPACT_NAME, STORE_REPAIR_NAME};
+    for (size_t i = 0; i < 2; i++) {
+        path = logfile_path(dir, unfinished[i]);
+        if (unlink(path) == 0) LOG(LOG_INFO, "store: removed an unfinished %s", path);
+        free(path);
+    }
 
     path = logfile_path(dir, STORE_LOG_NAME);
     s->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);

@@ -36,7 +36,6 @@
 #include "store.h"
 
 #define DAMAGED_NAME STORE_LOG_NAME ".damaged-"
-#define REPAIR_NAME STORE_LOG_NAME ".repair"
 #define READ_CHUNK (4u << 20) /* replay reads this much per pread */
 #define SECTOR 512u           /* the unit a disk writes whole or not at all */
 
@@ -223,7 +222,8 @@ static int copy_range(struct reader *r, int fd, uint64_t off, uint64_t end) {
  */
 static int rewrite(struct replay *rp, uint64_t *size) {
     struct store *s = rp->s;
-    char *tmp = logfile_path(s->dir, REPAIR_NAME), *log = logfile_path(s->dir, STORE_LOG_NAME);
+    char *tmp = logfile_path(s->dir, STORE_REPAIR_NAME),
+         *log = logfile_path(s->dir, STORE_LOG_NAME);
     int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
     int err = fd < 0 ? -errno : 0;
     uint64_t from = 0;

@@ -1173,11 +1173,14 @@ class LogFormat(TornBase):
     def test_stray_compact_file_removed_not_read(self):
         d = self.mkdir()
         key, recs = self.populate(d, n=3)
-        # a complete-looking compaction file holding other content must be ignored
-        with open(d.file(LOG + ".compact"), "wb") as f:
-            f.write(self.read(d)[:16] + frame(2, b"\x01"))
+        # complete-looking compaction and repair files (a crash before their rename)
+        # holding other content must be ignored, and removed
+        for stray in (".compact", ".repair"):
+            with open(d.file(LOG + stray), "wb") as f:
+                f.write(self.read(d)[:16] + frame(2, b"\x01"))
         with self.server(d) as srv:
             self.assertFalse(os.path.exists(d.file(LOG + ".compact")))
+            self.assertFalse(os.path.exists(d.file(LOG + ".repair")))
             self.check(srv, key, recs)
 
 
