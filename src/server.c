@@ -50,30 +50,90 @@ void conn_close(struct conn *c) {
     uv_close((uv_handle_t *)&c->timer, on_closed);
 }
 
+/*
+ * A connection refused over the cap. Its 503 is written at once; the client
+ * may already have sent a request, and closing with those bytes unread would
+ * make the kernel send a reset that can destroy the 503 before it is read.
+ * So, like an error answer (lingering close), it shuts down its sending side
+ * and drains what comes for a short, bounded while, then closes. At most
+ * REJECT_MAX are kept; past that a refused connection is closed at once.
+ */
+#define REJECT_MAX 64         /* refused connections draining at once */
+#define REJECT_LINGER_MS 1000 /* ... each for at most this long */
+
+struct rejected {
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    uv_shutdown_t shut;
+    struct server *srv;
+    int pending_closes;
+};
+
 static void on_reject_closed(uv_handle_t *h) {
-    free(h);
+    struct rejected *rj = h->data;
+    if (--rj->pending_closes > 0) return;
+    rj->srv->nrejecting--;
+    free(rj);
+}
+
+static void reject_close(struct rejected *rj) {
+    if (uv_is_closing((uv_handle_t *)&rj->tcp)) return;
+    uv_close((uv_handle_t *)&rj->tcp, on_reject_closed);
+    uv_close((uv_handle_t *)&rj->timer, on_reject_closed);
+}
+
+static void on_reject_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b) {
+    static char discard[4096]; /* what a refused client sends is read and dropped */
+    *b = uv_buf_init(discard, sizeof discard);
+}
+
+static void on_reject_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
+    if (n < 0) reject_close(s->data); /* EOF: the client has read the 503 and closed */
+}
+
+static void on_reject_shutdown(uv_shutdown_t *req, int status) {
+    struct rejected *rj = req->data;
+    if (status < 0 || uv_read_start((uv_stream_t *)&rj->tcp, on_reject_alloc, on_reject_read) < 0)
+        reject_close(rj);
+}
+
+static void on_reject_timer(uv_timer_t *t) {
+    reject_close(t->data);
 }
 
 /*
  * Over the connection cap with nothing idle: a short 503 (the error
- * envelope every answer uses) if the socket takes it, then close.
+ * envelope every answer uses) if the socket takes it, then a bounded drain
+ * and close.
  */
 static void reject(struct server *srv) {
-    uv_tcp_t *t = xmalloc(sizeof *t);
-    uv_tcp_init(srv->loop, t);
-    if (uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)t) == 0) {
-        struct http_response r;
-        http_response_init(&r);
-        http_response_error(&r, ERR_UNAVAILABLE, NULL, "too many open connections");
-        r.extra = "Retry-After: 1\r\n";
-        http_response_finish(&r, false);
-        /* A best-effort write: a fresh socket's buffer takes this whole. */
-        uv_buf_t b[2] = {uv_buf_init(r.head, r.head_len),
-                         uv_buf_init(r.body.ptr, (unsigned)r.body.len)};
-        uv_try_write((uv_stream_t *)t, b, 2);
-        http_response_destroy(&r);
+    struct rejected *rj = xcalloc(1, sizeof *rj);
+    rj->srv = srv;
+    rj->tcp.data = rj->timer.data = rj->shut.data = rj;
+    rj->pending_closes = 2;
+    srv->nrejecting++;
+    uv_tcp_init(srv->loop, &rj->tcp);
+    uv_timer_init(srv->loop, &rj->timer);
+    if (uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)&rj->tcp) < 0) {
+        reject_close(rj);
+        return;
     }
-    uv_close((uv_handle_t *)t, on_reject_closed);
+    struct http_response r;
+    http_response_init(&r);
+    http_response_error(&r, ERR_UNAVAILABLE, NULL, "too many open connections");
+    r.extra = "Retry-After: 1\r\n";
+    http_response_finish(&r, false);
+    /* A best-effort write: a fresh socket's buffer takes this whole. */
+    uv_buf_t b[2] = {uv_buf_init(r.head, r.head_len),
+                     uv_buf_init(r.body.ptr, (unsigned)r.body.len)};
+    uv_try_write((uv_stream_t *)&rj->tcp, b, 2);
+    http_response_destroy(&r);
+    if (srv->nrejecting > REJECT_MAX || srv->shutting_down ||
+        uv_shutdown(&rj->shut, (uv_stream_t *)&rj->tcp, on_reject_shutdown) < 0) {
+        reject_close(rj);
+        return;
+    }
+    uv_timer_start(&rj->timer, on_reject_timer, REJECT_LINGER_MS, 0);
 }
 
 /*

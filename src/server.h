@@ -110,6 +110,7 @@ struct server {
     struct conn *waiting;           /* connections whose head response waits for an LSN */
     uint32_t nconns;                /* open, closing ones included */
     uint32_t nclosing;              /* uv_close called, callback still to come */
+    uint32_t nrejecting;            /* refused over the cap, 503 sent, still draining */
     uint32_t nkits, kits_low;       /* free kits; fewest since the last sweep */
     uint32_t nstates, states_low;   /* free handler states; fewest since the last sweep */
     uint32_t nfree_conns, free_low; /* free connection slots; fewest since the last sweep */

@@ -190,6 +190,34 @@ class LingerTests(unittest.TestCase):
             self.assertEqual(resets, [], "%d of %d tries lost the 413 to a reset"
                              % (len(resets), self.TRIES))
 
+    def test_503_over_the_cap_reaches_client_that_sends_whole_request_first(self):
+        # Every connection busy: the refused client's request is unread when the
+        # server answers; without the drain, closing would reset the 503 away.
+        with Server(extra_args=["--max-connections", "2"]) as srv:
+            busy = [connect(srv.port, timeout=10) for _ in range(2)]
+            for s in busy:
+                send_raw(s, b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # half a head
+            time.sleep(0.2)
+            body = b"x" * 65536
+            resets = []
+            for i in range(self.TRIES):
+                c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+                try:
+                    c.request("POST", "/v2/theme", body=body,
+                              headers={"Content-Type": "application/json"})
+                    r = c.getresponse()
+                    data = r.read()
+                    self.assertEqual(r.status, 503, "try %d: %r" % (i, data))
+                    self.assertIn(b'"Code":"unavailable"', data, "try %d" % i)
+                except (ConnectionResetError, BrokenPipeError) as e:
+                    resets.append("try %d: %r" % (i, e))
+                finally:
+                    c.close()
+            for s in busy:
+                s.close()
+            self.assertEqual(resets, [], "%d of %d tries lost the 503 to a reset"
+                             % (len(resets), self.TRIES))
+
     def test_400_intact_when_more_bytes_follow_a_bad_header(self):
         with Server() as srv:
             s = connect(srv.port, timeout=10)
