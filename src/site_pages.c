@@ -92,7 +92,7 @@ const char site_copy_script[] = SITE_COPY_SCRIPT;
     "<meta name=\"color-scheme\" content=\"light dark\">\n" \
     "<link rel=\"icon\" href=\"data:,\">\n" \
     "<title>" title " · eventd</title>\n" \
-    "<style>\n" SITE_CSS "</style>\n" \
+    "<style>" SITE_CSS "</style>\n" \
     "</head>\n" \
     "<body>\n" \
     "<header class=\"bar\"><a href=\"{{base}}/user/api\">eventd accounts</a></header>\n" \

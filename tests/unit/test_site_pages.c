@@ -208,6 +208,24 @@ static void test_no_external_assets(void) {
     }
 }
 
+static void test_inline_assets_hashable(void) {
+    /* A Content-Security-Policy hash covers the element's exact contents. */
+    struct buf want = BUF_INIT;
+    for (int p = 0; p < SITE_PAGE_COUNT; p++) {
+        buf_reset(&want);
+        buf_append_str(&want, "<style>");
+        buf_append_str(&want, site_css);
+        buf_append_str(&want, "</style>");
+        CHECK(strstr(site_pages[p].tpl, want.ptr));
+    }
+    buf_reset(&want);
+    buf_append_str(&want, "<script>");
+    buf_append_str(&want, site_copy_script);
+    buf_append_str(&want, "</script>");
+    CHECK(strstr(site_pages[SITE_USER_API].tpl, want.ptr));
+    buf_destroy(&want);
+}
+
 static bool is_void(const char *name, size_t len) {
     const char *voids[] = {"meta", "link", "input", "br", "hr", "img"};
     for (size_t i = 0; i < CHECK_COUNT(voids); i++)
@@ -339,12 +357,19 @@ static void write_page(const char *dir, const char *file, enum site_page page, .
 }
 
 static const struct check_case cases[] = {
-    CHECK_CASE(test_placeholders_declared), CHECK_CASE(test_hostile_values_escaped),
-    CHECK_CASE(test_empty_values),          CHECK_CASE(test_alerts_shown),
-    CHECK_CASE(test_register_form),         CHECK_CASE(test_signin_form),
-    CHECK_CASE(test_user_api_with_key),     CHECK_CASE(test_user_api_without_key),
-    CHECK_CASE(test_message_page),          CHECK_CASE(test_phone_ready),
-    CHECK_CASE(test_no_external_assets),    CHECK_CASE(test_tidy),
+    CHECK_CASE(test_placeholders_declared),
+    CHECK_CASE(test_hostile_values_escaped),
+    CHECK_CASE(test_empty_values),
+    CHECK_CASE(test_alerts_shown),
+    CHECK_CASE(test_register_form),
+    CHECK_CASE(test_signin_form),
+    CHECK_CASE(test_user_api_with_key),
+    CHECK_CASE(test_user_api_without_key),
+    CHECK_CASE(test_message_page),
+    CHECK_CASE(test_phone_ready),
+    CHECK_CASE(test_no_external_assets),
+    CHECK_CASE(test_inline_assets_hashable),
+    CHECK_CASE(test_tidy),
 };
 
 int main(int argc, char **argv) {
