@@ -189,6 +189,7 @@ int handlers_init(struct handlers *h, uv_loop_t *loop, struct db *db,
         return -1;
     }
     pwhash_init(&h->pw, loop, PWHASH_CONCURRENCY, PWHASH_QUEUE);
+    site_init();
     memset(out, 0, sizeof *out);
     out->data = h;
     out->state_size = sizeof(struct req_state);
