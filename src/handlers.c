@@ -194,7 +194,14 @@ int handlers_init(struct handlers *h, uv_loop_t *loop, struct db *db,
         snprintf(msg, msg_len, "could not set up sign-in throttling");
         return -1;
     }
-    pwhash_init(&h->pw, loop, lim->pwhash_concurrency, lim->pwhash_queue);
+    /* Hashing is CPU-bound: by default it leaves the loop a core of its own
+     * and libuv's threadpool (4 threads) two threads for the log. */
+    uint32_t conc = lim->pwhash_concurrency;
+    if (conc == 0) {
+        unsigned cores = uv_available_parallelism();
+        conc = cores > 3 ? 2 : cores > 1 ? cores - 1 : 1;
+    }
+    pwhash_init(&h->pw, loop, conc, lim->pwhash_queue);
     site_init();
     memset(out, 0, sizeof *out);
     out->data = h;

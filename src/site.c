@@ -606,7 +606,7 @@ static void do_register(struct handlers *h, struct req_state *st, struct http_re
     if ((!st->json || confirm_given) &&
         (confirm.len != pw.len || memcmp(confirm.ptr, pw.ptr, pw.len) != 0)) {
         fail(h, r, st->json, st->page, ERR_INVALID_FIELD, "password_confirm",
-             "the two passwords differ", name.ptr, csrf.ptr);
+             "the password confirmation differs from the password", name.ptr, csrf.ptr);
         return;
     }
     if (index_user_by_name(&h->db->index, name.ptr, name.len)) {
