@@ -192,13 +192,13 @@ static void set_link(struct index *ix, uint64_t target, uint8_t type, uint64_t e
 }
 
 static void unlink_event(struct index *ix, const struct record *ev) {
-    set_link(ix, ev->v[EVENT_THEME_ID].i, REC_THEME, 0, ev->id);
-    set_link(ix, ev->v[EVENT_ADDRESS_ID].i, REC_ADDRESS, 0, ev->id);
+    set_link(ix, record_ref(ev, EVENT_THEME_ID), REC_THEME, 0, ev->id);
+    set_link(ix, record_ref(ev, EVENT_ADDRESS_ID), REC_ADDRESS, 0, ev->id);
 }
 
 static void link_event(struct index *ix, const struct record *ev) {
-    set_link(ix, ev->v[EVENT_THEME_ID].i, REC_THEME, ev->id, UINT64_MAX);
-    set_link(ix, ev->v[EVENT_ADDRESS_ID].i, REC_ADDRESS, ev->id, UINT64_MAX);
+    set_link(ix, record_ref(ev, EVENT_THEME_ID), REC_THEME, ev->id, UINT64_MAX);
+    set_link(ix, record_ref(ev, EVENT_ADDRESS_ID), REC_ADDRESS, ev->id, UINT64_MAX);
 }
 
 /* ---- users by name ---- */
@@ -220,7 +220,8 @@ static uint64_t *name_slot(const struct index *ix, const char *p, size_t n) {
         if (id == 0) return NULL;
         if (id == NAME_GONE) continue;
         const struct record *u = index_get(ix, id);
-        if (u && u->v[USER_NAME].s.len == n && memcmp(u->v[USER_NAME].s.ptr, p, n) == 0)
+        if (u && record_get(u, USER_NAME).s.len == n &&
+            memcmp(record_get(u, USER_NAME).s.ptr, p, n) == 0)
             return &ix->names[i];
     }
 }
@@ -239,7 +240,7 @@ static void name_insert(struct index *ix, const struct record *u) {
         free(old);
     }
     size_t mask = ix->names_cap - 1;
-    size_t i = name_hash(u->v[USER_NAME].s.ptr, u->v[USER_NAME].s.len) & mask;
+    size_t i = name_hash(record_get(u, USER_NAME).s.ptr, record_get(u, USER_NAME).s.len) & mask;
     while (ix->names[i] && ix->names[i] != NAME_GONE)
         i = (i + 1) & mask;
     if (!ix->names[i]) ix->names_used++;
@@ -247,7 +248,7 @@ static void name_insert(struct index *ix, const struct record *u) {
 }
 
 static void name_remove(struct index *ix, const struct record *u) {
-    uint64_t *slot = name_slot(ix, u->v[USER_NAME].s.ptr, u->v[USER_NAME].s.len);
+    uint64_t *slot = name_slot(ix, record_get(u, USER_NAME).s.ptr, record_get(u, USER_NAME).s.len);
     if (slot && *slot == u->id) *slot = NAME_GONE;
 }
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "slab.h"
 #include "varint.h"
 
 static const struct field user_fields[] = {
@@ -190,38 +191,111 @@ static bool is_bytes(uint8_t t) {
     return t == FT_STR || t == FT_COLOR || t == FT_BYTES;
 }
 
+/* Every record lives in this slab (malloc under ASan, so that its quarantine
+ * and leak checker keep watching records). */
+static struct slab slab;
+static bool slab_ready;
+
+static inline uint64_t str_cell(uint32_t off, uint32_t len) {
+    return (uint64_t)off << 32 | len;
+}
+
 struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t user_id,
                             const union value *vals) {
-    size_t head = sizeof(struct record) + k->nfields * sizeof(union value);
+    if (!meta_ready) meta_init();
+    if (!slab_ready) {
+        slab_init(&slab, slab_asan(), true);
+        slab_ready = true;
+    }
+    const union value *defs = meta[k->type].defaults;
+    size_t head = sizeof(struct record) + k->nfields * sizeof(uint64_t);
     size_t strings = 0;
-    for (int i = 0; i < k->nfields; i++)
-        if (is_bytes(k->fields[i].type)) strings += vals[i].s.len + 1;
+    uint64_t copy = 0; /* fields whose bytes are copied (not empty, not the default) */
+    for (int i = 0; i < k->nfields; i++) {
+        if (!is_bytes(k->fields[i].type)) continue;
+        uint32_t len = vals[i].s.len;
+        if (len == 0 || (len == defs[i].s.len && memcmp(vals[i].s.ptr, defs[i].s.ptr, len) == 0))
+            continue;
+        copy |= UINT64_C(1) << i;
+        strings += len + 1;
+    }
 
-    struct record *r = xmalloc(head + strings);
+    uint8_t cls;
+    struct record *r = slab_alloc(&slab, head + strings, &cls);
     r->id = id;
     r->user_id = user_id;
     r->event_id = 0;
     r->type = k->type;
+    r->slab_class = cls;
+    r->reserved = 0;
     char *p = (char *)r + head;
     size_t size = 30; /* id, user id, count varints, frame header: an estimate is enough */
     for (int i = 0; i < k->nfields; i++) {
-        r->v[i] = vals[i];
-        if (is_bytes(k->fields[i].type)) {
-            memcpy(p, vals[i].s.ptr, vals[i].s.len);
-            p[vals[i].s.len] = '\0';
-            r->v[i].s.ptr = p;
-            p += vals[i].s.len + 1;
-            size += vals[i].s.len + 2;
-        } else {
-            size += 8;
+        const union value *v = &vals[i];
+        switch (k->fields[i].type) {
+        case FT_STR:
+        case FT_COLOR:
+        case FT_BYTES:
+            if (copy & (UINT64_C(1) << i)) {
+                memcpy(p, v->s.ptr, v->s.len);
+                p[v->s.len] = '\0';
+                r->cell[i] = str_cell((uint32_t)(p - (char *)r), v->s.len);
+                p += v->s.len + 1;
+            } else {
+                r->cell[i] = str_cell(0, v->s.len); /* empty, or the static default */
+            }
+            size += v->s.len + 2;
+            continue;
+        case FT_REF:
+            r->cell[i] = v->i;
+            break;
+        case FT_DOUBLE:
+            memcpy(&r->cell[i], &v->d, sizeof v->d);
+            break;
+        case FT_BOOL:
+            r->cell[i] = v->b ? 1 : 0;
+            break;
         }
+        size += 8;
     }
     r->size = (uint32_t)size;
     return r;
 }
 
 void record_free(struct record *r) {
-    free(r);
+    if (r) slab_free(&slab, r, r->slab_class);
+}
+
+size_t record_live(void) {
+    return slab.live;
+}
+
+size_t record_mapped(void) {
+    return slab.mapped;
+}
+
+union value record_get(const struct record *r, int i) {
+    union value v;
+    uint64_t c = r->cell[i];
+    switch (kinds[r->type]->fields[i].type) {
+    case FT_STR:
+    case FT_COLOR:
+    case FT_BYTES: {
+        uint32_t off = (uint32_t)(c >> 32), len = (uint32_t)c;
+        v.s.len = len;
+        v.s.ptr = off ? (const char *)r + off : len ? meta[r->type].defaults[i].s.ptr : "";
+        return v;
+    }
+    case FT_DOUBLE:
+        memcpy(&v.d, &c, sizeof v.d);
+        return v;
+    case FT_BOOL:
+        v.b = c != 0;
+        return v;
+    default:
+        v.i = c;
+        return v;
+    }
 }
 
 void record_encode(const struct record *r, struct buf *out) {
@@ -232,23 +306,23 @@ void record_encode(const struct record *r, struct buf *out) {
     n += varint_put(p + n, k->nfields);
     buf_commit(out, n);
     for (int i = 0; i < k->nfields; i++) {
-        const union value *v = &r->v[i];
+        union value v = record_get(r, i);
         switch (k->fields[i].type) {
         case FT_STR:
         case FT_COLOR:
         case FT_BYTES:
-            p = (uint8_t *)buf_reserve(out, 10 + v->s.len);
-            n = varint_put(p, v->s.len);
-            memcpy(p + n, v->s.ptr, v->s.len);
-            buf_commit(out, n + v->s.len);
+            p = (uint8_t *)buf_reserve(out, 10 + v.s.len);
+            n = varint_put(p, v.s.len);
+            memcpy(p + n, v.s.ptr, v.s.len);
+            buf_commit(out, n + v.s.len);
             break;
         case FT_REF:
             p = (uint8_t *)buf_reserve(out, 10);
-            buf_commit(out, varint_put(p, v->i));
+            buf_commit(out, varint_put(p, v.i));
             break;
         case FT_DOUBLE: {
             uint64_t bits;
-            memcpy(&bits, &v->d, 8);
+            memcpy(&bits, &v.d, 8);
             p = (uint8_t *)buf_reserve(out, 8);
             for (int b = 0; b < 8; b++)
                 p[b] = (uint8_t)(bits >> (8 * b));
@@ -256,7 +330,7 @@ void record_encode(const struct record *r, struct buf *out) {
             break;
         }
         case FT_BOOL:
-            buf_append_char(out, v->b ? 1 : 0);
+            buf_append_char(out, v.b ? 1 : 0);
             break;
         }
     }

@@ -94,7 +94,7 @@ static void test_put_get(void) {
     CHECK(r != NULL);
     CHECK_EQ_UINT(r->id, 1);
     CHECK_EQ_UINT(r->user_id, 7);
-    CHECK_EQ_MEM(r->v[THEME_NAME].s.ptr, r->v[THEME_NAME].s.len, "one");
+    CHECK_EQ_MEM(record_get(r, THEME_NAME).s.ptr, record_get(r, THEME_NAME).s.len, "one");
     CHECK_EQ_UINT(ix.count, 1);
     CHECK_EQ_UINT(ix.next_id, 2);
     CHECK(index_get(&ix, 2) == NULL);
@@ -108,13 +108,13 @@ static void test_swap_returns_replaced(void) {
     CHECK(index_swap(&ix, theme(5, 7, "a")) == NULL); /* nothing replaced */
     struct record *old = index_swap(&ix, theme(5, 7, "b"));
     CHECK(old != NULL);
-    CHECK_EQ_MEM(old->v[THEME_NAME].s.ptr, old->v[THEME_NAME].s.len, "a");
-    CHECK_EQ_MEM(index_get(&ix, 5)->v[THEME_NAME].s.ptr, index_get(&ix, 5)->v[THEME_NAME].s.len,
-                 "b");
+    CHECK_EQ_MEM(record_get(old, THEME_NAME).s.ptr, record_get(old, THEME_NAME).s.len, "a");
+    CHECK_EQ_MEM(record_get(index_get(&ix, 5), THEME_NAME).s.ptr,
+                 record_get(index_get(&ix, 5), THEME_NAME).s.len, "b");
     CHECK_EQ_UINT(ix.count, 1);
     /* Putting the old one back (an undo) returns the newer one. */
     struct record *newer = index_swap(&ix, old);
-    CHECK_EQ_MEM(newer->v[THEME_NAME].s.ptr, newer->v[THEME_NAME].s.len, "b");
+    CHECK_EQ_MEM(record_get(newer, THEME_NAME).s.ptr, record_get(newer, THEME_NAME).s.len, "b");
     CHECK(index_get(&ix, 5) == old);
     record_free(newer);
     uint64_t one[] = {5};
@@ -322,7 +322,7 @@ static void test_user_rename_and_remove(void) {
     /* A key rotation keeps the name. */
     index_put(&ix, user(1, "old", "rotated"));
     const struct record *u = index_user_by_name(&ix, "old", 3);
-    CHECK_EQ_MEM(u->v[USER_KEY_HASH].s.ptr, u->v[USER_KEY_HASH].s.len, "rotated");
+    CHECK_EQ_MEM(record_get(u, USER_KEY_HASH).s.ptr, record_get(u, USER_KEY_HASH).s.len, "rotated");
     /* Removed, then the name taken by another id. */
     CHECK_EQ_INT(index_delete(&ix, 1), 0);
     CHECK(index_user_by_name(&ix, "old", 3) == NULL);
@@ -471,8 +471,8 @@ static void test_links_through_undo(void) {
     undo_all(&ix, c, n);
     n = 0;
     CHECK(index_get(&ix, 7) == NULL);
-    CHECK_EQ_MEM(index_get(&ix, 1)->v[THEME_NAME].s.ptr, index_get(&ix, 1)->v[THEME_NAME].s.len,
-                 "t1");
+    CHECK_EQ_MEM(record_get(index_get(&ix, 1), THEME_NAME).s.ptr,
+                 record_get(index_get(&ix, 1), THEME_NAME).s.len, "t1");
     CHECK_EQ_UINT(link_of(&ix, 1), 4);
     CHECK_EQ_UINT(link_of(&ix, 2), 0);
     CHECK_EQ_UINT(link_of(&ix, 3), 4);
@@ -499,8 +499,8 @@ static void test_apply_records(void) {
     CHECK_EQ_UINT(link_of(&ix, 2), 4);
     /* A later frame of the same id replaces. */
     CHECK_EQ_INT(apply_record(&ix, theme(2, 1, "t2")), 0);
-    CHECK_EQ_MEM(index_get(&ix, 2)->v[THEME_NAME].s.ptr, index_get(&ix, 2)->v[THEME_NAME].s.len,
-                 "t2");
+    CHECK_EQ_MEM(record_get(index_get(&ix, 2), THEME_NAME).s.ptr,
+                 record_get(index_get(&ix, 2), THEME_NAME).s.len, "t2");
     CHECK_EQ_UINT(ix.count, 4);
     CHECK_EQ_UINT(ix.next_id, 5);
     index_destroy(&ix);

@@ -43,17 +43,18 @@ static void test_payload_round_trip(void) {
             case FT_STR:
             case FT_COLOR:
             case FT_BYTES:
-                CHECK_EQ_INT(back->v[i].s.len, r->v[i].s.len);
-                CHECK(memcmp(back->v[i].s.ptr, r->v[i].s.ptr, r->v[i].s.len) == 0);
+                CHECK_EQ_INT(record_get(back, i).s.len, record_get(r, i).s.len);
+                CHECK(memcmp(record_get(back, i).s.ptr, record_get(r, i).s.ptr,
+                             record_get(r, i).s.len) == 0);
                 break;
             case FT_DOUBLE:
-                CHECK(back->v[i].d == r->v[i].d);
+                CHECK(record_get(back, i).d == record_get(r, i).d);
                 break;
             case FT_BOOL:
-                CHECK(back->v[i].b == r->v[i].b);
+                CHECK(record_get(back, i).b == record_get(r, i).b);
                 break;
             case FT_REF:
-                CHECK(back->v[i].i == r->v[i].i);
+                CHECK(record_ref(back, i) == record_ref(r, i));
                 break;
             }
         }
