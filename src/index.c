@@ -263,7 +263,7 @@ struct record *index_swap(struct index *ix, struct record *r) {
     if (found && sl->r->type == REC_USER) name_remove(ix, sl->r);
     if (found) {
         old = sl->r;
-        ix->live_bytes -= old->size;
+        ix->live_bytes -= record_size(old);
         if (old->type == REC_EVENT)
             unlink_event(ix, old);
         else
@@ -273,6 +273,7 @@ struct record *index_swap(struct index *ix, struct record *r) {
             if (o) list_remove(&o->lists[old->type], old->id);
             list_insert(&owner_get(ix, owner_key(r), true)->lists[r->type], r->id);
         }
+        ix->events += (size_t)(r->type == REC_EVENT) - (size_t)(old->type == REC_EVENT);
         sl->r = r;
     } else {
         struct index_shard *sh = shard_of(ix, mix(r->id));
@@ -280,10 +281,11 @@ struct record *index_swap(struct index *ix, struct record *r) {
         *sl = (struct index_slot){r->id, r};
         sh->count++;
         ix->count++;
+        if (r->type == REC_EVENT) ix->events++;
         list_insert(&owner_get(ix, owner_key(r), true)->lists[r->type], r->id);
         if (sh->used * 4 >= sh->cap * 3) grow(sh);
     }
-    ix->live_bytes += r->size;
+    ix->live_bytes += record_size(r);
     if (r->type == REC_EVENT) link_event(ix, r);
     if (r->type == REC_USER) name_insert(ix, r);
     if (r->id >= ix->next_id) ix->next_id = r->id + 1;
@@ -305,10 +307,11 @@ struct record *index_remove(struct index *ix, uint64_t id) {
     if (r->type == REC_USER) name_remove(ix, r);
     struct owner *o = owner_get(ix, owner_key(r), false);
     if (o) list_remove(&o->lists[r->type], r->id);
-    ix->live_bytes -= r->size;
+    ix->live_bytes -= record_size(r);
     sl->r = TOMBSTONE;
     shard_of(ix, mix(id))->count--;
     ix->count--;
+    if (r->type == REC_EVENT) ix->events--;
     return r;
 }
 
@@ -329,6 +332,9 @@ uint64_t index_take_id(struct index *ix) {
 }
 
 void index_relink(struct index *ix) {
+    /* Records are built with no link and only events set one: with no event
+     * every link is 0 already, and a walk would touch every record for nothing. */
+    if (!ix->events) return;
     EACH_RECORD(ix, r, if (r->type != REC_EVENT) r->event_id = 0);
     EACH_RECORD(ix, r, if (r->type == REC_EVENT) link_event(ix, r));
 }
@@ -347,6 +353,13 @@ int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
         ix->id_floor = v; /* the last one holds: a clean close gives back unused ids */
         return 0;
     default: {
+        /* The id's table slot is a cache miss in a big table: ask for it now,
+         * so that it arrives while the payload is decoded. */
+        if (varint_get(payload, len, &v)) {
+            uint64_t h = mix(v);
+            const struct index_shard *sh = shard_of(ix, h);
+            __builtin_prefetch(&sh->slots[h & (sh->cap - 1)], 1);
+        }
         struct record *r = record_decode(type, payload, len);
         if (!r) return -1;
         index_put(ix, r);

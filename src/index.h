@@ -49,6 +49,7 @@ struct index_shard {
 struct index {
     struct index_shard shards[INDEX_SHARDS];
     size_t count;         /* live records */
+    size_t events;        /* live events: without any, no EventID needs relinking */
     uint64_t *names;      /* user ids by name hash, open addressing; 0 empty */
     size_t names_cap;     /* power of two */
     size_t names_used;    /* live + deleted marks */

@@ -196,8 +196,29 @@ static bool is_bytes(uint8_t t) {
 static struct slab slab;
 static bool slab_ready;
 
+_Static_assert(RECORD_MAX_FIELDS <= 32, "struct record's set has a bit per field");
+
 static inline uint64_t str_cell(uint32_t off, uint32_t len) {
     return (uint64_t)off << 32 | len;
+}
+
+/* Is v field i's default? Such a field takes no cell. */
+static bool is_default(const struct field *f, const union value *def, const union value *v) {
+    switch (f->type) {
+    case FT_STR:
+    case FT_COLOR:
+    case FT_BYTES:
+        return v->s.len == def->s.len && memcmp(v->s.ptr, def->s.ptr, v->s.len) == 0;
+    case FT_REF:
+        return v->i == 0;
+    case FT_DOUBLE: {
+        uint64_t bits;
+        memcpy(&bits, &v->d, sizeof bits);
+        return bits == 0; /* +0.0 only: -0.0 keeps its sign */
+    }
+    default:
+        return !v->b;
+    }
 }
 
 struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t user_id,
@@ -208,58 +229,63 @@ struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t use
         slab_ready = true;
     }
     const union value *defs = meta[k->type].defaults;
-    size_t head = sizeof(struct record) + k->nfields * sizeof(uint64_t);
-    size_t strings = 0;
-    uint64_t copy = 0; /* fields whose bytes are copied (not empty, not the default) */
+    uint32_t set = 0;
+    size_t strings = 0, cells = 0;
     for (int i = 0; i < k->nfields; i++) {
-        if (!is_bytes(k->fields[i].type)) continue;
-        uint32_t len = vals[i].s.len;
-        if (len == 0 || (len == defs[i].s.len && memcmp(vals[i].s.ptr, defs[i].s.ptr, len) == 0))
-            continue;
-        copy |= UINT64_C(1) << i;
-        strings += len + 1;
+        if (is_default(&k->fields[i], &defs[i], &vals[i])) continue;
+        set |= UINT32_C(1) << i;
+        cells++;
+        if (is_bytes(k->fields[i].type) && vals[i].s.len) strings += vals[i].s.len + 1;
     }
+    size_t head = sizeof(struct record) + cells * sizeof(uint64_t);
 
     uint8_t cls;
     struct record *r = slab_alloc(&slab, head + strings, &cls);
     r->id = id;
     r->user_id = user_id;
     r->event_id = 0;
+    r->set = set;
     r->type = k->type;
     r->slab_class = cls;
     r->reserved = 0;
     char *p = (char *)r + head;
-    size_t size = 30; /* id, user id, count varints, frame header: an estimate is enough */
+    uint64_t *cell = r->cell;
     for (int i = 0; i < k->nfields; i++) {
+        if (!(set >> i & 1)) continue;
         const union value *v = &vals[i];
         switch (k->fields[i].type) {
         case FT_STR:
         case FT_COLOR:
         case FT_BYTES:
-            if (copy & (UINT64_C(1) << i)) {
+            if (v->s.len) {
                 memcpy(p, v->s.ptr, v->s.len);
                 p[v->s.len] = '\0';
-                r->cell[i] = str_cell((uint32_t)(p - (char *)r), v->s.len);
+                *cell++ = str_cell((uint32_t)(p - (char *)r), v->s.len);
                 p += v->s.len + 1;
             } else {
-                r->cell[i] = str_cell(0, v->s.len); /* empty, or the static default */
+                *cell++ = 0; /* "" where the default is not empty */
             }
-            size += v->s.len + 2;
-            continue;
+            break;
         case FT_REF:
-            r->cell[i] = v->i;
+            *cell++ = v->i;
             break;
         case FT_DOUBLE:
-            memcpy(&r->cell[i], &v->d, sizeof v->d);
+            memcpy(cell++, &v->d, sizeof v->d);
             break;
         case FT_BOOL:
-            r->cell[i] = v->b ? 1 : 0;
+            *cell++ = v->b ? 1 : 0;
             break;
         }
-        size += 8;
     }
-    r->size = (uint32_t)size;
     return r;
+}
+
+uint32_t record_size(const struct record *r) {
+    const struct kind_desc *k = kinds[r->type];
+    size_t size = 30; /* id, user id, count varints, frame header: an estimate is enough */
+    for (int i = 0; i < k->nfields; i++)
+        size += is_bytes(k->fields[i].type) ? record_get(r, i).s.len + 2 : 8;
+    return (uint32_t)size;
 }
 
 void record_free(struct record *r) {
@@ -275,17 +301,16 @@ size_t record_mapped(void) {
 }
 
 union value record_get(const struct record *r, int i) {
+    if (!(r->set >> i & 1)) return meta[r->type].defaults[i];
     union value v;
-    uint64_t c = r->cell[i];
+    uint64_t c = r->cell[__builtin_popcount(r->set & ((UINT32_C(1) << i) - 1))];
     switch (kinds[r->type]->fields[i].type) {
     case FT_STR:
     case FT_COLOR:
-    case FT_BYTES: {
-        uint32_t off = (uint32_t)(c >> 32), len = (uint32_t)c;
-        v.s.len = len;
-        v.s.ptr = off ? (const char *)r + off : len ? meta[r->type].defaults[i].s.ptr : "";
+    case FT_BYTES:
+        v.s.len = (uint32_t)c;
+        v.s.ptr = v.s.len ? (const char *)r + (c >> 32) : "";
         return v;
-    }
     case FT_DOUBLE:
         memcpy(&v.d, &c, sizeof v.d);
         return v;

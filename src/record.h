@@ -90,31 +90,34 @@ union value {
 };
 
 /*
- * A record: the header, then one 8-byte cell per field of its kind, then the
- * bytes of its strings. Read the fields with record_get (or record_ref and
- * record_str where the type is known): the cells are a compact encoding, not
- * union values. A text, colour or binary field whose value is the field's
- * default is not copied: its cell points at the static default, so a record
- * of defaults is its header and cells only.
+ * A record: the header, then one 8-byte cell for each field whose value is
+ * not the field's default (in table order; `set` says which), then the bytes
+ * of its strings. A field at its default takes no space at all: a record of
+ * defaults is its header only, and strings that are the default point at the
+ * static one. Read the fields with record_get (or record_ref for an id):
+ * the cells are a compact encoding, not union values.
  */
 struct record {
     uint64_t id;
     uint64_t user_id;
     uint64_t event_id;  /* themes, addresses: the event that links it, 0 if none (derived) */
-    uint32_t size;      /* bytes of its encoded payload, for compaction accounting */
+    uint32_t set;       /* bit i: field i has a cell (is not its default) */
     uint8_t type;       /* enum rec_type */
     uint8_t slab_class; /* the allocator's (slab.h): what record_free gives back */
     uint16_t reserved;
-    uint64_t cell[]; /* kind->nfields cells; string bytes follow */
+    uint64_t cell[]; /* one per bit of set, in field order; string bytes follow */
 };
 
 /* Field i of r (of r's kind), as a value: strings point into r or at static
  * defaults, NUL-terminated, valid as long as r. */
 union value record_get(const struct record *r, int i);
-/* Field i of r, known to be an FT_REF: the id. */
+/* Field i of r, known to be an FT_REF: the id (0, the default, when unset). */
 static inline uint64_t record_ref(const struct record *r, int i) {
-    return r->cell[i];
+    if (!(r->set >> i & 1)) return 0;
+    return r->cell[__builtin_popcount(r->set & ((UINT32_C(1) << i) - 1))];
 }
+/* Bytes of r's log payload (an estimate within a few bytes), for compaction accounting. */
+uint32_t record_size(const struct record *r);
 
 /* The descriptor of a record type, or NULL if the type is not a record kind.
  * Descriptors and field tables are static: valid forever. */

@@ -3,8 +3,8 @@
  *
  * malloc spends 8-16 bytes of header and rounding on every block and takes a
  * page fault for each fresh 4 KiB of heap it hands out. A slab carves slots
- * of exact 8-byte size classes from large chunks that are mapped and faulted
- * in one system call (MAP_POPULATE), and reuses a freed slot for the next
+ * of exact 8-byte size classes from large chunks, faults their pages in
+ * 64 KiB at a time (MADV_POPULATE_WRITE) just ahead of use, and reuses a freed slot for the next
  * object of its class. The caller keeps the class that slab_alloc returned
  * (a record keeps it in its header) and gives it back to slab_free.
  *
@@ -33,13 +33,14 @@ struct slab {
     void *free[SLAB_CLASSES];  /* freed slots of each class, linked through their first bytes */
     struct slab_chunk *chunks; /* every region mapped, newest first (the one carved from) */
     char *next, *end;          /* the unused rest of the newest chunk */
+    char *populated;           /* the newest chunk is faulted in up to here */
     size_t live;               /* objects handed out and not freed (malloc'd ones included) */
     size_t mapped;             /* bytes of chunks */
     bool use_malloc;           /* every object from malloc (class 0) */
     bool populate;             /* map chunks with MAP_POPULATE */
 };
 
-/* An empty slab; maps nothing yet. populate: fault chunks in when they are mapped. */
+/* An empty slab; maps nothing yet. populate: fault pages in ahead of use, 64 KiB a call. */
 void slab_init(struct slab *s, bool use_malloc, bool populate);
 /* Unmaps every chunk: every object of s is gone (malloc'd ones must be freed first). */
 void slab_destroy(struct slab *s);

@@ -130,7 +130,7 @@ static void test_remove(void) {
     uint64_t live = ix.live_bytes;
     struct record *r = index_remove(&ix, 1);
     CHECK(r != NULL && r->id == 1);
-    CHECK_EQ_UINT(ix.live_bytes, live - r->size);
+    CHECK_EQ_UINT(ix.live_bytes, live - record_size(r));
     record_free(r);
     CHECK(index_get(&ix, 1) == NULL);
     CHECK(index_get(&ix, 2) != NULL);
@@ -201,7 +201,7 @@ static void test_many_ids(void) {
     uint64_t bytes = 0;
     for (uint64_t id = 1; id <= N; id++) {
         struct record *r = theme(id, 1 + id % 1000, "x");
-        bytes += r->size;
+        bytes += record_size(r);
         index_put(&ix, r);
     }
     CHECK_EQ_UINT(ix.count, N);

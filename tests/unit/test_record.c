@@ -206,13 +206,70 @@ static void test_check_unchecked_types(void) {
     CHECK(record_check_value(&record_address, ADDR_SHOW_MAP, &v, 255) == NULL);
 }
 
+/* Fields at their default take no cell; defaults are read back from the tables. */
+static void test_defaults_take_no_space(void) {
+    size_t live = record_live();
+    union value v[RECORD_MAX_FIELDS];
+    record_defaults(&record_theme, v);
+    struct record *a = record_build(&record_theme, 1, 7, v);
+    struct record *b = record_build(&record_theme, 2, 7, v);
+    CHECK_EQ_UINT(a->set, 0);
+    CHECK_EQ_UINT(record_live(), live + 2);
+    union value s1 = record_get(a, THEME_STATUS), s2 = record_get(b, THEME_STATUS);
+    CHECK_EQ_MEM(s1.s.ptr, s1.s.len, "active");
+    CHECK(s1.s.ptr == s2.s.ptr); /* the static default, shared */
+    CHECK_EQ_MEM(record_get(a, THEME_PAGE_BG).s.ptr, 6, "D0CBCB");
+    CHECK_EQ_UINT(record_get(a, THEME_PAGE_BG).s.ptr[6], 0); /* NUL-terminated */
+
+    /* Non-default values: an empty Status (its default is not empty), -0.0, a ref. */
+    v[THEME_STATUS].s.ptr = "";
+    v[THEME_STATUS].s.len = 0;
+    v[THEME_NAME].s.ptr = "Gala";
+    v[THEME_NAME].s.len = 4;
+    struct record *c = record_build(&record_theme, 3, 7, v);
+    CHECK_EQ_UINT(c->set, (1u << THEME_STATUS) | (1u << THEME_NAME));
+    CHECK_EQ_MEM(record_get(c, THEME_STATUS).s.ptr, 0, "");
+    CHECK_EQ_UINT(record_get(c, THEME_STATUS).s.ptr[0], 0);
+    CHECK_EQ_MEM(record_get(c, THEME_NAME).s.ptr, 4, "Gala");
+    CHECK_EQ_MEM(record_get(c, THEME_HEADER_BG).s.ptr, 6, "f9f9f9");
+
+    union value av[RECORD_MAX_FIELDS];
+    record_defaults(&record_address, av);
+    av[ADDR_LAT].d = -0.0;
+    struct record *d = record_build(&record_address, 4, 7, av);
+    CHECK_EQ_UINT(d->set, 1u << ADDR_LAT);
+    CHECK(signbit(record_get(d, ADDR_LAT).d));
+    CHECK(record_get(d, ADDR_LON).d == 0 && !record_get(d, ADDR_SHOW_MAP).b);
+
+    union value ev[RECORD_MAX_FIELDS];
+    record_defaults(&record_event, ev);
+    ev[EVENT_ADDRESS_ID].i = 99;
+    struct record *e = record_build(&record_event, 5, 7, ev);
+    CHECK_EQ_UINT(record_ref(e, EVENT_THEME_ID), 0);
+    CHECK_EQ_UINT(record_ref(e, EVENT_ADDRESS_ID), 99);
+
+    record_free(a);
+    record_free(b);
+    record_free(c);
+    record_free(d);
+    record_free(e);
+    CHECK_EQ_UINT(record_live(), live);
+}
+
 static const struct check_case cases[] = {
-    CHECK_CASE(test_payload_round_trip), CHECK_CASE(test_decode_unknown_type),
-    CHECK_CASE(test_field_index),        CHECK_CASE(test_defaults),
-    CHECK_CASE(test_utf8_valid),         CHECK_CASE(test_check_color),
-    CHECK_CASE(test_check_range),        CHECK_CASE(test_check_text),
-    CHECK_CASE(test_check_length),       CHECK_CASE(test_check_unchecked_types),
-    CHECK_CASE(test_parse_id),           CHECK_CASE(test_u64_parse_bound),
+    CHECK_CASE(test_defaults_take_no_space),
+    CHECK_CASE(test_payload_round_trip),
+    CHECK_CASE(test_decode_unknown_type),
+    CHECK_CASE(test_field_index),
+    CHECK_CASE(test_defaults),
+    CHECK_CASE(test_utf8_valid),
+    CHECK_CASE(test_check_color),
+    CHECK_CASE(test_check_range),
+    CHECK_CASE(test_check_text),
+    CHECK_CASE(test_check_length),
+    CHECK_CASE(test_check_unchecked_types),
+    CHECK_CASE(test_parse_id),
+    CHECK_CASE(test_u64_parse_bound),
 };
 
 int main(int argc, char **argv) {
