@@ -9,8 +9,12 @@
  */
 #include "index.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+#include "slab.h"
 
 #include "varint.h"
 
@@ -29,6 +33,22 @@ static inline uint64_t mix(uint64_t x) {
 }
 
 #define SHARD_MIN_CAP 16
+
+/*
+ * Where an id lives: runs of ID_RUN consecutive ids share a shard and sit in
+ * consecutive slots from a hashed start. Ids are handed out in order, so
+ * replay and creates fill a table a few cache lines at a time instead of
+ * one random page per record (a TLB miss each, which a virtual machine
+ * makes expensive), while the hash of id / ID_RUN still spreads any pattern
+ * of ids over the shards and slots.
+ */
+#define ID_RUN 16
+static inline uint64_t id_hash(uint64_t id) {
+    return mix(id / ID_RUN);
+}
+static inline size_t id_home(uint64_t h, uint64_t id, size_t mask) {
+    return (size_t)(h + id % ID_RUN) & mask;
+}
 
 void index_init(struct index *ix) {
     memset(ix, 0, sizeof *ix);
@@ -52,10 +72,13 @@ void index_init(struct index *ix) {
             body;                                                                                  \
         }
 
+static void table_free(struct index_slot *t, uint32_t cap);
+
 void index_destroy(struct index *ix) {
     EACH_RECORD(ix, r, record_free(r));
     for (int i = 0; i < INDEX_SHARDS; i++)
-        free(ix->shards[i].slots);
+        table_free(ix->shards[i].slots, ix->shards[i].cap);
+    free(ix->scratch);
     for (size_t i = 0; i < ix->owners_cap; i++)
         for (int k = 0; k <= REC_KIND_MAX; k++)
             free(ix->owners[i].lists[k].ids);
@@ -70,9 +93,9 @@ static struct index_shard *shard_of(const struct index *ix, uint64_t h) {
 
 /* Slot holding id, or the slot where it would go (first tombstone seen, else empty). */
 static struct index_slot *find_slot(const struct index *ix, uint64_t id, bool *found) {
-    uint64_t h = mix(id);
+    uint64_t h = id_hash(id);
     const struct index_shard *sh = shard_of(ix, h);
-    size_t mask = sh->cap - 1, i = h & mask;
+    size_t mask = sh->cap - 1, i = id_home(h, id, mask);
     struct index_slot *insert = NULL;
     for (;;) {
         struct index_slot *sl = &sh->slots[i];
@@ -90,23 +113,78 @@ static struct index_slot *find_slot(const struct index *ix, uint64_t id, bool *f
     }
 }
 
-static void grow(struct index_shard *sh) {
-    struct index_slot *old = sh->slots;
-    uint32_t old_cap = sh->cap;
+/*
+ * Shard tables. Growing one keeps its pages: the live slots are copied to a
+ * scratch array (reused, so it stays in the cache), the table is extended
+ * in place (mremap for a mapped one) and cleared, and the slots go back in.
+ * Only the added half is new memory, so filling the index touches each
+ * page of its final size once instead of every page of every size on the
+ * way (fresh pages are the expensive part of replay, most of all in a
+ * virtual machine). Small tables and ASan builds (whose leak checker must
+ * see the records the tables point to) use malloc.
+ */
+#define TABLE_MAP_MIN (64u << 10) /* bytes: tables this big are mapped */
+
+static bool table_mapped(size_t bytes) {
+    return bytes >= TABLE_MAP_MIN && !slab_asan();
+}
+
+static void table_free(struct index_slot *t, uint32_t cap) {
+    size_t bytes = (size_t)cap * sizeof *t;
+    if (table_mapped(bytes))
+        munmap(t, bytes);
+    else
+        free(t);
+}
+
+static void *map_or_die(void *old, size_t old_bytes, size_t bytes) {
+    void *p = old ? mremap(old, old_bytes, bytes, MREMAP_MAYMOVE)
+                  : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "out of memory (mapping %zu bytes)\n", bytes);
+        abort();
+    }
+    return p;
+}
+
+/* t (old_cap slots) as a zeroed table of cap >= old_cap slots, its pages kept. */
+static struct index_slot *table_regrow(struct index_slot *t, uint32_t old_cap, uint32_t cap) {
+    size_t old_bytes = (size_t)old_cap * sizeof *t, bytes = (size_t)cap * sizeof *t;
+    if (table_mapped(old_bytes)) {
+        if (bytes != old_bytes) t = map_or_die(t, old_bytes, bytes); /* the added part is zero */
+        memset(t, 0, old_bytes);
+    } else if (table_mapped(bytes)) {
+        free(t);
+        t = map_or_die(NULL, 0, bytes);
+    } else {
+        t = xrealloc(t, bytes);
+        memset(t, 0, bytes);
+    }
+    return t;
+}
+
+static void grow(struct index *ix, struct index_shard *sh) {
+    uint32_t old_cap = sh->cap, n = 0;
     /* Rehash into a table twice the live size (at least as big), dropping tombstones. */
     uint32_t cap = sh->cap;
     if (sh->count * 2 >= cap) cap *= 2;
-    sh->slots = xcalloc(cap, sizeof *sh->slots);
+    if (ix->scratch_cap < sh->count) {
+        ix->scratch_cap = sh->count * 2;
+        free(ix->scratch);
+        ix->scratch = xmalloc(ix->scratch_cap * sizeof *ix->scratch);
+    }
+    for (uint32_t i = 0; i < old_cap; i++)
+        if (sh->slots[i].r && sh->slots[i].r != TOMBSTONE) ix->scratch[n++] = sh->slots[i];
+    sh->slots = table_regrow(sh->slots, old_cap, cap);
     sh->cap = cap;
     sh->used = sh->count;
-    for (uint32_t i = 0; i < old_cap; i++) {
-        if (!old[i].r || old[i].r == TOMBSTONE) continue;
-        size_t j = mix(old[i].id) & (cap - 1);
+    for (uint32_t i = 0; i < n; i++) {
+        const struct index_slot *e = &ix->scratch[i];
+        size_t j = id_home(id_hash(e->id), e->id, cap - 1);
         while (sh->slots[j].r)
             j = (j + 1) & (cap - 1);
-        sh->slots[j] = old[i];
+        sh->slots[j] = *e;
     }
-    free(old);
 }
 
 struct record *index_get(const struct index *ix, uint64_t id) {
@@ -276,14 +354,14 @@ struct record *index_swap(struct index *ix, struct record *r) {
         ix->events += (size_t)(r->type == REC_EVENT) - (size_t)(old->type == REC_EVENT);
         sl->r = r;
     } else {
-        struct index_shard *sh = shard_of(ix, mix(r->id));
+        struct index_shard *sh = shard_of(ix, id_hash(r->id));
         if (!sl->r) sh->used++;
         *sl = (struct index_slot){r->id, r};
         sh->count++;
         ix->count++;
         if (r->type == REC_EVENT) ix->events++;
         list_insert(&owner_get(ix, owner_key(r), true)->lists[r->type], r->id);
-        if (sh->used * 4 >= sh->cap * 3) grow(sh);
+        if (sh->used * 4 >= sh->cap * 3) grow(ix, sh);
     }
     ix->live_bytes += record_size(r);
     if (r->type == REC_EVENT) link_event(ix, r);
@@ -309,7 +387,7 @@ struct record *index_remove(struct index *ix, uint64_t id) {
     if (o) list_remove(&o->lists[r->type], r->id);
     ix->live_bytes -= record_size(r);
     sl->r = TOMBSTONE;
-    shard_of(ix, mix(id))->count--;
+    shard_of(ix, id_hash(id))->count--;
     ix->count--;
     if (r->type == REC_EVENT) ix->events--;
     return r;
@@ -356,9 +434,9 @@ int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
         /* The id's table slot is a cache miss in a big table: ask for it now,
          * so that it arrives while the payload is decoded. */
         if (varint_get(payload, len, &v)) {
-            uint64_t h = mix(v);
+            uint64_t h = id_hash(v);
             const struct index_shard *sh = shard_of(ix, h);
-            __builtin_prefetch(&sh->slots[h & (sh->cap - 1)], 1);
+            __builtin_prefetch(&sh->slots[id_home(h, v, sh->cap - 1)], 1);
         }
         struct record *r = record_decode(type, payload, len);
         if (!r) return -1;

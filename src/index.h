@@ -56,9 +56,11 @@ struct index {
     struct owner *owners; /* by user id, open addressing */
     size_t owners_cap;
     size_t owners_count;
-    uint64_t next_id;    /* above every id seen; never goes down */
-    uint64_t id_floor;   /* replay: the last REC_NEXT_ID frame (ids below it may be taken) */
-    uint64_t live_bytes; /* encoded payload bytes of live records (frames included) */
+    uint64_t next_id;           /* above every id seen; never goes down */
+    uint64_t id_floor;          /* replay: the last REC_NEXT_ID frame (ids below it may be taken) */
+    uint64_t live_bytes;        /* encoded payload bytes of live records (frames included) */
+    struct index_slot *scratch; /* a shard's live slots while it grows */
+    size_t scratch_cap;
 };
 
 void index_init(struct index *ix);
