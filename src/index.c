@@ -123,7 +123,7 @@ static struct index_slot *find_slot(const struct index *ix, uint64_t id, bool *f
  * virtual machine). Small tables and ASan builds (whose leak checker must
  * see the records the tables point to) use malloc.
  */
-#define TABLE_MAP_MIN (64u << 10) /* bytes: tables this big are mapped */
+#define TABLE_MAP_MIN (16u << 10) /* bytes: tables this big are mapped */
 
 static bool table_mapped(size_t bytes) {
     return bytes >= TABLE_MAP_MIN && !slab_asan();

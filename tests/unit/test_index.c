@@ -231,6 +231,35 @@ static void test_many_ids(void) {
     index_destroy(&ix);
 }
 
+/* Ids in runs share slots; strided ids (what deletes can leave) must still spread
+ * over the shards and stay findable, through growth and deletes. */
+static void test_strided_ids(void) {
+    static const uint64_t strides[] = {16, 4096, UINT64_C(1) << 20, 12345, 256 * 16};
+    for (size_t t = 0; t < sizeof strides / sizeof strides[0]; t++) {
+        enum { N = 20000 };
+        struct index ix;
+        index_init(&ix);
+        for (uint64_t k = 0; k < N; k++)
+            index_put(&ix, theme(1 + k * strides[t], 1, "x"));
+        for (uint64_t k = 0; k < N; k += 3)
+            CHECK_EQ_INT(index_delete(&ix, 1 + k * strides[t]), 0);
+        for (uint64_t k = 0; k < N; k += 6)
+            index_put(&ix, theme(1 + k * strides[t], 1, "y"));
+        size_t most = 0;
+        for (int s = 0; s < INDEX_SHARDS; s++)
+            if (ix.shards[s].count > most) most = ix.shards[s].count;
+        CHECK(most < 4 * ix.count / INDEX_SHARDS); /* no shard takes a pattern's all */
+        for (uint64_t k = 0; k < N; k++) {
+            const struct record *r = index_get(&ix, 1 + k * strides[t]);
+            bool live = k % 3 != 0 || k % 6 == 0;
+            if ((r != NULL) != live) CHECK_EQ_UINT(k, UINT64_MAX);
+            if (r && r->id != 1 + k * strides[t]) CHECK_EQ_UINT(r->id, 1 + k * strides[t]);
+            if (r && index_get(&ix, 2 + k * strides[t])) CHECK_EQ_UINT(k, UINT64_MAX);
+        }
+        index_destroy(&ix);
+    }
+}
+
 /* ---- per-user lists ---- */
 
 static void test_owned_lists(void) {
@@ -655,6 +684,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_take_id),
     CHECK_CASE(test_tombstones_and_reinsert),
     CHECK_CASE(test_many_ids),
+    CHECK_CASE(test_strided_ids),
     CHECK_CASE(test_owned_lists),
     CHECK_CASE(test_many_owners),
     CHECK_CASE(test_users_by_name),
