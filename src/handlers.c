@@ -224,8 +224,9 @@ static void do_update(struct handlers *h, struct req_state *st, struct http_resp
     }
     const struct kind_desc *k = record_kind(st->route.type);
     union value vals[RECORD_MAX_FIELDS];
+    record_values(old, vals);
     for (int i = 0; i < k->nfields; i++)
-        vals[i] = (st->dec.present & (UINT64_C(1) << i)) ? st->dec.vals[i] : record_get(old, i);
+        if (st->dec.present & (UINT64_C(1) << i)) vals[i] = st->dec.vals[i];
     if (k->type == REC_EVENT && !check_link(h, st, r, vals, old->id)) return;
     r->lsn = db_put(h->db, record_build(k, old->id, old->user_id, vals));
     no_content(r);

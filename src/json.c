@@ -517,11 +517,13 @@ void json_write_record(struct buf *b, const struct record *r, bool open) {
         buf_append_u64(b, r->event_id);
     }
     const struct field_meta *m = record_field_meta(k);
+    union value vals[RECORD_MAX_FIELDS];
+    record_values(r, vals);
     for (int i = 0; i < k->nfields; i++) {
         const struct field *f = &k->fields[i];
         if (!(f->flags & FF_OUTPUT)) continue;
         buf_append(b, m[i].key, m[i].key_len);
-        union value v = record_get(r, i);
+        union value v = vals[i];
         switch (f->type) {
         case FT_STR:
         case FT_COLOR:

@@ -283,8 +283,15 @@ struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t use
 uint32_t record_size(const struct record *r) {
     const struct kind_desc *k = kinds[r->type];
     size_t size = 30; /* id, user id, count varints, frame header: an estimate is enough */
-    for (int i = 0; i < k->nfields; i++)
-        size += is_bytes(k->fields[i].type) ? record_get(r, i).s.len + 2 : 8;
+    const uint64_t *cell = r->cell;
+    for (int i = 0; i < k->nfields; i++) {
+        bool set = r->set >> i & 1;
+        if (is_bytes(k->fields[i].type))
+            size += (set ? (uint32_t)*cell : meta[r->type].defaults[i].s.len) + 2;
+        else
+            size += 8;
+        cell += set;
+    }
     return (uint32_t)size;
 }
 
@@ -300,11 +307,10 @@ size_t record_mapped(void) {
     return slab.mapped;
 }
 
-union value record_get(const struct record *r, int i) {
-    if (!(r->set >> i & 1)) return meta[r->type].defaults[i];
+/* The value of field i (of type t) held in cell c of r. */
+static inline union value cell_value(const struct record *r, uint8_t t, uint64_t c) {
     union value v;
-    uint64_t c = r->cell[__builtin_popcount(r->set & ((UINT32_C(1) << i) - 1))];
-    switch (kinds[r->type]->fields[i].type) {
+    switch (t) {
     case FT_STR:
     case FT_COLOR:
     case FT_BYTES:
@@ -323,6 +329,28 @@ union value record_get(const struct record *r, int i) {
     }
 }
 
+/* Set bits below bit i: the index of field i's cell. Portable (no popcnt
+ * instruction is assumed); record_values walks the cells without it. */
+static inline int cells_before(uint32_t set, int i) {
+    uint32_t x = set & ((UINT32_C(1) << i) - 1);
+    x = x - ((x >> 1) & 0x55555555u);
+    x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
+    return (int)((((x + (x >> 4)) & 0x0F0F0F0Fu) * 0x01010101u) >> 24);
+}
+
+union value record_get(const struct record *r, int i) {
+    if (!(r->set >> i & 1)) return meta[r->type].defaults[i];
+    return cell_value(r, kinds[r->type]->fields[i].type, r->cell[cells_before(r->set, i)]);
+}
+
+void record_values(const struct record *r, union value *vals) {
+    const struct kind_desc *k = kinds[r->type];
+    const union value *defs = meta[r->type].defaults;
+    const uint64_t *cell = r->cell;
+    for (int i = 0; i < k->nfields; i++)
+        vals[i] = r->set >> i & 1 ? cell_value(r, k->fields[i].type, *cell++) : defs[i];
+}
+
 void record_encode(const struct record *r, struct buf *out) {
     const struct kind_desc *k = record_kind(r->type);
     uint8_t *p = (uint8_t *)buf_reserve(out, 30);
@@ -330,8 +358,10 @@ void record_encode(const struct record *r, struct buf *out) {
     n += varint_put(p + n, r->user_id);
     n += varint_put(p + n, k->nfields);
     buf_commit(out, n);
+    union value vals[RECORD_MAX_FIELDS];
+    record_values(r, vals);
     for (int i = 0; i < k->nfields; i++) {
-        union value v = record_get(r, i);
+        union value v = vals[i];
         switch (k->fields[i].type) {
         case FT_STR:
         case FT_COLOR:

@@ -111,10 +111,11 @@ struct record {
 /* Field i of r (of r's kind), as a value: strings point into r or at static
  * defaults, NUL-terminated, valid as long as r. */
 union value record_get(const struct record *r, int i);
+/* Every field of r, as record_get gives them, into vals[0 .. nfields). */
+void record_values(const struct record *r, union value *vals);
 /* Field i of r, known to be an FT_REF: the id (0, the default, when unset). */
 static inline uint64_t record_ref(const struct record *r, int i) {
-    if (!(r->set >> i & 1)) return 0;
-    return r->cell[__builtin_popcount(r->set & ((UINT32_C(1) << i) - 1))];
+    return r->set >> i & 1 ? record_get(r, i).i : 0;
 }
 /* Bytes of r's log payload (an estimate within a few bytes), for compaction accounting. */
 uint32_t record_size(const struct record *r);

@@ -232,6 +232,12 @@ static void test_defaults_take_no_space(void) {
     CHECK_EQ_UINT(record_get(c, THEME_STATUS).s.ptr[0], 0);
     CHECK_EQ_MEM(record_get(c, THEME_NAME).s.ptr, 4, "Gala");
     CHECK_EQ_MEM(record_get(c, THEME_HEADER_BG).s.ptr, 6, "f9f9f9");
+    union value all[RECORD_MAX_FIELDS];
+    record_values(c, all); /* the same values, in one walk */
+    for (int i = 0; i < record_theme.nfields; i++) {
+        union value one = record_get(c, i);
+        CHECK(all[i].s.ptr == one.s.ptr && all[i].s.len == one.s.len);
+    }
 
     union value av[RECORD_MAX_FIELDS];
     record_defaults(&record_address, av);
