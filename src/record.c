@@ -16,6 +16,19 @@
 static const struct field user_fields[] = {
     [USER_NAME] = {"Name", FT_STR, 0, 64, "", 0, 0},
     [USER_KEY_HASH] = {"KeyHash", FT_BYTES, 0, 0, "", 0, 0},
+    /* crypto_pwhash_str's text; empty: the account has no password (made by an operator) */
+    [USER_PASSWORD_HASH] = {"PasswordHash", FT_BYTES, 0, 0, "", 0, 0},
+};
+
+static const struct field session_fields[] = {
+    [SESSION_TOKEN_HASH] = {"TokenHash", FT_BYTES, 0, 0, "", 0, 0},
+    [SESSION_EXPIRES] = {"Expires", FT_INT, 0, 0, NULL, 0, 0}, /* Unix time, seconds */
+    [SESSION_CSRF] = {"Csrf", FT_BYTES, 0, 0, "", 0, 0},       /* the forms' token */
+};
+
+static const struct field admin_fields[] = {
+    [ADMIN_NAME] = {"Name", FT_STR, 0, 64, "", 0, 0},
+    [ADMIN_TOKEN_HASH] = {"TokenHash", FT_BYTES, 0, 0, "", 0, 0},
 };
 
 static const struct field theme_fields[] = {
@@ -65,9 +78,14 @@ const struct kind_desc record_address = {
     "Address", "address", REC_ADDRESS, COUNT(address_fields), true, address_fields};
 const struct kind_desc record_event = {"Event", "event",     REC_EVENT, COUNT(event_fields),
                                        false,   event_fields};
+const struct kind_desc record_session = {
+    "Session", NULL, REC_SESSION, COUNT(session_fields), false, session_fields};
+const struct kind_desc record_admin = {"Admin", NULL,        REC_ADMIN, COUNT(admin_fields),
+                                       false,   admin_fields};
 
-static const struct kind_desc *const kinds[REC_KIND_MAX + 1] = {NULL, &record_user, &record_theme,
-                                                                &record_address, &record_event};
+static const struct kind_desc *const kinds[REC_KIND_MAX + 1] = {
+    NULL,          &record_user,    &record_theme, &record_address,
+    &record_event, &record_session, &record_admin};
 
 const struct kind_desc *record_kind(uint8_t type) {
     return type >= 1 && type <= REC_KIND_MAX ? kinds[type] : NULL;
@@ -75,7 +93,9 @@ const struct kind_desc *record_kind(uint8_t type) {
 
 const struct kind_desc *record_kind_by_path(const char *ptr, size_t len) {
     for (int t = REC_THEME; t <= REC_KIND_MAX; t++)
-        if (strlen(kinds[t]->path) == len && memcmp(kinds[t]->path, ptr, len) == 0) return kinds[t];
+        if (kinds[t]->path && strlen(kinds[t]->path) == len &&
+            memcmp(kinds[t]->path, ptr, len) == 0)
+            return kinds[t];
     return NULL;
 }
 
@@ -210,14 +230,17 @@ static bool is_default(const struct field *f, const union value *def, const unio
     case FT_BYTES:
         return v->s.len == def->s.len && memcmp(v->s.ptr, def->s.ptr, v->s.len) == 0;
     case FT_REF:
+    case FT_INT:
         return v->i == 0;
     case FT_DOUBLE: {
         uint64_t bits;
         memcpy(&bits, &v->d, sizeof bits);
         return bits == 0; /* +0.0 only: -0.0 keeps its sign */
     }
-    default:
+    case FT_BOOL:
         return !v->b;
+    default:
+        return false; /* a type without a rule here always keeps its cell */
     }
 }
 
@@ -267,6 +290,7 @@ struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t use
             }
             break;
         case FT_REF:
+        case FT_INT:
             *cell++ = v->i;
             break;
         case FT_DOUBLE:
@@ -274,6 +298,9 @@ struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t use
             break;
         case FT_BOOL:
             *cell++ = v->b ? 1 : 0;
+            break;
+        default:
+            *cell++ = v->i;
             break;
         }
     }
@@ -372,6 +399,7 @@ void record_encode(const struct record *r, struct buf *out) {
             buf_commit(out, n + v.s.len);
             break;
         case FT_REF:
+        case FT_INT:
             p = (uint8_t *)buf_reserve(out, 10);
             buf_commit(out, varint_put(p, v.i));
             break;
@@ -404,7 +432,7 @@ struct record *record_decode(uint8_t type, const uint8_t *p, size_t len) {
     off += n;
     if (id == 0 || id > RECORD_ID_MAX || count > RECORD_MAX_FIELDS) return NULL;
     /* Records belong to a user (0 is the owner table's empty mark); users to nobody. */
-    if ((type == REC_USER) != (user_id == 0) || user_id > RECORD_ID_MAX) return NULL;
+    if (record_type_is_system(type) != (user_id == 0) || user_id > RECORD_ID_MAX) return NULL;
 
     union value vals[RECORD_MAX_FIELDS];
     record_defaults(k, vals);
@@ -427,6 +455,7 @@ struct record *record_decode(uint8_t type, const uint8_t *p, size_t len) {
             break;
         }
         case FT_REF:
+        case FT_INT:
             if (!(n = varint_get(p + off, len - off, &v->i))) return NULL;
             off += n;
             break;
