@@ -254,7 +254,9 @@ struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t use
     const union value *defs = meta[k->type].defaults;
     uint32_t set = 0;
     size_t strings = 0, cells = 0;
+    size_t size = 30; /* as record_size */
     for (int i = 0; i < k->nfields; i++) {
+        size += is_bytes(k->fields[i].type) ? vals[i].s.len + 2 : 8;
         if (is_default(&k->fields[i], &defs[i], &vals[i])) continue;
         set |= UINT32_C(1) << i;
         cells++;
@@ -270,7 +272,7 @@ struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t use
     r->set = set;
     r->type = k->type;
     r->slab_class = cls;
-    r->reserved = 0;
+    r->size16 = UINT16_MAX;
     char *p = (char *)r + head;
     uint64_t *cell = r->cell;
     for (int i = 0; i < k->nfields; i++) {
@@ -304,10 +306,12 @@ struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t use
             break;
         }
     }
+    r->size16 = size < UINT16_MAX ? (uint16_t)size : UINT16_MAX;
     return r;
 }
 
 uint32_t record_size(const struct record *r) {
+    if (r->size16 != UINT16_MAX) return r->size16;
     const struct kind_desc *k = kinds[r->type];
     size_t size = 30; /* id, user id, count varints, frame header: an estimate is enough */
     const uint64_t *cell = r->cell;

@@ -112,8 +112,8 @@ struct record {
     uint32_t set;       /* bit i: field i has a cell (is not its default) */
     uint8_t type;       /* enum rec_type */
     uint8_t slab_class; /* the allocator's (slab.h): what record_free gives back */
-    uint16_t reserved;
-    uint64_t cell[]; /* one per bit of set, in field order; string bytes follow */
+    uint16_t size16;    /* record_size when below 0xFFFF (it is computed otherwise) */
+    uint64_t cell[];    /* one per bit of set, in field order; string bytes follow */
 };
 
 /* Field i of r (of r's kind), as a value: strings point into r or at static

@@ -262,20 +262,35 @@ static void test_defaults_take_no_space(void) {
     CHECK_EQ_UINT(record_live(), live);
 }
 
+/* record_size: kept in the header when small, computed for a big record; the same rule. */
+static void test_record_size(void) {
+    static char big[70000];
+    memset(big, 'a', sizeof big);
+    for (int t = 0; t < 2; t++) {
+        union value v[RECORD_MAX_FIELDS];
+        record_defaults(&record_theme, v);
+        v[THEME_NAME].s.ptr = big;
+        v[THEME_NAME].s.len = t ? sizeof big : 10;
+        size_t want = 30;
+        for (int i = 0; i < record_theme.nfields; i++)
+            want += record_theme.fields[i].type == FT_STR || record_theme.fields[i].type == FT_COLOR
+                        ? v[i].s.len + 2
+                        : 8;
+        struct record *r = record_build(&record_theme, 1, 7, v);
+        CHECK_EQ_UINT(record_size(r), want);
+        CHECK_EQ_UINT(r->size16, t ? UINT16_MAX : want);
+        record_free(r);
+    }
+}
+
 static const struct check_case cases[] = {
-    CHECK_CASE(test_defaults_take_no_space),
-    CHECK_CASE(test_payload_round_trip),
-    CHECK_CASE(test_decode_unknown_type),
-    CHECK_CASE(test_field_index),
-    CHECK_CASE(test_defaults),
-    CHECK_CASE(test_utf8_valid),
-    CHECK_CASE(test_check_color),
-    CHECK_CASE(test_check_range),
-    CHECK_CASE(test_check_text),
-    CHECK_CASE(test_check_length),
-    CHECK_CASE(test_check_unchecked_types),
-    CHECK_CASE(test_parse_id),
-    CHECK_CASE(test_u64_parse_bound),
+    CHECK_CASE(test_record_size),        CHECK_CASE(test_defaults_take_no_space),
+    CHECK_CASE(test_payload_round_trip), CHECK_CASE(test_decode_unknown_type),
+    CHECK_CASE(test_field_index),        CHECK_CASE(test_defaults),
+    CHECK_CASE(test_utf8_valid),         CHECK_CASE(test_check_color),
+    CHECK_CASE(test_check_range),        CHECK_CASE(test_check_text),
+    CHECK_CASE(test_check_length),       CHECK_CASE(test_check_unchecked_types),
+    CHECK_CASE(test_parse_id),           CHECK_CASE(test_u64_parse_bound),
 };
 
 int main(int argc, char **argv) {
