@@ -137,6 +137,10 @@ static void table_free(struct index_slot *t, uint32_t cap) {
         free(t);
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
 static void *map_or_die(void *old, size_t old_bytes, size_t bytes) {
     void *p = old ? mremap(old, old_bytes, bytes, MREMAP_MAYMOVE)
                   : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -144,6 +148,10 @@ static void *map_or_die(void *old, size_t old_bytes, size_t bytes) {
         fprintf(stderr, "out of memory (mapping %zu bytes)\n", bytes);
         abort();
     }
+    /* The hash writes all over the new pages at once: fault them in with one
+     * call rather than one fault each (where the kernel cannot, they fault
+     * in one by one). */
+    (void)madvise((char *)p + old_bytes, bytes - old_bytes, MADV_POPULATE_WRITE);
     return p;
 }
 
