@@ -120,13 +120,14 @@ static struct index_slot *find_slot(const struct index *ix, uint64_t id, bool *f
  * Only the added half is new memory, so filling the index touches each
  * page of its final size once instead of every page of every size on the
  * way (fresh pages are the expensive part of replay, most of all in a
- * virtual machine). Small tables and ASan builds (whose leak checker must
- * see the records the tables point to) use malloc.
+ * virtual machine). Small tables, ASan builds (whose leak checker must see
+ * the records the tables point to) and a process that asked glibc for huge
+ * pages (slab_hugepages) use malloc.
  */
 #define TABLE_MAP_MIN (16u << 10) /* bytes: tables this big are mapped */
 
 static bool table_mapped(size_t bytes) {
-    return bytes >= TABLE_MAP_MIN && !slab_asan();
+    return bytes >= TABLE_MAP_MIN && !slab_asan() && !slab_hugepages();
 }
 
 static void table_free(struct index_slot *t, uint32_t cap) {

@@ -56,6 +56,15 @@ bool slab_asan(void) {
 #endif
 }
 
+bool slab_hugepages(void) {
+    static int wanted = -1;
+    if (wanted < 0) {
+        const char *t = getenv("GLIBC_TUNABLES");
+        wanted = t && strstr(t, "glibc.malloc.hugetlb=1") != NULL;
+    }
+    return wanted;
+}
+
 void slab_init(struct slab *s, bool use_malloc, bool populate) {
     memset(s, 0, sizeof *s);
     s->use_malloc = use_malloc;
@@ -91,6 +100,8 @@ static void new_chunk(struct slab *s) {
         fprintf(stderr, "out of memory (mapping %u bytes)\n", SLAB_CHUNK);
         abort();
     }
+    /* A chunk is one huge page (Linux aligns anonymous mappings of that size). */
+    if (slab_hugepages()) (void)madvise(p, SLAB_CHUNK, MADV_HUGEPAGE);
     struct slab_chunk *c = p;
     c->next = s->chunks;
     c->size = SLAB_CHUNK;

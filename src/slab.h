@@ -25,7 +25,7 @@
 #define SLAB_GRAIN 8u                              /* class c holds objects of up to c * 8 bytes */
 #define SLAB_CLASSES 128u                          /* classes 1..127: up to 1016 bytes */
 #define SLAB_MAX ((SLAB_CLASSES - 1) * SLAB_GRAIN) /* larger objects go to malloc (class 0) */
-#define SLAB_CHUNK (1u << 20)                      /* bytes mapped at once */
+#define SLAB_CHUNK (2u << 20)                      /* bytes mapped at once: one huge page */
 
 struct slab_chunk; /* a mapped region, carved from its start */
 
@@ -53,5 +53,13 @@ void slab_free(struct slab *s, void *p, uint8_t cls);
 
 /* True when this build is instrumented by AddressSanitizer. */
 bool slab_asan(void);
+
+/*
+ * True when the process was asked to use huge pages for its heap
+ * (GLIBC_TUNABLES holds glibc.malloc.hugetlb=1, as the container image sets):
+ * then record chunks are advised MADV_HUGEPAGE too, and the index keeps its
+ * tables in malloc's heap, where glibc gives them huge pages.
+ */
+bool slab_hugepages(void);
 
 #endif
