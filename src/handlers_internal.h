@@ -101,6 +101,8 @@ void account_body_end(struct account_body *b);
 
 /* ---- the account site (site.c) ---- */
 
+/* Computes the pages' Content-Security-Policy (the inline assets' hashes). */
+void site_init(void);
 /* Returns true when path is the site's (then *res is set). */
 bool site_headers(struct handlers *h, struct req_state *st, struct http_request *req,
                   struct http_response *r, enum server_headers_result *res);

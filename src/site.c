@@ -65,13 +65,34 @@ static const struct form_field fields[] = {
 static const char decoy_hash[] = "$argon2id$v=19$m=65536,t=2,p=1$x/VO3ay7N2w9JHi1PcMaoA$"
                                  "64RQAENW9o/PL/FEK1F0ZFQo5/P1WpIqCHd3oUNqbIs";
 
-static const char page_headers[] =
-    "Cache-Control: no-store\r\n"
-    "X-Content-Type-Options: nosniff\r\n"
-    "Referrer-Policy: no-referrer\r\n"
-    "Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; "
-    "script-src 'unsafe-inline'; img-src data:; form-action 'self'; frame-ancestors 'none'; "
-    "base-uri 'none'\r\n";
+/*
+ * The pages' headers. The Content-Security-Policy allows the one inline
+ * style sheet and the one inline script by their SHA-256, nothing else
+ * (no other script, style, frame, font or image source).
+ */
+static char page_headers[768];
+static size_t page_headers_len;
+
+static void csp_hash(char out[64], const char *text) {
+    unsigned char h[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256(h, (const unsigned char *)text, strlen(text));
+    sodium_bin2base64(out, 64, h, sizeof h, sodium_base64_VARIANT_ORIGINAL);
+}
+
+void site_init(void) {
+    char css[64], js[64];
+    csp_hash(css, site_css);
+    csp_hash(js, site_copy_script);
+    int n = snprintf(page_headers, sizeof page_headers,
+                     "Cache-Control: no-store\r\n"
+                     "X-Content-Type-Options: nosniff\r\n"
+                     "Referrer-Policy: no-referrer\r\n"
+                     "Content-Security-Policy: default-src 'none'; style-src 'sha256-%s'; "
+                     "script-src 'sha256-%s'; img-src data:; form-action 'self'; "
+                     "frame-ancestors 'none'; base-uri 'none'\r\n",
+                     css, js);
+    page_headers_len = n > 0 && (size_t)n < sizeof page_headers ? (size_t)n : 0;
+}
 
 /* A signed-in session: the user and the session record. */
 struct session {
@@ -177,7 +198,7 @@ static void render(struct handlers *h, struct http_response *r, uint16_t status,
     r->no_body = false;
     buf_reset(&r->body);
     r->content_type = "text/html; charset=utf-8";
-    buf_append(&r->headers, page_headers, sizeof page_headers - 1);
+    buf_append(&r->headers, page_headers, page_headers_len);
     site_page_render(&r->body, page, all, k);
 }
 
