@@ -86,8 +86,8 @@ static bool token_ok(struct handlers *h, struct slice hdr) {
     int found = 0;
     for (uint32_t i = 0; i < l->len; i++) {
         const struct record *a = index_get(&h->db->index, l->ids[i]);
-        if (!a || a->v[ADMIN_TOKEN_HASH].s.len != AUTH_HASH_BYTES) continue;
-        found |= sodium_memcmp(a->v[ADMIN_TOKEN_HASH].s.ptr, got, AUTH_HASH_BYTES) == 0;
+        if (!a || record_get(a, ADMIN_TOKEN_HASH).s.len != AUTH_HASH_BYTES) continue;
+        found |= sodium_memcmp(record_get(a, ADMIN_TOKEN_HASH).s.ptr, got, AUTH_HASH_BYTES) == 0;
     }
     return found;
 }
@@ -115,7 +115,7 @@ bool admin_headers(struct handlers *h, struct req_state *st, struct http_request
 
 static void write_user(struct buf *b, const struct record *u, const char *key) {
     buf_append_str(b, "{\"Username\":");
-    json_write_string(b, u->v[USER_NAME].s.ptr, u->v[USER_NAME].s.len);
+    json_write_string(b, record_get(u, USER_NAME).s.ptr, record_get(u, USER_NAME).s.len);
     buf_append_str(b, ",\"UserID\":");
     buf_append_u64(b, u->id);
     if (key) {
@@ -124,10 +124,10 @@ static void write_user(struct buf *b, const struct record *u, const char *key) {
         buf_append_str(b, "\"}");
         return;
     }
-    buf_append_str(b, u->v[USER_KEY_HASH].s.len == AUTH_HASH_BYTES ? ",\"HasKey\":true"
-                                                                   : ",\"HasKey\":false");
-    buf_append_str(b, u->v[USER_PASSWORD_HASH].s.len ? ",\"HasPassword\":true}"
-                                                     : ",\"HasPassword\":false}");
+    buf_append_str(b, record_get(u, USER_KEY_HASH).s.len == AUTH_HASH_BYTES ? ",\"HasKey\":true"
+                                                                            : ",\"HasKey\":false");
+    buf_append_str(b, record_get(u, USER_PASSWORD_HASH).s.len ? ",\"HasPassword\":true}"
+                                                              : ",\"HasPassword\":false}");
 }
 
 static bool take_id(struct handlers *h, struct http_response *r, uint64_t *id) {

@@ -45,8 +45,9 @@ void events_write_embeds(struct handlers *h, const struct record *rec, struct bu
     } embeds[] = {{EVENT_THEME_ID, ",\"Theme\":"}, {EVENT_ADDRESS_ID, ",\"Address\":"}};
     for (int i = 0; i < 2; i++) {
         buf_append_str(out, embeds[i].key);
-        struct record *t =
-            rec->v[embeds[i].field].i ? index_get(&h->db->index, rec->v[embeds[i].field].i) : NULL;
+        struct record *t = record_ref(rec, embeds[i].field)
+                               ? index_get(&h->db->index, record_ref(rec, embeds[i].field))
+                               : NULL;
         if (t)
             json_write_record(out, t, false);
         else

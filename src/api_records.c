@@ -25,17 +25,17 @@ static const struct record *authenticate(struct handlers *h, struct req_state *s
     if (st->auth_user_id && hdr->len == st->auth_seen.len &&
         memcmp(hdr->ptr, st->auth_seen.ptr, hdr->len) == 0) {
         const struct record *u = index_get(&h->db->index, st->auth_user_id);
-        if (u && u->type == REC_USER && u->v[USER_KEY_HASH].s.len == AUTH_HASH_BYTES &&
-            memcmp(u->v[USER_KEY_HASH].s.ptr, st->auth_hash, AUTH_HASH_BYTES) == 0)
+        if (u && u->type == REC_USER && record_get(u, USER_KEY_HASH).s.len == AUTH_HASH_BYTES &&
+            memcmp(record_get(u, USER_KEY_HASH).s.ptr, st->auth_hash, AUTH_HASH_BYTES) == 0)
             return u;
     }
     st->auth_user_id = 0;
     const struct record *u = auth_check(&h->db->index, (struct slice){hdr->ptr, hdr->len});
-    if (u && u->v[USER_KEY_HASH].s.len == AUTH_HASH_BYTES) {
+    if (u && record_get(u, USER_KEY_HASH).s.len == AUTH_HASH_BYTES) {
         buf_reset(&st->auth_seen);
         buf_append(&st->auth_seen, hdr->ptr, hdr->len);
         st->auth_user_id = u->id;
-        memcpy(st->auth_hash, u->v[USER_KEY_HASH].s.ptr, AUTH_HASH_BYTES);
+        memcpy(st->auth_hash, record_get(u, USER_KEY_HASH).s.ptr, AUTH_HASH_BYTES);
     }
     return u;
 }
@@ -109,8 +109,9 @@ static void do_update(struct handlers *h, struct req_state *st, struct http_resp
     }
     const struct kind_desc *k = record_kind(st->route.type);
     union value vals[RECORD_MAX_FIELDS];
+    record_values(old, vals);
     for (int i = 0; i < k->nfields; i++)
-        vals[i] = (st->dec.present & (UINT64_C(1) << i)) ? st->dec.vals[i] : old->v[i];
+        if (st->dec.present & (UINT64_C(1) << i)) vals[i] = st->dec.vals[i];
     if (k->type == REC_EVENT && !events_check_links(h, st->user_id, r, vals, old->id)) return;
     r->lsn = db_put(h->db, record_build(k, old->id, old->user_id, vals));
     reply_no_content(r);

@@ -66,7 +66,7 @@ const struct record *auth_check(const struct index *ix, struct slice h) {
     size_t key_len = raw_len - name_len - 1;
 
     const struct record *u = index_user_by_name(ix, (const char *)raw, name_len);
-    if (u && u->v[USER_KEY_HASH].s.len != AUTH_HASH_BYTES) u = NULL; /* no usable key */
+    if (u && record_get(u, USER_KEY_HASH).s.len != AUTH_HASH_BYTES) u = NULL; /* no usable key */
     /* An unknown name does the work of a known one: fetch a user record (a
      * decoy chosen by the name, as cold in cache as a real one), compare its
      * name and its key hash, and throw the result away. Without it a wrong
@@ -74,10 +74,11 @@ const struct record *auth_check(const struct index *ix, struct slice h) {
     const struct record *against = u ? u : decoy(ix, (const char *)raw, name_len);
     static const uint8_t dummy[AUTH_HASH_BYTES];
     const uint8_t *want = dummy;
-    if (against && against->v[USER_KEY_HASH].s.len == AUTH_HASH_BYTES) {
-        want = (const uint8_t *)against->v[USER_KEY_HASH].s.ptr;
-        size_t n = against->v[USER_NAME].s.len;
-        volatile int same = n == name_len && memcmp(against->v[USER_NAME].s.ptr, raw, n) == 0;
+    if (against && record_get(against, USER_KEY_HASH).s.len == AUTH_HASH_BYTES) {
+        want = (const uint8_t *)record_get(against, USER_KEY_HASH).s.ptr;
+        size_t n = record_get(against, USER_NAME).s.len;
+        volatile int same =
+            n == name_len && memcmp(record_get(against, USER_NAME).s.ptr, raw, n) == 0;
         (void)same;
     }
     uint8_t got[AUTH_HASH_BYTES];

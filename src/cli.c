@@ -37,7 +37,7 @@ static void list_users(const struct db *db) {
     printf("%-8s %s\n", "ID", "NAME");
     for (uint32_t i = 0; i < l->len; i++) {
         const struct record *u = db_get(db, l->ids[i]);
-        printf("%-8llu %s\n", (unsigned long long)u->id, u->v[USER_NAME].s.ptr);
+        printf("%-8llu %s\n", (unsigned long long)u->id, record_get(u, USER_NAME).s.ptr);
     }
 }
 

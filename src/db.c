@@ -161,8 +161,8 @@ uint64_t db_put_user(struct db *db, uint64_t id, const char *name, const char *k
     struct slice pw = {"", 0};
     const struct record *old = db_get(db, id);
     if (old && old->type == REC_USER) {
-        pw.ptr = old->v[USER_PASSWORD_HASH].s.ptr;
-        pw.len = old->v[USER_PASSWORD_HASH].s.len;
+        pw.ptr = record_get(old, USER_PASSWORD_HASH).s.ptr;
+        pw.len = record_get(old, USER_PASSWORD_HASH).s.len;
     }
     return db_put_account(db, id, (struct slice){name, strlen(name)},
                           (struct slice){(const char *)hash, AUTH_HASH_BYTES}, pw);

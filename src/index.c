@@ -9,8 +9,12 @@
  */
 #include "index.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+#include "slab.h"
 
 #include "varint.h"
 
@@ -29,6 +33,22 @@ static inline uint64_t mix(uint64_t x) {
 }
 
 #define SHARD_MIN_CAP 16
+
+/*
+ * Where an id lives: runs of ID_RUN consecutive ids share a shard and sit in
+ * consecutive slots from a hashed start. Ids are handed out in order, so
+ * replay and creates fill a table a few cache lines at a time instead of
+ * one random page per record (a TLB miss each, which a virtual machine
+ * makes expensive), while the hash of id / ID_RUN still spreads any pattern
+ * of ids over the shards and slots.
+ */
+#define ID_RUN 16
+static inline uint64_t id_hash(uint64_t id) {
+    return mix(id / ID_RUN);
+}
+static inline size_t id_home(uint64_t h, uint64_t id, size_t mask) {
+    return (size_t)(h + id % ID_RUN) & mask;
+}
 
 void index_init(struct index *ix) {
     memset(ix, 0, sizeof *ix);
@@ -52,10 +72,13 @@ void index_init(struct index *ix) {
             body;                                                                                  \
         }
 
+static void table_free(struct index_slot *t, uint32_t cap);
+
 void index_destroy(struct index *ix) {
     EACH_RECORD(ix, r, record_free(r));
     for (int i = 0; i < INDEX_SHARDS; i++)
-        free(ix->shards[i].slots);
+        table_free(ix->shards[i].slots, ix->shards[i].cap);
+    free(ix->scratch);
     for (size_t i = 0; i < ix->owners_cap; i++)
         for (int k = 0; k <= REC_KIND_MAX; k++)
             free(ix->owners[i].lists[k].ids);
@@ -70,9 +93,9 @@ static struct index_shard *shard_of(const struct index *ix, uint64_t h) {
 
 /* Slot holding id, or the slot where it would go (first tombstone seen, else empty). */
 static struct index_slot *find_slot(const struct index *ix, uint64_t id, bool *found) {
-    uint64_t h = mix(id);
+    uint64_t h = id_hash(id);
     const struct index_shard *sh = shard_of(ix, h);
-    size_t mask = sh->cap - 1, i = h & mask;
+    size_t mask = sh->cap - 1, i = id_home(h, id, mask);
     struct index_slot *insert = NULL;
     for (;;) {
         struct index_slot *sl = &sh->slots[i];
@@ -90,23 +113,87 @@ static struct index_slot *find_slot(const struct index *ix, uint64_t id, bool *f
     }
 }
 
-static void grow(struct index_shard *sh) {
-    struct index_slot *old = sh->slots;
-    uint32_t old_cap = sh->cap;
+/*
+ * Shard tables. Growing one keeps its pages: the live slots are copied to a
+ * scratch array (reused, so it stays in the cache), the table is extended
+ * in place (mremap for a mapped one) and cleared, and the slots go back in.
+ * Only the added half is new memory, so filling the index touches each
+ * page of its final size once instead of every page of every size on the
+ * way (fresh pages are the expensive part of replay, most of all in a
+ * virtual machine). Small tables, ASan builds (whose leak checker must see
+ * the records the tables point to) and a process that asked glibc for huge
+ * pages (slab_hugepages) use malloc.
+ */
+#define TABLE_MAP_MIN (16u << 10) /* bytes: tables this big are mapped */
+
+static bool table_mapped(size_t bytes) {
+    return bytes >= TABLE_MAP_MIN && !slab_asan() && !slab_hugepages();
+}
+
+static void table_free(struct index_slot *t, uint32_t cap) {
+    size_t bytes = (size_t)cap * sizeof *t;
+    if (table_mapped(bytes))
+        munmap(t, bytes);
+    else
+        free(t);
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+static void *map_or_die(void *old, size_t old_bytes, size_t bytes) {
+    void *p = old ? mremap(old, old_bytes, bytes, MREMAP_MAYMOVE)
+                  : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "out of memory (mapping %zu bytes)\n", bytes);
+        abort();
+    }
+    /* The hash writes all over the new pages at once: fault them in with one
+     * call rather than one fault each (where the kernel cannot, they fault
+     * in one by one). */
+    (void)madvise((char *)p + old_bytes, bytes - old_bytes, MADV_POPULATE_WRITE);
+    return p;
+}
+
+/* t (old_cap slots) as a zeroed table of cap >= old_cap slots, its pages kept. */
+static struct index_slot *table_regrow(struct index_slot *t, uint32_t old_cap, uint32_t cap) {
+    size_t old_bytes = (size_t)old_cap * sizeof *t, bytes = (size_t)cap * sizeof *t;
+    if (table_mapped(old_bytes)) {
+        if (bytes != old_bytes) t = map_or_die(t, old_bytes, bytes); /* the added part is zero */
+        memset(t, 0, old_bytes);
+    } else if (table_mapped(bytes)) {
+        free(t);
+        t = map_or_die(NULL, 0, bytes);
+    } else {
+        t = xrealloc(t, bytes);
+        memset(t, 0, bytes);
+    }
+    return t;
+}
+
+static void grow(struct index *ix, struct index_shard *sh) {
+    uint32_t old_cap = sh->cap, n = 0;
     /* Rehash into a table twice the live size (at least as big), dropping tombstones. */
     uint32_t cap = sh->cap;
     if (sh->count * 2 >= cap) cap *= 2;
-    sh->slots = xcalloc(cap, sizeof *sh->slots);
+    if (ix->scratch_cap < sh->count) {
+        ix->scratch_cap = sh->count * 2;
+        free(ix->scratch);
+        ix->scratch = xmalloc(ix->scratch_cap * sizeof *ix->scratch);
+    }
+    for (uint32_t i = 0; i < old_cap; i++)
+        if (sh->slots[i].r && sh->slots[i].r != TOMBSTONE) ix->scratch[n++] = sh->slots[i];
+    sh->slots = table_regrow(sh->slots, old_cap, cap);
     sh->cap = cap;
     sh->used = sh->count;
-    for (uint32_t i = 0; i < old_cap; i++) {
-        if (!old[i].r || old[i].r == TOMBSTONE) continue;
-        size_t j = mix(old[i].id) & (cap - 1);
+    for (uint32_t i = 0; i < n; i++) {
+        const struct index_slot *e = &ix->scratch[i];
+        size_t j = id_home(id_hash(e->id), e->id, cap - 1);
         while (sh->slots[j].r)
             j = (j + 1) & (cap - 1);
-        sh->slots[j] = old[i];
+        sh->slots[j] = *e;
     }
-    free(old);
 }
 
 struct record *index_get(const struct index *ix, uint64_t id) {
@@ -192,13 +279,13 @@ static void set_link(struct index *ix, uint64_t target, uint8_t type, uint64_t e
 }
 
 static void unlink_event(struct index *ix, const struct record *ev) {
-    set_link(ix, ev->v[EVENT_THEME_ID].i, REC_THEME, 0, ev->id);
-    set_link(ix, ev->v[EVENT_ADDRESS_ID].i, REC_ADDRESS, 0, ev->id);
+    set_link(ix, record_ref(ev, EVENT_THEME_ID), REC_THEME, 0, ev->id);
+    set_link(ix, record_ref(ev, EVENT_ADDRESS_ID), REC_ADDRESS, 0, ev->id);
 }
 
 static void link_event(struct index *ix, const struct record *ev) {
-    set_link(ix, ev->v[EVENT_THEME_ID].i, REC_THEME, ev->id, UINT64_MAX);
-    set_link(ix, ev->v[EVENT_ADDRESS_ID].i, REC_ADDRESS, ev->id, UINT64_MAX);
+    set_link(ix, record_ref(ev, EVENT_THEME_ID), REC_THEME, ev->id, UINT64_MAX);
+    set_link(ix, record_ref(ev, EVENT_ADDRESS_ID), REC_ADDRESS, ev->id, UINT64_MAX);
 }
 
 /* ---- users by name ---- */
@@ -220,7 +307,8 @@ static uint64_t *name_slot(const struct index *ix, const char *p, size_t n) {
         if (id == 0) return NULL;
         if (id == NAME_GONE) continue;
         const struct record *u = index_get(ix, id);
-        if (u && u->v[USER_NAME].s.len == n && memcmp(u->v[USER_NAME].s.ptr, p, n) == 0)
+        if (u && record_get(u, USER_NAME).s.len == n &&
+            memcmp(record_get(u, USER_NAME).s.ptr, p, n) == 0)
             return &ix->names[i];
     }
 }
@@ -239,7 +327,7 @@ static void name_insert(struct index *ix, const struct record *u) {
         free(old);
     }
     size_t mask = ix->names_cap - 1;
-    size_t i = name_hash(u->v[USER_NAME].s.ptr, u->v[USER_NAME].s.len) & mask;
+    size_t i = name_hash(record_get(u, USER_NAME).s.ptr, record_get(u, USER_NAME).s.len) & mask;
     while (ix->names[i] && ix->names[i] != NAME_GONE)
         i = (i + 1) & mask;
     if (!ix->names[i]) ix->names_used++;
@@ -247,7 +335,7 @@ static void name_insert(struct index *ix, const struct record *u) {
 }
 
 static void name_remove(struct index *ix, const struct record *u) {
-    uint64_t *slot = name_slot(ix, u->v[USER_NAME].s.ptr, u->v[USER_NAME].s.len);
+    uint64_t *slot = name_slot(ix, record_get(u, USER_NAME).s.ptr, record_get(u, USER_NAME).s.len);
     if (slot && *slot == u->id) *slot = NAME_GONE;
 }
 
@@ -262,7 +350,7 @@ struct record *index_swap(struct index *ix, struct record *r) {
     if (found && sl->r->type == REC_USER) name_remove(ix, sl->r);
     if (found) {
         old = sl->r;
-        ix->live_bytes -= old->size;
+        ix->live_bytes -= record_size(old);
         if (old->type == REC_EVENT)
             unlink_event(ix, old);
         else
@@ -272,17 +360,19 @@ struct record *index_swap(struct index *ix, struct record *r) {
             if (o) list_remove(&o->lists[old->type], old->id);
             list_insert(&owner_get(ix, owner_key(r), true)->lists[r->type], r->id);
         }
+        ix->events += (size_t)(r->type == REC_EVENT) - (size_t)(old->type == REC_EVENT);
         sl->r = r;
     } else {
-        struct index_shard *sh = shard_of(ix, mix(r->id));
+        struct index_shard *sh = shard_of(ix, id_hash(r->id));
         if (!sl->r) sh->used++;
         *sl = (struct index_slot){r->id, r};
         sh->count++;
         ix->count++;
+        if (r->type == REC_EVENT) ix->events++;
         list_insert(&owner_get(ix, owner_key(r), true)->lists[r->type], r->id);
-        if (sh->used * 4 >= sh->cap * 3) grow(sh);
+        if (sh->used * 4 >= sh->cap * 3) grow(ix, sh);
     }
-    ix->live_bytes += r->size;
+    ix->live_bytes += record_size(r);
     if (r->type == REC_EVENT) link_event(ix, r);
     if (r->type == REC_USER) name_insert(ix, r);
     if (r->id >= ix->next_id) ix->next_id = r->id + 1;
@@ -304,10 +394,11 @@ struct record *index_remove(struct index *ix, uint64_t id) {
     if (r->type == REC_USER) name_remove(ix, r);
     struct owner *o = owner_get(ix, owner_key(r), false);
     if (o) list_remove(&o->lists[r->type], r->id);
-    ix->live_bytes -= r->size;
+    ix->live_bytes -= record_size(r);
     sl->r = TOMBSTONE;
-    shard_of(ix, mix(id))->count--;
+    shard_of(ix, id_hash(id))->count--;
     ix->count--;
+    if (r->type == REC_EVENT) ix->events--;
     return r;
 }
 
@@ -328,6 +419,9 @@ uint64_t index_take_id(struct index *ix) {
 }
 
 void index_relink(struct index *ix) {
+    /* Records are built with no link and only events set one: with no event
+     * every link is 0 already, and a walk would touch every record for nothing. */
+    if (!ix->events) return;
     EACH_RECORD(ix, r, if (r->type != REC_EVENT) r->event_id = 0);
     EACH_RECORD(ix, r, if (r->type == REC_EVENT) link_event(ix, r));
 }
@@ -346,6 +440,13 @@ int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
         ix->id_floor = v; /* the last one holds: a clean close gives back unused ids */
         return 0;
     default: {
+        /* The id's table slot is a cache miss in a big table: ask for it now,
+         * so that it arrives while the payload is decoded. */
+        if (varint_get(payload, len, &v)) {
+            uint64_t h = id_hash(v);
+            const struct index_shard *sh = shard_of(ix, h);
+            __builtin_prefetch(&sh->slots[id_home(h, v, sh->cap - 1)], 1);
+        }
         struct record *r = record_decode(type, payload, len);
         if (!r) return -1;
         index_put(ix, r);

@@ -49,15 +49,18 @@ struct index_shard {
 struct index {
     struct index_shard shards[INDEX_SHARDS];
     size_t count;         /* live records */
+    size_t events;        /* live events: without any, no EventID needs relinking */
     uint64_t *names;      /* user ids by name hash, open addressing; 0 empty */
     size_t names_cap;     /* power of two */
     size_t names_used;    /* live + deleted marks */
     struct owner *owners; /* by user id, open addressing */
     size_t owners_cap;
     size_t owners_count;
-    uint64_t next_id;    /* above every id seen; never goes down */
-    uint64_t id_floor;   /* replay: the last REC_NEXT_ID frame (ids below it may be taken) */
-    uint64_t live_bytes; /* encoded payload bytes of live records (frames included) */
+    uint64_t next_id;           /* above every id seen; never goes down */
+    uint64_t id_floor;          /* replay: the last REC_NEXT_ID frame (ids below it may be taken) */
+    uint64_t live_bytes;        /* encoded payload bytes of live records (frames included) */
+    struct index_slot *scratch; /* a shard's live slots while it grows */
+    size_t scratch_cap;
 };
 
 void index_init(struct index *ix);

@@ -517,25 +517,27 @@ void json_write_record(struct buf *b, const struct record *r, bool open) {
         buf_append_u64(b, r->event_id);
     }
     const struct field_meta *m = record_field_meta(k);
+    union value vals[RECORD_MAX_FIELDS];
+    record_values(r, vals);
     for (int i = 0; i < k->nfields; i++) {
         const struct field *f = &k->fields[i];
         if (!(f->flags & FF_OUTPUT)) continue;
         buf_append(b, m[i].key, m[i].key_len);
-        const union value *v = &r->v[i];
+        union value v = vals[i];
         switch (f->type) {
         case FT_STR:
         case FT_COLOR:
-            json_write_string(b, v->s.ptr, v->s.len);
+            json_write_string(b, v.s.ptr, v.s.len);
             break;
         case FT_REF:
         case FT_INT:
-            buf_append_u64(b, v->i);
+            buf_append_u64(b, v.i);
             break;
         case FT_DOUBLE:
-            json_write_double(b, v->d);
+            json_write_double(b, v.d);
             break;
         case FT_BOOL:
-            buf_append_str(b, v->b ? "true" : "false");
+            buf_append_str(b, v.b ? "true" : "false");
             break;
         case FT_BYTES:
             break;

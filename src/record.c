@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "slab.h"
 #include "varint.h"
 
 static const struct field user_fields[] = {
@@ -210,38 +211,175 @@ static bool is_bytes(uint8_t t) {
     return t == FT_STR || t == FT_COLOR || t == FT_BYTES;
 }
 
+/* Every record lives in this slab (malloc under ASan, so that its quarantine
+ * and leak checker keep watching records). */
+static struct slab slab;
+static bool slab_ready;
+
+_Static_assert(RECORD_MAX_FIELDS <= 32, "struct record's set has a bit per field");
+
+static inline uint64_t str_cell(uint32_t off, uint32_t len) {
+    return (uint64_t)off << 32 | len;
+}
+
+/* Is v field i's default? Such a field takes no cell. */
+static bool is_default(const struct field *f, const union value *def, const union value *v) {
+    switch (f->type) {
+    case FT_STR:
+    case FT_COLOR:
+    case FT_BYTES:
+        return v->s.len == def->s.len && memcmp(v->s.ptr, def->s.ptr, v->s.len) == 0;
+    case FT_REF:
+    case FT_INT:
+        return v->i == 0;
+    case FT_DOUBLE: {
+        uint64_t bits;
+        memcpy(&bits, &v->d, sizeof bits);
+        return bits == 0; /* +0.0 only: -0.0 keeps its sign */
+    }
+    case FT_BOOL:
+        return !v->b;
+    default:
+        return false; /* a type without a rule here always keeps its cell */
+    }
+}
+
 struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t user_id,
                             const union value *vals) {
-    size_t head = sizeof(struct record) + k->nfields * sizeof(union value);
-    size_t strings = 0;
-    for (int i = 0; i < k->nfields; i++)
-        if (is_bytes(k->fields[i].type)) strings += vals[i].s.len + 1;
+    if (!meta_ready) meta_init();
+    if (!slab_ready) {
+        slab_init(&slab, slab_asan(), true);
+        slab_ready = true;
+    }
+    const union value *defs = meta[k->type].defaults;
+    uint32_t set = 0;
+    size_t strings = 0, cells = 0;
+    size_t size = 30; /* as record_size */
+    for (int i = 0; i < k->nfields; i++) {
+        size += is_bytes(k->fields[i].type) ? vals[i].s.len + 2 : 8;
+        if (is_default(&k->fields[i], &defs[i], &vals[i])) continue;
+        set |= UINT32_C(1) << i;
+        cells++;
+        if (is_bytes(k->fields[i].type) && vals[i].s.len) strings += vals[i].s.len + 1;
+    }
+    size_t head = sizeof(struct record) + cells * sizeof(uint64_t);
 
-    struct record *r = xmalloc(head + strings);
+    uint8_t cls;
+    struct record *r = slab_alloc(&slab, head + strings, &cls);
     r->id = id;
     r->user_id = user_id;
     r->event_id = 0;
+    r->set = set;
     r->type = k->type;
+    r->slab_class = cls;
+    r->size16 = UINT16_MAX;
     char *p = (char *)r + head;
-    size_t size = 30; /* id, user id, count varints, frame header: an estimate is enough */
+    uint64_t *cell = r->cell;
     for (int i = 0; i < k->nfields; i++) {
-        r->v[i] = vals[i];
-        if (is_bytes(k->fields[i].type)) {
-            memcpy(p, vals[i].s.ptr, vals[i].s.len);
-            p[vals[i].s.len] = '\0';
-            r->v[i].s.ptr = p;
-            p += vals[i].s.len + 1;
-            size += vals[i].s.len + 2;
-        } else {
-            size += 8;
+        if (!(set >> i & 1)) continue;
+        const union value *v = &vals[i];
+        switch (k->fields[i].type) {
+        case FT_STR:
+        case FT_COLOR:
+        case FT_BYTES:
+            if (v->s.len) {
+                memcpy(p, v->s.ptr, v->s.len);
+                p[v->s.len] = '\0';
+                *cell++ = str_cell((uint32_t)(p - (char *)r), v->s.len);
+                p += v->s.len + 1;
+            } else {
+                *cell++ = 0; /* "" where the default is not empty */
+            }
+            break;
+        case FT_REF:
+        case FT_INT:
+            *cell++ = v->i;
+            break;
+        case FT_DOUBLE:
+            memcpy(cell++, &v->d, sizeof v->d);
+            break;
+        case FT_BOOL:
+            *cell++ = v->b ? 1 : 0;
+            break;
+        default:
+            *cell++ = v->i;
+            break;
         }
     }
-    r->size = (uint32_t)size;
+    r->size16 = size < UINT16_MAX ? (uint16_t)size : UINT16_MAX;
     return r;
 }
 
+uint32_t record_size(const struct record *r) {
+    if (r->size16 != UINT16_MAX) return r->size16;
+    const struct kind_desc *k = kinds[r->type];
+    size_t size = 30; /* id, user id, count varints, frame header: an estimate is enough */
+    const uint64_t *cell = r->cell;
+    for (int i = 0; i < k->nfields; i++) {
+        bool set = r->set >> i & 1;
+        if (is_bytes(k->fields[i].type))
+            size += (set ? (uint32_t)*cell : meta[r->type].defaults[i].s.len) + 2;
+        else
+            size += 8;
+        cell += set;
+    }
+    return (uint32_t)size;
+}
+
 void record_free(struct record *r) {
-    free(r);
+    if (r) slab_free(&slab, r, r->slab_class);
+}
+
+size_t record_live(void) {
+    return slab.live;
+}
+
+size_t record_mapped(void) {
+    return slab.mapped;
+}
+
+/* The value of field i (of type t) held in cell c of r. */
+static inline union value cell_value(const struct record *r, uint8_t t, uint64_t c) {
+    union value v;
+    switch (t) {
+    case FT_STR:
+    case FT_COLOR:
+    case FT_BYTES:
+        v.s.len = (uint32_t)c;
+        v.s.ptr = v.s.len ? (const char *)r + (c >> 32) : "";
+        return v;
+    case FT_DOUBLE:
+        memcpy(&v.d, &c, sizeof v.d);
+        return v;
+    case FT_BOOL:
+        v.b = c != 0;
+        return v;
+    default:
+        v.i = c;
+        return v;
+    }
+}
+
+/* Set bits below bit i: the index of field i's cell. Portable (no popcnt
+ * instruction is assumed); record_values walks the cells without it. */
+static inline int cells_before(uint32_t set, int i) {
+    uint32_t x = set & ((UINT32_C(1) << i) - 1);
+    x = x - ((x >> 1) & 0x55555555u);
+    x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
+    return (int)((((x + (x >> 4)) & 0x0F0F0F0Fu) * 0x01010101u) >> 24);
+}
+
+union value record_get(const struct record *r, int i) {
+    if (!(r->set >> i & 1)) return meta[r->type].defaults[i];
+    return cell_value(r, kinds[r->type]->fields[i].type, r->cell[cells_before(r->set, i)]);
+}
+
+void record_values(const struct record *r, union value *vals) {
+    const struct kind_desc *k = kinds[r->type];
+    const union value *defs = meta[r->type].defaults;
+    const uint64_t *cell = r->cell;
+    for (int i = 0; i < k->nfields; i++)
+        vals[i] = r->set >> i & 1 ? cell_value(r, k->fields[i].type, *cell++) : defs[i];
 }
 
 void record_encode(const struct record *r, struct buf *out) {
@@ -251,25 +389,27 @@ void record_encode(const struct record *r, struct buf *out) {
     n += varint_put(p + n, r->user_id);
     n += varint_put(p + n, k->nfields);
     buf_commit(out, n);
+    union value vals[RECORD_MAX_FIELDS];
+    record_values(r, vals);
     for (int i = 0; i < k->nfields; i++) {
-        const union value *v = &r->v[i];
+        union value v = vals[i];
         switch (k->fields[i].type) {
         case FT_STR:
         case FT_COLOR:
         case FT_BYTES:
-            p = (uint8_t *)buf_reserve(out, 10 + v->s.len);
-            n = varint_put(p, v->s.len);
-            memcpy(p + n, v->s.ptr, v->s.len);
-            buf_commit(out, n + v->s.len);
+            p = (uint8_t *)buf_reserve(out, 10 + v.s.len);
+            n = varint_put(p, v.s.len);
+            memcpy(p + n, v.s.ptr, v.s.len);
+            buf_commit(out, n + v.s.len);
             break;
         case FT_REF:
         case FT_INT:
             p = (uint8_t *)buf_reserve(out, 10);
-            buf_commit(out, varint_put(p, v->i));
+            buf_commit(out, varint_put(p, v.i));
             break;
         case FT_DOUBLE: {
             uint64_t bits;
-            memcpy(&bits, &v->d, 8);
+            memcpy(&bits, &v.d, 8);
             p = (uint8_t *)buf_reserve(out, 8);
             for (int b = 0; b < 8; b++)
                 p[b] = (uint8_t)(bits >> (8 * b));
@@ -277,7 +417,7 @@ void record_encode(const struct record *r, struct buf *out) {
             break;
         }
         case FT_BOOL:
-            buf_append_char(out, v->b ? 1 : 0);
+            buf_append_char(out, v.b ? 1 : 0);
             break;
         }
     }

@@ -97,14 +97,36 @@ union value {
     bool b;
 };
 
+/*
+ * A record: the header, then one 8-byte cell for each field whose value is
+ * not the field's default (in table order; `set` says which), then the bytes
+ * of its strings. A field at its default takes no space at all: a record of
+ * defaults is its header only, and strings that are the default point at the
+ * static one. Read the fields with record_get (or record_ref for an id):
+ * the cells are a compact encoding, not union values.
+ */
 struct record {
     uint64_t id;
     uint64_t user_id;
-    uint64_t event_id; /* themes, addresses: the event that links it, 0 if none (derived) */
-    uint8_t type;      /* enum rec_type */
-    uint32_t size;     /* bytes of its encoded payload, for compaction accounting */
-    union value v[];   /* kind->nfields values; string bytes follow */
+    uint64_t event_id;  /* themes, addresses: the event that links it, 0 if none (derived) */
+    uint32_t set;       /* bit i: field i has a cell (is not its default) */
+    uint8_t type;       /* enum rec_type */
+    uint8_t slab_class; /* the allocator's (slab.h): what record_free gives back */
+    uint16_t size16;    /* record_size when below 0xFFFF (it is computed otherwise) */
+    uint64_t cell[];    /* one per bit of set, in field order; string bytes follow */
 };
+
+/* Field i of r (of r's kind), as a value: strings point into r or at static
+ * defaults, NUL-terminated, valid as long as r. */
+union value record_get(const struct record *r, int i);
+/* Every field of r, as record_get gives them, into vals[0 .. nfields). */
+void record_values(const struct record *r, union value *vals);
+/* Field i of r, known to be an FT_REF: the id (0, the default, when unset). */
+static inline uint64_t record_ref(const struct record *r, int i) {
+    return r->set >> i & 1 ? record_get(r, i).i : 0;
+}
+/* Bytes of r's log payload (an estimate within a few bytes), for compaction accounting. */
+uint32_t record_size(const struct record *r);
 
 /* The descriptor of a record type, or NULL if the type is not a record kind.
  * Descriptors and field tables are static: valid forever. */
@@ -128,12 +150,17 @@ const struct field_meta *record_field_meta(const struct kind_desc *k);
 void record_defaults(const struct kind_desc *k, union value *vals);
 
 /*
- * Builds a record in one allocation, copying every string of vals. The
- * caller owns the result (free with record_free, or hand it to the index).
+ * Builds a record in one allocation, copying every string of vals that is
+ * not the field's default. The caller owns the result (free with
+ * record_free, or hand it to the index). Records come from one slab
+ * (slab.h): build and free them on one thread, the loop's.
  */
 struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t user_id,
                             const union value *vals);
 void record_free(struct record *r);
+/* Records built and not freed, and bytes mapped for them (for the tests). */
+size_t record_live(void);
+size_t record_mapped(void);
 
 /* Appends the log payload of r to out. */
 void record_encode(const struct record *r, struct buf *out);

@@ -298,16 +298,17 @@ static bool session_get(struct handlers *h, const struct http_request *req, stru
     uint64_t now = (uint64_t)time(NULL);
     for (uint32_t i = 0; i < l->len; i++) {
         const struct record *ses = index_get(&h->db->index, l->ids[i]);
-        if (!ses || ses->v[SESSION_TOKEN_HASH].s.len != AUTH_HASH_BYTES) continue;
-        if (sodium_memcmp(ses->v[SESSION_TOKEN_HASH].s.ptr, hash, AUTH_HASH_BYTES) != 0) continue;
-        if (ses->v[SESSION_EXPIRES].i <= now) return false;
+        if (!ses || record_get(ses, SESSION_TOKEN_HASH).s.len != AUTH_HASH_BYTES) continue;
+        if (sodium_memcmp(record_get(ses, SESSION_TOKEN_HASH).s.ptr, hash, AUTH_HASH_BYTES) != 0)
+            continue;
+        if (record_get(ses, SESSION_EXPIRES).i <= now) return false;
         s->user_id = u->id;
         s->session_id = ses->id;
-        snprintf(s->name, sizeof s->name, "%.*s", (int)u->v[USER_NAME].s.len,
-                 u->v[USER_NAME].s.ptr);
-        snprintf(s->csrf, sizeof s->csrf, "%.*s", (int)ses->v[SESSION_CSRF].s.len,
-                 ses->v[SESSION_CSRF].s.ptr);
-        s->has_key = u->v[USER_KEY_HASH].s.len == AUTH_HASH_BYTES;
+        snprintf(s->name, sizeof s->name, "%.*s", (int)record_get(u, USER_NAME).s.len,
+                 record_get(u, USER_NAME).s.ptr);
+        snprintf(s->csrf, sizeof s->csrf, "%.*s", (int)record_get(ses, SESSION_CSRF).s.len,
+                 record_get(ses, SESSION_CSRF).s.ptr);
+        s->has_key = record_get(u, USER_KEY_HASH).s.len == AUTH_HASH_BYTES;
         return true;
     }
     return false;
@@ -327,14 +328,14 @@ static uint64_t session_start(struct handlers *h, struct http_response *r, uint6
     uint32_t nold = 0, live = 0;
     for (uint32_t i = 0; i < l->len && nold < 64; i++) {
         const struct record *ses = index_get(&h->db->index, l->ids[i]);
-        if (ses && ses->v[SESSION_EXPIRES].i > now)
+        if (ses && record_get(ses, SESSION_EXPIRES).i > now)
             live++;
         else
             old[nold++] = l->ids[i];
     }
     for (uint32_t i = 0; i < l->len && live >= SESSIONS_PER_USER && nold < 64; i++) {
         const struct record *ses = index_get(&h->db->index, l->ids[i]);
-        if (ses && ses->v[SESSION_EXPIRES].i > now) {
+        if (ses && record_get(ses, SESSION_EXPIRES).i > now) {
             old[nold++] = l->ids[i]; /* ids ascend: the oldest first */
             live--;
         }
@@ -413,7 +414,7 @@ static void answer_account(struct handlers *h, struct http_response *r, bool jso
     reply_ok_open(r);
     r->status = status;
     buf_append_str(&r->body, "{\"Username\":");
-    json_write_string(&r->body, u->v[USER_NAME].s.ptr, u->v[USER_NAME].s.len);
+    json_write_string(&r->body, record_get(u, USER_NAME).s.ptr, record_get(u, USER_NAME).s.len);
     buf_append_str(&r->body, ",\"UserID\":");
     buf_append_u64(&r->body, u->id);
     buf_append_str(&r->body, "}}");
@@ -451,9 +452,10 @@ static void finish_register(struct site_job *j, struct http_response *r) {
 static void finish_signin(struct site_job *j, struct http_response *r) {
     struct handlers *h = j->h;
     const struct record *u = index_user_by_name(&h->db->index, j->name, strlen(j->name));
-    bool ok = j->job.result == 0 && u && u->v[USER_PASSWORD_HASH].s.len > 0 &&
-              u->v[USER_PASSWORD_HASH].s.len == strlen(j->job.hash) &&
-              memcmp(u->v[USER_PASSWORD_HASH].s.ptr, j->job.hash, strlen(j->job.hash)) == 0;
+    bool ok =
+        j->job.result == 0 && u && record_get(u, USER_PASSWORD_HASH).s.len > 0 &&
+        record_get(u, USER_PASSWORD_HASH).s.len == strlen(j->job.hash) &&
+        memcmp(record_get(u, USER_PASSWORD_HASH).s.ptr, j->job.hash, strlen(j->job.hash)) == 0;
     uint64_t now = uv_now(h->db->loop);
     if (!ok) {
         throttle_fail(&h->by_name, j->name, strlen(j->name), now);
@@ -636,13 +638,14 @@ static void do_signin(struct handlers *h, struct req_state *st, struct http_requ
     }
     const struct record *u = index_user_by_name(&h->db->index, name.ptr, name.len);
     const char *hash = decoy_hash;
-    if (u && u->v[USER_PASSWORD_HASH].s.len > 0 &&
-        u->v[USER_PASSWORD_HASH].s.len < crypto_pwhash_STRBYTES)
+    if (u && record_get(u, USER_PASSWORD_HASH).s.len > 0 &&
+        record_get(u, USER_PASSWORD_HASH).s.len < crypto_pwhash_STRBYTES)
         hash = NULL;
     char stored[crypto_pwhash_STRBYTES];
     if (!hash) {
-        memcpy(stored, u->v[USER_PASSWORD_HASH].s.ptr, u->v[USER_PASSWORD_HASH].s.len);
-        stored[u->v[USER_PASSWORD_HASH].s.len] = 0;
+        memcpy(stored, record_get(u, USER_PASSWORD_HASH).s.ptr,
+               record_get(u, USER_PASSWORD_HASH).s.len);
+        stored[record_get(u, USER_PASSWORD_HASH).s.len] = 0;
         hash = stored;
     }
     submit(h, st, req, r, true, hash);
@@ -712,9 +715,10 @@ static void site_post(struct handlers *h, struct req_state *st, struct http_requ
     case P_REVOKE_POST: {
         if (reply_if_storage_failing(h, r)) return;
         const struct record *u = db_get(h->db, s->user_id);
-        r->lsn = db_put_account(
-            h->db, s->user_id, (struct slice){s->name, strlen(s->name)}, (struct slice){"", 0},
-            (struct slice){u->v[USER_PASSWORD_HASH].s.ptr, u->v[USER_PASSWORD_HASH].s.len});
+        r->lsn = db_put_account(h->db, s->user_id, (struct slice){s->name, strlen(s->name)},
+                                (struct slice){"", 0},
+                                (struct slice){record_get(u, USER_PASSWORD_HASH).s.ptr,
+                                               record_get(u, USER_PASSWORD_HASH).s.len});
         LOG(LOG_INFO, "account: user %s revoked its API key", s->name);
         if (st->json)
             reply_no_content(r);

@@ -166,7 +166,7 @@ static uint64_t put_theme(struct db *db, const char *name) {
 static void check_name(const struct db *db, uint64_t id, const char *name) {
     const struct record *r = db_get(db, id);
     CHECK(r != NULL);
-    CHECK_EQ_MEM(r->v[THEME_NAME].s.ptr, r->v[THEME_NAME].s.len, name);
+    CHECK_EQ_MEM(record_get(r, THEME_NAME).s.ptr, record_get(r, THEME_NAME).s.len, name);
 }
 
 static uint64_t link_of(const struct db *db, uint64_t id) {
@@ -215,8 +215,8 @@ static void check_populated(const struct db *db, const struct fixture *f) {
     check_name(db, f->t_other, "other");
     const struct record *e = db_get(db, f->ev);
     CHECK(e != NULL);
-    CHECK_EQ_UINT(e->v[EVENT_THEME_ID].i, f->t_link);
-    CHECK_EQ_UINT(e->v[EVENT_ADDRESS_ID].i, f->addr);
+    CHECK_EQ_UINT(record_ref(e, EVENT_THEME_ID), f->t_link);
+    CHECK_EQ_UINT(record_ref(e, EVENT_ADDRESS_ID), f->addr);
     CHECK_EQ_UINT(link_of(db, f->t_link), f->ev);
     CHECK_EQ_UINT(link_of(db, f->addr), f->ev);
     CHECK_EQ_UINT(link_of(db, f->t_other), 0);

@@ -94,7 +94,7 @@ static void test_put_get(void) {
     CHECK(r != NULL);
     CHECK_EQ_UINT(r->id, 1);
     CHECK_EQ_UINT(r->user_id, 7);
-    CHECK_EQ_MEM(r->v[THEME_NAME].s.ptr, r->v[THEME_NAME].s.len, "one");
+    CHECK_EQ_MEM(record_get(r, THEME_NAME).s.ptr, record_get(r, THEME_NAME).s.len, "one");
     CHECK_EQ_UINT(ix.count, 1);
     CHECK_EQ_UINT(ix.next_id, 2);
     CHECK(index_get(&ix, 2) == NULL);
@@ -108,13 +108,13 @@ static void test_swap_returns_replaced(void) {
     CHECK(index_swap(&ix, theme(5, 7, "a")) == NULL); /* nothing replaced */
     struct record *old = index_swap(&ix, theme(5, 7, "b"));
     CHECK(old != NULL);
-    CHECK_EQ_MEM(old->v[THEME_NAME].s.ptr, old->v[THEME_NAME].s.len, "a");
-    CHECK_EQ_MEM(index_get(&ix, 5)->v[THEME_NAME].s.ptr, index_get(&ix, 5)->v[THEME_NAME].s.len,
-                 "b");
+    CHECK_EQ_MEM(record_get(old, THEME_NAME).s.ptr, record_get(old, THEME_NAME).s.len, "a");
+    CHECK_EQ_MEM(record_get(index_get(&ix, 5), THEME_NAME).s.ptr,
+                 record_get(index_get(&ix, 5), THEME_NAME).s.len, "b");
     CHECK_EQ_UINT(ix.count, 1);
     /* Putting the old one back (an undo) returns the newer one. */
     struct record *newer = index_swap(&ix, old);
-    CHECK_EQ_MEM(newer->v[THEME_NAME].s.ptr, newer->v[THEME_NAME].s.len, "b");
+    CHECK_EQ_MEM(record_get(newer, THEME_NAME).s.ptr, record_get(newer, THEME_NAME).s.len, "b");
     CHECK(index_get(&ix, 5) == old);
     record_free(newer);
     uint64_t one[] = {5};
@@ -130,7 +130,7 @@ static void test_remove(void) {
     uint64_t live = ix.live_bytes;
     struct record *r = index_remove(&ix, 1);
     CHECK(r != NULL && r->id == 1);
-    CHECK_EQ_UINT(ix.live_bytes, live - r->size);
+    CHECK_EQ_UINT(ix.live_bytes, live - record_size(r));
     record_free(r);
     CHECK(index_get(&ix, 1) == NULL);
     CHECK(index_get(&ix, 2) != NULL);
@@ -201,7 +201,7 @@ static void test_many_ids(void) {
     uint64_t bytes = 0;
     for (uint64_t id = 1; id <= N; id++) {
         struct record *r = theme(id, 1 + id % 1000, "x");
-        bytes += r->size;
+        bytes += record_size(r);
         index_put(&ix, r);
     }
     CHECK_EQ_UINT(ix.count, N);
@@ -229,6 +229,35 @@ static void test_many_ids(void) {
     CHECK_EQ_UINT(index_owned(&ix, 1, REC_THEME)->len, 0);        /* ids 1000, 2000...: gone */
     CHECK_EQ_UINT(index_owned(&ix, 2, REC_THEME)->len, N / 1000); /* ids 1, 1001...: kept */
     index_destroy(&ix);
+}
+
+/* Ids in runs share slots; strided ids (what deletes can leave) must still spread
+ * over the shards and stay findable, through growth and deletes. */
+static void test_strided_ids(void) {
+    static const uint64_t strides[] = {16, 4096, UINT64_C(1) << 20, 12345, 256 * 16};
+    for (size_t t = 0; t < sizeof strides / sizeof strides[0]; t++) {
+        enum { N = 20000 };
+        struct index ix;
+        index_init(&ix);
+        for (uint64_t k = 0; k < N; k++)
+            index_put(&ix, theme(1 + k * strides[t], 1, "x"));
+        for (uint64_t k = 0; k < N; k += 3)
+            CHECK_EQ_INT(index_delete(&ix, 1 + k * strides[t]), 0);
+        for (uint64_t k = 0; k < N; k += 6)
+            index_put(&ix, theme(1 + k * strides[t], 1, "y"));
+        size_t most = 0;
+        for (int s = 0; s < INDEX_SHARDS; s++)
+            if (ix.shards[s].count > most) most = ix.shards[s].count;
+        CHECK(most < 4 * ix.count / INDEX_SHARDS); /* no shard takes a pattern's all */
+        for (uint64_t k = 0; k < N; k++) {
+            const struct record *r = index_get(&ix, 1 + k * strides[t]);
+            bool live = k % 3 != 0 || k % 6 == 0;
+            if ((r != NULL) != live) CHECK_EQ_UINT(k, UINT64_MAX);
+            if (r && r->id != 1 + k * strides[t]) CHECK_EQ_UINT(r->id, 1 + k * strides[t]);
+            if (r && index_get(&ix, 2 + k * strides[t])) CHECK_EQ_UINT(k, UINT64_MAX);
+        }
+        index_destroy(&ix);
+    }
 }
 
 /* ---- per-user lists ---- */
@@ -322,7 +351,7 @@ static void test_user_rename_and_remove(void) {
     /* A key rotation keeps the name. */
     index_put(&ix, user(1, "old", "rotated"));
     const struct record *u = index_user_by_name(&ix, "old", 3);
-    CHECK_EQ_MEM(u->v[USER_KEY_HASH].s.ptr, u->v[USER_KEY_HASH].s.len, "rotated");
+    CHECK_EQ_MEM(record_get(u, USER_KEY_HASH).s.ptr, record_get(u, USER_KEY_HASH).s.len, "rotated");
     /* Removed, then the name taken by another id. */
     CHECK_EQ_INT(index_delete(&ix, 1), 0);
     CHECK(index_user_by_name(&ix, "old", 3) == NULL);
@@ -471,8 +500,8 @@ static void test_links_through_undo(void) {
     undo_all(&ix, c, n);
     n = 0;
     CHECK(index_get(&ix, 7) == NULL);
-    CHECK_EQ_MEM(index_get(&ix, 1)->v[THEME_NAME].s.ptr, index_get(&ix, 1)->v[THEME_NAME].s.len,
-                 "t1");
+    CHECK_EQ_MEM(record_get(index_get(&ix, 1), THEME_NAME).s.ptr,
+                 record_get(index_get(&ix, 1), THEME_NAME).s.len, "t1");
     CHECK_EQ_UINT(link_of(&ix, 1), 4);
     CHECK_EQ_UINT(link_of(&ix, 2), 0);
     CHECK_EQ_UINT(link_of(&ix, 3), 4);
@@ -499,8 +528,8 @@ static void test_apply_records(void) {
     CHECK_EQ_UINT(link_of(&ix, 2), 4);
     /* A later frame of the same id replaces. */
     CHECK_EQ_INT(apply_record(&ix, theme(2, 1, "t2")), 0);
-    CHECK_EQ_MEM(index_get(&ix, 2)->v[THEME_NAME].s.ptr, index_get(&ix, 2)->v[THEME_NAME].s.len,
-                 "t2");
+    CHECK_EQ_MEM(record_get(index_get(&ix, 2), THEME_NAME).s.ptr,
+                 record_get(index_get(&ix, 2), THEME_NAME).s.len, "t2");
     CHECK_EQ_UINT(ix.count, 4);
     CHECK_EQ_UINT(ix.next_id, 5);
     index_destroy(&ix);
@@ -655,6 +684,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_take_id),
     CHECK_CASE(test_tombstones_and_reinsert),
     CHECK_CASE(test_many_ids),
+    CHECK_CASE(test_strided_ids),
     CHECK_CASE(test_owned_lists),
     CHECK_CASE(test_many_owners),
     CHECK_CASE(test_users_by_name),

@@ -43,17 +43,18 @@ static void test_payload_round_trip(void) {
             case FT_STR:
             case FT_COLOR:
             case FT_BYTES:
-                CHECK_EQ_INT(back->v[i].s.len, r->v[i].s.len);
-                CHECK(memcmp(back->v[i].s.ptr, r->v[i].s.ptr, r->v[i].s.len) == 0);
+                CHECK_EQ_INT(record_get(back, i).s.len, record_get(r, i).s.len);
+                CHECK(memcmp(record_get(back, i).s.ptr, record_get(r, i).s.ptr,
+                             record_get(r, i).s.len) == 0);
                 break;
             case FT_DOUBLE:
-                CHECK(back->v[i].d == r->v[i].d);
+                CHECK(record_get(back, i).d == record_get(r, i).d);
                 break;
             case FT_BOOL:
-                CHECK(back->v[i].b == r->v[i].b);
+                CHECK(record_get(back, i).b == record_get(r, i).b);
                 break;
             case FT_REF:
-                CHECK(back->v[i].i == r->v[i].i);
+                CHECK(record_ref(back, i) == record_ref(r, i));
                 break;
             }
         }
@@ -205,7 +206,85 @@ static void test_check_unchecked_types(void) {
     CHECK(record_check_value(&record_address, ADDR_SHOW_MAP, &v, 255) == NULL);
 }
 
+/* Fields at their default take no cell; defaults are read back from the tables. */
+static void test_defaults_take_no_space(void) {
+    size_t live = record_live();
+    union value v[RECORD_MAX_FIELDS];
+    record_defaults(&record_theme, v);
+    struct record *a = record_build(&record_theme, 1, 7, v);
+    struct record *b = record_build(&record_theme, 2, 7, v);
+    CHECK_EQ_UINT(a->set, 0);
+    CHECK_EQ_UINT(record_live(), live + 2);
+    union value s1 = record_get(a, THEME_STATUS), s2 = record_get(b, THEME_STATUS);
+    CHECK_EQ_MEM(s1.s.ptr, s1.s.len, "active");
+    CHECK(s1.s.ptr == s2.s.ptr); /* the static default, shared */
+    CHECK_EQ_MEM(record_get(a, THEME_PAGE_BG).s.ptr, 6, "D0CBCB");
+    CHECK_EQ_UINT(record_get(a, THEME_PAGE_BG).s.ptr[6], 0); /* NUL-terminated */
+
+    /* Non-default values: an empty Status (its default is not empty), -0.0, a ref. */
+    v[THEME_STATUS].s.ptr = "";
+    v[THEME_STATUS].s.len = 0;
+    v[THEME_NAME].s.ptr = "Gala";
+    v[THEME_NAME].s.len = 4;
+    struct record *c = record_build(&record_theme, 3, 7, v);
+    CHECK_EQ_UINT(c->set, (1u << THEME_STATUS) | (1u << THEME_NAME));
+    CHECK_EQ_MEM(record_get(c, THEME_STATUS).s.ptr, 0, "");
+    CHECK_EQ_UINT(record_get(c, THEME_STATUS).s.ptr[0], 0);
+    CHECK_EQ_MEM(record_get(c, THEME_NAME).s.ptr, 4, "Gala");
+    CHECK_EQ_MEM(record_get(c, THEME_HEADER_BG).s.ptr, 6, "f9f9f9");
+    union value all[RECORD_MAX_FIELDS];
+    record_values(c, all); /* the same values, in one walk */
+    for (int i = 0; i < record_theme.nfields; i++) {
+        union value one = record_get(c, i);
+        CHECK(all[i].s.ptr == one.s.ptr && all[i].s.len == one.s.len);
+    }
+
+    union value av[RECORD_MAX_FIELDS];
+    record_defaults(&record_address, av);
+    av[ADDR_LAT].d = -0.0;
+    struct record *d = record_build(&record_address, 4, 7, av);
+    CHECK_EQ_UINT(d->set, 1u << ADDR_LAT);
+    CHECK(signbit(record_get(d, ADDR_LAT).d));
+    CHECK(record_get(d, ADDR_LON).d == 0 && !record_get(d, ADDR_SHOW_MAP).b);
+
+    union value ev[RECORD_MAX_FIELDS];
+    record_defaults(&record_event, ev);
+    ev[EVENT_ADDRESS_ID].i = 99;
+    struct record *e = record_build(&record_event, 5, 7, ev);
+    CHECK_EQ_UINT(record_ref(e, EVENT_THEME_ID), 0);
+    CHECK_EQ_UINT(record_ref(e, EVENT_ADDRESS_ID), 99);
+
+    record_free(a);
+    record_free(b);
+    record_free(c);
+    record_free(d);
+    record_free(e);
+    CHECK_EQ_UINT(record_live(), live);
+}
+
+/* record_size: kept in the header when small, computed for a big record; the same rule. */
+static void test_record_size(void) {
+    static char big[70000];
+    memset(big, 'a', sizeof big);
+    for (int t = 0; t < 2; t++) {
+        union value v[RECORD_MAX_FIELDS];
+        record_defaults(&record_theme, v);
+        v[THEME_NAME].s.ptr = big;
+        v[THEME_NAME].s.len = t ? sizeof big : 10;
+        size_t want = 30;
+        for (int i = 0; i < record_theme.nfields; i++)
+            want += record_theme.fields[i].type == FT_STR || record_theme.fields[i].type == FT_COLOR
+                        ? v[i].s.len + 2
+                        : 8;
+        struct record *r = record_build(&record_theme, 1, 7, v);
+        CHECK_EQ_UINT(record_size(r), want);
+        CHECK_EQ_UINT(r->size16, t ? UINT16_MAX : want);
+        record_free(r);
+    }
+}
+
 static const struct check_case cases[] = {
+    CHECK_CASE(test_record_size),        CHECK_CASE(test_defaults_take_no_space),
     CHECK_CASE(test_payload_round_trip), CHECK_CASE(test_decode_unknown_type),
     CHECK_CASE(test_field_index),        CHECK_CASE(test_defaults),
     CHECK_CASE(test_utf8_valid),         CHECK_CASE(test_check_color),
