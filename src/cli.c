@@ -67,7 +67,14 @@ int cli_user(struct db *db, int npos, const char **pos) {
         return 1;
     }
     if (!strcmp(verb, "remove")) {
-        db_delete(db, u->id);
+        /* Its site sessions go with it. */
+        uint64_t uid = u->id;
+        const struct id_list *l = index_owned(&db->index, uid, REC_SESSION);
+        while (l->len) {
+            db_delete(db, l->ids[l->len - 1]);
+            l = index_owned(&db->index, uid, REC_SESSION);
+        }
+        db_delete(db, uid);
         if (save(db) < 0) return 1;
         printf("removed user %s\n", name);
         return 0;
@@ -76,6 +83,34 @@ int cli_user(struct db *db, int npos, const char **pos) {
     if (set_key(db, name, key) < 0) return 1;
     printf("%s user %s; API key (shown only once):\n%s\n",
            !strcmp(verb, "add") ? "created" : "new key for", name, key);
+    return 0;
+}
+
+int cli_admin_token(struct db *db, const char *name) {
+    const char *why = auth_check_username(name);
+    if (why) {
+        fprintf(stderr, "eventd: bad token name '%s': %s\n", name, why);
+        return 2;
+    }
+    uint64_t id;
+    int rc = db_take_id(db, &id);
+    if (rc < 0) {
+        fprintf(stderr, "eventd: no id for a new token: %s\n", strerror(-rc));
+        return 1;
+    }
+    char token[AUTH_KEY_CHARS + 1];
+    auth_new_key(token);
+    uint8_t hash[AUTH_HASH_BYTES];
+    auth_hash_key(token, strlen(token), hash);
+    union value v[RECORD_MAX_FIELDS];
+    record_defaults(&record_admin, v);
+    v[ADMIN_NAME].s.ptr = name;
+    v[ADMIN_NAME].s.len = (uint32_t)strlen(name);
+    v[ADMIN_TOKEN_HASH].s.ptr = (const char *)hash;
+    v[ADMIN_TOKEN_HASH].s.len = AUTH_HASH_BYTES;
+    db_put(db, record_build(&record_admin, id, 0, v));
+    if (save(db) < 0) return 1;
+    printf("created admin token %s (shown only once):\n%s\n", name, token);
     return 0;
 }
 

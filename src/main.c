@@ -1,7 +1,9 @@
 /*
  * eventd: parse the command line, then one of
  *   serve (default)            replay the log, listen, run the loop, shut down
- *   user add|rotate|remove|list   manage accounts in a stopped server's data directory
+ *   user add|rotate|remove|list   manage accounts (offline, or through a running
+ *                              server's admin socket)
+ *   admin token NAME           make an admin API token
  *   compact                    rewrite a stopped server's log to its live records
  */
 #include <errno.h>
@@ -26,9 +28,12 @@ static void usage(FILE *out) {
         "  eventd user rotate NAME [--data DIR] give a user a new key; the old one stops working\n"
         "  eventd user remove NAME [--data DIR] remove a user\n"
         "  eventd user list [--data DIR]        list users\n"
+        "  eventd admin token NAME [--data DIR] make an admin API token; prints it once\n"
         "  eventd compact [--data DIR]          rewrite the log to its live records\n"
         "  eventd --help | --version\n\n"
-        "The user and compact commands work on the data directory of a stopped server.\n\n",
+        "The user and admin commands work on a stopped server's data directory, or\n"
+        "through a running server's admin socket (DATA/admin.sock). compact needs a\n"
+        "stopped server (a running one compacts online: kill -USR1).\n\n",
         EVENTD_VERSION);
     config_usage(out);
 }
@@ -46,7 +51,8 @@ int main(int argc, char **argv) {
         cmd = argv[1];
         first = 2;
     }
-    if (strcmp(cmd, "serve") && strcmp(cmd, "user") && strcmp(cmd, "compact")) {
+    if (strcmp(cmd, "serve") && strcmp(cmd, "user") && strcmp(cmd, "compact") &&
+        strcmp(cmd, "admin")) {
         fprintf(stderr, "eventd: unknown command '%s' (see --help)\n", cmd);
         return 2;
     }
@@ -54,8 +60,8 @@ int main(int argc, char **argv) {
     struct config cfg;
     const char *pos[4];
     int npos;
-    int rc =
-        config_parse(&cfg, argc - first, argv + first, pos, !strcmp(cmd, "user") ? 3 : 0, &npos);
+    int rc = config_parse(&cfg, argc - first, argv + first, pos,
+                          !strcmp(cmd, "user") || !strcmp(cmd, "admin") ? 3 : 0, &npos);
     if (rc == 1) {
         usage(stdout);
         return 0;
@@ -66,10 +72,16 @@ int main(int argc, char **argv) {
         return 2;
     }
 
+    if (!strcmp(cmd, "admin") && (npos != 2 || strcmp(pos[0], "token"))) {
+        fprintf(stderr, "eventd: usage: eventd admin token NAME\n");
+        return 2;
+    }
+
     /* Only serve and "user add" start a data directory; the others read one, and a
      * mistyped --data must not leave an empty directory behind. */
     struct stat st;
-    bool creates = !strcmp(cmd, "serve") || (!strcmp(cmd, "user") && !strcmp(pos[0], "add"));
+    bool creates = !strcmp(cmd, "serve") || !strcmp(cmd, "admin") ||
+                   (!strcmp(cmd, "user") && !strcmp(pos[0], "add"));
     if (!creates && stat(cfg.data_dir, &st) < 0 && errno == ENOENT) {
         fprintf(stderr, "eventd: no data directory %s (nothing was created)\n", cfg.data_dir);
         return 1;
@@ -77,6 +89,10 @@ int main(int argc, char **argv) {
 
     /* A peer that closes early must cost an EPIPE on that socket, not the process. */
     signal(SIGPIPE, SIG_IGN);
+    /* A running server owns the directory: ask it. */
+    if ((!strcmp(cmd, "user") || !strcmp(cmd, "admin")) && cli_server_running(cfg.data_dir))
+        return !strcmp(cmd, "user") ? cli_user_remote(cfg.data_dir, npos, pos)
+                                    : cli_admin_token_remote(cfg.data_dir, pos[1]);
     /* The CLI commands speak for themselves on stdout; replay chatter is for servers. */
     if (strcmp(cmd, "serve") && cfg.log_level == LOG_INFO) cfg.log_level = LOG_WARN;
 
@@ -90,6 +106,8 @@ int main(int argc, char **argv) {
         status = app_serve(&app);
     } else if (!strcmp(cmd, "user")) {
         status = cli_user(&app.db, npos, pos);
+    } else if (!strcmp(cmd, "admin")) {
+        status = cli_admin_token(&app.db, pos[1]);
     } else {
         status = cli_compact(&app.db, &cfg);
     }
