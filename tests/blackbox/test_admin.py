@@ -248,7 +248,7 @@ class NotOnTheListenerByDefault(Base):
 
 class AdminOff(unittest.TestCase):
     def test_admin_off_has_no_socket(self):
-        with harness.Server(extra_args=["--admin", "off"]) as srv:
+        with harness.Server(extra_args=["--no-admin"]) as srv:
             self.assertEqual(tcp_call(srv.port, "GET", "/v2/theme").status, 401)
             self.assertFalse(os.path.exists(os.path.join(srv.data_dir, SOCK)))
 
