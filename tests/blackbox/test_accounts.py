@@ -271,6 +271,11 @@ class RegisterPage(Base):
         self.assertTrue(token)
         self.assertEqual(b.jar.get(CSRF_COOKIE), token, b.last.describe())
 
+    def test_the_csrf_cookie_is_samesite_strict(self):
+        r = self.browser().get("/register")
+        attrs = parse_set_cookies(r).get(CSRF_COOKIE, ("", {}))[1]
+        self.assertEqual(str(attrs.get("samesite")).lower(), "strict", r.describe())
+
     def test_pages_have_a_csp_and_no_external_assets(self):
         for path in ("/register", "/signin"):
             with self.subTest(path=path):
@@ -793,6 +798,24 @@ class ThrottleTrusted(OwnServer):
         fail_signins(self, self.port(), [uname("nobody") for _ in range(5)], ["203.0.113.8"])
         self.assertStatus(signin_json(self.port(), good, xff="203.0.113.9"), 200)
 
+    def test_a_success_clears_the_names_count(self):
+        _, name = register(self.port(), xff="198.51.100.204")
+        fail_signins(self, self.port(), [name], ["198.51.100.%d" % i for i in range(11, 15)], 4)
+        self.assertStatus(signin_json(self.port(), name, xff="198.51.100.15"), 200)
+        # with the count cleared, five more failures are free again
+        fail_signins(self, self.port(), [name], ["198.51.100.%d" % i for i in range(16, 21)], 5)
+
+    def test_the_wait_doubles(self):
+        _, name = register(self.port(), xff="198.51.100.205")
+        fail_signins(self, self.port(), [name], ["198.51.100.%d" % i for i in range(31, 36)])
+        r = signin_json(self.port(), name, "wrong password!", "198.51.100.36")
+        self.assertEqual(r.header("retry-after"), "1", r.describe())
+        time.sleep(1.2)
+        self.assertStatus(signin_json(self.port(), name, "wrong password!", "198.51.100.37"), 401)
+        r = signin_json(self.port(), name, "wrong password!", "198.51.100.38")
+        self.assertStatus(r, 429)
+        self.assertEqual(r.header("retry-after"), "2", r.describe())
+
     def test_the_rightmost_untrusted_address_is_the_client(self):
         _, good = register(self.port(), xff="198.51.100.203")
         fail_signins(self, self.port(), [uname("nobody") for _ in range(5)],
@@ -875,6 +898,21 @@ class Configuration(unittest.TestCase):
                 with self.subTest(path=path):
                     self.assertEqual(call(srv.port, "GET", path).status, 404)
 
+    def test_session_ttl_is_the_cookies_max_age(self):
+        # its minimum is 60 s: too long to wait for the expiry itself here
+        with harness.Server(extra_args=["--session-ttl-s", "60"]) as srv:
+            r = Browser(srv.port).post_json("/register", {"username": uname(),
+                                                          "password": PASSWORD})
+            self.assertEqual(r.status, 201, r.describe())
+            self.assertEqual(parse_set_cookies(r)[SESSION][1].get("max-age"), "60")
+
+    def test_password_min_bytes_is_the_minimum(self):
+        with harness.Server(extra_args=["--password-min-bytes", "12"]) as srv:
+            r = Browser(srv.port).post_json("/register", {"username": uname(),
+                                                          "password": "x" * 11})
+            self.assertEqual(r.status, 400, r.describe())
+            self.assertEqual(r.error()["Field"], "password", r.describe())
+
     def test_cookie_secure_adds_secure(self):
         with harness.Server(extra_args=["--cookie-secure"]) as srv:
             b = Browser(srv.port)
@@ -951,6 +989,44 @@ class HashingKeepsTheLoopFree(OwnServer):
         self.assertTrue(all(s == 200 for _, s in done), done)
         self.assertGreaterEqual(during, self.SIGNERS, "the sign-ins did not overlap the GETs")
         self.assertLess(times[-1], self.BOUND_MS)
+
+
+class HashQueueFull(OwnServer):
+    """Beyond --pwhash-concurrency (2) hashing and --pwhash-queue (64) waiting: 503."""
+    CONCURRENT = 90
+
+    def test_beyond_the_hashing_queue_is_503_with_retry_after_1(self):
+        _, name = register(self.port())
+        out = []
+        lock = threading.Lock()
+        go = threading.Barrier(self.CONCURRENT, timeout=30)
+
+        def one():
+            c = http.client.HTTPConnection(HOST, self.port(), timeout=120)
+            try:
+                c.connect()
+                go.wait()
+                body = json.dumps({"username": name, "password": PASSWORD})
+                c.request("POST", "/signin", body, {"Content-Type": JSON_T})
+                r = c.getresponse()
+                resp = Resp("POST", "/signin", body, r.status, r.getheaders(), r.read())
+            finally:
+                c.close()
+            with lock:
+                out.append(resp)
+
+        threads = [threading.Thread(target=one, daemon=True) for _ in range(self.CONCURRENT)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=150)
+        refused = [r for r in out if r.status == 503]
+        print("\n%d concurrent sign-ins: %d answered 200, %d answered 503"
+              % (len(out), sum(r.status == 200 for r in out), len(refused)), file=sys.stderr)
+        self.assertEqual(len(out), self.CONCURRENT)
+        self.assertTrue(refused, "no 503 with %d sign-ins at once" % self.CONCURRENT)
+        self.assertEqual(refused[0].header("retry-after"), "1", refused[0].describe())
+        self.assertEqual(refused[0].error()["Code"], "unavailable", refused[0].describe())
 
 
 class ConcurrentRegister(OwnServer):
