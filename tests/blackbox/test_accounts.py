@@ -991,35 +991,52 @@ class HashingKeepsTheLoopFree(OwnServer):
         self.assertLess(times[-1], self.BOUND_MS)
 
 
+def concurrent_signins(port, name, n):
+    """n JSON sign-ins sent at once (a barrier after connecting); returns the Resps."""
+    out = []
+    lock = threading.Lock()
+    go = threading.Barrier(n, timeout=30)
+
+    def one():
+        c = http.client.HTTPConnection(HOST, port, timeout=120)
+        try:
+            c.connect()
+            go.wait()
+            body = json.dumps({"username": name, "password": PASSWORD})
+            c.request("POST", "/signin", body, {"Content-Type": JSON_T})
+            r = c.getresponse()
+            resp = Resp("POST", "/signin", body, r.status, r.getheaders(), r.read())
+        finally:
+            c.close()
+        with lock:
+            out.append(resp)
+
+    threads = [threading.Thread(target=one, daemon=True) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=150)
+    return out
+
+
+class HashQueueFlags(OwnServer):
+    """--pwhash-concurrency 1 hashing and --pwhash-queue 1 waiting: the rest get 503."""
+    server_args = ("--pwhash-concurrency", "1", "--pwhash-queue", "1")
+
+    def test_the_flags_bound_the_hashing_queue(self):
+        _, name = register(self.port())
+        out = concurrent_signins(self.port(), name, 6)
+        self.assertEqual(sorted(r.status for r in out), [200, 200, 503, 503, 503, 503],
+                         [r.describe() for r in out])
+
+
 class HashQueueFull(OwnServer):
     """Beyond --pwhash-concurrency (2) hashing and --pwhash-queue (64) waiting: 503."""
     CONCURRENT = 90
 
     def test_beyond_the_hashing_queue_is_503_with_retry_after_1(self):
         _, name = register(self.port())
-        out = []
-        lock = threading.Lock()
-        go = threading.Barrier(self.CONCURRENT, timeout=30)
-
-        def one():
-            c = http.client.HTTPConnection(HOST, self.port(), timeout=120)
-            try:
-                c.connect()
-                go.wait()
-                body = json.dumps({"username": name, "password": PASSWORD})
-                c.request("POST", "/signin", body, {"Content-Type": JSON_T})
-                r = c.getresponse()
-                resp = Resp("POST", "/signin", body, r.status, r.getheaders(), r.read())
-            finally:
-                c.close()
-            with lock:
-                out.append(resp)
-
-        threads = [threading.Thread(target=one, daemon=True) for _ in range(self.CONCURRENT)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=150)
+        out = concurrent_signins(self.port(), name, self.CONCURRENT)
         refused = [r for r in out if r.status == 503]
         print("\n%d concurrent sign-ins: %d answered 200, %d answered 503"
               % (len(out), sum(r.status == 200 for r in out), len(refused)), file=sys.stderr)
