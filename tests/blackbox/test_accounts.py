@@ -927,11 +927,17 @@ class HashingKeepsTheLoopFree(OwnServer):
     SIGNERS threads keep signing in while one connection sends GET /v2/theme
     every PAUSE_S, at least GETS of them and until SIGNERS sign-ins have
     finished during the GETs (so several hashes overlapped them), 30 s at most.
-    BOUND_MS is generous: a sanity check; tests/bench/signin_latency.sh measures."""
+    Were a hash on the loop, most GETs would wait for one (the queue is kept
+    full): P50_MS and P90_MS catch that. MAX_MS is a generous sanity bound: on 2 cores
+    the 2 hashing threads compete with the loop for CPU (and, on a machine
+    busy with other work, single GETs wait tens of ms behind them);
+    tests/bench/signin_latency.sh measures."""
     SIGNERS = 8
     GETS = 50
     PAUSE_S = 0.005
-    BOUND_MS = 50.0
+    P50_MS = 5.0
+    P90_MS = 20.0
+    MAX_MS = 200.0
     MAX_S = 30.0
 
     def test_v2_latency_while_signins_are_hashed(self):
@@ -988,7 +994,9 @@ class HashingKeepsTheLoopFree(OwnServer):
               file=sys.stderr)
         self.assertTrue(all(s == 200 for _, s in done), done)
         self.assertGreaterEqual(during, self.SIGNERS, "the sign-ins did not overlap the GETs")
-        self.assertLess(times[-1], self.BOUND_MS)
+        self.assertLess(times[len(times) // 2], self.P50_MS)
+        self.assertLess(times[int(len(times) * 0.9)], self.P90_MS)
+        self.assertLess(times[-1], self.MAX_MS)
 
 
 def concurrent_signins(port, name, n):
