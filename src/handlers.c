@@ -69,6 +69,10 @@ static void state_init(void *data, void *mem) {
 static void state_reset(void *data, void *mem) {
     (void)data;
     struct req_state *st = mem;
+    /* A request cut short (the client left mid-body) never completed. */
+    if (st->body.kind != BODY_NONE) account_body_end(&st->body);
+    if (st->decoding) json_decoder_end(&st->dec);
+    st->decoding = false;
     buf_reset(&st->auth_seen);
     st->auth_user_id = 0;
 }
@@ -76,6 +80,8 @@ static void state_reset(void *data, void *mem) {
 static void state_destroy(void *data, void *mem) {
     (void)data;
     struct req_state *st = mem;
+    if (st->body.kind != BODY_NONE) account_body_end(&st->body);
+    if (st->decoding) json_decoder_end(&st->dec);
     arena_destroy(&st->arena);
     buf_destroy(&st->auth_seen);
 }
@@ -84,9 +90,11 @@ static enum server_headers_result on_headers(void *data, void *mem, struct http_
                                              struct http_response *r) {
     struct handlers *h = data;
     struct req_state *st = mem;
+    /* The previous request on this state may have been cut short. */
+    if (st->body.kind != BODY_NONE) account_body_end(&st->body);
+    if (st->decoding) json_decoder_end(&st->dec);
     st->decoding = false;
     st->user_id = 0;
-    st->body.kind = BODY_NONE;
     enum server_headers_result res;
     if (admin_headers(h, st, req, r, &res)) {
         st->surface = SURF_ADMIN;
