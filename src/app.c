@@ -113,6 +113,8 @@ int app_serve(struct app *a) {
                                  .password_min_bytes = a->cfg.password_min_bytes,
                                  .session_ttl_s = a->cfg.session_ttl_s,
                                  .signin_free_failures = a->cfg.signin_free_failures,
+                                 .pwhash_concurrency = a->cfg.pwhash_concurrency,
+                                 .pwhash_queue = a->cfg.pwhash_queue,
                                  .trusted_proxies = a->cfg.trusted_proxies};
     struct server_handler handler;
     char msg[256];

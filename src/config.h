@@ -58,6 +58,8 @@ struct config {
     uint32_t password_min_bytes;
     uint32_t session_ttl_s;
     uint32_t signin_free_failures;
+    uint32_t pwhash_concurrency; /* password hashes at once on the threadpool */
+    uint32_t pwhash_queue;       /* ... and waiting beyond them (503 past that) */
     const char *trusted_proxies; /* comma-separated addresses / CIDR blocks */
     uint32_t log_level;          /* enum log_level */
 };

@@ -22,8 +22,6 @@
 
 #define ARENA_BLOCK 16384
 #define THROTTLE_ENTRIES 4096
-#define PWHASH_CONCURRENCY 2 /* of libuv's 4 threads: the log's writes keep the others */
-#define PWHASH_QUEUE 64
 
 const char hdr_www_authenticate[] = "WWW-Authenticate: Basic realm=\"eventd\"\r\n";
 const char hdr_retry_after[] = "Retry-After: 1\r\n";
@@ -196,7 +194,7 @@ int handlers_init(struct handlers *h, uv_loop_t *loop, struct db *db,
         snprintf(msg, msg_len, "could not set up sign-in throttling");
         return -1;
     }
-    pwhash_init(&h->pw, loop, PWHASH_CONCURRENCY, PWHASH_QUEUE);
+    pwhash_init(&h->pw, loop, lim->pwhash_concurrency, lim->pwhash_queue);
     site_init();
     memset(out, 0, sizeof *out);
     out->data = h;

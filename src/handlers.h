@@ -28,6 +28,7 @@ struct handler_limits {
     uint32_t password_min_bytes; /* shortest password */
     uint32_t session_ttl_s;      /* a session's lifetime */
     uint32_t signin_free_failures;
+    uint32_t pwhash_concurrency, pwhash_queue;
     const char *trusted_proxies; /* comma-separated addresses/CIDR blocks, or "" */
 };
 
