@@ -1037,19 +1037,11 @@ class HashQueueFlags(OwnServer):
         self.assertEqual(sorted(r.status for r in out), [200, 200, 503, 503, 503, 503],
                          [r.describe() for r in out])
 
-
-class HashQueueFull(OwnServer):
-    """Beyond --pwhash-concurrency (2) hashing and --pwhash-queue (64) waiting: 503."""
-    CONCURRENT = 90
-
-    def test_beyond_the_hashing_queue_is_503_with_retry_after_1(self):
+    def test_beyond_the_hashing_queue_is_503_unavailable_with_retry_after_1(self):
+        # (the defaults, 2 + 64, would need 67 hashes at once: slow on 2 cores)
         _, name = register(self.port())
-        out = concurrent_signins(self.port(), name, self.CONCURRENT)
-        refused = [r for r in out if r.status == 503]
-        print("\n%d concurrent sign-ins: %d answered 200, %d answered 503"
-              % (len(out), sum(r.status == 200 for r in out), len(refused)), file=sys.stderr)
-        self.assertEqual(len(out), self.CONCURRENT)
-        self.assertTrue(refused, "no 503 with %d sign-ins at once" % self.CONCURRENT)
+        refused = [r for r in concurrent_signins(self.port(), name, 4) if r.status == 503]
+        self.assertTrue(refused, "no 503 with 4 sign-ins at once")
         self.assertEqual(refused[0].header("retry-after"), "1", refused[0].describe())
         self.assertEqual(refused[0].error()["Code"], "unavailable", refused[0].describe())
 
