@@ -21,12 +21,22 @@ RUNTIME="build-essential cmake pkg-config libuv1-dev libyajl-dev libsodium-dev n
 # memcheck suite; clang and libclang-rt-14-dev for libFuzzer and the sanitizers
 # (EVENTD_FUZZ=ON); clang-format for the formatting check; podman, runc, netavark,
 # iptables and debootstrap (+ the archive keyring) for tests/docker/run.sh, which
-# builds and runs docker/Dockerfile without a Docker engine.
+# builds and runs docker/Dockerfile without a Docker engine; chromium and nodejs for
+# the browser test (tests/browser: headless Chromium driven by playwright-core from npm).
 TEST="python3 curl wrk nginx-light haproxy valgrind clang clang-format libclang-rt-14-dev
-podman runc netavark iptables debootstrap debian-archive-keyring"
+podman runc netavark iptables debootstrap debian-archive-keyring chromium nodejs"
+# Debian's npm only where no npm is installed: a nodejs package that bundles its own
+# npm (as some machines have) conflicts with Debian's.
+command -v npm >/dev/null 2>&1 || TEST="$TEST npm"
 
 PACKAGES=$RUNTIME
 [ "$MODE" = test ] && PACKAGES="$RUNTIME $TEST"
+
+# The browser test's playwright-core, pinned by tests/browser/package-lock.json.
+npm_step() {
+    [ "$MODE" = test ] || return 0
+    "$(dirname "$0")/../tests/browser/install.sh"
+}
 
 missing=""
 for p in $PACKAGES; do
@@ -37,6 +47,7 @@ done
 
 if [ -z "$missing" ]; then
     echo "deps ($MODE): all packages present"
+    npm_step
     exit 0
 fi
 
@@ -59,4 +70,5 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 # nginx-light starts a daemon on install on some systems; the benchmarks run their own.
 if command -v systemctl >/dev/null 2>&1; then $SUDO systemctl disable --now nginx >/dev/null 2>&1 || true; fi
+npm_step
 echo "deps: done"
