@@ -2,7 +2,36 @@
 #include "pwhash.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+
+/*
+ * Test builds only: EVENTD_TEST_PWHASH_FAST=1 hashes new passwords with
+ * libsodium's minimum limits, so that the suites registering hundreds of
+ * accounts do not spend minutes in Argon2 (ten times slower under the
+ * sanitizers). Verification follows whatever limits a hash names. The
+ * latency test and every production build use the interactive limits.
+ */
+#ifdef EVENTD_FAULT_HOOKS
+static bool fast(void) {
+    const char *v = getenv("EVENTD_TEST_PWHASH_FAST");
+    return v && !strcmp(v, "1");
+}
+#endif
+
+static unsigned long long ops_limit(void) {
+#ifdef EVENTD_FAULT_HOOKS
+    if (fast()) return crypto_pwhash_OPSLIMIT_MIN;
+#endif
+    return crypto_pwhash_OPSLIMIT_INTERACTIVE;
+}
+
+static size_t mem_limit(void) {
+#ifdef EVENTD_FAULT_HOOKS
+    if (fast()) return crypto_pwhash_MEMLIMIT_MIN;
+#endif
+    return crypto_pwhash_MEMLIMIT_INTERACTIVE;
+}
 
 void pwhash_init(struct pwhash *pw, uv_loop_t *loop, uint32_t concurrency, uint32_t queue_max) {
     memset(pw, 0, sizeof *pw);
@@ -18,11 +47,8 @@ static void work(uv_work_t *w) {
     if (job->verify) {
         job->result = crypto_pwhash_str_verify(job->hash, job->password, n) == 0 ? 0 : -1;
     } else {
-        job->result =
-            crypto_pwhash_str(job->hash, job->password, n, crypto_pwhash_OPSLIMIT_INTERACTIVE,
-                              crypto_pwhash_MEMLIMIT_INTERACTIVE) == 0
-                ? 0
-                : -1;
+        int rc = crypto_pwhash_str(job->hash, job->password, n, ops_limit(), mem_limit());
+        job->result = rc == 0 ? 0 : -1;
     }
     sodium_memzero(job->password, sizeof job->password);
 }

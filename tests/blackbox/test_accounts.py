@@ -240,12 +240,13 @@ class Base(unittest.TestCase):
 
 
 class OwnServer(Base):
-    """A class with a server of its own (args in server_args)."""
+    """A class with a server of its own (args in server_args, env in server_env)."""
     server_args = ()
+    server_env = None
 
     @classmethod
     def setUpClass(cls):
-        cls.srv = harness.Server(extra_args=list(cls.server_args))
+        cls.srv = harness.Server(extra_args=list(cls.server_args), env=cls.server_env)
         cls.srv.__enter__()
 
     @classmethod
@@ -932,6 +933,7 @@ class HashingKeepsTheLoopFree(OwnServer):
     the 2 hashing threads compete with the loop for CPU (and, on a machine
     busy with other work, single GETs wait tens of ms behind them);
     tests/bench/signin_latency.sh measures."""
+    server_env = {"EVENTD_TEST_PWHASH_FAST": "0"}  # the real Argon2id cost
     SIGNERS = 8
     GETS = 50
     PAUSE_S = 0.005
@@ -1030,6 +1032,7 @@ def concurrent_signins(port, name, n):
 class HashQueueFlags(OwnServer):
     """--pwhash-concurrency 1 hashing and --pwhash-queue 1 waiting: the rest get 503."""
     server_args = ("--pwhash-concurrency", "1", "--pwhash-queue", "1")
+    server_env = {"EVENTD_TEST_PWHASH_FAST": "0"}  # hashes slow enough to queue
 
     def test_the_flags_bound_the_hashing_queue(self):
         _, name = register(self.port())
