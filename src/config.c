@@ -43,6 +43,8 @@ const struct config config_defaults = {
     .session_ttl_s = 7 * 86400,
     .signin_free_failures = 5,
     .trusted_proxies = "",
+    .metrics = true,
+    .access_log = true,
     .log_level = LOG_INFO,
 };
 
@@ -135,6 +137,10 @@ static const struct opt opts[] = {
      1000, "failed sign-ins per name or address before each attempt must wait"},
     {"trusted-proxies", "EVENTD_TRUSTED_PROXIES", OPT_TEXT, OFF(trusted_proxies), 0, 0,
      "comma-separated addresses or CIDR blocks whose X-Forwarded-For is believed"},
+    {"metrics", "EVENTD_METRICS", OPT_BOOL, OFF(metrics), 0, 0,
+     "serve GET /metrics (Prometheus text format, no authentication)"},
+    {"access-log", "EVENTD_ACCESS_LOG", OPT_BOOL, OFF(access_log), 0, 0,
+     "write one JSON line per response to stderr"},
     {"log-level", "EVENTD_LOG_LEVEL", OPT_LEVEL, OFF(log_level), 0, 0,
      "debug | info | warn | error | off"},
 };

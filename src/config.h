@@ -59,6 +59,8 @@ struct config {
     uint32_t session_ttl_s;
     uint32_t signin_free_failures;
     const char *trusted_proxies; /* comma-separated addresses / CIDR blocks */
+    bool metrics;                /* serve GET /metrics */
+    bool access_log;             /* one JSON line per response on stderr */
     uint32_t log_level;          /* enum log_level */
 };
 

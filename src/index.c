@@ -263,6 +263,8 @@ struct record *index_swap(struct index *ix, struct record *r) {
     if (found) {
         old = sl->r;
         ix->live_bytes -= old->size;
+        ix->kind_count[old->type % INDEX_KINDS]--;
+        ix->kind_bytes[old->type % INDEX_KINDS] -= old->size;
         if (old->type == REC_EVENT)
             unlink_event(ix, old);
         else
@@ -283,6 +285,8 @@ struct record *index_swap(struct index *ix, struct record *r) {
         if (sh->used * 4 >= sh->cap * 3) grow(sh);
     }
     ix->live_bytes += r->size;
+    ix->kind_count[r->type % INDEX_KINDS]++;
+    ix->kind_bytes[r->type % INDEX_KINDS] += r->size;
     if (r->type == REC_EVENT) link_event(ix, r);
     if (r->type == REC_USER) name_insert(ix, r);
     if (r->id >= ix->next_id) ix->next_id = r->id + 1;
@@ -305,6 +309,8 @@ struct record *index_remove(struct index *ix, uint64_t id) {
     struct owner *o = owner_get(ix, owner_key(r), false);
     if (o) list_remove(&o->lists[r->type], r->id);
     ix->live_bytes -= r->size;
+    ix->kind_count[r->type % INDEX_KINDS]--;
+    ix->kind_bytes[r->type % INDEX_KINDS] -= r->size;
     sl->r = TOMBSTONE;
     shard_of(ix, mix(id))->count--;
     ix->count--;

@@ -38,6 +38,7 @@ struct index_slot {
  * a millisecond or two, never a whole-table stop.
  */
 #define INDEX_SHARDS 256
+#define INDEX_KINDS 8 /* record types are below this (record.h) */
 
 struct index_shard {
     struct index_slot *slots;
@@ -58,6 +59,9 @@ struct index {
     uint64_t next_id;    /* above every id seen; never goes down */
     uint64_t id_floor;   /* replay: the last REC_NEXT_ID frame (ids below it may be taken) */
     uint64_t live_bytes; /* encoded payload bytes of live records (frames included) */
+    /* The same two by record type (enum rec_type below INDEX_KINDS), for /metrics. */
+    uint64_t kind_count[INDEX_KINDS];
+    uint64_t kind_bytes[INDEX_KINDS];
 };
 
 void index_init(struct index *ix);
