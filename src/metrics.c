@@ -77,7 +77,7 @@ static void append_value(struct buf *out, double v) {
         return;
     }
     char tmp[32];
-    int n = snprintf(tmp, sizeof tmp, "%.9g", v);
+    int n = snprintf(tmp, sizeof tmp, "%.15g", v);
     buf_append(out, tmp, (size_t)n);
 }
 
