@@ -55,19 +55,26 @@ void access_log_close(struct access_log *al) {
 
 /* Bytes that go into a JSON string as they are: printable ASCII but '"' and '\\'. */
 static inline bool plain(unsigned char c) {
-    return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+    return (unsigned char)(c - 0x20) < 0x5f && c != '"' && c != '\\';
 }
 
 /* Writes the escaped s at o, at most max bytes, never cutting an escape; returns the end. */
 static char *escape_to(char *o, struct slice s, size_t max) {
     static const char hex[] = "0123456789abcdef";
     char *end = o + max;
-    for (size_t i = 0; i < s.len; i++) {
-        unsigned char c = (unsigned char)s.ptr[i];
-        if (plain(c)) {
-            if (o == end) break;
-            *o++ = (char)c;
-        } else if (c == '"' || c == '\\') {
+    size_t i = 0;
+    while (i < s.len) {
+        /* The common case: a run of plain bytes, copied at once. */
+        size_t j = i;
+        while (j < s.len && plain((unsigned char)s.ptr[j]))
+            j++;
+        size_t run = j - i;
+        if (run > (size_t)(end - o)) run = (size_t)(end - o);
+        memcpy(o, s.ptr + i, run);
+        o += run;
+        if (j == s.len || i + run < j) break;
+        unsigned char c = (unsigned char)s.ptr[j];
+        if (c == '"' || c == '\\') {
             if (end - o < 2) break;
             *o++ = '\\';
             *o++ = (char)c;
@@ -78,6 +85,7 @@ static char *escape_to(char *o, struct slice s, size_t max) {
             o[5] = hex[c & 15];
             o += 6;
         }
+        i = j + 1;
     }
     return o;
 }
@@ -90,7 +98,7 @@ void access_log_escape(struct buf *out, struct slice s, size_t max) {
 
 #define PUT(o, lit) (memcpy((o), (lit), sizeof(lit) - 1), (o) + sizeof(lit) - 1)
 
-static char *put_addr(char *o, uint8_t family, const uint8_t *a) {
+static char *format_addr(char *o, uint8_t family, const uint8_t *a) {
     if (family == 4) {
         for (int i = 0; i < 4; i++) {
             if (i) *o++ = '.';
@@ -107,6 +115,19 @@ static char *put_addr(char *o, uint8_t family, const uint8_t *a) {
         o = PUT(o, "local");
     }
     return o;
+}
+
+/* The peer's address as text; the last one is kept, since a server mostly
+ * sees a few clients (or one load balancer) many times in a row. */
+static char *put_addr(struct access_log *al, char *o, uint8_t family, const uint8_t *a) {
+    size_t alen = family == 4 ? 4 : family == 6 ? 16 : 0;
+    if (!al->addr_len || family != al->addr_family || memcmp(a, al->addr, alen) != 0) {
+        al->addr_family = family;
+        memcpy(al->addr, a, alen);
+        al->addr_len = (uint8_t)(format_addr(al->addr_str, family, a) - al->addr_str);
+    }
+    memcpy(o, al->addr_str, al->addr_len);
+    return o + al->addr_len;
 }
 
 /* The second's timestamp, formatted once per second. */
@@ -133,7 +154,11 @@ void access_log_write(struct access_log *al, const struct access_entry *e) {
     memcpy(o, now_str(al), 20);
     o += 20;
     o = PUT(o, "\",\"method\":\"");
-    if (e->method) {
+    if (e->method == HTTP_GET + 1) {
+        o = PUT(o, "GET");
+    } else if (e->method == HTTP_POST + 1) {
+        o = PUT(o, "POST");
+    } else if (e->method) {
         const char *m = llhttp_method_name((llhttp_method_t)(e->method - 1));
         size_t n = strnlen(m, 32);
         memcpy(o, m, n);
@@ -154,7 +179,7 @@ void access_log_write(struct access_log *al, const struct access_entry *e) {
     o = PUT(o, ",\"request_id\":\"");
     o = escape_to(o, e->request_id, 6 * 64);
     o = PUT(o, "\",\"client\":\"");
-    o = put_addr(o, e->family, e->addr);
+    o = put_addr(al, o, e->family, e->addr);
     o = PUT(o, "\"}\n");
     buf_commit(&al->pending, (size_t)(o - start));
     if (al->pending.len >= ACCESS_LOG_BATCH || !al->has_handle) {

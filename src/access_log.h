@@ -40,6 +40,10 @@ struct access_log {
     time_t time_at;       /* second of time_str */
     char time_str[24];    /* "2026-11-22T16:43:10Z" */
     uint64_t dropped;     /* lines the descriptor refused (full, closed) */
+    /* the last client address and its text */
+    uint8_t addr_family, addr_len;
+    uint8_t addr[16];
+    char addr_str[48];
 };
 
 /* One response, as the server saw it hand it to the socket. */
