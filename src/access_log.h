@@ -5,10 +5,11 @@
  *   {"time":"2026-11-22T16:43:10Z","method":"GET","path":"/v2/theme/7","status":200,
  *    "bytes":231,"us":143,"user_id":3,"request_id":"5f3a9c01-2a","client":"127.0.0.1"}
  *
- * The path never carries the query string (it may hold secrets); path and
- * request id are JSON-escaped (control bytes, quotes, backslashes and bytes
- * >= 0x7f as \u00XX), and the escaped path is cut at ACCESS_LOG_PATH_MAX
- * bytes, so a line stays far below PIPE_BUF.
+ * The path never carries the query string (it may hold secrets); it is
+ * JSON-escaped (control bytes, quotes, backslashes and bytes >= 0x7f as
+ * \u00XX) and cut at ACCESS_LOG_PATH_MAX bytes, so a line stays far below
+ * PIPE_BUF. The request id is one the server checked or made: it needs no
+ * escaping.
  *
  * Lines are formatted into one reusable buffer and written together before
  * the loop next waits for I/O (a prepare handle), or at once when the
@@ -51,7 +52,8 @@ struct access_entry {
     uint8_t method; /* llhttp_method_t + 1; 0: unknown (the request line was bad) */
     uint16_t status;
     struct slice path;       /* without the query */
-    struct slice request_id; /* may be empty */
+    struct slice request_id; /* up to 64 bytes of [A-Za-z0-9._:-] (http_request_id_ok, or
+                              * generated): written as it is; may be empty */
     uint64_t bytes;          /* response bytes handed to the socket */
     uint64_t us;             /* latency, microseconds */
     uint64_t user_id;        /* 0: none */
