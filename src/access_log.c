@@ -112,6 +112,32 @@ void access_log_escape(struct buf *out, struct slice s, size_t max) {
     buf_commit(out, (size_t)(escape_to(o, s, room) - o));
 }
 
+/* The decimal digits of v at o, two at a time; returns the end. */
+static char *put_u64(char *o, uint64_t v) {
+    static const char pairs[] = "00010203040506070809101112131415161718192021222324"
+                                "25262728293031323334353637383940414243444546474849"
+                                "50515253545556575859606162636465666768697071727374"
+                                "75767778798081828384858687888990919293949596979899";
+    char tmp[20], *t = tmp + sizeof tmp;
+    while (v >= 100) {
+        unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        t -= 2;
+        t[0] = pairs[2 * r];
+        t[1] = pairs[2 * r + 1];
+    }
+    if (v >= 10) {
+        t -= 2;
+        t[0] = pairs[2 * v];
+        t[1] = pairs[2 * v + 1];
+    } else {
+        *--t = (char)('0' + v);
+    }
+    while (t < tmp + sizeof tmp)
+        *o++ = *t++;
+    return o;
+}
+
 #define PUT(o, lit) (memcpy((o), (lit), sizeof(lit) - 1), (o) + sizeof(lit) - 1)
 
 static char *format_addr(char *o, uint8_t family, const uint8_t *a) {
@@ -187,13 +213,13 @@ void access_log_write(struct access_log *al, const struct access_entry *e) {
     o = PUT(o, "\",\"path\":\"");
     o = escape_to(o, e->path, ACCESS_LOG_PATH_MAX);
     o = PUT(o, "\",\"status\":");
-    o += u64_digits(e->status, o);
+    o = put_u64(o, e->status);
     o = PUT(o, ",\"bytes\":");
-    o += u64_digits(e->bytes, o);
+    o = put_u64(o, e->bytes);
     o = PUT(o, ",\"us\":");
-    o += u64_digits(e->us, o);
+    o = put_u64(o, e->us);
     o = PUT(o, ",\"user_id\":");
-    o += u64_digits(e->user_id, o);
+    o = put_u64(o, e->user_id);
     o = PUT(o, ",\"request_id\":\"");
     size_t rid = e->request_id.len < 64 ? e->request_id.len : 64;
     memcpy(o, e->request_id.ptr, rid); /* [A-Za-z0-9._:-] only: nothing to escape */
