@@ -124,6 +124,7 @@ static void reject(struct server *srv) {
     http_response_init(&r);
     http_response_error(&r, ERR_UNAVAILABLE, NULL, "too many open connections");
     r.extra = "Retry-After: 1\r\n";
+    server__request_id_make(srv, &r);
     http_response_finish(&r, false);
     /* A best-effort write: a fresh socket's buffer takes this whole. */
     uv_buf_t b[2] = {uv_buf_init(r.head, r.head_len),

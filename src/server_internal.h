@@ -161,6 +161,8 @@ void conn_start_reading(struct conn *c);
 void conn_parse_buffered(struct conn *c);
 /* Gives a new response its start time and request id (given: the request's X-Request-ID). */
 void conn_response_begin(struct conn *c, struct http_response *r, struct slice given);
+/* Gives r a generated request id. */
+void server__request_id_make(struct server *srv, struct http_response *r);
 /* Queues the answer to c->parser.error and makes the connection end after it. */
 void conn_answer_error(struct conn *c);
 /* Re-arms the timer for the connection's current state (request, idle). */

@@ -96,6 +96,10 @@ void conn_response_begin(struct conn *c, struct http_response *r, struct slice g
         r->request_id_len = (uint8_t)given.len;
         return;
     }
+    server__request_id_make(srv, r);
+}
+
+void server__request_id_make(struct server *srv, struct http_response *r) {
     /* Cheap and unique for this process: the random prefix, '-', a counter in hex. */
     char *o = r->request_id;
     memcpy(o, srv->rid_prefix, 8);

@@ -7,6 +7,7 @@ Python 3 standard library only; every wait is bounded.
 
 import json
 import re
+import time
 import unittest
 
 from harness import (Server, auth_header, build_request, connect, read_response, request,
@@ -198,6 +199,22 @@ class RequestIdTests(unittest.TestCase):
             finally:
                 s.close()
             self.assertEqual(r.status, 400)
+            self.assertRegex(r.header("X-Request-ID"), GENERATED_RID)
+
+    def test_generated_on_the_503_at_the_connection_cap(self):
+        with Server(extra_args=["--max-connections", "1"]) as srv:
+            busy = connect(srv.port)
+            try:
+                send_raw(busy, b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # inside a request
+                time.sleep(0.3)  # let the server read it: the connection is busy, not idle
+                s = connect(srv.port)
+                try:
+                    r = read_response(s)
+                finally:
+                    s.close()
+            finally:
+                busy.close()
+            self.assertEqual(r.status, 503)
             self.assertRegex(r.header("X-Request-ID"), GENERATED_RID)
 
     def test_in_access_log(self):
