@@ -175,6 +175,7 @@ void admin_complete(struct handlers *h, struct req_state *st, struct http_reques
         auth_new_key(key);
         r->lsn = db_put_user(h->db, id, st->name, key);
         LOG(LOG_INFO, "admin: created user %s (id %llu)", st->name, (unsigned long long)id);
+        metrics_account(h->metrics, MA_KEY_ISSUED);
         reply_ok_open(r);
         r->status = 201;
         write_user(&r->body, db_get(h->db, id), key);
@@ -185,6 +186,7 @@ void admin_complete(struct handlers *h, struct req_state *st, struct http_reques
         auth_new_key(key);
         r->lsn = db_put_user(h->db, u->id, st->name, key);
         LOG(LOG_INFO, "admin: new API key for user %s", st->name);
+        metrics_account(h->metrics, MA_KEY_ISSUED);
         reply_ok_open(r);
         write_user(&r->body, db_get(h->db, u->id), key);
         buf_append_char(&r->body, '}');

@@ -11,6 +11,19 @@
 
 #include "handlers_internal.h"
 
+/* metrics_api_route counts on these layouts. */
+_Static_assert(REC_ADDRESS == REC_THEME + 1 && REC_EVENT == REC_THEME + 2, "record kinds");
+_Static_assert(ACT_LIST == ACT_CREATE + 1 && ACT_GET == ACT_CREATE + 2 &&
+                   ACT_UPDATE == ACT_CREATE + 3 && ACT_DELETE == ACT_CREATE + 4,
+               "router actions");
+_Static_assert(MR_THEME_LIST == MR_THEME_CREATE + 1 && MR_THEME_GET == MR_THEME_CREATE + 2 &&
+                   MR_THEME_UPDATE == MR_THEME_CREATE + 3 &&
+                   MR_THEME_DELETE == MR_THEME_CREATE + 4 &&
+                   MR_ADDRESS_CREATE == MR_THEME_CREATE + 5 &&
+                   MR_EVENT_CREATE == MR_THEME_CREATE + 10 &&
+                   MR_EVENT_DELETE == MR_THEME_CREATE + 14,
+               "metrics routes");
+
 static bool is_write(uint8_t action) {
     return action == ACT_CREATE || action == ACT_UPDATE || action == ACT_DELETE;
 }
@@ -227,12 +240,14 @@ enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
         return SERVER_ANSWERED;
     }
     if (st->route.action == ACT_HEALTH) {
+        r->route = MR_HEALTH;
         /* A load balancer takes a shard whose disk refuses writes out of rotation. */
         if (reply_if_storage_failing(h, r)) return SERVER_ANSWERED;
         buf_reset(&r->body);
         buf_append_str(&r->body, "{\"Status\":\"ok\"}");
         return SERVER_ANSWERED;
     }
+    r->route = metrics_api_route(st->route.type - REC_THEME, st->route.action - ACT_CREATE);
     const struct record *user = authenticate(h, st, &req->kept->authorization);
     if (!user) {
         http_response_error(r, ERR_UNAUTHORIZED, NULL,

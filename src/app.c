@@ -31,6 +31,7 @@ int app_open(struct app *a, uv_loop_t *loop, const struct config *cfg) {
     memset(a, 0, sizeof *a);
     a->loop = loop;
     a->cfg = *cfg;
+    metrics_init(&a->metrics);
     log_threshold = (enum log_level)cfg->log_level;
     if (auth_init() < 0) {
         fprintf(stderr, "eventd: libsodium failed to initialize\n");
@@ -39,12 +40,15 @@ int app_open(struct app *a, uv_loop_t *loop, const struct config *cfg) {
     struct store_opts so = {.fsync = store_fsync_of(cfg->fsync),
                             .fsync_interval_ms = cfg->fsync_interval_ms,
                             .repair = cfg->repair,
-                            .retry_ms = cfg->storage_retry_ms};
+                            .retry_ms = cfg->storage_retry_ms,
+                            .metrics = &a->metrics};
     char msg[512];
+    uint64_t t0 = uv_hrtime();
     if (db_open(&a->db, loop, cfg->data_dir, &so, msg, sizeof msg) < 0) {
         fprintf(stderr, "eventd: %s\n", msg);
         return -1;
     }
+    a->metrics.replay_ns = uv_hrtime() - t0;
     return 0;
 }
 
@@ -56,6 +60,26 @@ static void on_db_ack(void *ctx, uint64_t lsn, int status) {
         server_acked(&a->srv, lsn);
     else
         server_fail_after(&a->srv, lsn);
+}
+
+/* A response left: count it and write its access log line. */
+static void on_sent(void *ctx, const struct server_sent *s) {
+    struct app *a = ctx;
+    const struct http_response *r = s->r;
+    metrics_observe_request(&a->metrics, r->route, r->status, s->ns);
+    if (!a->alog.on) return;
+    struct access_entry e = {
+        .method = r->method,
+        .status = r->status,
+        .path = {r->path.ptr, r->path.len},
+        .request_id = {r->request_id, r->request_id_len},
+        .bytes = s->bytes,
+        .us = s->ns / 1000,
+        .user_id = r->user_id,
+        .family = s->family,
+        .addr = s->addr,
+    };
+    access_log_write(&a->alog, &e);
 }
 
 static void on_drained(struct server *srv) {
@@ -115,7 +139,8 @@ int app_serve(struct app *a) {
                                  .signin_free_failures = a->cfg.signin_free_failures,
                                  .pwhash_concurrency = a->cfg.pwhash_concurrency,
                                  .pwhash_queue = a->cfg.pwhash_queue,
-                                 .trusted_proxies = a->cfg.trusted_proxies};
+                                 .trusted_proxies = a->cfg.trusted_proxies,
+                                 .metrics = a->cfg.metrics};
     struct server_handler handler;
     char msg[256];
     if (handlers_init(&a->handlers, a->loop, &a->db, &lim, &handler, msg, sizeof msg) < 0) {
@@ -129,6 +154,9 @@ int app_serve(struct app *a) {
         return 1;
     }
     a->handlers.srv = &a->srv;
+    a->handlers.metrics = &a->metrics;
+    access_log_init(&a->alog, a->loop, STDERR_FILENO, a->cfg.access_log);
+    server_on_sent(&a->srv, on_sent, a);
     if (a->cfg.admin) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", a->cfg.data_dir, APP_ADMIN_SOCKET);
@@ -169,6 +197,7 @@ int app_serve(struct app *a) {
     a->handlers.srv = NULL;
     a->serving_done = true;
     server_destroy(&a->srv);
+    access_log_close(&a->alog);
     if (a->cfg.admin) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", a->cfg.data_dir, APP_ADMIN_SOCKET);

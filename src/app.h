@@ -10,9 +10,11 @@
 #include <stdbool.h>
 #include <uv.h>
 
+#include "access_log.h"
 #include "config.h"
 #include "db.h"
 #include "handlers.h"
+#include "metrics.h"
 #include "server.h"
 
 struct app {
@@ -21,6 +23,8 @@ struct app {
     struct db db;
     struct handlers handlers;
     struct server srv;
+    struct metrics metrics; /* GET /metrics; lent to the store and the handlers */
+    struct access_log alog; /* one JSON line per response on stderr */
     uv_signal_t sig_term, sig_int, sig_usr1;
     uv_check_t check; /* after each loop iteration: compaction due? */
     bool serving;

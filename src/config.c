@@ -45,6 +45,8 @@ const struct config config_defaults = {
     .pwhash_concurrency = 0,
     .pwhash_queue = 64,
     .trusted_proxies = "",
+    .metrics = true,
+    .access_log = true,
     .log_level = LOG_INFO,
 };
 
@@ -142,6 +144,10 @@ static const struct opt opts[] = {
      "password hashes waiting beyond those; more get 503"},
     {"trusted-proxies", "EVENTD_TRUSTED_PROXIES", OPT_TEXT, OFF(trusted_proxies), 0, 0,
      "comma-separated addresses or CIDR blocks whose X-Forwarded-For is believed"},
+    {"metrics", "EVENTD_METRICS", OPT_BOOL, OFF(metrics), 0, 0,
+     "serve GET /metrics (Prometheus text format, no authentication)"},
+    {"access-log", "EVENTD_ACCESS_LOG", OPT_BOOL, OFF(access_log), 0, 0,
+     "write one JSON line per response to stderr"},
     {"log-level", "EVENTD_LOG_LEVEL", OPT_LEVEL, OFF(log_level), 0, 0,
      "debug | info | warn | error | off"},
 };

@@ -61,6 +61,8 @@ struct config {
     uint32_t pwhash_concurrency; /* password hashes at once on the threadpool */
     uint32_t pwhash_queue;       /* ... and waiting beyond them (503 past that) */
     const char *trusted_proxies; /* comma-separated addresses / CIDR blocks */
+    bool metrics;                /* serve GET /metrics */
+    bool access_log;             /* one JSON line per response on stderr */
     uint32_t log_level;          /* enum log_level */
 };
 

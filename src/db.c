@@ -262,6 +262,10 @@ int db_close(struct db *db) {
 static void compact_done(struct db *db, int status) {
     db->compacting = false;
     db->compact_status = status;
+    if (status < 0)
+        db->stats_compactions_failed++;
+    else
+        db->stats_compactions_ok++;
     if (db->on_compacted) db->on_compacted(db->compact_ctx, status);
 }
 

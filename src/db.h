@@ -70,6 +70,7 @@ struct db {
     uint64_t compact_end;   /* ids below this are in the snapshot */
     bool compacting;
     int compact_status; /* outcome of the last compaction: 0 or -errno */
+    uint64_t stats_compactions_ok, stats_compactions_failed; /* finished compactions */
     db_compact_cb on_compacted;
     void *compact_ctx;
     bool open;

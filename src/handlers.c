@@ -84,6 +84,47 @@ static void state_destroy(void *data, void *mem) {
     buf_destroy(&st->auth_seen);
 }
 
+/* GET /metrics: the Prometheus text format (README "Metrics"). */
+static void reply_metrics(struct handlers *h, struct http_request *req, struct http_response *r) {
+    r->route = MR_METRICS;
+    if (req->method != HTTP_GET && req->method != HTTP_HEAD) {
+        http_response_error(r, ERR_METHOD_NOT_ALLOWED, NULL, NULL);
+        r->extra = "Allow: GET, HEAD\r\n";
+        return;
+    }
+    static const char *const kinds[INDEX_KINDS] = {
+        [REC_USER] = "user",   [REC_THEME] = "theme",     [REC_ADDRESS] = "address",
+        [REC_EVENT] = "event", [REC_SESSION] = "session", [REC_ADMIN] = "admin_token",
+    };
+    struct buf *b = &r->body;
+    buf_reset(b);
+    r->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    const struct db *db = h->db;
+    metrics_render(h->metrics, b, db->stats_compactions_ok, db->stats_compactions_failed);
+    const struct server *srv = h->srv;
+    metrics_write_gauge(b, "eventd_connections_open", "Open client connections.",
+                        srv ? (double)(srv->nconns - srv->nclosing) : 0);
+    metrics_write_gauge(b, "eventd_log_bytes", "Bytes in the log file (eventd.log).",
+                        (double)db->store.file_size);
+    metrics_write_gauge(b, "eventd_log_live_bytes",
+                        "Bytes of the live records' frames: what a compaction would keep.",
+                        (double)db->index.live_bytes);
+    metrics_write_head(b, "eventd_records", "gauge", "Live records, by kind.");
+    for (unsigned k = 0; k < INDEX_KINDS; k++)
+        if (kinds[k])
+            metrics_write_sample(b, "eventd_records", "kind", kinds[k],
+                                 (double)db->index.kind_count[k]);
+    metrics_write_head(b, "eventd_record_bytes", "gauge",
+                       "Bytes of the live records' frames, by kind.");
+    for (unsigned k = 0; k < INDEX_KINDS; k++)
+        if (kinds[k])
+            metrics_write_sample(b, "eventd_record_bytes", "kind", kinds[k],
+                                 (double)db->index.kind_bytes[k]);
+    metrics_write_head(b, "eventd_fsyncs_total", "counter",
+                       "fdatasyncs of the log completed (compactions' included).");
+    metrics_write_sample(b, "eventd_fsyncs_total", NULL, NULL, (double)db->store.stats_syncs);
+}
+
 static enum server_headers_result on_headers(void *data, void *mem, struct http_request *req,
                                              struct http_response *r) {
     struct handlers *h = data;
@@ -93,9 +134,16 @@ static enum server_headers_result on_headers(void *data, void *mem, struct http_
     if (st->decoding) json_decoder_end(&st->dec);
     st->decoding = false;
     st->user_id = 0;
+    if (h->lim.metrics && h->metrics && slice_eq(req->path, "/metrics", 8)) {
+        st->surface = SURF_API;
+        reply_metrics(h, req, r);
+        return SERVER_ANSWERED;
+    }
     enum server_headers_result res;
     if (admin_headers(h, st, req, r, &res)) {
         st->surface = SURF_ADMIN;
+        r->route = MR_ADMIN;
+        metrics_account(h->metrics, MA_ADMIN_CALL);
         return res;
     }
     if (site_headers(h, st, req, r, &res)) {
@@ -122,6 +170,7 @@ static void on_complete(void *data, void *mem, struct http_request *req, struct 
         site_complete(h, st, req, r);
     else
         api_complete(h, st, req, r);
+    if (st->user_id) r->user_id = st->user_id;
     /* Whatever this response shows must be acknowledged before it leaves. */
     if (r->lsn < db_visible_lsn(h->db)) r->lsn = db_visible_lsn(h->db);
     if (st->decoding) {

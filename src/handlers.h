@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "db.h"
+#include "metrics.h"
 #include "pwhash.h"
 #include "server.h"
 #include "throttle.h"
@@ -30,6 +31,7 @@ struct handler_limits {
     uint32_t signin_free_failures;
     uint32_t pwhash_concurrency, pwhash_queue;
     const char *trusted_proxies; /* comma-separated addresses/CIDR blocks, or "" */
+    bool metrics;                /* serve GET /metrics */
 };
 
 #define HANDLERS_MAX_PROXIES 16
@@ -42,8 +44,9 @@ struct proxy_net {
 };
 
 struct handlers {
-    struct db *db;      /* borrowed: outlives the server */
-    struct server *srv; /* borrowed: set by the assembly once the server exists */
+    struct db *db;           /* borrowed: outlives the server */
+    struct server *srv;      /* borrowed: set by the assembly once the server exists */
+    struct metrics *metrics; /* borrowed: set by the assembly (account events, /metrics); or NULL */
     struct handler_limits lim;
     struct throttle by_name, by_addr; /* failed sign-ins */
     struct pwhash pw;                 /* Argon2id jobs on the threadpool */

@@ -551,12 +551,14 @@ void http_response_init(struct http_response *r) {
     memset(r, 0, sizeof *r);
     buf_init(&r->body, 0); /* grows on first use, then keeps its capacity */
     buf_init(&r->headers, 0);
+    buf_init(&r->path, 0);
     http_response_reset(r);
 }
 
 void http_response_destroy(struct http_response *r) {
     buf_destroy(&r->body);
     buf_destroy(&r->headers);
+    buf_destroy(&r->path);
 }
 
 void http_response_reset(struct http_response *r) {
@@ -569,8 +571,24 @@ void http_response_reset(struct http_response *r) {
     r->content_type = NULL;
     r->lsn = 0;
     r->head_len = 0;
+    r->route = 0;
+    r->method = 0;
+    r->request_id_len = 0;
+    r->user_id = 0;
     buf_reset(&r->body);
     buf_reset(&r->headers);
+    buf_reset(&r->path);
+}
+
+bool http_request_id_ok(struct slice v) {
+    if (v.len == 0 || v.len > HTTP_REQUEST_ID_MAX) return false;
+    for (size_t i = 0; i < v.len; i++) {
+        unsigned char c = (unsigned char)v.ptr[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == ':' || c == '-';
+        if (!ok) return false;
+    }
+    return true;
 }
 
 void http_response_error(struct http_response *r, enum err e, const char *field,
@@ -641,6 +659,13 @@ void http_response_finish(struct http_response *r, bool keep_alive) {
         n += PUT_LIT(h + n, "Connection: close\r\n");
     else if (r->http10)
         n += PUT_LIT(h + n, "Connection: keep-alive\r\n");
+    if (r->request_id_len) {
+        /* At most 80 bytes: the head's other lines leave room for it (and extra
+         * falls back to the built lines below when it does not fit). */
+        n += PUT_LIT(h + n, "X-Request-ID: ");
+        n += put(h + n, r->request_id, r->request_id_len);
+        n += PUT_LIT(h + n, "\r\n");
+    }
     if (r->extra) {
         size_t len = strlen(r->extra);
         if (n + len + 2 <= sizeof r->head) {

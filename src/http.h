@@ -167,6 +167,15 @@ void http_parser_resume(struct http_parser *p);
 
 /* ---- responses ---- */
 
+#define HTTP_REQUEST_ID_MAX 64 /* bytes of an X-Request-ID kept; longer ones are replaced */
+#define HTTP_PATH_KEEP 1024    /* bytes of the path kept with the response for the access log */
+
+/*
+ * True when an X-Request-ID value can be echoed as it is: 1 to
+ * HTTP_REQUEST_ID_MAX bytes of [A-Za-z0-9._:-].
+ */
+bool http_request_id_ok(struct slice v);
+
 struct http_response {
     uint16_t status;
     bool close;               /* the connection closes after this response */
@@ -181,6 +190,18 @@ struct http_response {
     struct buf body;
     char head[384];
     uint32_t head_len;
+    /* What the access log and the metrics need of the request, kept with its
+     * response: a pipelined next request rewrites the request's own buffers
+     * before this response leaves. The server fills them when the headers
+     * are complete (or when it answers an error); the handler adds the
+     * route and the user. */
+    uint8_t route;          /* the handler's metrics label (enum metrics_route); 0: other */
+    uint8_t method;         /* llhttp_method_t + 1; 0: the request line was not read */
+    uint8_t request_id_len; /* 0: no X-Request-ID line */
+    uint64_t user_id;       /* the caller, 0 if none */
+    uint64_t start_ns;      /* uv_hrtime() of the read that brought the request's first byte */
+    struct buf path;        /* the request's path, without the query, cut at HTTP_PATH_KEEP */
+    char request_id[HTTP_REQUEST_ID_MAX]; /* echoed as X-Request-ID; [A-Za-z0-9._:-] only */
 };
 
 void http_response_init(struct http_response *r);
@@ -196,7 +217,8 @@ void http_response_reset(struct http_response *r);
 void http_response_error(struct http_response *r, enum err e, const char *field,
                          const char *message);
 /* Serializes the head into r->head: "Connection: close" when the connection
- * closes after it, "Connection: keep-alive" to an HTTP/1.0 client otherwise. */
+ * closes after it, "Connection: keep-alive" to an HTTP/1.0 client otherwise,
+ * and "X-Request-ID" when the response has one. */
 void http_response_finish(struct http_response *r, bool keep_alive);
 
 /* The current IMF-fixdate, recomputed at most once a second: a static

@@ -350,7 +350,12 @@ struct record *index_swap(struct index *ix, struct record *r) {
     if (found && sl->r->type == REC_USER) name_remove(ix, sl->r);
     if (found) {
         old = sl->r;
-        ix->live_bytes -= record_size(old);
+        {
+            uint64_t size = record_size(old);
+            ix->live_bytes -= size;
+            ix->kind_count[old->type % INDEX_KINDS]--;
+            ix->kind_bytes[old->type % INDEX_KINDS] -= size;
+        }
         if (old->type == REC_EVENT)
             unlink_event(ix, old);
         else
@@ -372,7 +377,12 @@ struct record *index_swap(struct index *ix, struct record *r) {
         list_insert(&owner_get(ix, owner_key(r), true)->lists[r->type], r->id);
         if (sh->used * 4 >= sh->cap * 3) grow(ix, sh);
     }
-    ix->live_bytes += record_size(r);
+    {
+        uint64_t size = record_size(r);
+        ix->live_bytes += size;
+        ix->kind_count[r->type % INDEX_KINDS]++;
+        ix->kind_bytes[r->type % INDEX_KINDS] += size;
+    }
     if (r->type == REC_EVENT) link_event(ix, r);
     if (r->type == REC_USER) name_insert(ix, r);
     if (r->id >= ix->next_id) ix->next_id = r->id + 1;
@@ -394,7 +404,12 @@ struct record *index_remove(struct index *ix, uint64_t id) {
     if (r->type == REC_USER) name_remove(ix, r);
     struct owner *o = owner_get(ix, owner_key(r), false);
     if (o) list_remove(&o->lists[r->type], r->id);
-    ix->live_bytes -= record_size(r);
+    {
+        uint64_t size = record_size(r);
+        ix->live_bytes -= size;
+        ix->kind_count[r->type % INDEX_KINDS]--;
+        ix->kind_bytes[r->type % INDEX_KINDS] -= size;
+    }
     sl->r = TOMBSTONE;
     shard_of(ix, id_hash(id))->count--;
     ix->count--;

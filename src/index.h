@@ -38,6 +38,7 @@ struct index_slot {
  * a millisecond or two, never a whole-table stop.
  */
 #define INDEX_SHARDS 256
+#define INDEX_KINDS 8 /* record types are below this (record.h) */
 
 struct index_shard {
     struct index_slot *slots;
@@ -61,6 +62,9 @@ struct index {
     uint64_t live_bytes;        /* encoded payload bytes of live records (frames included) */
     struct index_slot *scratch; /* a shard's live slots while it grows */
     size_t scratch_cap;
+    /* The same two by record type (enum rec_type below INDEX_KINDS), for /metrics. */
+    uint64_t kind_count[INDEX_KINDS];
+    uint64_t kind_bytes[INDEX_KINDS];
 };
 
 void index_init(struct index *ix);

@@ -124,6 +124,7 @@ static void reject(struct server *srv) {
     http_response_init(&r);
     http_response_error(&r, ERR_UNAVAILABLE, NULL, "too many open connections");
     r.extra = "Retry-After: 1\r\n";
+    server__request_id_make(srv, &r);
     http_response_finish(&r, false);
     /* A best-effort write: a fresh socket's buffer takes this whole. */
     uv_buf_t b[2] = {uv_buf_init(r.head, r.head_len),
@@ -226,6 +227,18 @@ int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg,
     q_init(&srv->lingering);
     q_init(&srv->free_conns);
     srv->scratch = xmalloc(READ_BUF_SIZE);
+    /* Generated request ids: a random prefix keeps them apart across
+     * processes and restarts; a counter, within the process. */
+    uint8_t rnd[4] = {0};
+    if (uv_random(NULL, NULL, rnd, sizeof rnd, 0, NULL) < 0) {
+        uint64_t t = uv_hrtime() ^ (uint64_t)getpid() << 32;
+        memcpy(rnd, &t, sizeof rnd);
+    }
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 4; i++) {
+        srv->rid_prefix[2 * i] = hex[rnd[i] >> 4];
+        srv->rid_prefix[2 * i + 1] = hex[rnd[i] & 15];
+    }
 
     char host[256];
     int port, rc;
@@ -290,6 +303,11 @@ void server_deferred_done(struct server *srv, struct server_ticket t) {
     *state_at(t.c, (uint32_t)i) = SLOT_READY;
     conn_flush(t.c);
     conn_settle(t.c);
+}
+
+void server_on_sent(struct server *srv, server_sent_cb cb, void *ctx) {
+    srv->on_sent = cb;
+    srv->sent_ctx = ctx;
 }
 
 void server_acked(struct server *srv, uint64_t lsn) {

@@ -33,6 +33,13 @@
  * input is read and discarded for at most cfg->linger_ms and
  * cfg->linger_bytes, so the client reads the answer instead of a reset.
  *
+ * Every response carries an X-Request-ID: the request's own when it is 1 to
+ * 64 bytes of [A-Za-z0-9._:-], else one made of a per-process random prefix
+ * and a counter. When a response is handed to the socket, on_sent (if set)
+ * sees it with its size and latency: from the read that brought the
+ * request's first byte to that moment, so in "always" mode it includes the
+ * wait for the fdatasync that covers the response.
+ *
  * Ownership: the server owns its connections; a connection slot is freed
  * (to a free list) only in its uv_close callback.
  */
@@ -76,6 +83,19 @@ struct server_handler {
     void (*on_complete)(void *data, void *state, struct http_request *req,
                         struct http_response *resp);
 };
+
+/*
+ * A response handed to the socket (written, or queued behind a full socket
+ * buffer): what the access log and the metrics see. Valid during the call.
+ */
+struct server_sent {
+    const struct http_response *r; /* status, route, method, path, request id, user */
+    uint64_t bytes;                /* head, header lines and body */
+    uint64_t ns;                   /* from the read of the request's first byte to now */
+    uint8_t family;                /* the peer: 4, 6, or 0 for the local Unix socket */
+    const uint8_t *addr;           /* network order */
+};
+typedef void (*server_sent_cb)(void *ctx, const struct server_sent *s);
 
 struct conn;
 struct server_kit;
@@ -121,6 +141,10 @@ struct server {
     uint32_t nslots;                /* response slots per kit: max_pipeline + 1 */
     size_t freed_bytes;             /* freed since the last malloc_trim, roughly */
     uint64_t acked_lsn;             /* responses with lsn <= this may leave */
+    server_sent_cb on_sent;         /* each response handed to the socket, or NULL */
+    void *sent_ctx;
+    uint64_t rid_next;  /* generated request ids: rid_prefix, '-', this in hex */
+    char rid_prefix[9]; /* 8 random hex digits per process */
     bool shutting_down;
     void (*on_drained)(struct server *srv); /* shutdown: every connection closed */
     char *scratch;                          /* reads of idle and draining connections land here */
@@ -158,6 +182,9 @@ struct server_ticket {
 struct server_ticket server_defer(struct server *srv, struct http_response *r);
 struct http_response *server_deferred(struct server *srv, struct server_ticket t);
 void server_deferred_done(struct server *srv, struct server_ticket t);
+
+/* Calls cb(ctx, ...) for every response handed to the socket from now on (NULL: none). */
+void server_on_sent(struct server *srv, server_sent_cb cb, void *ctx);
 
 /* The store acknowledged every LSN <= lsn: send what waited for it. */
 void server_acked(struct server *srv, uint64_t lsn);

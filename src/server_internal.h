@@ -45,6 +45,9 @@ struct server_kit {
     struct http_kept kept;       /* lent to the parser while the kit is taken */
     struct http_response *slots; /* srv->nslots */
     uint8_t *state;              /* enum slot_state per slot */
+    uint64_t read_ns;            /* uv_hrtime() of the last read that brought bytes */
+    uint64_t req_ns;             /* ... of the read with the first byte of the request in
+                                  * progress, when c->timing */
     char rbuf[READ_BUF_SIZE];
 };
 
@@ -156,6 +159,10 @@ extern const struct http_events server__parser_events;
 void conn_start_reading(struct conn *c);
 /* Parses what is buffered, then decides whether to read more. */
 void conn_parse_buffered(struct conn *c);
+/* Gives a new response its start time and request id (given: the request's X-Request-ID). */
+void conn_response_begin(struct conn *c, struct http_response *r, struct slice given);
+/* Gives r a generated request id. */
+void server__request_id_make(struct server *srv, struct http_response *r);
 /* Queues the answer to c->parser.error and makes the connection end after it. */
 void conn_answer_error(struct conn *c);
 /* Re-arms the timer for the connection's current state (request, idle). */

@@ -46,7 +46,7 @@ static void kit_free(struct server *srv, struct server_kit *k) {
     size_t bytes = sizeof *k + srv->nslots * (sizeof *k->slots + 1) + k->kept.target.cap +
                    k->kept.authorization.cap + k->kept.fields.cap;
     for (uint32_t i = 0; i < srv->nslots; i++) {
-        bytes += k->slots[i].body.cap + k->slots[i].headers.cap;
+        bytes += k->slots[i].body.cap + k->slots[i].headers.cap + k->slots[i].path.cap;
         http_response_destroy(&k->slots[i]);
     }
     http_kept_destroy(&k->kept);

@@ -8,6 +8,8 @@
  * growing our memory. The unparsed rest of the read buffer is kept and
  * parsed when slots free up (server_write.c resumes it).
  */
+#include <string.h>
+
 #include "log.h"
 #include "server_internal.h"
 
@@ -28,6 +30,7 @@ void conn_arm_timer(struct conn *c) {
         if (!c->timing) {
             c->timing = true;
             c->req_start = now;
+            if (c->kit) c->kit->req_ns = c->kit->read_ns;
         }
         deadline = c->req_start +
                    (c->parser.in_headers ? cfg->header_timeout_ms : cfg->request_timeout_ms);
@@ -81,6 +84,38 @@ static void on_timer(uv_timer_t *t) {
 
 /* ---- parser events ---- */
 
+static const char hexdig[] = "0123456789abcdef";
+
+void conn_response_begin(struct conn *c, struct http_response *r, struct slice given) {
+    struct server *srv = c->srv;
+    /* A request that began in an earlier read started then (c->timing);
+     * one that began in this read, with it. */
+    r->start_ns = c->timing ? c->kit->req_ns : c->kit->read_ns;
+    if (http_request_id_ok(given)) {
+        memcpy(r->request_id, given.ptr, given.len);
+        r->request_id_len = (uint8_t)given.len;
+        return;
+    }
+    server__request_id_make(srv, r);
+}
+
+void server__request_id_make(struct server *srv, struct http_response *r) {
+    /* Cheap and unique for this process: the random prefix, '-', a counter in hex. */
+    char *o = r->request_id;
+    memcpy(o, srv->rid_prefix, 8);
+    o[8] = '-';
+    uint64_t v = ++srv->rid_next;
+    char tmp[16];
+    unsigned n = 0;
+    do {
+        tmp[n++] = hexdig[v & 15];
+        v >>= 4;
+    } while (v);
+    for (unsigned i = 0; i < n; i++)
+        o[9 + i] = tmp[n - 1 - i];
+    r->request_id_len = (uint8_t)(9 + n);
+}
+
 static int on_headers(void *owner, struct http_request *req) {
     struct conn *c = owner;
     struct server *srv = c->srv;
@@ -88,6 +123,10 @@ static int on_headers(void *owner, struct http_request *req) {
     c->cur = r;
     r->http10 = req->version_minor == 0;
     r->head_only = req->method == HTTP_HEAD;
+    r->method = (uint8_t)(req->method + 1);
+    buf_append(&r->path, req->path.ptr,
+               req->path.len < HTTP_PATH_KEEP ? req->path.len : HTTP_PATH_KEEP);
+    conn_response_begin(c, r, http_request_field(req, HF_REQUEST_ID));
     c->discard =
         srv->handler.on_headers(srv->handler.data, conn_state_get(c), req, r) == SERVER_ANSWERED;
     if (c->discard && req->expect_continue && req->has_body) {
@@ -147,7 +186,12 @@ const struct http_events server__parser_events = {on_headers, on_body, on_comple
  * client still sending cannot fill the socket and block our answer.
  */
 void conn_answer_error(struct conn *c) {
-    struct http_response *r = c->cur ? c->cur : conn_slot_push(c);
+    struct http_response *r = c->cur;
+    if (!r) {
+        /* Before the headers were complete: no request id came (yet). */
+        r = conn_slot_push(c);
+        conn_response_begin(c, r, (struct slice){NULL, 0});
+    }
     if (c->parser.error != ERR_NONE) http_response_error(r, c->parser.error, NULL, NULL);
     r->close = true;
     *state_at(c, c->count - 1) = SLOT_READY;
@@ -248,6 +292,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b) {
         return;
     }
     if (!c->kit) conn_wake(c, (size_t)nread);
+    c->kit->read_ns = uv_hrtime();
     c->roff = 0;
     c->rlen = (uint32_t)nread;
     conn_parse_buffered(c);

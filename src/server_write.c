@@ -43,9 +43,11 @@ static void wait_for_ack(struct conn *c) {
 /* Collects the sendable responses at the head of the ring into srv->iov;
  * returns how many, and the number of buffers in *nbuf. */
 static uint32_t collect(struct conn *c, unsigned *nbuf) {
-    uv_buf_t *iov = c->srv->iov;
+    struct server *srv = c->srv;
+    uv_buf_t *iov = srv->iov;
     uint32_t n = 0;
     unsigned nb = 0;
+    uint64_t now = 0; /* one clock read per batch */
     while (n < c->count && n < MAX_BATCH && slot_sendable(c, n)) {
         struct http_response *r = slot_at(c, n);
         bool last_queued = n + 1 == c->count && !c->parser.in_message;
@@ -55,6 +57,18 @@ static uint32_t collect(struct conn *c, unsigned *nbuf) {
         iov[nb++] = uv_buf_init(r->head, r->head_len);
         if (r->headers.len) iov[nb++] = uv_buf_init(r->headers.ptr, (unsigned)r->headers.len);
         if (!r->no_body && r->body.len) iov[nb++] = uv_buf_init(r->body.ptr, (unsigned)r->body.len);
+        if (srv->on_sent) {
+            if (!now) now = uv_hrtime();
+            const struct http_request *req = &c->parser.req;
+            struct server_sent sent = {
+                .r = r,
+                .bytes = r->head_len + r->headers.len + (r->no_body ? 0 : r->body.len),
+                .ns = now > r->start_ns ? now - r->start_ns : 0,
+                .family = req->peer.family,
+                .addr = req->peer.addr,
+            };
+            srv->on_sent(srv->sent_ctx, &sent);
+        }
         *state_at(c, n) = SLOT_WRITING;
         n++;
         if (r->close) break;

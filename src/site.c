@@ -445,6 +445,8 @@ static void finish_register(struct site_job *j, struct http_response *r) {
     uint64_t lsn = session_start(h, r, id, j->name);
     if (!lsn) return;
     LOG(LOG_INFO, "account: registered user %s (id %llu)", j->name, (unsigned long long)id);
+    metrics_account(h->metrics, MA_REGISTRATION);
+    r->user_id = id;
     answer_account(h, r, j->json, 201, db_get(h->db, id));
     r->lsn = lsn;
 }
@@ -460,6 +462,7 @@ static void finish_signin(struct site_job *j, struct http_response *r) {
     if (!ok) {
         throttle_fail(&h->by_name, j->name, strlen(j->name), now);
         throttle_fail(&h->by_addr, j->addr, j->addr_len, now);
+        metrics_account(h->metrics, MA_SIGNIN_FAILED);
         fail(h, r, j->json, j->page, ERR_UNAUTHORIZED, NULL, "wrong username or password", j->name,
              "");
         return;
@@ -468,6 +471,8 @@ static void finish_signin(struct site_job *j, struct http_response *r) {
     if (reply_if_storage_failing(h, r)) return;
     uint64_t lsn = session_start(h, r, u->id, j->name);
     if (!lsn) return;
+    metrics_account(h->metrics, MA_SIGNIN_OK);
+    r->user_id = u->id;
     answer_account(h, r, j->json, 200, db_get(h->db, u->id));
     r->lsn = lsn;
 }
@@ -562,6 +567,17 @@ bool site_headers(struct handlers *h, struct req_state *st, struct http_request 
         return true;
     }
     st->page = (uint8_t)(pg - 1);
+    static const uint8_t page_route[] = {
+        [P_REGISTER_GET] = MR_SITE_REGISTER_FORM,
+        [P_REGISTER_POST] = MR_SITE_REGISTER,
+        [P_SIGNIN_GET] = MR_SITE_SIGNIN_FORM,
+        [P_SIGNIN_POST] = MR_SITE_SIGNIN,
+        [P_SIGNOUT] = MR_SITE_SIGNOUT,
+        [P_USER_API_GET] = MR_SITE_ACCOUNT,
+        [P_KEY_POST] = MR_SITE_KEY_ISSUE,
+        [P_REVOKE_POST] = MR_SITE_KEY_REVOKE,
+    };
+    r->route = page_route[st->page];
     if (st->page == P_REGISTER_POST || st->page == P_SIGNIN_POST || st->page == P_SIGNOUT ||
         st->page == P_KEY_POST || st->page == P_REVOKE_POST) {
         if (!account_body_begin(&st->body, req, r, fields, sizeof fields / sizeof fields[0]))
@@ -632,6 +648,7 @@ static void do_signin(struct handlers *h, struct req_state *st, struct http_requ
     if (wait) {
         char msg[128];
         snprintf(msg, sizeof msg, "too many failed sign-ins; retry in %u seconds", wait);
+        metrics_account(h->metrics, MA_SIGNIN_THROTTLED);
         fail(h, r, st->json, st->page, ERR_TOO_MANY, NULL, msg, name.ptr, csrf.ptr);
         add_header(r, "Retry-After: %u\r\n", wait);
         return;
@@ -696,6 +713,7 @@ static void site_post(struct handlers *h, struct req_state *st, struct http_requ
         auth_new_key(key);
         r->lsn = db_put_user(h->db, s->user_id, s->name, key);
         LOG(LOG_INFO, "account: user %s issued a new API key", s->name);
+        metrics_account(h->metrics, MA_KEY_ISSUED);
         if (st->json) {
             reply_ok_open(r);
             buf_append_str(&r->body, "{\"Username\":");
@@ -720,6 +738,7 @@ static void site_post(struct handlers *h, struct req_state *st, struct http_requ
                                 (struct slice){record_get(u, USER_PASSWORD_HASH).s.ptr,
                                                record_get(u, USER_PASSWORD_HASH).s.len});
         LOG(LOG_INFO, "account: user %s revoked its API key", s->name);
+        metrics_account(h->metrics, MA_KEY_REVOKED);
         if (st->json)
             reply_no_content(r);
         else
@@ -744,6 +763,7 @@ void site_complete(struct handlers *h, struct req_state *st, struct http_request
     }
     struct session s;
     bool signed_in = session_get(h, req, &s);
+    if (signed_in) r->user_id = s.user_id;
     switch (st->page) {
     case P_REGISTER_GET:
         page_with_csrf(h, req, r, SITE_REGISTER);

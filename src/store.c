@@ -26,6 +26,7 @@
 
 #include "log.h"
 #include "logfile.h"
+#include "metrics.h"
 
 #define COMPACT_NAME STORE_LOG_NAME ".compact"
 #define LAZY_WRITE_MS 2              /* interval/never: longest wait before writing */
@@ -55,6 +56,7 @@ struct store_batch {
     bool probe;             /* no data: check that the disk takes space and syncs */
     bool sync;              /* fdatasync after the write */
     bool sync_dir;          /* fsync the directory first (retrying a compaction rename) */
+    uint64_t sync_ns;       /* ns the fdatasync took (for /metrics) */
     /* compaction part */
     int compact_fd;
     struct buf cdata; /* frames for eventd.log.compact */
@@ -182,7 +184,9 @@ static void log_part(struct store_batch *b) {
         op = "fsync directory of";
     }
     if (!err && b->sync) {
+        uint64_t t0 = uv_hrtime();
         err = logfile_datasync(b->fd);
+        b->sync_ns = uv_hrtime() - t0;
         op = "fdatasync";
     }
     if (err) {
@@ -359,6 +363,7 @@ static void log_done(struct store *s, struct store_batch *b) {
         s->durable_size = s->file_size;
         s->durable_lsn = b->last_lsn;
         s->stats_syncs++;
+        metrics_observe_fsync(s->opts.metrics, b->sync_ns);
         if (b->sync_dir) s->dir_unsynced = false;
         buf_reset(&s->unsynced);
     } else if (s->opts.fsync == STORE_FSYNC_INTERVAL) {

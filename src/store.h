@@ -33,6 +33,8 @@
 #include "buf.h"
 #include "logfile.h" /* the file format: STORE_LOG_NAME, STORE_HEADER_SIZE, ... */
 
+struct metrics;
+
 enum store_fsync { STORE_FSYNC_ALWAYS, STORE_FSYNC_INTERVAL, STORE_FSYNC_NEVER };
 
 struct store_opts {
@@ -40,6 +42,8 @@ struct store_opts {
     uint32_t fsync_interval_ms; /* interval mode: ms between fdatasyncs */
     bool repair;                /* replay: move damaged data aside instead of refusing */
     uint32_t retry_ms;          /* while the disk refuses writes: ms between retries (0: 1000) */
+    struct metrics *metrics;    /* each log batch's fdatasync time goes here; NULL: nowhere.
+                                 * Borrowed: must outlive the store */
 };
 
 enum store_replay_status {

@@ -1,0 +1,229 @@
+"""Black-box tests of observability (README "Observability"): GET /metrics,
+the JSON access log on stderr, and X-Request-ID.
+
+Each test starts the real binary on 127.0.0.1:0 with a fresh data dir.
+Python 3 standard library only; every wait is bounded.
+"""
+
+import json
+import re
+import time
+import unittest
+
+from harness import (Server, auth_header, build_request, connect, read_response, request,
+                     send_raw, wait_until)
+
+GENERATED_RID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]+$")
+SAMPLE = re.compile(r'^([a-z_]+)(\{[^}]*\})? (\S+)$')
+
+
+def scrape(port):
+    r = request(port, "GET", "/metrics")
+    if r.status != 200:
+        raise AssertionError("GET /metrics answered %d: %r" % (r.status, r.body[:200]))
+    return r
+
+
+def samples(resp):
+    """{(name, labels): value} of a scrape; labels as the raw '{...}' text or ''."""
+    out = {}
+    for line in resp.body.decode().splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = SAMPLE.match(line)
+        if not m:
+            raise AssertionError("not a sample line: %r" % line)
+        out[(m.group(1), m.group(2) or "")] = float(m.group(3))
+    return out
+
+
+def access_lines(srv):
+    """The access log lines (JSON objects) written so far."""
+    out = []
+    for line in srv.stderr_text().splitlines():
+        if line.startswith("{"):
+            out.append(json.loads(line))
+    return out
+
+
+def post_theme(srv, user, headers=None, path="/v2/theme"):
+    h = {"Authorization": auth_header(user, srv.keys[user])}
+    h.update(headers or {})
+    return request(srv.port, "POST", path, body={"Theme": {"Name": "t"}}, headers=h)
+
+
+class MetricsTests(unittest.TestCase):
+    def test_content_type_is_prometheus_text_0_0_4(self):
+        with Server() as srv:
+            r = scrape(srv.port)
+            self.assertEqual(r.header("Content-Type"), "text/plain; version=0.0.4; charset=utf-8")
+
+    def test_theme_create_counter_moves_by_exactly_one(self):
+        with Server(users=["alice"]) as srv:
+            key = ('eventd_http_requests_total', '{route="theme_create",code="200"}')
+            before = samples(scrape(srv.port)).get(key, 0)
+            self.assertEqual(post_theme(srv, "alice").status, 200)
+            after = samples(scrape(srv.port)).get(key, 0)
+            self.assertEqual(after - before, 1)
+
+    def test_histogram_buckets_monotonic_and_count_is_requests(self):
+        with Server() as srv:
+            for _ in range(7):
+                self.assertEqual(request(srv.port, "GET", "/healthz").status, 200)
+            s = samples(scrape(srv.port))
+            name = "eventd_http_request_duration_seconds"
+            buckets = [(float(k[1][5:-2]) if k[1] != '{le="+Inf"}' else float("inf"), v)
+                       for k, v in s.items() if k[0] == name + "_bucket"]
+            buckets.sort()
+            self.assertEqual(len(buckets), 18)
+            values = [v for _, v in buckets]
+            self.assertEqual(values, sorted(values), "buckets must not decrease")
+            # The scrape itself is counted once it has been written: 7 requests before it.
+            self.assertEqual(s[(name + "_count", "")], 7)
+            self.assertEqual(values[-1], 7)
+            total = sum(v for k, v in s.items() if k[0] == "eventd_http_requests_total")
+            self.assertEqual(total, 7)
+
+    def test_records_gauge_counts_live_themes(self):
+        with Server(users=["alice"]) as srv:
+            self.assertEqual(post_theme(srv, "alice").status, 200)
+            s = samples(scrape(srv.port))
+            self.assertEqual(s[("eventd_records", '{kind="theme"}')], 1)
+            self.assertEqual(s[("eventd_records", '{kind="user"}')], 1)
+
+    def test_fsync_histogram_counts_a_synced_write(self):
+        with Server(users=["alice"], extra_args=["--fsync", "always"]) as srv:
+            self.assertEqual(post_theme(srv, "alice").status, 200)
+            s = samples(scrape(srv.port))
+            self.assertGreaterEqual(s[("eventd_fsync_duration_seconds_count", "")], 1)
+
+    def test_failed_signin_counts_as_signin_failed(self):
+        with Server() as srv:
+            key = ("eventd_account_events_total", '{event="signin_failed"}')
+            self.assertEqual(samples(scrape(srv.port))[key], 0)
+            r = request(srv.port, "POST", "/signin", body={"username": "nobody",
+                                                           "password": "wrong password"})
+            self.assertEqual(r.status, 401)
+            self.assertEqual(samples(scrape(srv.port))[key], 1)
+
+    def test_no_metrics_makes_it_404(self):
+        with Server(extra_args=["--no-metrics"]) as srv:
+            self.assertEqual(request(srv.port, "GET", "/metrics").status, 404)
+
+
+class AccessLogTests(unittest.TestCase):
+    def test_line_fields_and_no_query(self):
+        with Server(users=["alice"]) as srv:
+            s = connect(srv.port)
+            try:
+                send_raw(s, build_request("GET", "/v2/theme?limit=5&token=hunter2", headers={
+                    "Authorization": auth_header("alice", srv.keys["alice"]),
+                    "X-Request-ID": "trace-42"}))
+                r = read_response(s)
+            finally:
+                s.close()
+            self.assertEqual(r.status, 200)
+            lines = wait_until(lambda: [l for l in access_lines(srv)
+                                        if l.get("request_id") == "trace-42"], 5)
+            self.assertEqual(len(lines), 1, srv.stderr_text())
+            line = lines[0]
+            self.assertEqual(sorted(line), sorted(["time", "method", "path", "status", "bytes",
+                                                   "us", "user_id", "request_id", "client"]))
+            self.assertEqual(line["method"], "GET")
+            self.assertEqual(line["path"], "/v2/theme")
+            self.assertEqual(line["status"], 200)
+            self.assertEqual(line["bytes"], len(r.raw))
+            self.assertIsInstance(line["us"], int)
+            self.assertGreater(line["user_id"], 0)
+            self.assertEqual(line["client"], "127.0.0.1")
+            self.assertNotIn("hunter2", srv.stderr_text())
+
+    def test_path_is_json_escaped(self):
+        with Server() as srv:
+            # A backslash is legal in llhttp's request target; the line must stay JSON.
+            r = request(srv.port, "GET", "/nope\\x")
+            self.assertEqual(r.status, 404)
+            lines = wait_until(lambda: [l for l in access_lines(srv) if l["status"] == 404], 5)
+            self.assertEqual([l["path"] for l in lines], ["/nope\\x"])
+
+    def test_no_access_log_silences_it(self):
+        with Server(extra_args=["--no-access-log"]) as srv:
+            for _ in range(3):
+                self.assertEqual(request(srv.port, "GET", "/healthz").status, 200)
+            self.assertEqual(srv.stop(), 0)
+            self.assertEqual(access_lines(srv), [])
+
+    def test_on_by_default(self):
+        with Server() as srv:
+            self.assertEqual(request(srv.port, "GET", "/healthz").status, 200)
+            self.assertEqual(srv.stop(), 0)
+            self.assertEqual([l["path"] for l in access_lines(srv)], ["/healthz"])
+
+
+class RequestIdTests(unittest.TestCase):
+    def rid(self, srv, value=None, path="/healthz"):
+        headers = {"X-Request-ID": value} if value is not None else None
+        return request(srv.port, "GET", path, headers=headers).header("X-Request-ID")
+
+    def test_given_is_echoed(self):
+        with Server() as srv:
+            self.assertEqual(self.rid(srv, "a.B_9:z-1"), "a.B_9:z-1")
+
+    def test_64_bytes_kept_65_replaced(self):
+        with Server() as srv:
+            self.assertEqual(self.rid(srv, "x" * 64), "x" * 64)
+            self.assertRegex(self.rid(srv, "x" * 65), GENERATED_RID)
+
+    def test_bad_characters_replaced(self):
+        with Server() as srv:
+            got = self.rid(srv, 'evil"id</script>')
+            self.assertRegex(got, GENERATED_RID)
+
+    def test_generated_when_absent_and_unique(self):
+        with Server() as srv:
+            ids = [self.rid(srv) for _ in range(5)]
+            for i in ids:
+                self.assertRegex(i, GENERATED_RID)
+            self.assertEqual(len(set(ids)), 5)
+
+    def test_echoed_on_an_error_answer(self):
+        with Server() as srv:
+            self.assertEqual(self.rid(srv, "e-404", path="/nope"), "e-404")
+
+    def test_generated_on_a_malformed_request(self):
+        with Server() as srv:
+            s = connect(srv.port)
+            try:
+                send_raw(s, b"GET / HTTP/1.1\r\nBad Header\r\n\r\n")
+                r = read_response(s)
+            finally:
+                s.close()
+            self.assertEqual(r.status, 400)
+            self.assertRegex(r.header("X-Request-ID"), GENERATED_RID)
+
+    def test_generated_on_the_503_at_the_connection_cap(self):
+        with Server(extra_args=["--max-connections", "1"]) as srv:
+            busy = connect(srv.port)
+            try:
+                send_raw(busy, b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # inside a request
+                time.sleep(0.3)  # let the server read it: the connection is busy, not idle
+                s = connect(srv.port)
+                try:
+                    r = read_response(s)
+                finally:
+                    s.close()
+            finally:
+                busy.close()
+            self.assertEqual(r.status, 503)
+            self.assertRegex(r.header("X-Request-ID"), GENERATED_RID)
+
+    def test_in_access_log(self):
+        with Server() as srv:
+            got = self.rid(srv)
+            lines = wait_until(lambda: [l for l in access_lines(srv)
+                                        if l["request_id"] == got], 5)
+            self.assertEqual(len(lines), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
