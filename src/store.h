@@ -133,6 +133,7 @@ struct store {
     uint64_t fail_since;             /* uv_now() when it began */
     uv_timer_t retry_timer;          /* while failing: the next attempt */
     struct buf unsynced;             /* interval: frames written since the last sync */
+    struct store_sync *sync;         /* how batches reach the disk (store_sync.c) */
 };
 
 /*
