@@ -18,7 +18,6 @@ endfunction()
 eventd_require_pkg(UV libuv libuv1-dev)
 eventd_require_pkg(SODIUM libsodium libsodium-dev)
 eventd_require_pkg(YAJL yajl libyajl-dev)
-eventd_require_pkg(URING liburing liburing-dev)
 
 set(LLHTTP_SRC_DIR "/usr/share/llhttp" CACHE PATH "llhttp C sources (Debian node-llhttp)")
 set(LLHTTP_INCLUDE_DIR "/usr/share/include/llhttp" CACHE PATH "llhttp.h (Debian node-llhttp)")

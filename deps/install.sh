@@ -21,9 +21,13 @@ RUNTIME="build-essential cmake pkg-config libuv1-dev libyajl-dev libsodium-dev n
 # memcheck suite; clang and libclang-rt-14-dev for libFuzzer and the sanitizers
 # (EVENTD_FUZZ=ON); clang-format for the formatting check; podman, runc, netavark,
 # iptables and debootstrap (+ the archive keyring) for tests/docker/run.sh, which
-# builds and runs docker/Dockerfile without a Docker engine.
+# builds and runs docker/Dockerfile without a Docker engine; redis-server and
+# redis-tools for tests/bench/sync_compare.sh (Redis with appendfsync always, the
+# anchor of issue 11), and liburing-dev for the io_uring variant that script builds
+# from the experiment commit (eventd itself does not link it).
 TEST="python3 curl wrk nginx-light haproxy valgrind clang clang-format libclang-rt-14-dev
-podman runc netavark iptables debootstrap debian-archive-keyring"
+podman runc netavark iptables debootstrap debian-archive-keyring redis-server redis-tools
+liburing-dev"
 
 PACKAGES=$RUNTIME
 [ "$MODE" = test ] && PACKAGES="$RUNTIME $TEST"

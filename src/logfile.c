@@ -51,14 +51,6 @@ void logfile_faults_rearm(void) {
 #endif
 }
 
-bool logfile_fault_write(void) {
-    return FAULT(write);
-}
-
-bool logfile_fault_sync(void) {
-    return FAULT(sync);
-}
-
 char *logfile_path(const char *dir, const char *name) {
     size_t n = strlen(dir) + 1 + strlen(name) + 1;
     char *p = xmalloc(n);

@@ -27,11 +27,6 @@
 /* Test builds: (re)reads the EVENTD_FAULT_* hooks and restarts their counts. */
 void logfile_faults_rearm(void);
 
-/* Test builds: whether the next log write / data sync is one the hooks fail (counted like
- * logfile_append's and logfile_sync's), for writes and syncs issued without them. */
-bool logfile_fault_write(void);
-bool logfile_fault_sync(void);
-
 /* "dir/name", malloc'd: the caller frees it. */
 char *logfile_path(const char *dir, const char *name);
 /* Writes all len bytes (short writes and EINTR handled). */

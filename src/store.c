@@ -1,7 +1,8 @@
 /*
  * store: see store.h for the API and docs/STORAGE.md for the file format.
  *
- * Two chains of threadpool jobs run, each with at most one job in flight:
+ * Two chains of jobs run, each with at most one job in flight (store_sync.c
+ * runs them: a plain "always" batch on the loop thread, the rest on the threadpool):
  * the log chain writes (and fdatasyncs) batches of pending frames to
  * eventd.log, the compaction chain writes snapshot and tail frames to
  * eventd.log.compact. The final compaction step (sync, rename, directory
@@ -436,7 +437,6 @@ int store_open(struct store *s, uv_loop_t *loop, const char *dir, const struct s
     uv_timer_init(loop, &s->retry_timer);
     s->retry_timer.data = s;
     uv_unref((uv_handle_t *)&s->retry_timer);
-    store_sync_init(s);
     return 0;
 
 fail:
@@ -510,7 +510,6 @@ int store_close(struct store *s) {
     uv_close((uv_handle_t *)&s->lazy_timer, NULL);
     uv_close((uv_handle_t *)&s->retry_timer, NULL);
     uv_close((uv_handle_t *)&s->kick, NULL);
-    store_sync_close(s);
     if (s->fd >= 0) close(s->fd);
     if (s->lock_fd >= 0) close(s->lock_fd); /* releases the flock */
     s->fd = s->lock_fd = -1;

@@ -8,7 +8,6 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/types.h>
 #include <uv.h>
 
 #include "buf.h"
@@ -53,10 +52,6 @@ struct store_batch {
     const char *cerr_op;
     bool renamed;
     bool dir_synced;
-    /* store_sync.c: a batch submitted to io_uring */
-    int ring_waiting;  /* completions still due */
-    ssize_t ring_wres; /* the write's result: bytes or -errno */
-    int ring_sres;     /* the fdatasync's result, 0 or -errno */
 };
 
 struct store_batch *store_batch_new(struct store *s, enum job_kind kind);
@@ -68,16 +63,13 @@ int store_job_finish(struct store *s, struct store_batch *b, bool restart);
 
 /* ---- store_sync.c ---- */
 
-/* Sets up the mechanism for s (store_open); logs once when it falls back. */
-void store_sync_init(struct store *s);
-/* Starts a job; store_job_finish runs on the loop when it is done. */
+/* Starts a job; store_job_finish runs on the loop when it is done (before this
+ * returns for a plain "always" batch, which runs on the loop thread). */
 void store_sync_submit(struct store *s, struct store_batch *b);
 /* Blocking: waits for a submitted job and applies it (store_job_finish without restart).
  * b is freed by the time it returns or by its own completion callback. */
 int store_sync_wait(struct store *s, struct store_batch *b);
 /* Runs a log job's body here and now (store_flush_sync). */
 void store_sync_run(struct store_batch *b);
-/* Releases the mechanism (store_close, after the last job). */
-void store_sync_close(struct store *s);
 
 #endif

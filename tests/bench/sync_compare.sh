@@ -14,8 +14,8 @@
 #    all mechanisms; the summary gives medians and the min-max spread.
 #
 # Mechanisms (MECHS):
-#   head        the binary of this tree, as it is (its default mechanism)
-#   head_pool   the same binary with EVENTD_IO_URING=0: the threadpool fallback
+#   head        the binary of this tree, as it is (since issue 11: "always"
+#               batches on the loop thread, "interval" on the threadpool)
 #   threadpool, loop, loop_dsync, uring, uring_dsync
 #               the experiment commit SYNC_REF (built once into
 #               build-bench-sync-<ref>/), where EVENTD_SYNC picks how a batch
@@ -28,10 +28,11 @@
 #   --quick   DURATION=2 REPS=1 CONNS=64 REDIS_RUNS=1 unless set: a smoke test
 # Environment: DURATION (s, default 4), REPS (default 2), CONNS (default
 # "64 256 1024"), MODES (default "always interval"), MECHS (default
-# "head head_pool threadpool loop loop_dsync uring uring_dsync"), REDIS_RUNS (per
+# "head threadpool loop uring"; loop_dsync and uring_dsync exist too), REDIS_RUNS (per
 # repetition, default 3), REDIS_N (SETs per redis-benchmark run, default 100000),
 # PARTS (default "disk redis eventd"), SYNC_REF, and those of lib.sh.
-# Bounded: every run has a timeout; the default set takes about 8 minutes.
+# Bounded: every run has a timeout; the default set takes about 7 minutes (plus
+# two Release builds the first time). The experiment commit needs liburing-dev.
 # Exit status: 0 when every part ran, 1 when something failed to start or run.
 set -uo pipefail
 
@@ -56,7 +57,7 @@ DURATION=${DURATION:-4}
 REPS=${REPS:-2}
 CONNS=${CONNS:-64 256 1024}
 MODES=${MODES:-always interval}
-MECHS=${MECHS:-head head_pool threadpool loop loop_dsync uring uring_dsync}
+MECHS=${MECHS:-head threadpool loop uring}
 REDIS_RUNS=${REDIS_RUNS:-3}
 REDIS_N=${REDIS_N:-100000}
 PARTS=${PARTS:-disk redis eventd}
@@ -66,6 +67,13 @@ SYNC_REF=${SYNC_REF:-1c29cd6}
 [[ $REDIS_RUNS =~ ^[0-9]+$ && $REDIS_RUNS -le 10 ]] || die "REDIS_RUNS: 0..10"
 
 need wrk taskset python3 getconf timeout git
+# Context switches and system calls per request, when perf can count them (PERF=0: never).
+PERF=${PERF:-1}
+if ((PERF)) && ! { command -v perf >/dev/null &&
+    perf stat -e context-switches,raw_syscalls:sys_enter -- true >/dev/null 2>&1; }; then
+    note "perf cannot count context switches and system calls here: those columns stay empty"
+    PERF=0
+fi
 bench_init
 RESULTS=$BENCH_WORK/results.txt
 : >"$RESULTS"
@@ -173,7 +181,6 @@ build_ref() {
 mech_cmd() {
     case $1 in
     head) echo "$HEAD_BIN EVENTD_NONE=1" ;;
-    head_pool) echo "$HEAD_BIN EVENTD_IO_URING=0" ;;
     threadpool | loop | loop_dsync | uring | uring_dsync)
         [[ -n $REF_BIN ]] || return 1
         echo "$REF_BIN EVENTD_SYNC=$1"
@@ -185,25 +192,39 @@ mech_cmd() {
 # One wrk run: eventd_run MECH MODE CONNS REP PID URL
 eventd_run() {
     local mech=$1 mode=$2 c=$3 rep=$4 pid=$5 url=$6 out="$BENCH_WORK/wrk-$1-$2-$3-$4.txt"
-    local u0 k0 u1 k1
+    local u0 k0 u1 k1 perf_pid="" cs="" sc=""
     read -r u0 k0 < <(bench_cpu_ticks "$pid")
     [[ -n ${k0:-} ]] || { note "eventd ($mech) is not running"; return 1; }
+    if ((PERF)); then
+        perf stat -e context-switches,raw_syscalls:sys_enter -x, -o "$out.perf" -p "$pid" &
+        perf_pid=$!
+        bench_track "$perf_pid"
+    fi
     if ! bench_wrk "$out" "$BENCH_DIR/post_theme.lua" "$url" "$DURATION" "$c"; then
         note "$mech $mode c$c: wrk failed"
         tail -n 3 "$out" >&2
+        [[ -n $perf_pid ]] && kill -INT "$perf_pid" 2>/dev/null
         return 1
+    fi
+    if [[ -n $perf_pid ]]; then
+        kill -INT "$perf_pid" 2>/dev/null
+        wait "$perf_pid" 2>/dev/null
     fi
     read -r u1 k1 < <(bench_cpu_ticks "$pid")
     [[ -n ${k1:-} ]] || { note "eventd ($mech) died"; return 1; }
     local req
     req=$(bench_field "$out" requests)
     [[ -n $req && $req -gt 0 ]] || { note "$mech $mode c$c: no requests"; return 1; }
+    if [[ -s $out.perf ]]; then
+        cs=$(awk -F, -v n="$req" '$3 ~ /context-switches/ { printf "%.3f", $1 / n }' "$out.perf")
+        sc=$(awk -F, -v n="$req" '$3 ~ /sys_enter/ { printf "%.2f", $1 / n }' "$out.perf")
+    fi
     awk -v m="$mech" -v mode="$mode" -v c="$c" -v rep="$rep" -v n="$req" -v hz="$CLK_TCK" \
         -v t=$((u1 + k1 - u0 - k0)) -v rps="$(bench_field "$out" rps)" \
         -v p50="$(bench_field "$out" p50_us)" -v p99="$(bench_field "$out" p99_us)" \
-        -v bad="$(bench_field "$out" non2xx)" 'BEGIN {
-        printf "EVENTD mech=%s mode=%s c=%s rep=%s rps=%.0f p50_ms=%.3f p99_ms=%.3f cpu_us=%.2f non2xx=%s\n",
-            m, mode, c, rep, rps, p50 / 1000, p99 / 1000, t / hz * 1e6 / n, bad
+        -v bad="$(bench_field "$out" non2xx)" -v cs="${cs:--1}" -v sc="${sc:--1}" 'BEGIN {
+        printf "EVENTD mech=%s mode=%s c=%s rep=%s rps=%.0f p50_ms=%.3f p99_ms=%.3f cpu_us=%.2f non2xx=%s cs_per_req=%s sc_per_req=%s\n",
+            m, mode, c, rep, rps, p50 / 1000, p99 / 1000, t / hz * 1e6 / n, bad, cs, sc
     }' | tee -a "$RESULTS"
 }
 
@@ -280,9 +301,9 @@ for r in rows:
     if r["kind"] == "EVENTD":
         groups.setdefault((r["mode"], int(r["c"]), r["mech"]), []).append(r)
 if groups:
-    print("\n%-8s %5s %-12s %4s %9s %17s %8s %8s %8s %6s %9s" % (
+    print("\n%-8s %5s %-12s %4s %9s %17s %8s %8s %8s %6s %6s %6s %9s" % (
         "mode", "conns", "mechanism", "runs", "req/s", "(min-max)", "us_cpu/r", "p50_ms",
-        "p99_ms", "non2xx", "x_interval"))
+        "p99_ms", "cs/req", "sc/req", "non2xx", "x_interval"))
     interval = {}
     for (mode, c, mech), rs in groups.items():
         if mode == "interval":
@@ -292,10 +313,13 @@ if groups:
         ratio = ""
         if mode == "always" and (c, mech) in interval:
             ratio = "%.2f" % (med(rps) / interval[(c, mech)])
-        print("%-8s %5d %-12s %4d %9.0f %8.0f-%-8.0f %8.2f %8.3f %8.3f %6d %9s" % (
+        opt = lambda k: ("%6.2f" % med([float(r[k]) for r in rs])) if all(
+            float(r.get(k, -1)) >= 0 for r in rs) else "%6s" % "-"
+        print("%-8s %5d %-12s %4d %9.0f %8.0f-%-8.0f %8.2f %8.3f %8.3f %s %s %6d %9s" % (
             mode, c, mech, len(rs), med(rps), min(rps), max(rps),
             med([float(r["cpu_us"]) for r in rs]), med([float(r["p50_ms"]) for r in rs]),
-            med([float(r["p99_ms"]) for r in rs]), sum(int(r["non2xx"] or 0) for r in rs), ratio))
+            med([float(r["p99_ms"]) for r in rs]), opt("cs_per_req"), opt("sc_per_req"),
+            sum(int(r["non2xx"] or 0) for r in rs), ratio))
     if redis_med:
         print()
         for (mode, c, mech), rs in groups.items():
