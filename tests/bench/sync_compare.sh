@@ -125,16 +125,14 @@ redis_start() {
 }
 
 redis_run() {
-    local rep=$1 run=$2 out="$BENCH_WORK/redis-$1-$2.csv" u0 k0 u1 k1 t0 t1
+    local rep=$1 run=$2 out="$BENCH_WORK/redis-$1-$2.csv" u0 k0 u1 k1
     read -r u0 k0 < <(bench_cpu_ticks "$REDIS_PID")
-    t0=$(date +%s%N)
     if ! timeout -k 5 120 taskset -c "$BENCH_CLIENT_CPU" redis-benchmark -h 127.0.0.1 \
         -p "$REDIS_PORT" -t set -d 300 -c 64 -n "$REDIS_N" --csv >"$out" 2>&1; then
         note "redis-benchmark failed:"
         tail -n 3 "$out" >&2
         return 1
     fi
-    t1=$(date +%s%N)
     read -r u1 k1 < <(bench_cpu_ticks "$REDIS_PID")
     # "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
     awk -F'"' -v n="$REDIS_N" -v t=$((u1 + k1 - u0 - k0)) -v hz="$CLK_TCK" -v rep="$rep" \
