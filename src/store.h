@@ -135,6 +135,7 @@ struct store {
     uint64_t fail_since;             /* uv_now() when it began */
     uv_timer_t retry_timer;          /* while failing: the next attempt */
     struct buf unsynced;             /* interval: frames written since the last sync */
+    uint64_t sync_ns;                /* recent log fdatasync time (a moving average), in ns */
 };
 
 /*

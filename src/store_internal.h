@@ -52,6 +52,7 @@ struct store_batch {
     const char *cerr_op;
     bool renamed;
     bool dir_synced;
+    uint64_t sync_ns; /* how long the log's fdatasync took, 0 if none ran */
 };
 
 struct store_batch *store_batch_new(struct store *s, enum job_kind kind);

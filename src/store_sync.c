@@ -6,13 +6,14 @@
  *
  * Two places run a body:
  *   - the loop thread itself, for a plain batch in "always" mode (its write
- *     and fdatasync, nothing else): in the idle phase that follows the loop
- *     turn that appended its frames, as Redis does with appendfsync always.
- *     The acknowledgements wait for that sync anyway, and doing it here saves
- *     the threadpool's hand-off (two thread switches and the wake-up of the
- *     loop per batch, on the loop's own CPU): 15-30 % of the CPU per durable
- *     write, the same throughput (docs/BENCHMARKS.md, issue 11). The price:
- *     while the disk syncs, the loop waits (reads too).
+ *     and fdatasync, nothing else) while the disk syncs fast: in the idle
+ *     phase that follows the loop turn that appended its frames, as Redis
+ *     does with appendfsync always. The acknowledgements wait for that sync
+ *     anyway, and doing it here saves the threadpool's hand-off (two thread
+ *     switches and the wake-up of the loop per batch, on the loop's own CPU):
+ *     10-25 % of the CPU per durable write (docs/BENCHMARKS.md, issue 11).
+ *     The price: while the disk syncs, the loop waits (reads too), so once
+ *     syncs get slow the batches go to the threadpool until they are fast again.
  *   - libuv's threadpool for everything else: "interval" and "never" batches
  *     (nobody waits for them, and their periodic sync of up to a second of
  *     writes must not hold up the loop), probes, cuts, compaction.
@@ -28,6 +29,16 @@
 #include "log.h"
 #include "logfile.h"
 #include "store_internal.h"
+
+/*
+ * "always" batches run on the loop while the disk's fdatasync takes less than
+ * this on average. Overlapping the sync with the parsing of the next batch
+ * (the threadpool) can save at most the shorter of the two per batch, and the
+ * hand-off costs the loop's CPU about 0.1 ms per batch: below 0.5 ms the loop
+ * used less CPU for the same req/s, above it (a busy shared disk, 0.6-4 ms)
+ * the threadpool served more requests (docs/BENCHMARKS.md, issue 11).
+ */
+#define LOOP_SYNC_MAX_NS 500000u
 
 struct store_batch *store_batch_new(struct store *s, enum job_kind kind) {
     struct store_batch *b = xcalloc(1, sizeof *b);
@@ -92,7 +103,9 @@ static void log_part(struct store_batch *b) {
         op = "fsync directory of";
     }
     if (!err && b->sync) {
+        uint64_t t0 = uv_hrtime();
         err = logfile_datasync(b->fd);
+        b->sync_ns = uv_hrtime() - t0;
         op = "fdatasync";
     }
     if (err) failed_sync(b, err, op);
@@ -145,6 +158,12 @@ void store_sync_run(struct store_batch *b) {
 
 /* ---- the threadpool ---- */
 
+/* A moving average over the last few syncs (weight 1/4): one slow sync moves the next
+ * batches to the threadpool, a few fast ones bring them back. */
+static void note_sync_time(struct store *s, const struct store_batch *b) {
+    if (b->kind == JOB_LOG && b->sync_ns) s->sync_ns = (3 * s->sync_ns + b->sync_ns) / 4;
+}
+
 static void on_work(uv_work_t *req) {
     struct store_batch *b = req->data;
     body(b);
@@ -157,7 +176,10 @@ static void on_work(uv_work_t *req) {
 static void on_after_work(uv_work_t *req, int status) {
     struct store_batch *b = req->data;
     (void)status; /* jobs are never cancelled */
-    if (!b->reaped) store_job_finish(b->s, b, true);
+    if (!b->reaped) {
+        note_sync_time(b->s, b);
+        store_job_finish(b->s, b, true);
+    }
     store_batch_free(b);
 }
 
@@ -168,10 +190,11 @@ static void queue(struct store *s, struct store_batch *b) {
 
 /* ---- the loop thread ---- */
 
-/* A plain "always" batch: its write and sync, nothing else (no cut, probe or rename). */
+/* A plain "always" batch (its write and sync, nothing else: no cut, probe or rename), while
+ * the disk syncs fast: a slow sync is better overlapped with the parsing of the next batch. */
 static bool on_loop(const struct store_batch *b) {
     return b->kind == JOB_LOG && b->s->opts.fsync == STORE_FSYNC_ALWAYS && b->sync && !b->commit &&
-           !b->probe && !b->cut_first && !b->sync_dir;
+           !b->probe && !b->cut_first && !b->sync_dir && b->s->sync_ns < LOOP_SYNC_MAX_NS;
 }
 
 /* ---- the mechanism ---- */
@@ -184,6 +207,7 @@ void store_sync_submit(struct store *s, struct store_batch *b) {
     /* Called from the idle phase, right after the turn that appended the frames. No
      * restart from here: the next batch is the next turn's (store_append kicks it). */
     log_part(b);
+    note_sync_time(s, b);
     b->done = b->reaped = true;
     store_job_finish(s, b, false);
     store_batch_free(b);
@@ -195,5 +219,6 @@ int store_sync_wait(struct store *s, struct store_batch *b) {
         uv_cond_wait(&b->cv, &b->mu);
     uv_mutex_unlock(&b->mu);
     b->reaped = true;
+    note_sync_time(s, b);
     return store_job_finish(s, b, false);
 }
