@@ -15,7 +15,8 @@
 #
 # Mechanisms (MECHS):
 #   head        the binary of this tree, as it is (since issue 11: "always"
-#               batches on the loop thread, "interval" on the threadpool)
+#               batches on the loop thread while fdatasync averages under
+#               0.5 ms, else on the threadpool; "interval" on the threadpool)
 #   threadpool, loop, loop_dsync, uring, uring_dsync
 #               the experiment commit SYNC_REF (built once into
 #               build-bench-sync-<ref>/), where EVENTD_SYNC picks how a batch
