@@ -437,6 +437,7 @@ int store_open(struct store *s, uv_loop_t *loop, const char *dir, const struct s
     uv_timer_init(loop, &s->retry_timer);
     s->retry_timer.data = s;
     uv_unref((uv_handle_t *)&s->retry_timer);
+    store_sync_setup(s);
     return 0;
 
 fail:

@@ -136,6 +136,7 @@ struct store {
     uv_timer_t retry_timer;          /* while failing: the next attempt */
     struct buf unsynced;             /* interval: frames written since the last sync */
     uint64_t sync_ns;                /* recent log fdatasync time (a moving average), in ns */
+    uint64_t loop_sync_max_ns;       /* "always" batches run on the loop below this sync_ns */
 };
 
 /*

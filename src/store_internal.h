@@ -64,6 +64,8 @@ int store_job_finish(struct store *s, struct store_batch *b, bool restart);
 
 /* ---- store_sync.c ---- */
 
+/* Sets s's sync settings (store_open). */
+void store_sync_setup(struct store *s);
 /* Starts a job; store_job_finish runs on the loop when it is done (before this
  * returns for a plain "always" batch, which runs on the loop thread). */
 void store_sync_submit(struct store *s, struct store_batch *b);

@@ -40,6 +40,16 @@
  */
 #define LOOP_SYNC_MAX_NS 500000u
 
+void store_sync_setup(struct store *s) {
+    s->loop_sync_max_ns = LOOP_SYNC_MAX_NS;
+#ifdef EVENTD_FAULT_HOOKS
+    /* Test builds: EVENTD_SYNC_LOOP_MAX_US pins the choice, so that the fault and crash
+     * suites run each path whatever the disk's speed (0: always the threadpool). */
+    const char *v = getenv("EVENTD_SYNC_LOOP_MAX_US");
+    if (v && *v) s->loop_sync_max_ns = strtoull(v, NULL, 10) * 1000u;
+#endif
+}
+
 struct store_batch *store_batch_new(struct store *s, enum job_kind kind) {
     struct store_batch *b = xcalloc(1, sizeof *b);
     b->req.data = b;
@@ -194,7 +204,7 @@ static void queue(struct store *s, struct store_batch *b) {
  * the disk syncs fast: a slow sync is better overlapped with the parsing of the next batch. */
 static bool on_loop(const struct store_batch *b) {
     return b->kind == JOB_LOG && b->s->opts.fsync == STORE_FSYNC_ALWAYS && b->sync && !b->commit &&
-           !b->probe && !b->cut_first && !b->sync_dir && b->s->sync_ns < LOOP_SYNC_MAX_NS;
+           !b->probe && !b->cut_first && !b->sync_dir && b->s->sync_ns < b->s->loop_sync_max_ns;
 }
 
 /* ---- the mechanism ---- */
