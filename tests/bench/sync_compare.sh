@@ -31,7 +31,8 @@
 # "64 256 1024"), MODES (default "always interval"), MECHS (default
 # "head threadpool loop uring"; loop_dsync and uring_dsync exist too), REDIS_RUNS (per
 # repetition, default 3), REDIS_N (SETs per redis-benchmark run, default 100000),
-# PARTS (default "disk redis eventd"), SYNC_REF, and those of lib.sh.
+# PARTS (default "disk redis eventd"), SYNC_REF, SYNC_TMPDIR (where the scratch
+# directory goes, default build-bench/), and those of lib.sh.
 # Bounded: every run has a timeout; the default set takes about 7 minutes (plus
 # two Release builds the first time). The experiment commit needs liburing-dev.
 # Exit status: 0 when every part ran, 1 when something failed to start or run.
@@ -75,7 +76,10 @@ if ((PERF)) && ! { command -v perf >/dev/null &&
     note "perf cannot count context switches and system calls here: those columns stay empty"
     PERF=0
 fi
-bench_init
+# The scratch directory lives under build-bench/, not /tmp: a shared machine's /tmp
+# cleanups once removed it in the middle of a run. Same file system as /tmp here.
+mkdir -p "$ROOT/build-bench"
+TMPDIR=${SYNC_TMPDIR:-$ROOT/build-bench} bench_init
 RESULTS=$BENCH_WORK/results.txt
 : >"$RESULTS"
 FAILED=0
