@@ -1,7 +1,8 @@
 /*
  * store: see store.h for the API and docs/STORAGE.md for the file format.
  *
- * Two chains of threadpool jobs run, each with at most one job in flight:
+ * Two chains of jobs run, each with at most one job in flight (store_sync.c
+ * runs them: a plain "always" batch on the loop thread, the rest on the threadpool):
  * the log chain writes (and fdatasyncs) batches of pending frames to
  * eventd.log, the compaction chain writes snapshot and tail frames to
  * eventd.log.compact. The final compaction step (sync, rename, directory
@@ -27,53 +28,12 @@
 #include "log.h"
 #include "logfile.h"
 #include "metrics.h"
+#include "store_internal.h"
 
 #define COMPACT_NAME STORE_LOG_NAME ".compact"
 #define LAZY_WRITE_MS 2              /* interval/never: longest wait before writing */
 #define LAZY_WRITE_BYTES (64u << 10) /* ... or this much pending */
 #define COMPACT_CHUNK (1u << 20)     /* compaction data is written out in slices this big */
-
-enum job_kind { JOB_LOG, JOB_COMPACT };
-
-struct store_batch {
-    uv_work_t req;
-    struct store *s; /* read on the loop thread only */
-    enum job_kind kind;
-    /* done/cv let store_flush_sync wait for the body without running the loop,
-     * which it may not do: it is called from loop callbacks. */
-    uv_mutex_t mu;
-    uv_cond_t cv;
-    bool done;   /* the body has returned its results */
-    bool reaped; /* finished on the loop already; the after-work callback only frees */
-    /* log part */
-    int fd;
-    struct buf data; /* frames for eventd.log */
-    uint64_t
-        start_size;    /* bytes in eventd.log before this write: a failed write is cut back here */
-    uint64_t last_lsn; /* LSN of the last frame in data, or the last one written */
-    uint64_t sync_cut_size; /* bytes: where a failed sync cuts the log back to */
-    bool cut_first;         /* cut the file to start_size before writing (an earlier cut failed) */
-    bool probe;             /* no data: check that the disk takes space and syncs */
-    bool sync;              /* fdatasync after the write */
-    bool sync_dir;          /* fsync the directory first (retrying a compaction rename) */
-    uint64_t sync_ns;       /* ns the fdatasync took (for /metrics) */
-    /* compaction part */
-    int compact_fd;
-    struct buf cdata; /* frames for eventd.log.compact */
-    bool commit;      /* then fdatasync it, rename it over eventd.log, fsync the dir */
-    const char *dir;
-    char *log_path;
-    char *compact_path;
-    /* results */
-    int err; /* log part, -errno */
-    const char *err_op;
-    bool write_failed; /* err came from the cut, the probe or the write, not from the sync */
-    int cut_err;       /* the cut back after a failure, -errno */
-    int cerr;          /* compaction part, -errno */
-    const char *cerr_op;
-    bool renamed;
-    bool dir_synced;
-};
 
 /* ---- jobs ---- */
 
@@ -135,115 +95,6 @@ static void arm_timer(struct store *s) {
     if (s->opts.fsync == STORE_FSYNC_INTERVAL && s->file_size > s->durable_size &&
         !uv_is_active((uv_handle_t *)&s->interval_timer))
         uv_timer_start(&s->interval_timer, on_interval, s->opts.fsync_interval_ms, 0);
-}
-
-static struct store_batch *batch_new(struct store *s, enum job_kind kind) {
-    struct store_batch *b = xcalloc(1, sizeof *b);
-    b->req.data = b;
-    b->s = s;
-    b->kind = kind;
-    b->fd = -1;
-    b->compact_fd = -1;
-    b->dir = s->dir;
-    uv_mutex_init(&b->mu);
-    uv_cond_init(&b->cv);
-    return b;
-}
-
-static void batch_free(struct store_batch *b) {
-    buf_destroy(&b->data);
-    buf_destroy(&b->cdata);
-    free(b->log_path);
-    free(b->compact_path);
-    uv_mutex_destroy(&b->mu);
-    uv_cond_destroy(&b->cv);
-    free(b);
-}
-
-static void log_part(struct store_batch *b) {
-    int err = 0;
-    const char *op = "truncate";
-    if (b->cut_first) err = logfile_cut(b->fd, b->start_size);
-    if (!err && b->probe) {
-        err = logfile_probe(b->fd, b->start_size);
-        op = "probe";
-    } else if (!err) {
-        err = logfile_append(b->fd, b->data.ptr, b->data.len);
-        op = "write";
-    }
-    if (err) {
-        /* Whatever part of this write landed goes; what came before it stays. */
-        b->err = err;
-        b->err_op = op;
-        b->write_failed = true;
-        b->cut_err = logfile_cut(b->fd, b->start_size);
-        return;
-    }
-    if (b->sync_dir) {
-        err = logfile_sync_dir(b->dir);
-        op = "fsync directory of";
-    }
-    if (!err && b->sync) {
-        uint64_t t0 = uv_hrtime();
-        err = logfile_datasync(b->fd);
-        b->sync_ns = uv_hrtime() - t0;
-        op = "fdatasync";
-    }
-    if (err) {
-        b->err = err;
-        b->err_op = op;
-        /* After a failed fdatasync the page cache may hold pages the disk
-         * never got; only the last durable size is known good, and the store
-         * writes again from there what it still holds. */
-        if (b->sync_cut_size < b->start_size + b->data.len)
-            b->cut_err = logfile_cut(b->fd, b->sync_cut_size);
-    }
-}
-
-static void commit_part(struct store_batch *b) {
-    int err = logfile_write_all(b->compact_fd, b->cdata.ptr, b->cdata.len);
-    const char *op = "write";
-    if (!err) {
-        /* Synced before the rename, or a crash could leave a renamed empty file. */
-        err = logfile_datasync(b->compact_fd);
-        op = "fdatasync";
-    }
-    if (!err) {
-        if (rename(b->compact_path, b->log_path) < 0) {
-            err = -errno;
-            op = "rename";
-        } else {
-            b->renamed = true;
-        }
-    }
-    if (b->renamed) {
-        err = logfile_sync_dir(b->dir);
-        op = "fsync directory of";
-        b->dir_synced = !err;
-    }
-    b->cerr = err;
-    b->cerr_op = op;
-}
-
-static void on_work(uv_work_t *req) {
-    struct store_batch *b = req->data;
-    if (b->kind == JOB_COMPACT) {
-        b->cerr = logfile_write_all(b->compact_fd, b->cdata.ptr, b->cdata.len);
-        b->cerr_op = "write";
-        if (!b->cerr) {
-            /* Syncing slice by slice keeps the final sync (which holds up the log) short. */
-            b->cerr = logfile_datasync(b->compact_fd);
-            b->cerr_op = "fdatasync";
-        }
-    } else {
-        if (b->commit) commit_part(b);
-        /* Once renamed, the new log already holds these frames (they were in the tail). */
-        if (!b->renamed) log_part(b);
-    }
-    uv_mutex_lock(&b->mu);
-    b->done = true;
-    uv_cond_signal(&b->cv);
-    uv_mutex_unlock(&b->mu);
 }
 
 /* Closes and removes the compaction file, or marks it for that once its job lands. */
@@ -419,7 +270,7 @@ static void recycle(struct store *s, struct store_batch *b) {
 
 /* Applies a job's results on the loop; restart starts the next jobs. Returns
  * the log part's -errno (0 for compaction jobs). */
-static int finish_job(struct store *s, struct store_batch *b, bool restart) {
+int store_job_finish(struct store *s, struct store_batch *b, bool restart) {
     store_compact_cb ccb = NULL;
     int cstatus = 0, err = 0;
 
@@ -468,29 +319,6 @@ static int finish_job(struct store *s, struct store_batch *b, bool restart) {
     return err;
 }
 
-static void on_after_work(uv_work_t *req, int status) {
-    struct store_batch *b = req->data;
-    (void)status; /* jobs are never cancelled */
-    if (!b->reaped) finish_job(b->s, b, true);
-    batch_free(b);
-}
-
-/* Waits for a job's body on the loop thread and applies its results. */
-static int reap(struct store *s, struct store_batch *b) {
-    uv_mutex_lock(&b->mu);
-    while (!b->done)
-        uv_cond_wait(&b->cv, &b->mu);
-    uv_mutex_unlock(&b->mu);
-    b->reaped = true;
-    return finish_job(s, b, false);
-}
-
-static void queue(struct store *s, struct store_batch *b) {
-    int rc = uv_queue_work(s->loop, &b->req, on_work, on_after_work);
-    assert(rc == 0);
-    (void)rc;
-}
-
 static void take_pending(struct store *s, struct store_batch *b) {
     b->fd = s->fd;
     b->last_lsn = s->pending.len ? s->pending_lsn : s->written_lsn;
@@ -514,12 +342,12 @@ static void take_pending(struct store *s, struct store_batch *b) {
 static void start_jobs(struct store *s) {
     if (s->compact_fd >= 0 && !s->switching && !s->compact_job && !s->compact_cancel &&
         s->compact_buf.len >= COMPACT_CHUNK) {
-        struct store_batch *b = batch_new(s, JOB_COMPACT);
+        struct store_batch *b = store_batch_new(s, JOB_COMPACT);
         b->compact_fd = s->compact_fd;
         b->cdata = s->compact_buf;
         s->compact_buf = (struct buf)BUF_INIT;
         s->compact_job = b;
-        queue(s, b);
+        store_sync_submit(s, b);
     }
     if (s->job) return;
     /* While the disk refuses writes, only the retry timer starts the next attempt. */
@@ -528,7 +356,7 @@ static void start_jobs(struct store *s) {
     if (s->compact_fd >= 0 && s->compact_committing && !s->compact_job && !s->compact_cancel) {
         /* The switch: the log chain is idle, so every frame appended so far is
          * either on disk in the old log or in this job, and also in the tail. */
-        b = batch_new(s, JOB_LOG);
+        b = store_batch_new(s, JOB_LOG);
         take_pending(s, b);
         b->commit = true;
         b->compact_fd = s->compact_fd;
@@ -538,14 +366,14 @@ static void start_jobs(struct store *s) {
         b->compact_path = logfile_path(s->dir, COMPACT_NAME);
         s->switching = true;
     } else if (s->pending.len || s->sync_wanted || s->failing || s->needs_cut) {
-        b = batch_new(s, JOB_LOG);
+        b = store_batch_new(s, JOB_LOG);
         take_pending(s, b);
         s->retry_due = false;
     } else {
         return;
     }
     s->job = b;
-    queue(s, b);
+    store_sync_submit(s, b);
 }
 
 /* ---- open, append, flush, close ---- */
@@ -611,6 +439,7 @@ int store_open(struct store *s, uv_loop_t *loop, const char *dir, const struct s
     uv_timer_init(loop, &s->retry_timer);
     s->retry_timer.data = s;
     uv_unref((uv_handle_t *)&s->retry_timer);
+    store_sync_setup(s);
     return 0;
 
 fail:
@@ -641,7 +470,7 @@ uint64_t store_append(struct store *s, uint8_t type, const void *payload, size_t
 int store_flush_sync(struct store *s) {
     /* A batch in flight that fails loses what was appended after it too. */
     if (s->job) {
-        int err = reap(s, s->job);
+        int err = store_sync_wait(s, s->job);
         if (err) return err;
     }
     if (s->fd < 0) return -EBADF;
@@ -649,22 +478,22 @@ int store_flush_sync(struct store *s) {
         !s->failing)
         return 0;
     /* The same steps as a threadpool job, run here and now. */
-    struct store_batch *b = batch_new(s, JOB_LOG);
+    struct store_batch *b = store_batch_new(s, JOB_LOG);
     take_pending(s, b);
     b->sync = true;
     b->done = b->reaped = true;
     s->job = b;
-    log_part(b);
-    int err = finish_job(s, b, true);
-    batch_free(b);
+    store_sync_run(b);
+    int err = store_job_finish(s, b, true);
+    store_batch_free(b);
     return err;
 }
 
 int store_close(struct store *s) {
     if (!s->dir) return 0;
     s->closing = true;
-    if (s->job) reap(s, s->job);
-    if (s->compact_job) reap(s, s->compact_job);
+    if (s->job) store_sync_wait(s, s->job);
+    if (s->compact_job) store_sync_wait(s, s->compact_job);
     store_compact_cb ccb = NULL;
     int cstatus = 0;
     compact_drop(s, -ECANCELED, &ccb, &cstatus);

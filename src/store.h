@@ -13,10 +13,12 @@
  * rules are documented for operators in docs/STORAGE.md.
  *
  * Every append gets a log sequence number (LSN), 1, 2, 3... in append order.
- * Appends are buffered in memory on the loop thread and written by one job at
- * a time on libuv's threadpool (write + fdatasync for the whole batch: group
- * commit), so the loop never blocks on the disk. A caller acknowledges a
- * write once store_is_acked() says so; in "always" mode that is after the
+ * Appends are buffered in memory on the loop thread and written one batch at
+ * a time (write + fdatasync for the whole batch: group commit). Where a batch
+ * runs is store_sync.c's business: in "always" mode on the loop thread right
+ * after the loop turn that appended it (the answers wait for that sync
+ * anyway), otherwise on libuv's threadpool. A caller acknowledges a write
+ * once store_is_acked() says so; in "always" mode that is after the
  * fdatasync covering the LSN returned, in "interval" and "never" at once.
  *
  * Threading: every function here runs on the loop thread; only the internal
@@ -137,6 +139,8 @@ struct store {
     uint64_t fail_since;             /* uv_now() when it began */
     uv_timer_t retry_timer;          /* while failing: the next attempt */
     struct buf unsynced;             /* interval: frames written since the last sync */
+    uint64_t sync_ns;                /* recent log fdatasync time (a moving average), in ns */
+    uint64_t loop_sync_max_ns;       /* "always" batches run on the loop below this sync_ns */
 };
 
 /*

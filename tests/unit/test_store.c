@@ -644,16 +644,30 @@ static void test_fault(void) {
     CHECK_EQ_INT(store_failing(&s), 0);
     CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)good);
 
-    /* A batch in flight fails while store_flush_sync waits for it: the flush reports it. */
+    /* In "always" a plain batch is written and synced on the loop thread, in the idle phase
+     * after the turn that appended it: one turn fails it, with nothing left in flight. */
     setenv("EVENTD_FAULT_FSYNC_AFTER", "0", 1);
     store_faults_rearm();
+    s.sync_ns = 0; /* as on a fast disk: a slow one would send the batch to the threadpool */
+    uint64_t fifth = store_append(&s, 1, "fifth", 5);
+    note_reset();
+    uv_run(&loop, UV_RUN_NOWAIT);
+    CHECK(s.job == NULL);
+    CHECK_EQ_INT(note.last_status, -EIO);
+    CHECK(!store_is_acked(&s, fifth));
+    CHECK_EQ_INT(store_failing(&s), -EIO);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)good);
+
+    /* A retry with nothing pending is a probe, a threadpool job: one in flight fails while
+     * store_flush_sync waits for it, and the flush reports it. */
     uv_sem_t sem;
     uv_work_t blocker;
     uv_sem_init(&sem, 0);
     blocker.data = &sem;
     uv_queue_work(&loop, &blocker, on_block, on_block_done);
-    store_append(&s, 1, "fifth", 5);
-    uv_run(&loop, UV_RUN_NOWAIT); /* the batch is queued behind the blocker */
+    s.retry_due = true; /* as if the retry timer had fired */
+    store_sync_soon(&s);
+    uv_run(&loop, UV_RUN_NOWAIT); /* the probe is queued behind the blocker */
     CHECK(s.job != NULL);
     uint64_t sixth = store_append(&s, 1, "sixth", 5);
     uv_sem_post(&sem);

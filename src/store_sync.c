@@ -1,0 +1,234 @@
+/*
+ * store_sync: how the store's batches reach the disk. store.c decides what
+ * a batch holds and what its outcome means; this file runs its body (write,
+ * fdatasync, the cuts after a failure, the compaction steps) and hands the
+ * results back on the loop.
+ *
+ * Two places run a body:
+ *   - the loop thread itself, for a plain batch in "always" mode (its write
+ *     and fdatasync, nothing else) while the disk syncs fast: in the idle
+ *     phase that follows the loop turn that appended its frames, as Redis
+ *     does with appendfsync always. The acknowledgements wait for that sync
+ *     anyway, and doing it here saves the threadpool's hand-off (two thread
+ *     switches and the wake-up of the loop per batch, on the loop's own CPU):
+ *     10-25 % of the CPU per durable write (docs/BENCHMARKS.md, issue 11).
+ *     The price: while the disk syncs, the loop waits (reads too), so once
+ *     syncs get slow the batches go to the threadpool until they are fast again.
+ *   - libuv's threadpool for everything else: "interval" and "never" batches
+ *     (nobody waits for them, and their periodic sync of up to a second of
+ *     writes must not hold up the loop), probes, cuts, compaction.
+ * io_uring (linked write + fdatasync, completion on an eventfd) was measured
+ * too and did not pay: its io-wq worker switches as often as the threadpool.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "logfile.h"
+#include "store_internal.h"
+
+/*
+ * "always" batches run on the loop while the disk's fdatasync takes less than
+ * this on average. Overlapping the sync with the parsing of the next batch
+ * (the threadpool) can save at most the shorter of the two per batch, and the
+ * hand-off costs the loop's CPU about 0.1 ms per batch: below 0.5 ms the loop
+ * used less CPU for the same req/s, above it (a busy shared disk, 0.6-4 ms)
+ * the threadpool served more requests (docs/BENCHMARKS.md, issue 11).
+ */
+#define LOOP_SYNC_MAX_NS 500000u
+
+void store_sync_setup(struct store *s) {
+    s->loop_sync_max_ns = LOOP_SYNC_MAX_NS;
+#ifdef EVENTD_FAULT_HOOKS
+    /* Test builds: EVENTD_SYNC_LOOP_MAX_US pins the choice, so that the fault and crash
+     * suites run each path whatever the disk's speed (0: always the threadpool). */
+    const char *v = getenv("EVENTD_SYNC_LOOP_MAX_US");
+    if (v && *v) s->loop_sync_max_ns = strtoull(v, NULL, 10) * 1000u;
+#endif
+}
+
+struct store_batch *store_batch_new(struct store *s, enum job_kind kind) {
+    struct store_batch *b = xcalloc(1, sizeof *b);
+    b->req.data = b;
+    b->s = s;
+    b->kind = kind;
+    b->fd = -1;
+    b->compact_fd = -1;
+    b->dir = s->dir;
+    uv_mutex_init(&b->mu);
+    uv_cond_init(&b->cv);
+    return b;
+}
+
+void store_batch_free(struct store_batch *b) {
+    buf_destroy(&b->data);
+    buf_destroy(&b->cdata);
+    free(b->log_path);
+    free(b->compact_path);
+    uv_mutex_destroy(&b->mu);
+    uv_cond_destroy(&b->cv);
+    free(b);
+}
+
+/* ---- the bodies (blocking) ---- */
+
+/* A write (or cut, or probe) failed: whatever part of it landed goes; what came before stays. */
+static void failed_write(struct store_batch *b, int err, const char *op) {
+    b->err = err;
+    b->err_op = op;
+    b->write_failed = true;
+    b->cut_err = logfile_cut(b->fd, b->start_size);
+}
+
+/* A sync failed. The page cache may hold pages the disk never got; only the
+ * last durable size is known good, and the store writes again from there
+ * what it still holds. */
+static void failed_sync(struct store_batch *b, int err, const char *op) {
+    b->err = err;
+    b->err_op = op;
+    if (b->sync_cut_size < b->start_size + b->data.len)
+        b->cut_err = logfile_cut(b->fd, b->sync_cut_size);
+}
+
+static void log_part(struct store_batch *b) {
+    int err = 0;
+    const char *op = "truncate";
+    if (b->cut_first) err = logfile_cut(b->fd, b->start_size);
+    if (!err && b->probe) {
+        err = logfile_probe(b->fd, b->start_size);
+        op = "probe";
+    } else if (!err) {
+        err = logfile_append(b->fd, b->data.ptr, b->data.len);
+        op = "write";
+    }
+    if (err) {
+        failed_write(b, err, op);
+        return;
+    }
+    if (b->sync_dir) {
+        err = logfile_sync_dir(b->dir);
+        op = "fsync directory of";
+    }
+    if (!err && b->sync) {
+        uint64_t t0 = uv_hrtime();
+        err = logfile_datasync(b->fd);
+        b->sync_ns = uv_hrtime() - t0;
+        op = "fdatasync";
+    }
+    if (err) failed_sync(b, err, op);
+}
+
+static void commit_part(struct store_batch *b) {
+    int err = logfile_write_all(b->compact_fd, b->cdata.ptr, b->cdata.len);
+    const char *op = "write";
+    if (!err) {
+        /* Synced before the rename, or a crash could leave a renamed empty file. */
+        err = logfile_datasync(b->compact_fd);
+        op = "fdatasync";
+    }
+    if (!err) {
+        if (rename(b->compact_path, b->log_path) < 0) {
+            err = -errno;
+            op = "rename";
+        } else {
+            b->renamed = true;
+        }
+    }
+    if (b->renamed) {
+        err = logfile_sync_dir(b->dir);
+        op = "fsync directory of";
+        b->dir_synced = !err;
+    }
+    b->cerr = err;
+    b->cerr_op = op;
+}
+
+static void body(struct store_batch *b) {
+    if (b->kind == JOB_COMPACT) {
+        b->cerr = logfile_write_all(b->compact_fd, b->cdata.ptr, b->cdata.len);
+        b->cerr_op = "write";
+        if (!b->cerr) {
+            /* Syncing slice by slice keeps the final sync (which holds up the log) short. */
+            b->cerr = logfile_datasync(b->compact_fd);
+            b->cerr_op = "fdatasync";
+        }
+    } else {
+        if (b->commit) commit_part(b);
+        /* Once renamed, the new log already holds these frames (they were in the tail). */
+        if (!b->renamed) log_part(b);
+    }
+}
+
+void store_sync_run(struct store_batch *b) {
+    body(b);
+}
+
+/* ---- the threadpool ---- */
+
+/* A moving average over the last few syncs (weight 1/4): one slow sync moves the next
+ * batches to the threadpool, a few fast ones bring them back. */
+static void note_sync_time(struct store *s, const struct store_batch *b) {
+    if (b->kind == JOB_LOG && b->sync_ns) s->sync_ns = (3 * s->sync_ns + b->sync_ns) / 4;
+}
+
+static void on_work(uv_work_t *req) {
+    struct store_batch *b = req->data;
+    body(b);
+    uv_mutex_lock(&b->mu);
+    b->done = true;
+    uv_cond_signal(&b->cv);
+    uv_mutex_unlock(&b->mu);
+}
+
+static void on_after_work(uv_work_t *req, int status) {
+    struct store_batch *b = req->data;
+    (void)status; /* jobs are never cancelled */
+    if (!b->reaped) {
+        note_sync_time(b->s, b);
+        store_job_finish(b->s, b, true);
+    }
+    store_batch_free(b);
+}
+
+static void queue(struct store *s, struct store_batch *b) {
+    int rc = uv_queue_work(s->loop, &b->req, on_work, on_after_work);
+    if (rc) abort(); /* only fails for a NULL callback */
+}
+
+/* ---- the loop thread ---- */
+
+/* A plain "always" batch (its write and sync, nothing else: no cut, probe or rename), while
+ * the disk syncs fast: a slow sync is better overlapped with the parsing of the next batch. */
+static bool on_loop(const struct store_batch *b) {
+    return b->kind == JOB_LOG && b->s->opts.fsync == STORE_FSYNC_ALWAYS && b->sync && !b->commit &&
+           !b->probe && !b->cut_first && !b->sync_dir && b->s->sync_ns < b->s->loop_sync_max_ns;
+}
+
+/* ---- the mechanism ---- */
+
+void store_sync_submit(struct store *s, struct store_batch *b) {
+    if (!on_loop(b)) {
+        queue(s, b);
+        return;
+    }
+    /* Called from the idle phase, right after the turn that appended the frames. No
+     * restart from here: the next batch is the next turn's (store_append kicks it). */
+    log_part(b);
+    note_sync_time(s, b);
+    b->done = b->reaped = true;
+    store_job_finish(s, b, false);
+    store_batch_free(b);
+}
+
+int store_sync_wait(struct store *s, struct store_batch *b) {
+    uv_mutex_lock(&b->mu);
+    while (!b->done)
+        uv_cond_wait(&b->cv, &b->mu);
+    uv_mutex_unlock(&b->mu);
+    b->reaped = true;
+    note_sync_time(s, b);
+    return store_job_finish(s, b, false);
+}
