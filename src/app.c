@@ -40,7 +40,7 @@ int app_open(struct app *a, uv_loop_t *loop, const struct config *cfg) {
                             .repair = cfg->repair,
                             .retry_ms = cfg->storage_retry_ms};
     char msg[512];
-    if (db_open(&a->db, loop, cfg->data_dir, &so, msg, sizeof msg) < 0) {
+    if (db_open(&a->db, loop, cfg->data_dir, &so, cfg->node_id, msg, sizeof msg) < 0) {
         fprintf(stderr, "eventd: %s\n", msg);
         return -1;
     }

@@ -3,6 +3,7 @@
  *   serve (default)            replay the log, listen, run the loop, shut down
  *   user add|rotate|remove|list   manage accounts in a stopped server's data directory
  *   compact                    rewrite a stopped server's log to its live records
+ *   export --user NAME, import move a user's records between shards' data directories
  */
 #include <errno.h>
 #include <signal.h>
@@ -24,13 +25,35 @@ static void usage(FILE *out) {
         "  eventd [serve] [settings]           serve the API (the default)\n"
         "  eventd user add NAME [--data DIR]    create a user; prints its API key last\n"
         "  eventd user rotate NAME [--data DIR] give a user a new key; the old one stops working\n"
-        "  eventd user remove NAME [--data DIR] remove a user\n"
+        "  eventd user remove NAME [--data DIR] remove a user (its records stay)\n"
+        "  eventd user purge NAME [--data DIR]  remove a user and every record it owns\n"
         "  eventd user list [--data DIR]        list users\n"
         "  eventd compact [--data DIR]          rewrite the log to its live records\n"
+        "  eventd export --user NAME [--data DIR] > FILE   a user and its records, to stdout\n"
+        "  eventd import [--data DIR] < FILE    add an exported user and its records\n"
         "  eventd --help | --version\n\n"
-        "The user and compact commands work on the data directory of a stopped server.\n\n",
+        "The user, compact, export and import commands work on the data directory of a\n"
+        "stopped server, under its --node-id.\n\n",
         EVENTD_VERSION);
     config_usage(out);
+}
+
+/*
+ * Removes "--name VALUE" or "--name=VALUE" from argv[first..argc) and
+ * returns VALUE (pointing into argv), or NULL when absent or without a value.
+ */
+static const char *take_flag(int *argc, char **argv, int first, const char *name) {
+    size_t n = strlen(name);
+    for (int i = first; i < *argc; i++) {
+        if (strncmp(argv[i], name, n) != 0 || (argv[i][n] != '\0' && argv[i][n] != '=')) continue;
+        int used = argv[i][n] == '=' ? 1 : 2;
+        if (i + used > *argc) return NULL;
+        const char *v = used == 1 ? argv[i] + n + 1 : argv[i + 1];
+        memmove(argv + i, argv + i + used, (size_t)(*argc - i - used) * sizeof *argv);
+        *argc -= used;
+        return *v ? v : NULL;
+    }
+    return NULL;
 }
 
 int main(int argc, char **argv) {
@@ -46,9 +69,19 @@ int main(int argc, char **argv) {
         cmd = argv[1];
         first = 2;
     }
-    if (strcmp(cmd, "serve") && strcmp(cmd, "user") && strcmp(cmd, "compact")) {
+    if (strcmp(cmd, "serve") && strcmp(cmd, "user") && strcmp(cmd, "compact") &&
+        strcmp(cmd, "export") && strcmp(cmd, "import")) {
         fprintf(stderr, "eventd: unknown command '%s' (see --help)\n", cmd);
         return 2;
+    }
+    /* export's --user is the command's own, not a setting: take it out before the settings. */
+    const char *export_user = NULL;
+    if (!strcmp(cmd, "export")) {
+        export_user = take_flag(&argc, argv, first, "--user");
+        if (!export_user) {
+            fprintf(stderr, "eventd: usage: eventd export --user NAME [--data DIR] > FILE\n");
+            return 2;
+        }
     }
 
     struct config cfg;
@@ -62,14 +95,16 @@ int main(int argc, char **argv) {
     }
     if (rc < 0) return 2;
     if (!strcmp(cmd, "user") && (npos == 0 || (strcmp(pos[0], "list") && npos < 2))) {
-        fprintf(stderr, "eventd: usage: eventd user add|rotate|remove NAME, or eventd user list\n");
+        fprintf(stderr,
+                "eventd: usage: eventd user add|rotate|remove|purge NAME, or eventd user list\n");
         return 2;
     }
 
     /* Only serve and "user add" start a data directory; the others read one, and a
      * mistyped --data must not leave an empty directory behind. */
     struct stat st;
-    bool creates = !strcmp(cmd, "serve") || (!strcmp(cmd, "user") && !strcmp(pos[0], "add"));
+    bool creates = !strcmp(cmd, "serve") || !strcmp(cmd, "import") ||
+                   (!strcmp(cmd, "user") && !strcmp(pos[0], "add"));
     if (!creates && stat(cfg.data_dir, &st) < 0 && errno == ENOENT) {
         fprintf(stderr, "eventd: no data directory %s (nothing was created)\n", cfg.data_dir);
         return 1;
@@ -90,6 +125,10 @@ int main(int argc, char **argv) {
         status = app_serve(&app);
     } else if (!strcmp(cmd, "user")) {
         status = cli_user(&app.db, npos, pos);
+    } else if (!strcmp(cmd, "export")) {
+        status = cli_export(&app.db, export_user);
+    } else if (!strcmp(cmd, "import")) {
+        status = cli_import(&app.db);
     } else {
         status = cli_compact(&app.db, &cfg);
     }
