@@ -1,0 +1,430 @@
+"""Three eventd shards behind HAProxy with the shipped docker/haproxy.cfg, on
+loopback (docs/SCALING.md):
+
+  * users created through the balancer each live on exactly one shard (every
+    shard is asked directly), and their ids carry that shard's node id;
+  * a stopped shard answers 503 shard_unavailable to its users only;
+  * a rolling restart (SIGTERM, wait for the exit, start again on the same
+    data directory and port) of every shard under a bounded wrk load (GET and
+    PUT /v2/theme/:id of every user) and a POST checker gives 0 failed
+    requests; the longest request latencies are printed.
+
+Needs haproxy (2.6) and wrk (deps/install.sh --test). Every wait is bounded;
+the whole file takes about a minute.
+"""
+
+import base64
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "blackbox"))
+from harness import EVENTD_BIN, check_binary, clean_env  # noqa: E402
+
+CFG = os.path.join(ROOT, "docker", "haproxy.cfg")
+MIX = os.path.join(HERE, "mix.lua")
+HOST = "127.0.0.1"
+NODE_SHIFT = 43
+USERS = 50
+NODES = (1, 2, 3)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def wait_until(pred, timeout, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return pred()
+
+
+def basic(name, key):
+    return base64.b64encode(("%s:%s" % (name, key)).encode()).decode()
+
+
+def call(port, method, path, body=None, auth=None, timeout=15.0):
+    """One request on a fresh connection; returns (status, parsed JSON or None, seconds)."""
+    c = http.client.HTTPConnection(HOST, port, timeout=timeout)
+    headers = {"Content-Type": "application/json"}
+    if auth:
+        headers["Authorization"] = "Basic " + auth
+    if method == "POST":
+        headers["Cache-Control"] = "no-cache"
+    t0 = time.monotonic()
+    try:
+        c.request(method, path, body=json.dumps(body) if body is not None else None,
+                  headers=headers)
+        r = c.getresponse()
+        data = r.read()
+    finally:
+        c.close()
+    try:
+        doc = json.loads(data) if data else None
+    except ValueError:
+        doc = None
+    return r.status, doc, time.monotonic() - t0
+
+
+class Shard:
+    """eventd serve --node-id N on a fixed port, so it restarts where HAProxy looks."""
+
+    def __init__(self, node, work):
+        self.node = node
+        self.port = free_port()
+        self.data = os.path.join(work, "shard%d" % node)
+        self.log = os.path.join(work, "shard%d.log" % node)
+        self.proc = None
+
+    def args(self, *cmd):
+        return [EVENTD_BIN] + list(cmd) + ["--data", self.data, "--node-id", str(self.node)]
+
+    def start(self):
+        with open(self.log, "a") as log:
+            self.proc = subprocess.Popen(
+                self.args("serve", "--listen", "%s:%d" % (HOST, self.port), "--no-demo-user"),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=clean_env())
+        ok = wait_until(lambda: self.proc.poll() is not None or self.listening(), 10)
+        if not ok or self.proc.poll() is not None:
+            raise AssertionError("shard %d did not start; log:\n%s" % (self.node, self.tail()))
+
+    def listening(self):
+        try:
+            with socket.create_connection((HOST, self.port), timeout=0.2):
+                return True
+        except OSError:
+            return False
+
+    def stop(self, timeout=15):
+        """SIGTERM, then wait for the exit; returns the exit status."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+            raise AssertionError("shard %d did not exit within %d s" % (self.node, timeout))
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    def tail(self, n=3000):
+        try:
+            with open(self.log) as f:
+                return f.read()[-n:]
+        except OSError:
+            return ""
+
+
+class Balancer:
+    """haproxy -db -f docker/haproxy.cfg, addresses from the environment as in compose."""
+
+    def __init__(self, shards, work):
+        self.port = None
+        self.run_dir = os.path.join(work, "haproxy")
+        os.makedirs(self.run_dir)
+        self.admin = os.path.join(self.run_dir, "admin.sock")
+        self.log = os.path.join(work, "haproxy.log")
+        self.env = clean_env({"LB_RUN_DIR": self.run_dir, "LB_ADMIN_SOCKET": self.admin})
+        for s in shards:
+            self.env["EVENTD_SHARD%d" % s.node] = "%s:%d" % (HOST, s.port)
+        self.proc = None
+
+    def check_config(self):
+        return subprocess.run(["haproxy", "-c", "-f", CFG], env=self.env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=20)
+
+    def start(self):
+        for _ in range(5):  # the port is free when picked, and may be taken before haproxy binds
+            self.port = free_port()
+            self.env["LB_BIND"] = "%s:%d" % (HOST, self.port)
+            with open(self.log, "a") as log:
+                self.proc = subprocess.Popen(["haproxy", "-db", "-f", CFG], env=self.env,
+                                             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+            if wait_until(lambda: self.proc.poll() is not None or self.healthy(), 15):
+                if self.proc.poll() is None:
+                    return
+        raise AssertionError("haproxy did not start; log:\n%s" % self.tail())
+
+    def healthy(self):
+        try:
+            return call(self.port, "GET", "/healthz", timeout=2)[0] == 200
+        except OSError:
+            return False
+
+    def server_status(self, node):
+        """The runtime API's status of backend shardN's server: UP, DOWN, ..."""
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(2)
+        try:
+            s.connect(self.admin)
+            s.sendall(b"show stat\n")
+            data = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        finally:
+            s.close()
+        lines = data.decode().lstrip("# ").splitlines()
+        head = lines[0].split(",")
+        for line in lines[1:]:
+            row = dict(zip(head, line.split(",")))
+            if row.get("pxname") == "shard%d" % node and row.get("svname") == "eventd":
+                return row.get("status", "")
+        return ""
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGUSR1)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def tail(self, n=3000):
+        try:
+            with open(self.log) as f:
+                return f.read()[-n:]
+        except OSError:
+            return ""
+
+    def routed_to(self, marker, timeout=5):
+        """The shard that served the request whose path held marker (from HAProxy's log)."""
+        pat = re.compile(r"route/shard(\d+) .*%s" % re.escape(marker))
+        found = []
+
+        def look():
+            with open(self.log) as f:
+                for line in f:
+                    m = pat.search(line)
+                    if m:
+                        found.append(int(m.group(1)))
+                        return True
+            return False
+        if not wait_until(look, timeout):
+            raise AssertionError("no log line for %s" % marker)
+        return found[0]
+
+
+class LoadBalancer(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        check_binary()
+        for tool in ("haproxy", "wrk"):
+            if not shutil.which(tool):
+                raise AssertionError("%s is not installed (deps/install.sh --test)" % tool)
+        cls.work = tempfile.mkdtemp(prefix="eventd-lb-")
+        cls.shards = {n: Shard(n, cls.work) for n in NODES}
+        cls.lb = Balancer(cls.shards.values(), cls.work)
+        try:
+            for s in cls.shards.values():
+                s.start()
+            cls.lb.start()
+            cls.users = cls.create_users()
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.lb.stop()
+        for s in cls.shards.values():
+            s.kill()
+        if os.environ.get("EVENTD_KEEP_WORK"):
+            print("work directory kept: %s" % cls.work, file=sys.stderr)
+        else:
+            shutil.rmtree(cls.work, ignore_errors=True)
+
+    @classmethod
+    def create_users(cls):
+        """USERS users created through the balancer, one theme each. Returns
+        {name: {"key", "auth", "node", "theme"}}.
+
+        The shard of each user is what the balancer chose for a request naming
+        it (read from HAProxy's log); the user is created there offline."""
+        users = {}
+        for i in range(USERS):
+            name = "user%02d" % i
+            marker = "probe-%s" % name
+            status, _, _ = call(cls.lb.port, "GET", "/v2/theme?%s" % marker, auth=basic(name, "x"))
+            assert status == 401, status
+            users[name] = {"node": cls.lb.routed_to(marker)}
+        for s in cls.shards.values():
+            assert s.stop() == 0
+        for name, u in users.items():
+            cp = subprocess.run(cls.shards[u["node"]].args("user", "add", name),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=clean_env(), timeout=10)
+            assert cp.returncode == 0, cp.stderr
+            u["key"] = cp.stdout.strip().splitlines()[-1]
+            u["auth"] = basic(name, u["key"])
+        for s in cls.shards.values():
+            s.start()
+        assert wait_until(cls.lb.healthy, 10), "shards not marked up again"
+        for name, u in users.items():
+            status, doc, _ = call(cls.lb.port, "POST", "/v2/theme", {"Theme": {"Name": name}},
+                                  auth=u["auth"])
+            assert status == 200, (name, status, doc)
+            u["theme"] = doc["Result"]["ID"]
+        return users
+
+    def test_shipped_config_is_valid(self):
+        cp = self.lb.check_config()
+        self.assertEqual(cp.returncode, 0, cp.stdout)
+        self.assertNotIn("WARNING", cp.stdout)
+
+    def test_every_user_lives_on_exactly_one_shard(self):
+        placed = {n: 0 for n in NODES}
+        for name, u in self.users.items():
+            self.assertEqual(u["theme"] >> NODE_SHIFT, u["node"], name)
+            holders = []
+            for n, s in self.shards.items():
+                status, doc, _ = call(s.port, "GET", "/v2/theme", auth=u["auth"])
+                if status == 200:
+                    holders.append(n)
+                    self.assertEqual([t["ID"] for t in doc["Result"]["Items"]], [u["theme"]])
+                else:
+                    self.assertEqual(status, 401, (name, n))
+            self.assertEqual(holders, [u["node"]], name)
+            placed[u["node"]] += 1
+        print("users per shard: %s" % placed, file=sys.stderr)
+        for n in NODES:
+            self.assertGreater(placed[n], 0, "no user on shard %d" % n)
+
+    def test_a_stopped_shard_gives_503_to_its_users_only(self):
+        down = 2
+        self.assertEqual(self.shards[down].stop(), 0)
+        try:
+            self.assertTrue(wait_until(lambda: self.lb.server_status(down) == "DOWN", 10),
+                            self.lb.server_status(down))
+            for name, u in self.users.items():
+                status, doc, secs = call(self.lb.port, "GET", "/v2/theme/%d" % u["theme"],
+                                         auth=u["auth"])
+                if u["node"] == down:
+                    self.assertEqual(status, 503, (name, doc))
+                    self.assertEqual(doc["Error"]["Code"], "shard_unavailable")
+                    self.assertLess(secs, 1.0, "a known-down shard must answer at once")
+                else:
+                    self.assertEqual(status, 200, (name, doc))
+            status, doc, _ = call(self.lb.port, "GET", "/healthz")
+            self.assertEqual(status, 503)
+        finally:
+            self.shards[down].start()
+            self.assertTrue(wait_until(self.lb.healthy, 10), "shard %d not up again" % down)
+
+    def test_rolling_restart_under_load_fails_no_request(self):
+        reqs = os.path.join(self.work, "requests")
+        with open(reqs, "w") as f:
+            for u in self.users.values():
+                f.write("%s %d\n" % (u["auth"], u["theme"]))
+        env = dict(os.environ, EVENTD_LB_REQUESTS=reqs)
+        wrk = subprocess.Popen(["wrk", "-t2", "-c8", "-d14s", "--timeout", "15s", "--latency",
+                                "-s", MIX, "http://%s:%d" % (HOST, self.lb.port)],
+                               env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+        checker = PostChecker(self.lb.port, self.users)
+        checker.start()
+        restarts = []
+        try:
+            time.sleep(2)
+            for n, s in self.shards.items():
+                t0 = time.monotonic()
+                self.assertEqual(s.stop(), 0, s.tail())
+                s.start()
+                restarts.append((n, time.monotonic() - t0))
+                time.sleep(2)
+        finally:
+            checker.stop()
+            out, _ = wrk.communicate(timeout=40)
+        print(out, file=sys.stderr)
+        print("restarts (stop to listening): %s" % ", ".join(
+            "shard%d %.0f ms" % (n, secs * 1000) for n, secs in restarts), file=sys.stderr)
+        wrk_max = re.search(r"Latency\s+\S+\s+\S+\s+(\S+)", out)
+        print("longest request during the rolling restart: wrk (GET/PUT) %s, POST %.0f ms"
+              % (wrk_max.group(1) if wrk_max else "?", checker.max_secs * 1000), file=sys.stderr)
+        print("POST checker: %d requests, %d failed %s"
+              % (checker.count, len(checker.failures), checker.failures[:5]), file=sys.stderr)
+        done = re.search(r"(\d+) requests in", out)
+        self.assertTrue(done and int(done.group(1)) > 1000, out)
+        self.assertNotIn("Non-2xx or 3xx responses", out)
+        self.assertNotIn("Socket errors", out)
+        self.assertGreater(checker.count, 50)
+        self.assertEqual(checker.failures, [])
+
+
+class PostChecker(threading.Thread):
+    """POST /v2/theme through the balancer, one at a time over keep-alive,
+    cycling over the users; counts every answer but 200 and every error."""
+
+    def __init__(self, port, users):
+        super().__init__(daemon=True)
+        self.port = port
+        self.users = list(users.values())
+        self.count = 0
+        self.failures = []
+        self.max_secs = 0.0
+        self.halt = threading.Event()
+
+    def run(self):
+        conn = None
+        i = 0
+        deadline = time.monotonic() + 60
+        while not self.halt.is_set() and time.monotonic() < deadline:
+            u = self.users[i % len(self.users)]
+            i += 1
+            t0 = time.monotonic()
+            try:
+                if conn is None:
+                    conn = http.client.HTTPConnection(HOST, self.port, timeout=15)
+                conn.request("POST", "/v2/theme", body='{"Theme":{"Name":"post %d"}}' % i,
+                             headers={"Authorization": "Basic " + u["auth"],
+                                      "Cache-Control": "no-cache"})
+                r = conn.getresponse()
+                body = r.read()
+                if r.status != 200:
+                    self.failures.append("%d %s" % (r.status, body[:200]))
+                if r.getheader("Connection", "").lower() == "close":
+                    conn.close()
+                    conn = None
+            except (OSError, http.client.HTTPException) as e:
+                self.failures.append(repr(e))
+                conn.close()
+                conn = None
+            self.max_secs = max(self.max_secs, time.monotonic() - t0)
+            self.count += 1
+            time.sleep(0.005)
+        if conn is not None:
+            conn.close()
+
+    def stop(self):
+        self.halt.set()
+        self.join(20)
+
+
+if __name__ == "__main__":
+    unittest.main()
