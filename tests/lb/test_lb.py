@@ -39,6 +39,11 @@ HOST = "127.0.0.1"
 NODE_SHIFT = 43
 USERS = 50
 NODES = (1, 2, 3)
+# The POST checkers: how many, and their pause between requests (s). One at
+# 5 ms makes about 40 POSTs a second; EVENTD_LB_POST_CHECKERS=4 and
+# EVENTD_LB_POST_PAUSE=0 press harder (by hand; see docs/SCALING.md).
+POST_CHECKERS = int(os.environ.get("EVENTD_LB_POST_CHECKERS", "1"))
+POST_PAUSE = float(os.environ.get("EVENTD_LB_POST_PAUSE", "0.005"))
 
 
 def free_port():
@@ -316,6 +321,36 @@ class LoadBalancer(unittest.TestCase):
         for n in NODES:
             self.assertGreater(placed[n], 0, "no user on shard %d" % n)
 
+    def test_every_way_of_naming_a_user_reaches_its_shard(self):
+        """The Basic-auth username, the admin path, the register/signin body
+        (form and JSON) and the session cookie place a user identically. What
+        the shard answers (404 for pages it does not serve) does not matter
+        here: HAProxy's log says where each request went."""
+        for i, (name, u) in enumerate(sorted(self.users.items())[:12]):
+            tag = "k%d" % i
+            sent = {
+                "admin": ("GET", "/admin/users/%s?%s-admin" % (name, tag), {}, None),
+                "admin_key": ("POST", "/admin/users/%s/key?%s-adminkey" % (name, tag), {}, b""),
+                "register_form": ("POST", "/register?%s-regform" % tag,
+                                  {"Content-Type": "application/x-www-form-urlencoded"},
+                                  ("password=x&username=%s" % name).encode()),
+                "signin_json": ("POST", "/signin?%s-signjson" % tag,
+                                {"Content-Type": "application/json"},
+                                json.dumps({"password": "x", "username": name}).encode()),
+                "cookie": ("GET", "/account?%s-cookie" % tag,
+                           {"Cookie": "theme=dark; eventd_session=%s:0123456789abcdef" % name},
+                           None),
+            }
+            for what, (method, path, headers, body) in sent.items():
+                c = http.client.HTTPConnection(HOST, self.lb.port, timeout=10)
+                try:
+                    c.request(method, path, body=body, headers=headers)
+                    c.getresponse().read()
+                finally:
+                    c.close()
+                marker = path.split("?")[1]
+                self.assertEqual(self.lb.routed_to(marker), u["node"], (name, what))
+
     def test_a_stopped_shard_gives_503_to_its_users_only(self):
         down = 2
         self.assertEqual(self.shards[down].stop(), 0)
@@ -347,8 +382,10 @@ class LoadBalancer(unittest.TestCase):
                                 "-s", MIX, "http://%s:%d" % (HOST, self.lb.port)],
                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
-        checker = PostChecker(self.lb.port, self.users)
-        checker.start()
+        checkers = [PostChecker(self.lb.port, self.users, POST_PAUSE)
+                    for _ in range(POST_CHECKERS)]
+        for c in checkers:
+            c.start()
         restarts = []
         try:
             time.sleep(2)
@@ -359,11 +396,13 @@ class LoadBalancer(unittest.TestCase):
                 restarts.append((n, time.monotonic() - t0))
                 time.sleep(2)
         finally:
-            checker.stop()
+            for c in checkers:
+                c.stop()
             out, _ = wrk.communicate(timeout=40)
         print(out, file=sys.stderr)
         print("restarts (stop to listening): %s" % ", ".join(
             "shard%d %.0f ms" % (n, secs * 1000) for n, secs in restarts), file=sys.stderr)
+        checker = PostChecker.merge(checkers)
         wrk_max = re.search(r"Latency\s+\S+\s+\S+\s+(\S+)", out)
         print("longest request during the rolling restart: wrk (GET/PUT) %s, POST %.0f ms"
               % (wrk_max.group(1) if wrk_max else "?", checker.max_secs * 1000), file=sys.stderr)
@@ -381,8 +420,9 @@ class PostChecker(threading.Thread):
     """POST /v2/theme through the balancer, one at a time over keep-alive,
     cycling over the users; counts every answer but 200 and every error."""
 
-    def __init__(self, port, users):
+    def __init__(self, port, users, pause=0.0):
         super().__init__(daemon=True)
+        self.pause = pause
         self.port = port
         self.users = list(users.values())
         self.count = 0
@@ -417,13 +457,23 @@ class PostChecker(threading.Thread):
                 conn = None
             self.max_secs = max(self.max_secs, time.monotonic() - t0)
             self.count += 1
-            time.sleep(0.005)
+            if self.pause:
+                time.sleep(self.pause)
         if conn is not None:
             conn.close()
 
     def stop(self):
         self.halt.set()
         self.join(20)
+
+    @staticmethod
+    def merge(checkers):
+        total = PostChecker(0, {})
+        for c in checkers:
+            total.count += c.count
+            total.failures += c.failures
+            total.max_secs = max(total.max_secs, c.max_secs)
+        return total
 
 
 if __name__ == "__main__":
