@@ -31,7 +31,9 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "blackbox"))
+sys.path.insert(0, os.path.join(ROOT, "docker"))
 from harness import EVENTD_BIN, check_binary, clean_env  # noqa: E402
+from placement import placement  # noqa: E402
 
 CFG = os.path.join(ROOT, "docker", "haproxy.cfg")
 MIX = os.path.join(HERE, "mix.lua")
@@ -234,6 +236,51 @@ class Balancer:
         if not wait_until(look, timeout):
             raise AssertionError("no log line for %s" % marker)
         return found[0]
+
+
+def with_shard(cfg, n):
+    """The configuration text cfg with shard n added after shard n-1, as
+    docs/SCALING.md says to: copy the last shard's lines and blocks, n-1 -> n."""
+    p = n - 1
+
+    def after(old, new, sep):
+        if old not in cfg:
+            raise AssertionError("haproxy.cfg no longer has: %r" % old)
+        return cfg.replace(old, old + sep + new)
+
+    ring = '    server shard%d "unix@${LB_RUN_DIR-/run/haproxy}/shard%d.sock" id %d send-proxy-v2\n'
+    cfg = after(ring % (p, p, p), ring % (n, n, n), "")
+    front = ('frontend shard%d_in\n    bind "unix@${LB_RUN_DIR-/run/haproxy}/shard%d.sock" '
+             'accept-proxy mode 600\n    no log\n    default_backend shard%d\n')
+    cfg = after(front % (p, p, p), front % (n, n, n), "\n")
+    back = ('backend shard%d\n    http-request disable-l7-retry if METH_POST\n'
+            '    server eventd "${EVENTD_SHARD%d-shard%d:8080}"\n')
+    cfg = after(back % (p, p, p), back % (n, n, n), "\n")
+    health = "{ srv_is_up(shard%d/eventd) }"
+    return after(health % p, health % n, " ")
+
+
+class Ring(unittest.TestCase):
+    """The shipped ring spreads users evenly, and a fourth shard takes users
+    from every shard and moves none between the old ones."""
+
+    def test_adding_a_shard_moves_users_only_to_it(self):
+        names = ["member-%d" % i for i in range(600)]
+        work = tempfile.mkdtemp(prefix="eventd-lb-ring-")
+        self.addCleanup(shutil.rmtree, work, True)
+        four = os.path.join(work, "haproxy4.cfg")
+        with open(CFG) as f, open(four, "w") as out:
+            out.write(with_shard(f.read(), 4))
+        before, after = placement(CFG, names), placement(four, names)
+        share = {n: sum(1 for v in before.values() if v == n) for n in NODES}
+        moved = [name for name in names if before[name] != after[name]]
+        print("600 users on 3 shards: %s; with a 4th, %d moved" % (share, len(moved)),
+              file=sys.stderr)
+        for n in NODES:
+            self.assertGreater(share[n], 150, share)  # an even share is 200
+        self.assertEqual({after[name] for name in moved}, {4})
+        self.assertEqual({before[name] for name in moved}, set(NODES))
+        self.assertTrue(100 < len(moved) < 200, len(moved))  # about a quarter
 
 
 class LoadBalancer(unittest.TestCase):
