@@ -363,12 +363,13 @@ static enum server_headers_result on_headers(void *data, void *mem, struct http_
         buf_append_str(&r->body, "{\"Status\":\"ok\"}");
         return SERVER_ANSWERED;
     }
-    const struct record *user = authenticate(h, st, &req->authorization);
+    const struct record *user = authenticate(h, st, &req->kept->authorization);
     if (!user) {
         http_response_error(r, ERR_UNAUTHORIZED, NULL,
-                            req->authorization.len ? "invalid credentials"
-                                                   : "this call needs HTTP Basic authentication "
-                                                     "with your username and API key");
+                            req->kept->authorization.len
+                                ? "invalid credentials"
+                                : "this call needs HTTP Basic authentication "
+                                  "with your username and API key");
         r->extra = www_authenticate;
         return SERVER_ANSWERED;
     }

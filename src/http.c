@@ -25,13 +25,27 @@
 #include "http.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 
 #include "json.h"
 
-enum { H_OTHER, H_AUTHORIZATION, H_EXPECT, H_HOST, H_TRANSFER_ENCODING };
+enum { H_OTHER, H_AUTHORIZATION, H_EXPECT, H_HOST, H_TRANSFER_ENCODING, H_FIELD };
+
+/* The kept headers (enum http_field), by lower-case name. */
+static const struct {
+    const char *name;
+    uint8_t len;
+} kept_fields[HF_COUNT] = {
+    [HF_COOKIE] = {"cookie", 6},
+    [HF_CONTENT_TYPE] = {"content-type", 12},
+    [HF_ACCEPT] = {"accept", 6},
+    [HF_FORWARDED_FOR] = {"x-forwarded-for", 15},
+    [HF_REQUEST_ID] = {"x-request-id", 12},
+};
+
 enum { HOST_VALUE, HOST_TRAILING_WS };
 
 /* RFC 3986 host and port: unreserved, sub-delims, '%' (pct-encoded), ':' and
@@ -85,11 +99,18 @@ static int pause_here(struct http_parser *p, uint8_t next) {
     return HPE_PAUSED;
 }
 
+static int field_open(struct http_parser *p);
+
 static int on_message_begin(llhttp_t *ll) {
     struct http_parser *p = P(ll);
     struct http_request *r = &p->req;
-    buf_reset(&r->target);
-    buf_reset(&r->authorization);
+    struct http_kept *k = r->kept;
+    buf_reset(&k->target);
+    buf_reset(&k->authorization);
+    buf_reset(&k->fields);
+    memset(k->len, 0, sizeof k->len);
+    memset(k->off, 0, sizeof k->off);
+    memset(k->seen, 0, sizeof k->seen);
     r->expect_continue = r->has_body = false;
     r->content_length = r->body_bytes = 0;
     r->head_bytes = 0;
@@ -105,8 +126,9 @@ static int on_message_begin(llhttp_t *ll) {
 static int on_url(llhttp_t *ll, const char *at, size_t n) {
     struct http_parser *p = P(ll);
     /* Past the limit the request is refused anyway: stop growing the copy. */
-    if (p->req.target.len + n > p->limits->max_header_bytes) return stop(p, ERR_HEADERS_TOO_LARGE);
-    buf_append(&p->req.target, at, n);
+    if (p->req.kept->target.len + n > p->limits->max_header_bytes)
+        return stop(p, ERR_HEADERS_TOO_LARGE);
+    buf_append(&p->req.kept->target, at, n);
     return 0;
 }
 
@@ -159,16 +181,55 @@ static int on_header_field_complete(llhttp_t *ll) {
         r->cur_header = H_TRANSFER_ENCODING;
     else
         r->cur_header = H_OTHER;
+    for (uint8_t f = 0; r->cur_header == H_OTHER && f < HF_COUNT; f++) {
+        if (p->name_len == kept_fields[f].len &&
+            strncasecmp(p->name, kept_fields[f].name, kept_fields[f].len) == 0) {
+            r->cur_header = H_FIELD;
+            p->cur_field = f;
+        }
+    }
     if (!p->in_headers) r->cur_header = H_OTHER; /* a trailer never authenticates */
+    if (r->cur_header == H_FIELD && field_open(p) < 0) return HPE_USER;
     /* Counts saturate at 2: "more than one" is all that matters. */
     if (r->cur_header == H_AUTHORIZATION && p->n_auth < 2) p->n_auth++;
     if (r->cur_header == H_HOST && p->n_host < 2) p->n_host++;
     if (r->cur_header == H_TRANSFER_ENCODING && p->n_te < 2) p->n_te++;
-    if (r->cur_header == H_AUTHORIZATION) buf_reset(&r->authorization);
+    if (r->cur_header == H_AUTHORIZATION) buf_reset(&r->kept->authorization);
     p->host_state = HOST_VALUE;
     p->name_len = 0;
     p->value_len = p->value_trim = 0;
     p->value_open = false;
+    return 0;
+}
+
+/*
+ * A kept header's line begins: its value goes at the end of req.fields. A
+ * repeated header is joined to the value already kept, which is moved to
+ * the end first if another header came in between (rare).
+ */
+static int field_open(struct http_parser *p) {
+    struct http_kept *h = p->req.kept;
+    uint8_t f = p->cur_field;
+    if (!h->seen[f]) {
+        h->seen[f] = true;
+        h->off[f] = (uint32_t)h->fields.len;
+        h->len[f] = 0;
+        return 0;
+    }
+    const char *sep = f == HF_COOKIE ? "; " : ", ";
+    if (h->fields.len + h->len[f] + 2 > p->limits->max_header_bytes)
+        return stop(p, ERR_HEADERS_TOO_LARGE);
+    if (h->off[f] + h->len[f] != h->fields.len) {
+        uint32_t off = h->off[f], len = h->len[f];
+        char *dst = buf_reserve(&h->fields, len); /* may move fields.ptr: copy after */
+        memcpy(dst, h->fields.ptr + off, len);
+        buf_commit(&h->fields, len);
+        h->off[f] = (uint32_t)h->fields.len - len;
+    }
+    if (h->len[f]) {
+        buf_append(&h->fields, sep, 2);
+        h->len[f] += 2;
+    }
     return 0;
 }
 
@@ -197,9 +258,14 @@ static int on_header_value(llhttp_t *ll, const char *at, size_t n) {
     p->value_open = true;
     p->value_end = at + n;
     if (r->cur_header == H_AUTHORIZATION) {
-        if (r->authorization.len + n > p->limits->max_header_bytes)
+        if (r->kept->authorization.len + n > p->limits->max_header_bytes)
             return stop(p, ERR_HEADERS_TOO_LARGE);
-        buf_append(&r->authorization, at, n);
+        buf_append(&r->kept->authorization, at, n);
+    } else if (r->cur_header == H_FIELD) {
+        struct http_kept *h = r->kept;
+        if (h->fields.len + n > p->limits->max_header_bytes) return stop(p, ERR_HEADERS_TOO_LARGE);
+        buf_append(&h->fields, at, n);
+        h->len[p->cur_field] += (uint32_t)n;
     } else if (r->cur_header == H_EXPECT || r->cur_header == H_TRANSFER_ENCODING) {
         keep_value(p, at, n);
     } else if (r->cur_header == H_HOST) {
@@ -222,6 +288,14 @@ static int on_header_value_complete(llhttp_t *ll) {
         if (value_is(p, "100-continue")) r->expect_continue = true;
     } else if (r->cur_header == H_TRANSFER_ENCODING) {
         p->te_chunked = value_is(p, "chunked");
+    } else if (r->cur_header == H_FIELD) {
+        /* llhttp leaves the trailing whitespace in the value. */
+        struct http_kept *h = r->kept;
+        uint8_t f = p->cur_field;
+        while (h->len[f] > 0 && ows(h->fields.ptr[h->off[f] + h->len[f] - 1])) {
+            h->len[f]--;
+            h->fields.len--;
+        }
     }
     r->cur_header = H_OTHER;
     p->value_open = false;
@@ -233,13 +307,14 @@ static int on_header_value_complete(llhttp_t *ll) {
  * server MUST accept, is routed on its path (its host is not checked). */
 static int split_target(struct http_request *r) {
     static const char root[] = "/";
-    const char *t = r->target.ptr, *end = t + r->target.len;
-    if (r->target.len == 0) return -1;
+    const struct buf *target = &r->kept->target;
+    const char *t = target->ptr, *end = t + target->len;
+    if (target->len == 0) return -1;
     if (t[0] != '/') {
         size_t skip;
-        if (r->target.len > 7 && strncasecmp(t, "http://", 7) == 0)
+        if (target->len > 7 && strncasecmp(t, "http://", 7) == 0)
             skip = 7;
-        else if (r->target.len > 8 && strncasecmp(t, "https://", 8) == 0)
+        else if (target->len > 8 && strncasecmp(t, "https://", 8) == 0)
             skip = 8;
         else
             return -1;
@@ -335,6 +410,19 @@ static int on_message_complete(llhttp_t *ll) {
 
 static llhttp_settings_t settings;
 
+void http_kept_init(struct http_kept *k) {
+    memset(k, 0, sizeof *k);
+    buf_init(&k->target, 256);
+    buf_init(&k->authorization, 128);
+    buf_init(&k->fields, 0);
+}
+
+void http_kept_destroy(struct http_kept *k) {
+    buf_destroy(&k->target);
+    buf_destroy(&k->authorization);
+    buf_destroy(&k->fields);
+}
+
 void http_parser_init(struct http_parser *p, const struct http_limits *limits,
                       const struct http_events *ev, void *owner) {
     if (!settings.on_message_begin) {
@@ -359,8 +447,8 @@ void http_parser_init(struct http_parser *p, const struct http_limits *limits,
     p->limits = limits;
     p->ev = ev;
     p->owner = owner;
-    buf_init(&p->req.target, 256);
-    buf_init(&p->req.authorization, 128);
+    p->req.kept = xcalloc(1, sizeof *p->req.kept);
+    http_kept_init(p->req.kept);
     http_parser_reset(p);
 }
 
@@ -374,8 +462,11 @@ void http_parser_reset(struct http_parser *p) {
 }
 
 void http_parser_destroy(struct http_parser *p) {
-    buf_destroy(&p->req.target);
-    buf_destroy(&p->req.authorization);
+    if (p->req.kept) {
+        http_kept_destroy(p->req.kept);
+        free(p->req.kept);
+        p->req.kept = NULL;
+    }
 }
 
 enum http_status http_parser_execute(struct http_parser *p, const char *ptr, size_t len,
@@ -453,11 +544,13 @@ void http_parser_resume(struct http_parser *p) {
 void http_response_init(struct http_response *r) {
     memset(r, 0, sizeof *r);
     buf_init(&r->body, 0); /* grows on first use, then keeps its capacity */
+    buf_init(&r->headers, 0);
     http_response_reset(r);
 }
 
 void http_response_destroy(struct http_response *r) {
     buf_destroy(&r->body);
+    buf_destroy(&r->headers);
 }
 
 void http_response_reset(struct http_response *r) {
@@ -467,9 +560,11 @@ void http_response_reset(struct http_response *r) {
     r->http10 = false;
     r->head_only = false;
     r->extra = NULL;
+    r->content_type = NULL;
     r->lsn = 0;
     r->head_len = 0;
     buf_reset(&r->body);
+    buf_reset(&r->headers);
 }
 
 void http_response_error(struct http_response *r, enum err e, const char *field,
@@ -477,6 +572,7 @@ void http_response_error(struct http_response *r, enum err e, const char *field,
     r->status = (uint16_t)err_status(e);
     r->no_body = false;
     r->extra = NULL; /* e.g. a 401's WWW-Authenticate, when a 413 replaces it */
+    r->content_type = NULL;
     buf_reset(&r->body);
     buf_append_str(&r->body, "{\"Status\":\"error\",\"Error\":{\"Code\":\"");
     buf_append_str(&r->body, err_code(e));
@@ -526,7 +622,12 @@ void http_response_finish(struct http_response *r, bool keep_alive) {
     n += PUT_LIT(h + n, "\r\n");
     /* RFC 9110 forbids Content-Length on a 204; every other response has one. */
     if (!r->no_body) {
-        n += PUT_LIT(h + n, "Content-Type: application/json\r\nContent-Length: ");
+        n += PUT_LIT(h + n, "Content-Type: ");
+        if (r->content_type)
+            n += put(h + n, r->content_type, strlen(r->content_type));
+        else
+            n += PUT_LIT(h + n, "application/json");
+        n += PUT_LIT(h + n, "\r\nContent-Length: ");
         n += u64_digits(r->body.len, h + n);
         n += PUT_LIT(h + n, "\r\n");
     }
@@ -535,7 +636,11 @@ void http_response_finish(struct http_response *r, bool keep_alive) {
     else if (r->http10)
         n += PUT_LIT(h + n, "Connection: keep-alive\r\n");
     if (r->extra) n += put(h + n, r->extra, strlen(r->extra));
-    n += PUT_LIT(h + n, "\r\n");
+    /* The built header lines follow the head in the write; the blank line ends them. */
+    if (r->headers.len)
+        buf_append(&r->headers, "\r\n", 2);
+    else
+        n += PUT_LIT(h + n, "\r\n");
     r->head_len = (uint32_t)n;
     /* A response to HEAD ends with its head, whatever Content-Length says (RFC 9112 6.3). */
     if (r->head_only) buf_reset(&r->body);

@@ -21,6 +21,31 @@
 #include "buf.h"
 #include "err.h"
 
+/* Request headers kept for the handlers besides Authorization (see http_request_field). */
+enum http_field {
+    HF_COOKIE,
+    HF_CONTENT_TYPE,
+    HF_ACCEPT,
+    HF_FORWARDED_FOR, /* X-Forwarded-For */
+    HF_REQUEST_ID,    /* X-Request-ID */
+    HF_COUNT
+};
+
+/*
+ * What the parser keeps of a request head: the target, the Authorization
+ * value and the other kept headers (enum http_field), whose values lie back
+ * to back in fields. Storage the parser's owner lends (the server lends the
+ * one of each connection's kit, so an idle connection does not carry it);
+ * http_parser_init makes one of its own.
+ */
+struct http_kept {
+    struct buf target;        /* request target as sent (path and query) */
+    struct buf authorization; /* Authorization header value */
+    struct buf fields;
+    uint32_t off[HF_COUNT], len[HF_COUNT]; /* into fields; len 0: absent or empty */
+    bool seen[HF_COUNT];                   /* the header came */
+};
+
 struct http_limits {
     uint32_t max_header_bytes; /* request line + headers */
     uint32_t max_body_bytes;
@@ -35,21 +60,37 @@ struct http_limits {
  * this one goes idle.)
  */
 struct http_request {
-    uint8_t method;           /* llhttp_method_t */
-    uint8_t version_minor;    /* HTTP/1.x */
-    bool keep_alive;          /* what the client asked for (version and Connection) */
-    bool expect_continue;     /* "Expect: 100-continue" */
-    bool has_body;            /* Content-Length > 0 or chunked */
-    uint64_t content_length;  /* 0 when chunked or absent */
-    uint64_t body_bytes;      /* received so far */
-    uint32_t head_bytes;      /* request line + headers received so far, every byte */
-    struct buf target;        /* request target as sent (path and query) */
-    struct buf authorization; /* Authorization header value */
-    struct slice path;        /* into target, set when the headers are complete; valid
-                               * until the next request on the connection */
-    struct slice query;       /* into target, without the '?'; valid as path */
-    uint8_t cur_header;       /* which interesting header the parser is in */
+    uint8_t method;          /* llhttp_method_t */
+    uint8_t version_minor;   /* HTTP/1.x */
+    bool keep_alive;         /* what the client asked for (version and Connection) */
+    bool expect_continue;    /* "Expect: 100-continue" */
+    bool has_body;           /* Content-Length > 0 or chunked */
+    uint64_t content_length; /* 0 when chunked or absent */
+    uint64_t body_bytes;     /* received so far */
+    uint32_t head_bytes;     /* request line + headers received so far, every byte */
+    struct http_kept *kept;  /* target, Authorization and the kept headers */
+    struct slice path;       /* into target, set when the headers are complete; valid
+                              * until the next request on the connection */
+    struct slice query;      /* into target, without the '?'; valid as path */
+    uint8_t cur_header;      /* which interesting header the parser is in */
+    /* Who is connected (set by the server when it accepts; kept for the
+     * whole connection): family 4 or 6 with the address in network order,
+     * or 0 for the local Unix socket listener. */
+    struct {
+        uint8_t family;
+        uint8_t addr[16];
+    } peer;
 };
+
+/*
+ * The value of a kept header (enum http_field), valid as path. Several
+ * lines of one header are joined with ", " (RFC 9110 5.3), except Cookie,
+ * whose lines are joined with "; " (RFC 6265 5.4). Absent: length 0.
+ */
+static inline struct slice http_request_field(const struct http_request *r, enum http_field f) {
+    const struct http_kept *k = r->kept;
+    return (struct slice){k->fields.ptr + k->off[f], k->len[f]};
+}
 
 /* Callbacks from the parser to its owner (the connection). */
 struct http_events {
@@ -83,6 +124,7 @@ struct http_parser {
     size_t value_trim; /* value_len without trailing whitespace */
     /* Header accounting for RFC 9112's framing rules (see http.c). */
     uint8_t n_host, n_auth, n_te; /* field lines seen, saturating at 2 */
+    uint8_t cur_field;            /* enum http_field of a kept header being parsed */
     bool te_chunked;              /* the Transfer-Encoding value is exactly "chunked" */
     bool bad_field;               /* a header name or Host value broke the grammar */
     uint8_t host_state;           /* HOST_*: where in the Host value we are */
@@ -96,6 +138,9 @@ struct http_parser {
     uint8_t crlf_left;   /* bytes of it not yet checked */
     const char *crlf_at; /* where they are in the segment, or NULL: at its start */
 };
+
+void http_kept_init(struct http_kept *k);
+void http_kept_destroy(struct http_kept *k);
 
 /*
  * Initializes p (caller-owned storage). limits, ev and owner are stored, not
@@ -123,12 +168,15 @@ void http_parser_resume(struct http_parser *p);
 
 struct http_response {
     uint16_t status;
-    bool close;        /* the connection closes after this response */
-    bool no_body;      /* 204: no body, no Content-Type */
-    bool http10;       /* HTTP/1.0 client: keep-alive must be said */
-    bool head_only;    /* a HEAD request: the head is sent, the body dropped */
-    const char *extra; /* extra header lines, each ending "\r\n"; static: must outlive r */
-    uint64_t lsn;      /* sent only once the store has acknowledged this LSN */
+    bool close;               /* the connection closes after this response */
+    bool no_body;             /* 204: no body, no Content-Type */
+    bool http10;              /* HTTP/1.0 client: keep-alive must be said */
+    bool head_only;           /* a HEAD request: the head is sent, the body dropped */
+    const char *extra;        /* extra header lines, each ending "\r\n"; static: must outlive r */
+    const char *content_type; /* static; NULL: application/json */
+    struct buf headers;       /* more header lines built for this response (Set-Cookie...);
+                               * each ends "\r\n"; http_response_finish ends the head here */
+    uint64_t lsn;             /* sent only once the store has acknowledged this LSN */
     struct buf body;
     char head[384];
     uint32_t head_len;

@@ -186,7 +186,7 @@ static void list_remove(struct id_list *l, uint64_t id) {
 static uint64_t owner_key(const struct record *r) {
     /* Users own nothing; they are listed under UINT64_MAX, which no user id
      * reaches (ids stop at 2^53) and which, unlike 0, is not the empty-slot mark. */
-    return r->type == REC_USER ? UINT64_MAX : r->user_id;
+    return record_type_is_system(r->type) ? UINT64_MAX : r->user_id;
 }
 
 static void set_link(struct index *ix, uint64_t target, uint8_t type, uint64_t event_id,

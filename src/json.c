@@ -528,6 +528,7 @@ void json_write_record(struct buf *b, const struct record *r, bool open) {
             json_write_string(b, v->s.ptr, v->s.len);
             break;
         case FT_REF:
+        case FT_INT:
             buf_append_u64(b, v->i);
             break;
         case FT_DOUBLE:

@@ -15,6 +15,19 @@
 static const struct field user_fields[] = {
     [USER_NAME] = {"Name", FT_STR, 0, 64, "", 0, 0},
     [USER_KEY_HASH] = {"KeyHash", FT_BYTES, 0, 0, "", 0, 0},
+    /* crypto_pwhash_str's text; empty: the account has no password (made by an operator) */
+    [USER_PASSWORD_HASH] = {"PasswordHash", FT_BYTES, 0, 0, "", 0, 0},
+};
+
+static const struct field session_fields[] = {
+    [SESSION_TOKEN_HASH] = {"TokenHash", FT_BYTES, 0, 0, "", 0, 0},
+    [SESSION_EXPIRES] = {"Expires", FT_INT, 0, 0, NULL, 0, 0}, /* Unix time, seconds */
+    [SESSION_CSRF] = {"Csrf", FT_BYTES, 0, 0, "", 0, 0},       /* the forms' token */
+};
+
+static const struct field admin_fields[] = {
+    [ADMIN_NAME] = {"Name", FT_STR, 0, 64, "", 0, 0},
+    [ADMIN_TOKEN_HASH] = {"TokenHash", FT_BYTES, 0, 0, "", 0, 0},
 };
 
 static const struct field theme_fields[] = {
@@ -64,9 +77,14 @@ const struct kind_desc record_address = {
     "Address", "address", REC_ADDRESS, COUNT(address_fields), true, address_fields};
 const struct kind_desc record_event = {"Event", "event",     REC_EVENT, COUNT(event_fields),
                                        false,   event_fields};
+const struct kind_desc record_session = {
+    "Session", NULL, REC_SESSION, COUNT(session_fields), false, session_fields};
+const struct kind_desc record_admin = {"Admin", NULL,        REC_ADMIN, COUNT(admin_fields),
+                                       false,   admin_fields};
 
-static const struct kind_desc *const kinds[REC_KIND_MAX + 1] = {NULL, &record_user, &record_theme,
-                                                                &record_address, &record_event};
+static const struct kind_desc *const kinds[REC_KIND_MAX + 1] = {
+    NULL,          &record_user,    &record_theme, &record_address,
+    &record_event, &record_session, &record_admin};
 
 const struct kind_desc *record_kind(uint8_t type) {
     return type >= 1 && type <= REC_KIND_MAX ? kinds[type] : NULL;
@@ -74,7 +92,9 @@ const struct kind_desc *record_kind(uint8_t type) {
 
 const struct kind_desc *record_kind_by_path(const char *ptr, size_t len) {
     for (int t = REC_THEME; t <= REC_KIND_MAX; t++)
-        if (strlen(kinds[t]->path) == len && memcmp(kinds[t]->path, ptr, len) == 0) return kinds[t];
+        if (kinds[t]->path && strlen(kinds[t]->path) == len &&
+            memcmp(kinds[t]->path, ptr, len) == 0)
+            return kinds[t];
     return NULL;
 }
 
@@ -243,6 +263,7 @@ void record_encode(const struct record *r, struct buf *out) {
             buf_commit(out, n + v->s.len);
             break;
         case FT_REF:
+        case FT_INT:
             p = (uint8_t *)buf_reserve(out, 10);
             buf_commit(out, varint_put(p, v->i));
             break;
@@ -275,7 +296,7 @@ struct record *record_decode(uint8_t type, const uint8_t *p, size_t len) {
     off += n;
     if (id == 0 || id > RECORD_ID_MAX || count > RECORD_MAX_FIELDS) return NULL;
     /* Records belong to a user (0 is the owner table's empty mark); users to nobody. */
-    if ((type == REC_USER) != (user_id == 0) || user_id > RECORD_ID_MAX) return NULL;
+    if (record_type_is_system(type) != (user_id == 0) || user_id > RECORD_ID_MAX) return NULL;
 
     union value vals[RECORD_MAX_FIELDS];
     record_defaults(k, vals);
@@ -298,6 +319,7 @@ struct record *record_decode(uint8_t type, const uint8_t *p, size_t len) {
             break;
         }
         case FT_REF:
+        case FT_INT:
             if (!(n = varint_get(p + off, len - off, &v->i))) return NULL;
             off += n;
             break;

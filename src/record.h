@@ -30,11 +30,18 @@ enum rec_type {
     REC_THEME = 2,
     REC_ADDRESS = 3,
     REC_EVENT = 4,
+    REC_SESSION = 5,  /* a signed-in browser session of the account site */
+    REC_ADMIN = 6,    /* an admin API token */
     REC_DELETE = 16,  /* payload: varint id */
     REC_NEXT_ID = 17, /* payload: varint next id (written by compaction) */
     REC_NODE = 18,    /* payload: varint node id (1..RECORD_NODE_MAX); see below */
 };
-#define REC_KIND_MAX 4
+#define REC_KIND_MAX 6
+
+/* Users and admin tokens belong to no user (user_id 0); every other record to one. */
+static inline bool record_type_is_system(uint8_t type) {
+    return type == REC_USER || type == REC_ADMIN;
+}
 
 /* Largest id handed out: ids must stay exact in a JavaScript number. */
 #define RECORD_ID_MAX ((UINT64_C(1) << 53) - 1)
@@ -70,6 +77,7 @@ enum field_type {
     FT_DOUBLE, /* finite number within [min, max] */
     FT_BOOL,
     FT_BYTES, /* binary, never shown (a user's key hash) */
+    FT_INT,   /* unsigned integer, never taken from JSON (a session's expiry) */
 };
 
 enum field_flags {
@@ -91,7 +99,7 @@ struct field {
 
 struct kind_desc {
     const char *name; /* JSON wrapper key: "Theme" */
-    const char *path; /* path segment: "theme" */
+    const char *path; /* path segment: "theme"; NULL for kinds the API does not serve */
     uint8_t type;     /* enum rec_type */
     uint8_t nfields;
     bool has_event; /* responses show EventID */
@@ -166,7 +174,9 @@ const char *record_check_value(const struct kind_desc *k, int i, const union val
 bool record_utf8_valid(const char *ptr, size_t len);
 
 /* Field ids used by handlers (indexes into the tables). */
-enum { USER_NAME, USER_KEY_HASH };
+enum { USER_NAME, USER_KEY_HASH, USER_PASSWORD_HASH };
+enum { SESSION_TOKEN_HASH, SESSION_EXPIRES, SESSION_CSRF };
+enum { ADMIN_NAME, ADMIN_TOKEN_HASH };
 enum {
     THEME_NAME,
     THEME_LOGO,
@@ -197,6 +207,7 @@ enum {
 };
 enum { EVENT_NAME, EVENT_THEME_ID, EVENT_ADDRESS_ID, EVENT_STATUS };
 
-extern const struct kind_desc record_user, record_theme, record_address, record_event;
+extern const struct kind_desc record_user, record_theme, record_address, record_event,
+    record_session, record_admin;
 
 #endif

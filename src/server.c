@@ -9,6 +9,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "server_internal.h"
@@ -46,7 +48,7 @@ void conn_close(struct conn *c) {
     unwait(c);
     conn_list_leave(c);
     c->pending_closes = 2;
-    uv_close((uv_handle_t *)&c->tcp, on_closed);
+    uv_close(&c->io.handle, on_closed);
     uv_close((uv_handle_t *)&c->timer, on_closed);
 }
 
@@ -153,8 +155,26 @@ static bool make_room(struct server *srv) {
     return true;
 }
 
+/* Records who is connected, for the handler (throttling, trusted proxies). */
+static void note_peer(struct conn *c, bool local) {
+    struct http_request *req = &c->parser.req;
+    memset(&req->peer, 0, sizeof req->peer);
+    if (local) return;
+    struct sockaddr_storage sa;
+    int len = sizeof sa;
+    if (uv_tcp_getpeername(&c->io.tcp, (struct sockaddr *)&sa, &len) < 0) return;
+    if (sa.ss_family == AF_INET) {
+        req->peer.family = 4;
+        memcpy(req->peer.addr, &((struct sockaddr_in *)&sa)->sin_addr, 4);
+    } else if (sa.ss_family == AF_INET6) {
+        req->peer.family = 6;
+        memcpy(req->peer.addr, &((struct sockaddr_in6 *)&sa)->sin6_addr, 16);
+    }
+}
+
 static void on_connection(uv_stream_t *l, int status) {
     struct server *srv = l->data;
+    bool local = l == (uv_stream_t *)&srv->local;
     if (status < 0) {
         LOG(LOG_WARN, "accept: %s", uv_strerror(status));
         return;
@@ -163,19 +183,26 @@ static void on_connection(uv_stream_t *l, int status) {
     if (!make_room(srv)) {
         LOG(LOG_WARN, "connection refused: %u connections open, none idle (--max-connections)",
             srv->nconns);
-        reject(srv);
-        return;
+        if (!local) {
+            reject(srv);
+            return;
+        }
+        /* The local socket's few clients (the CLI) are let in over the cap. */
     }
     struct conn *c = server__conn_get(srv);
-    uv_tcp_init(srv->loop, &c->tcp);
+    if (local)
+        uv_pipe_init(srv->loop, &c->io.pipe, 0);
+    else
+        uv_tcp_init(srv->loop, &c->io.tcp);
     uv_timer_init(srv->loop, &c->timer);
     q_push(&srv->conns, &c->link);
     srv->nconns++;
-    if (uv_accept(l, (uv_stream_t *)&c->tcp) < 0) {
+    if (uv_accept(l, &c->io.stream) < 0) {
         conn_close(c);
         return;
     }
-    uv_tcp_nodelay(&c->tcp, 1);
+    if (!local) uv_tcp_nodelay(&c->io.tcp, 1);
+    note_peer(c, local);
     c->idle_since = uv_now(srv->loop);
     conn_start_reading(c);
     conn_arm_timer(c);
@@ -234,6 +261,37 @@ int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg,
     return 0;
 }
 
+struct server_ticket server_defer(struct server *srv, struct http_response *r) {
+    struct conn *c = srv->completing;
+    /* Only the response of the request being completed can be deferred. */
+    if (!c || c->cur != r) abort();
+    srv->deferred = true;
+    return (struct server_ticket){c, r, c->gen};
+}
+
+/* The ring position of a deferred response, or -1 if the ticket is stale. */
+static int64_t ticket_slot(struct server_ticket t) {
+    struct conn *c = t.c;
+    if (c->gen != t.gen || c->closing || !c->kit) return -1;
+    for (uint32_t i = 0; i < c->count; i++)
+        if (slot_at(c, i) == t.r && *state_at(c, i) == SLOT_DEFERRED) return i;
+    return -1;
+}
+
+struct http_response *server_deferred(struct server *srv, struct server_ticket t) {
+    (void)srv;
+    return ticket_slot(t) < 0 ? NULL : t.r;
+}
+
+void server_deferred_done(struct server *srv, struct server_ticket t) {
+    (void)srv;
+    int64_t i = ticket_slot(t);
+    if (i < 0) return;
+    *state_at(t.c, (uint32_t)i) = SLOT_READY;
+    conn_flush(t.c);
+    conn_settle(t.c);
+}
+
 void server_acked(struct server *srv, uint64_t lsn) {
     if (lsn > srv->acked_lsn) srv->acked_lsn = lsn;
     struct conn *c = srv->waiting;
@@ -278,11 +336,27 @@ static void on_shutdown_timeout(uv_timer_t *t) {
         conn_close(CONN_OF(q, link));
 }
 
+int server_listen_local(struct server *srv, const char *path) {
+    int rc;
+    uv_pipe_init(srv->loop, &srv->local, 0);
+    srv->local.data = srv;
+    srv->has_local = true;
+    /* A socket left by a process that died: the data directory's lock says
+     * no other server runs, so the name is ours to take. */
+    unlink(path);
+    if ((rc = uv_pipe_bind(&srv->local, path)) < 0) return rc;
+    /* Only the owner of the data directory may talk to it. */
+    if ((rc = uv_pipe_chmod(&srv->local, UV_READABLE | UV_WRITABLE)) < 0) return rc;
+    chmod(path, 0600);
+    return uv_listen((uv_stream_t *)&srv->local, 64, on_connection);
+}
+
 void server_shutdown(struct server *srv, void (*on_drained)(struct server *srv)) {
     if (srv->shutting_down) return;
     srv->shutting_down = true;
     srv->on_drained = on_drained;
     uv_close((uv_handle_t *)&srv->listener, on_listener_closed);
+    if (srv->has_local) uv_close((uv_handle_t *)&srv->local, on_listener_closed);
     uv_timer_stop(&srv->sweep_timer);
     for (struct server_link *q = srv->conns.next; q != &srv->conns; q = q->next) {
         struct conn *c = CONN_OF(q, link);

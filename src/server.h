@@ -97,6 +97,8 @@ struct server {
     struct http_limits limits;
     struct server_handler handler;
     uv_tcp_t listener;
+    uv_pipe_t local; /* the local listener (a Unix socket), if has_local */
+    bool has_local;
     uv_timer_t shutdown_timer;
     uv_timer_t sweep_timer;       /* gives back idle memory; runs while there is some */
     struct server_link conns;     /* every open connection */
@@ -108,6 +110,8 @@ struct server {
     struct server_kit *kits;        /* free kits (LIFO) */
     struct server_state *states;    /* free handler states (LIFO) */
     struct conn *waiting;           /* connections whose head response waits for an LSN */
+    struct conn *completing;        /* the connection inside on_complete, else NULL */
+    bool deferred;                  /* ... whose handler called server_defer */
     uint32_t nconns;                /* open, closing ones included */
     uint32_t nclosing;              /* uv_close called, callback still to come */
     uint32_t nrejecting;            /* refused over the cap, 503 sent, still draining */
@@ -120,7 +124,7 @@ struct server {
     bool shutting_down;
     void (*on_drained)(struct server *srv); /* shutdown: every connection closed */
     char *scratch;                          /* reads of idle and draining connections land here */
-    uv_buf_t iov[2 * SERVER_MAX_BATCH];     /* the batch being written (used only inside a flush) */
+    uv_buf_t iov[3 * SERVER_MAX_BATCH];     /* the batch being written (used only inside a flush) */
     char bound[96];                         /* "HOST:PORT" actually listened on */
 };
 
@@ -131,6 +135,30 @@ struct server {
  */
 int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg,
                  const struct server_handler *handler);
+/*
+ * Also listens on a Unix socket at path (mode 0600), for local tools. Its
+ * requests have req->peer.family 0. Returns 0 or a negative libuv error.
+ */
+int server_listen_local(struct server *srv, const char *path);
+
+/*
+ * Answering later (work on the threadpool): during on_complete, the handler
+ * takes a ticket for its response and returns without filling it. The
+ * response keeps its place in the connection's order; later responses on
+ * the connection wait behind it. When the work is done, server_deferred
+ * gives the response to fill, or NULL if the connection closed meanwhile
+ * (the client left, a timeout, shutdown): then the answer is dropped. After
+ * filling it, server_deferred_done sends it in turn. A ticket is used once.
+ */
+struct server_ticket {
+    struct conn *c;
+    struct http_response *r;
+    uint32_t gen;
+};
+struct server_ticket server_defer(struct server *srv, struct http_response *r);
+struct http_response *server_deferred(struct server *srv, struct server_ticket t);
+void server_deferred_done(struct server *srv, struct server_ticket t);
+
 /* The store acknowledged every LSN <= lsn: send what waited for it. */
 void server_acked(struct server *srv, uint64_t lsn);
 /* Writes of LSNs > lsn failed: their waiting responses become 503 storage_error. */

@@ -30,16 +30,21 @@
 #define READ_BUF_SIZE (16 * 1024) /* bytes per kit; the kernel buffers the rest */
 #define MAX_BATCH SERVER_MAX_BATCH
 
-enum slot_state { SLOT_OPEN, SLOT_READY, SLOT_WRITING };
+enum slot_state {
+    SLOT_OPEN,     /* the request is being parsed */
+    SLOT_DEFERRED, /* complete; the handler answers later (server_defer) */
+    SLOT_READY,    /* answered: leaves once its LSN is acknowledged */
+    SLOT_WRITING
+};
 enum conn_list { LIST_NONE, LIST_IDLE, LIST_LINGER };
 
 /* What a connection needs only while it has a request in progress. */
 struct server_kit {
     struct server_kit *next; /* srv->kits while free */
     uv_write_t wreq;
-    struct buf target, authorization; /* the parser's, parked here while idle */
-    struct http_response *slots;      /* srv->nslots */
-    uint8_t *state;                   /* enum slot_state per slot */
+    struct http_kept kept;       /* lent to the parser while the kit is taken */
+    struct http_response *slots; /* srv->nslots */
+    uint8_t *state;              /* enum slot_state per slot */
     char rbuf[READ_BUF_SIZE];
 };
 
@@ -53,7 +58,12 @@ struct server_state {
 };
 
 struct conn {
-    uv_tcp_t tcp;
+    union {
+        uv_tcp_t tcp;   /* from the listener */
+        uv_pipe_t pipe; /* from the local (Unix socket) listener */
+        uv_stream_t stream;
+        uv_handle_t handle;
+    } io;
     uv_timer_t timer;
     struct server *srv;
     struct server_slab *slab;
@@ -76,6 +86,8 @@ struct conn {
     uint32_t roff, rlen;    /* unparsed bytes are kit->rbuf[roff, rlen) */
     uint32_t head, count;   /* ring */
     uint32_t nwriting;      /* slots in the write in flight */
+    uint32_t gen;           /* bumped when the slot is released: tickets of the
+                             * connection it was become stale */
     uint8_t list;           /* enum conn_list */
     uint8_t pending_closes; /* uv_close callbacks still to come */
     bool timing;            /* req_start is set */

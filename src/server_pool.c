@@ -19,7 +19,7 @@
 
 #define CONN_SLAB 64     /* connection slots per allocation: idle ones pack densely */
 #define POOL_CAP 256     /* free kits and free handler states kept at most */
-#define HEADER_KEEP 4096 /* target/authorization buffers larger than this are freed */
+#define HEADER_KEEP 8192 /* a kit's head buffers larger than this in all are freed */
 
 struct server_slab {
     struct server_slab *next;
@@ -38,20 +38,18 @@ static struct server_kit *kit_new(struct server *srv) {
     k->state = xcalloc(srv->nslots, 1);
     for (uint32_t i = 0; i < srv->nslots; i++)
         http_response_init(&k->slots[i]);
-    buf_init(&k->target, 256);
-    buf_init(&k->authorization, 128);
+    http_kept_init(&k->kept);
     return k;
 }
 
 static void kit_free(struct server *srv, struct server_kit *k) {
-    size_t bytes =
-        sizeof *k + srv->nslots * (sizeof *k->slots + 1) + k->target.cap + k->authorization.cap;
+    size_t bytes = sizeof *k + srv->nslots * (sizeof *k->slots + 1) + k->kept.target.cap +
+                   k->kept.authorization.cap + k->kept.fields.cap;
     for (uint32_t i = 0; i < srv->nslots; i++) {
-        bytes += k->slots[i].body.cap;
+        bytes += k->slots[i].body.cap + k->slots[i].headers.cap;
         http_response_destroy(&k->slots[i]);
     }
-    buf_destroy(&k->target);
-    buf_destroy(&k->authorization);
+    http_kept_destroy(&k->kept);
     free(k->slots);
     free(k->state);
     free(k);
@@ -70,8 +68,7 @@ static void kit_take(struct conn *c) {
     }
     c->kit = k;
     k->wreq.data = c;
-    c->parser.req.target = k->target;
-    c->parser.req.authorization = k->authorization;
+    c->parser.req.kept = &k->kept;
     c->head = c->count = c->nwriting = 0;
     c->roff = c->rlen = 0;
 }
@@ -84,17 +81,12 @@ void conn_kit_put(struct conn *c) {
     c->cur = NULL;
     c->head = c->count = c->nwriting = 0;
     c->roff = c->rlen = 0;
-    k->target = c->parser.req.target;
-    k->authorization = c->parser.req.authorization;
-    c->parser.req.target = c->parser.req.authorization = (struct buf)BUF_INIT;
+    c->parser.req.kept = NULL;
     /* A huge request head stays a rarity: do not keep its buffers around. */
-    if (k->target.cap > HEADER_KEEP) {
-        buf_destroy(&k->target);
-        buf_init(&k->target, 256);
-    }
-    if (k->authorization.cap > HEADER_KEEP) {
-        buf_destroy(&k->authorization);
-        buf_init(&k->authorization, 128);
+    struct http_kept *kept = &k->kept;
+    if (kept->target.cap + kept->authorization.cap + kept->fields.cap > HEADER_KEEP) {
+        http_kept_destroy(kept);
+        http_kept_init(kept);
     }
     if (srv->nkits >= POOL_CAP) {
         kit_free(srv, k);
@@ -232,12 +224,13 @@ struct conn *server__conn_get(struct server *srv) {
     c->drained = 0;
     c->timing = c->reading = c->paused = c->close_after = c->closing = c->discard = false;
     c->in_waiting = c->in_warm = c->draining = c->lingering = c->eof = false;
-    c->tcp.data = c->timer.data = c;
+    c->io.handle.data = c->timer.data = c;
     return c;
 }
 
 void conn_release(struct conn *c) {
     struct server *srv = c->srv;
+    c->gen++;
     /* A write in flight was cancelled before the close callback: the kit is unused. */
     conn_kit_put(c);
     conn_state_put(c);

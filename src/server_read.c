@@ -102,7 +102,7 @@ static int on_headers(void *owner, struct http_request *req) {
         uv_buf_t b = uv_buf_init((char *)cont, sizeof cont - 1);
         /* Nothing else is queued, so this cannot overtake a response. If the
          * socket is full the client will send the body after its own timeout. */
-        uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+        uv_try_write(&c->io.stream, &b, 1);
     }
     conn_arm_timer(c); /* the header deadline ends; the request deadline begins */
     return 0;
@@ -117,7 +117,14 @@ static bool on_complete(void *owner, struct http_request *req) {
     struct conn *c = owner;
     struct server *srv = c->srv;
     struct http_response *r = c->cur;
-    if (!c->discard) srv->handler.on_complete(srv->handler.data, c->hstate->mem, req, r);
+    bool deferred = false;
+    if (!c->discard) {
+        srv->completing = c;
+        srv->deferred = false;
+        srv->handler.on_complete(srv->handler.data, c->hstate->mem, req, r);
+        srv->completing = NULL;
+        deferred = srv->deferred;
+    }
     c->discard = false;
     c->cur = NULL;
     c->timing = false;
@@ -126,7 +133,7 @@ static bool on_complete(void *owner, struct http_request *req) {
         r->close = true;
         c->close_after = true;
     }
-    *state_at(c, c->count - 1) = SLOT_READY;
+    *state_at(c, c->count - 1) = deferred ? SLOT_DEFERRED : SLOT_READY;
     return c->close_after || c->count >= pipeline_max(c);
 }
 
@@ -178,7 +185,7 @@ void conn_parse_buffered(struct conn *c) {
                                      (!c->close_after || c->parser.in_message));
     if (want_read && !c->reading && !c->closing && !c->eof) conn_start_reading(c);
     if (!want_read && c->reading) {
-        uv_read_stop((uv_stream_t *)&c->tcp);
+        uv_read_stop(&c->io.stream);
         c->reading = false;
     }
     conn_arm_timer(c);
@@ -195,7 +202,7 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b) {
 static void drain(struct conn *c, ssize_t nread) {
     if (nread == 0) return;
     if (nread < 0) {
-        uv_read_stop((uv_stream_t *)&c->tcp);
+        uv_read_stop(&c->io.stream);
         c->reading = false;
         c->eof = true;
         /* Before the answer is out, it still goes (close_after is set). */
@@ -241,5 +248,5 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b) {
 }
 
 void conn_start_reading(struct conn *c) {
-    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0) c->reading = true;
+    if (uv_read_start(&c->io.stream, on_alloc, on_read) == 0) c->reading = true;
 }

@@ -53,6 +53,7 @@ static uint32_t collect(struct conn *c, unsigned *nbuf) {
         if (!keep) r->close = true;
         http_response_finish(r, keep);
         iov[nb++] = uv_buf_init(r->head, r->head_len);
+        if (r->headers.len) iov[nb++] = uv_buf_init(r->headers.ptr, (unsigned)r->headers.len);
         if (!r->no_body && r->body.len) iov[nb++] = uv_buf_init(r->body.ptr, (unsigned)r->body.len);
         *state_at(c, n) = SLOT_WRITING;
         n++;
@@ -79,7 +80,7 @@ static void end_connection(struct conn *c) {
     }
     uv_shutdown_t *req = xmalloc(sizeof *req);
     req->data = c;
-    if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
+    if (uv_shutdown(req, &c->io.stream, on_shutdown) < 0) {
         free(req);
         conn_close(c);
         return;
@@ -153,7 +154,7 @@ void conn_flush(struct conn *c) {
         size_t total = 0;
         for (unsigned i = 0; i < nbuf; i++)
             total += iov[i].len;
-        int w = uv_try_write((uv_stream_t *)&c->tcp, iov, nbuf);
+        int w = uv_try_write(&c->io.stream, iov, nbuf);
         if (w == (int)total) {
             if (!written(c, 0)) return;
             continue;
@@ -171,8 +172,7 @@ void conn_flush(struct conn *c) {
             if (iov[first].len == 0) first++;
         }
         /* uv_write copies the buffer array: srv->iov is free again on return. */
-        if (uv_write(&c->kit->wreq, (uv_stream_t *)&c->tcp, iov + first, nbuf - first, on_write) <
-            0)
+        if (uv_write(&c->kit->wreq, &c->io.stream, iov + first, nbuf - first, on_write) < 0)
             written(c, UV_EPIPE);
         return;
     }

@@ -15,7 +15,8 @@ static int on_headers(void *o, struct http_request *r) {
     struct seen *s = o;
     s->headers++;
     snprintf(s->path, sizeof s->path, "%.*s", (int)r->path.len, r->path.ptr);
-    snprintf(s->auth, sizeof s->auth, "%.*s", (int)r->authorization.len, r->authorization.ptr);
+    snprintf(s->auth, sizeof s->auth, "%.*s", (int)r->kept->authorization.len,
+             r->kept->authorization.ptr);
     s->keep_alive = r->keep_alive;
     s->expect = r->expect_continue;
     return 0;
