@@ -44,8 +44,9 @@ static void list_users(const struct db *db) {
     }
 }
 
-/* The kinds a user owns, in the order export writes them: events last, after what they link. */
-static const uint8_t owned_kinds[] = {REC_THEME, REC_ADDRESS, REC_EVENT};
+/* The kinds a user owns, in the order export writes them: events after what they link,
+ * sessions too (a moved user stays signed in). */
+static const uint8_t owned_kinds[] = {REC_THEME, REC_ADDRESS, REC_EVENT, REC_SESSION};
 
 /* Deletes every record user uid owns (events first, so links go with them). Returns the count. */
 static size_t purge_records(struct db *db, uint64_t uid) {

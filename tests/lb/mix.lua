@@ -1,5 +1,6 @@
--- wrk script of tests/lb/test_lb.py and tests/bench/lb_shards.sh: GET and
+-- wrk script of tests/lb/test_lb.py and tests/bench/lb_shards.py: GET and
 -- PUT /v2/theme/:id of many users, alternating, through the balancer.
+-- EVENTD_LB_OPS=get or put keeps only that method (default: both).
 --
 -- EVENTD_LB_REQUESTS names a file with one line per user:
 --   BASIC_CREDENTIALS THEME_ID
@@ -17,14 +18,19 @@ end
 
 function init(args)
     local path = os.getenv("EVENTD_LB_REQUESTS")
+    local ops = os.getenv("EVENTD_LB_OPS") or "both"
     local f = assert(io.open(path, "r"), "cannot open " .. tostring(path))
     for line in f:lines() do
         local cred, id = line:match("^(%S+)%s+(%d+)$")
         if cred then
             local h = { ["Authorization"] = "Basic " .. cred, ["Content-Type"] = "application/json" }
-            pool[#pool + 1] = wrk.format("GET", "/v2/theme/" .. id, h)
-            local body = string.format('{"Theme":{"Name":"lb %d","Status":"active"}}', #pool)
-            pool[#pool + 1] = wrk.format("PUT", "/v2/theme/" .. id, h, body)
+            if ops ~= "put" then
+                pool[#pool + 1] = wrk.format("GET", "/v2/theme/" .. id, h)
+            end
+            if ops ~= "get" then
+                local body = string.format('{"Theme":{"Name":"lb %d","Status":"active"}}', #pool)
+                pool[#pool + 1] = wrk.format("PUT", "/v2/theme/" .. id, h, body)
+            end
         end
     end
     f:close()
