@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "auth.h"
 #include "cli.h"
@@ -104,13 +105,36 @@ int app_serve(struct app *a) {
     struct handler_limits lim = {.base_path = a->cfg.base_path,
                                  .max_string_bytes = a->cfg.max_string_bytes,
                                  .list_default = a->cfg.list_default,
-                                 .list_max = a->cfg.list_max};
+                                 .list_max = a->cfg.list_max,
+                                 .site = a->cfg.site,
+                                 .site_path = a->cfg.site_path,
+                                 .admin_on_listener = a->cfg.admin && a->cfg.admin_on_listener,
+                                 .cookie_secure = a->cfg.cookie_secure,
+                                 .password_min_bytes = a->cfg.password_min_bytes,
+                                 .session_ttl_s = a->cfg.session_ttl_s,
+                                 .signin_free_failures = a->cfg.signin_free_failures,
+                                 .trusted_proxies = a->cfg.trusted_proxies};
     struct server_handler handler;
-    handlers_init(&a->handlers, &a->db, &lim, &handler);
+    char msg[256];
+    if (handlers_init(&a->handlers, a->loop, &a->db, &lim, &handler, msg, sizeof msg) < 0) {
+        fprintf(stderr, "eventd: %s\n", msg);
+        return 2;
+    }
     int rc = server_start(&a->srv, a->loop, &a->cfg, &handler);
     if (rc < 0) {
         fprintf(stderr, "eventd: cannot listen on %s: %s\n", a->cfg.listen, uv_strerror(rc));
+        handlers_destroy(&a->handlers);
         return 1;
+    }
+    a->handlers.srv = &a->srv;
+    if (a->cfg.admin) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", a->cfg.data_dir, APP_ADMIN_SOCKET);
+        if ((rc = server_listen_local(&a->srv, path)) < 0) {
+            /* The API still works; only the local admin socket (the CLI's way in) is missing. */
+            LOG(LOG_WARN, "admin API: cannot listen on %s: %s (the CLI cannot reach this server)",
+                path, uv_strerror(rc));
+        }
     }
     a->serving = true;
     a->srv.acked_lsn = a->db.store.acked_lsn;
@@ -139,7 +163,15 @@ int app_serve(struct app *a) {
     uv_close((uv_handle_t *)&a->sig_term, NULL);
     uv_close((uv_handle_t *)&a->sig_int, NULL);
     uv_close((uv_handle_t *)&a->sig_usr1, NULL);
+    /* Password jobs still on the threadpool finish later: they must not answer. */
+    a->handlers.srv = NULL;
+    a->serving_done = true;
     server_destroy(&a->srv);
+    if (a->cfg.admin) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", a->cfg.data_dir, APP_ADMIN_SOCKET);
+        unlink(path);
+    }
     return 0;
 }
 
@@ -147,5 +179,6 @@ int app_close(struct app *a) {
     int rc = db_close(&a->db);
     /* Let every closed handle's callback run so the loop can be closed. */
     uv_run(a->loop, UV_RUN_DEFAULT);
+    if (a->serving_done) handlers_destroy(&a->handlers);
     return rc;
 }

@@ -24,7 +24,10 @@ struct app {
     uv_signal_t sig_term, sig_int, sig_usr1;
     uv_check_t check; /* after each loop iteration: compaction due? */
     bool serving;
+    bool serving_done; /* app_serve ran: the handlers are to be destroyed */
 };
+
+#define APP_ADMIN_SOCKET "admin.sock" /* in the data directory */
 
 /*
  * Opens the data directory (taking its lock) and replays the log. Prints

@@ -52,10 +52,14 @@ static const uint8_t owned_kinds[] = {REC_THEME, REC_ADDRESS, REC_EVENT, REC_SES
 static size_t purge_records(struct db *db, uint64_t uid) {
     size_t n = 0;
     for (int k = (int)sizeof owned_kinds - 1; k >= 0; k--) {
-        const struct id_list *l = index_owned(&db->index, uid, owned_kinds[k]);
-        /* Each delete shrinks the list: take from its end, at most its length times. */
-        for (uint32_t left = l->len; left > 0 && l->len > 0; left--, n++)
+        /* Each delete shrinks the list (asked for again each time): take from its end, at
+         * most its first length of times. */
+        uint32_t left = index_owned(&db->index, uid, owned_kinds[k])->len;
+        for (; left > 0; left--, n++) {
+            const struct id_list *l = index_owned(&db->index, uid, owned_kinds[k]);
+            if (!l->len) break;
             db_delete(db, l->ids[l->len - 1]);
+        }
     }
     return n;
 }
@@ -96,7 +100,14 @@ int cli_user(struct db *db, int npos, const char **pos) {
         return 0;
     }
     if (!strcmp(verb, "remove")) {
-        db_delete(db, u->id);
+        /* Its site sessions go with it. */
+        uint64_t uid = u->id;
+        const struct id_list *l = index_owned(&db->index, uid, REC_SESSION);
+        while (l->len) {
+            db_delete(db, l->ids[l->len - 1]);
+            l = index_owned(&db->index, uid, REC_SESSION);
+        }
+        db_delete(db, uid);
         if (save(db) < 0) return 1;
         printf("removed user %s\n", name);
         return 0;
@@ -105,6 +116,34 @@ int cli_user(struct db *db, int npos, const char **pos) {
     if (set_key(db, name, key) < 0) return 1;
     printf("%s user %s; API key (shown only once):\n%s\n",
            !strcmp(verb, "add") ? "created" : "new key for", name, key);
+    return 0;
+}
+
+int cli_admin_token(struct db *db, const char *name) {
+    const char *why = auth_check_username(name);
+    if (why) {
+        fprintf(stderr, "eventd: bad token name '%s': %s\n", name, why);
+        return 2;
+    }
+    uint64_t id;
+    int rc = db_take_id(db, &id);
+    if (rc < 0) {
+        fprintf(stderr, "eventd: no id for a new token: %s\n", strerror(-rc));
+        return 1;
+    }
+    char token[AUTH_KEY_CHARS + 1];
+    auth_new_key(token);
+    uint8_t hash[AUTH_HASH_BYTES];
+    auth_hash_key(token, strlen(token), hash);
+    union value v[RECORD_MAX_FIELDS];
+    record_defaults(&record_admin, v);
+    v[ADMIN_NAME].s.ptr = name;
+    v[ADMIN_NAME].s.len = (uint32_t)strlen(name);
+    v[ADMIN_TOKEN_HASH].s.ptr = (const char *)hash;
+    v[ADMIN_TOKEN_HASH].s.len = AUTH_HASH_BYTES;
+    db_put(db, record_build(&record_admin, id, 0, v));
+    if (save(db) < 0) return 1;
+    printf("created admin token %s (shown only once):\n%s\n", name, token);
     return 0;
 }
 
@@ -252,7 +291,8 @@ static const char *parse_export(const struct buf *in, struct record ***recs, siz
         uint32_t len = logfile_get_le32(p + 4);
         if (len > STORE_MAX_PAYLOAD || (size_t)(end - p) - STORE_FRAME_HEADER_SIZE < len)
             return "is cut short (a partial frame)";
-        if (crc32c(0, p + 4, 5 + (size_t)len) != logfile_get_le32(p)) return "is damaged (checksum)";
+        if (crc32c(0, p + 4, 5 + (size_t)len) != logfile_get_le32(p))
+            return "is damaged (checksum)";
         uint8_t type = p[8];
         struct record *r = record_kind(type) ? record_decode(type, p + 9, len) : NULL;
         if (!r) return "holds a frame that is not a record";

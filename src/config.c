@@ -35,11 +35,22 @@ const struct config config_defaults = {
     .compact_min_bytes = 16u << 20,
     .repair = false,
     .demo_user = true,
+    .site = true,
+    .site_path = "",
+    .admin = true,
+    .admin_on_listener = false,
+    .cookie_secure = false,
+    .password_min_bytes = 10,
+    .session_ttl_s = 7 * 86400,
+    .signin_free_failures = 5,
+    .trusted_proxies = "",
     .log_level = LOG_INFO,
 };
 
 enum opt_type {
     OPT_STR,
+    OPT_TEXT,   /* a string that may be empty */
+    OPT_PREFIX, /* empty, or a path as OPT_PATH */
     OPT_U32,
     OPT_DOUBLE,
     OPT_BOOL,
@@ -109,6 +120,24 @@ static const struct opt opts[] = {
      "start despite a damaged log: keep what precedes the damage, move the rest aside"},
     {"demo-user", "EVENTD_DEMO_USER", OPT_BOOL, OFF(demo_user), 0, 0,
      "on a first start with no users, create user 'demo' and print its key"},
+    {"site", "EVENTD_SITE", OPT_BOOL, OFF(site), 0, 0,
+     "serve the account site (/register, /signin, /user/api)"},
+    {"site-path", "EVENTD_SITE_PATH", OPT_PREFIX, OFF(site_path), 0, 0,
+     "path prefix of the account site: empty, or /SOMETHING"},
+    {"admin", "EVENTD_ADMIN", OPT_BOOL, OFF(admin), 0, 0,
+     "serve the admin API on the Unix socket DATA/admin.sock (the CLI uses it)"},
+    {"admin-on-listener", "EVENTD_ADMIN_ON_LISTENER", OPT_BOOL, OFF(admin_on_listener), 0, 0,
+     "serve the admin API on the listener too, with a Bearer token"},
+    {"cookie-secure", "EVENTD_COOKIE_SECURE", OPT_BOOL, OFF(cookie_secure), 0, 0,
+     "mark the site's cookies Secure (HTTPS in front)"},
+    {"password-min-bytes", "EVENTD_PASSWORD_MIN_BYTES", OPT_U32, OFF(password_min_bytes), 8, 256,
+     "shortest password of the account site, bytes"},
+    {"session-ttl-s", "EVENTD_SESSION_TTL_S", OPT_U32, OFF(session_ttl_s), 60, 31536000,
+     "lifetime of a site session, seconds"},
+    {"signin-free-failures", "EVENTD_SIGNIN_FREE_FAILURES", OPT_U32, OFF(signin_free_failures), 1,
+     1000, "failed sign-ins per name or address before each attempt must wait"},
+    {"trusted-proxies", "EVENTD_TRUSTED_PROXIES", OPT_TEXT, OFF(trusted_proxies), 0, 0,
+     "comma-separated addresses or CIDR blocks whose X-Forwarded-For is believed"},
     {"log-level", "EVENTD_LOG_LEVEL", OPT_LEVEL, OFF(log_level), 0, 0,
      "debug | info | warn | error | off"},
 };
@@ -160,6 +189,18 @@ static const char *set(struct config *cfg, const struct opt *o, const char *v) {
     switch (o->type) {
     case OPT_STR:
         if (!*v) return "must not be empty";
+        *(const char **)p = v;
+        return NULL;
+    case OPT_TEXT:
+        *(const char **)p = v;
+        return NULL;
+    case OPT_PREFIX:
+        if (!*v) {
+            *(const char **)p = v;
+            return NULL;
+        }
+        if (v[0] != '/' || v[strlen(v) - 1] == '/' || strchr(v, '?'))
+            return "must be empty, or start with '/' and not end with '/' (e.g. /account)";
         *(const char **)p = v;
         return NULL;
     case OPT_PATH:
@@ -317,6 +358,8 @@ static void show_default(const struct opt *o, char *out, size_t n) {
     static const char *lv[] = {"debug", "info", "warn", "error", "off"};
     switch (o->type) {
     case OPT_STR:
+    case OPT_TEXT:
+    case OPT_PREFIX:
     case OPT_PATH:
     case OPT_LISTEN:
         snprintf(out, n, "%s", *(const char *const *)p);

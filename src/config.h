@@ -51,7 +51,16 @@ struct config {
     uint32_t compact_min_bytes; /* ... and the log is at least this big */
     bool repair;                /* replay: move damaged data aside instead of refusing */
     bool demo_user;             /* first start with no users: create "demo" */
-    uint32_t log_level;         /* enum log_level */
+    bool site;                  /* serve the account site */
+    const char *site_path;      /* its base path: "" or "/..." */
+    bool admin;                 /* serve the admin API on DATA/admin.sock */
+    bool admin_on_listener;     /* ... and on the listener, with a Bearer token */
+    bool cookie_secure;         /* cookies say Secure */
+    uint32_t password_min_bytes;
+    uint32_t session_ttl_s;
+    uint32_t signin_free_failures;
+    const char *trusted_proxies; /* comma-separated addresses / CIDR blocks */
+    uint32_t log_level;          /* enum log_level */
 };
 
 extern const struct config config_defaults;

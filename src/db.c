@@ -141,16 +141,31 @@ uint64_t db_delete(struct db *db, uint64_t id) {
     return changed(db, lsn, id, old);
 }
 
+uint64_t db_put_account(struct db *db, uint64_t id, struct slice name, struct slice key_hash,
+                        struct slice password_hash) {
+    union value v[RECORD_MAX_FIELDS];
+    record_defaults(&record_user, v);
+    v[USER_NAME].s.ptr = name.ptr;
+    v[USER_NAME].s.len = (uint32_t)name.len;
+    v[USER_KEY_HASH].s.ptr = key_hash.ptr;
+    v[USER_KEY_HASH].s.len = (uint32_t)key_hash.len;
+    v[USER_PASSWORD_HASH].s.ptr = password_hash.ptr;
+    v[USER_PASSWORD_HASH].s.len = (uint32_t)password_hash.len;
+    return db_put(db, record_build(&record_user, id, 0, v));
+}
+
 uint64_t db_put_user(struct db *db, uint64_t id, const char *name, const char *key) {
     uint8_t hash[AUTH_HASH_BYTES];
     auth_hash_key(key, strlen(key), hash);
-    union value v[RECORD_MAX_FIELDS];
-    record_defaults(&record_user, v);
-    v[USER_NAME].s.ptr = name;
-    v[USER_NAME].s.len = (uint32_t)strlen(name);
-    v[USER_KEY_HASH].s.ptr = (const char *)hash;
-    v[USER_KEY_HASH].s.len = AUTH_HASH_BYTES;
-    return db_put(db, record_build(&record_user, id, 0, v));
+    /* A new key keeps the account's password. */
+    struct slice pw = {"", 0};
+    const struct record *old = db_get(db, id);
+    if (old && old->type == REC_USER) {
+        pw.ptr = old->v[USER_PASSWORD_HASH].s.ptr;
+        pw.len = old->v[USER_PASSWORD_HASH].s.len;
+    }
+    return db_put_account(db, id, (struct slice){name, strlen(name)},
+                          (struct slice){(const char *)hash, AUTH_HASH_BYTES}, pw);
 }
 
 static void on_store_notify(struct store *s, uint64_t lsn, int status) {

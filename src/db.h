@@ -117,7 +117,14 @@ int db_take_id(struct db *db, uint64_t *id);
 uint64_t db_put(struct db *db, struct record *r);
 /* Appends a deletion of id and applies it. Returns its LSN. */
 uint64_t db_delete(struct db *db, uint64_t id);
-/* Creates or replaces user id with this name and the hash of key. Returns its LSN. */
+/*
+ * Creates or replaces user id: its name, the hash of its API key (empty: no
+ * key) and the Argon2id hash of its password (empty: none). The slices are
+ * copied. Returns its LSN.
+ */
+uint64_t db_put_account(struct db *db, uint64_t id, struct slice name, struct slice key_hash,
+                        struct slice password_hash);
+/* Creates or replaces user id with this name and the hash of key, keeping its password. */
 uint64_t db_put_user(struct db *db, uint64_t id, const char *name, const char *key);
 
 /*

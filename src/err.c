@@ -29,12 +29,18 @@ const char *http_reason(int status) {
         return "Continue";
     case 200:
         return "OK";
+    case 201:
+        return "Created";
     case 204:
         return "No Content";
+    case 303:
+        return "See Other";
     case 400:
         return "Bad Request";
     case 401:
         return "Unauthorized";
+    case 403:
+        return "Forbidden";
     case 404:
         return "Not Found";
     case 405:
@@ -45,6 +51,10 @@ const char *http_reason(int status) {
         return "Conflict";
     case 413:
         return "Content Too Large";
+    case 415:
+        return "Unsupported Media Type";
+    case 429:
+        return "Too Many Requests";
     case 431:
         return "Request Header Fields Too Large";
     case 500:

@@ -18,11 +18,14 @@
     X(ID_MISMATCH, "id_mismatch", 400, "the ID in the body differs from the ID in the path")       \
     X(INVALID_QUERY, "invalid_query", 400, "a query parameter has an invalid value")               \
     X(UNAUTHORIZED, "unauthorized", 401, "missing or invalid credentials")                         \
+    X(CSRF, "csrf", 403, "the form's CSRF token is missing or wrong; reload the page")             \
     X(NOT_FOUND, "not_found", 404, "no such resource")                                             \
     X(METHOD_NOT_ALLOWED, "method_not_allowed", 405, "method not allowed on this path")            \
     X(TIMEOUT, "request_timeout", 408, "the request was not received in time")                     \
     X(CONFLICT, "conflict", 409, "the request conflicts with the current state")                   \
     X(BODY_TOO_LARGE, "body_too_large", 413, "request body exceeds the size limit")                \
+    X(MEDIA_TYPE, "unsupported_media_type", 415, "send a form or JSON body")                       \
+    X(TOO_MANY, "too_many_requests", 429, "too many failed attempts; retry later")                 \
     X(HEADERS_TOO_LARGE, "headers_too_large", 431, "request line and headers exceed the limit")    \
     X(INTERNAL, "internal", 500, "internal error")                                                 \
     X(UNAVAILABLE, "unavailable", 503, "the service cannot take this request now")                 \

@@ -6,10 +6,13 @@
 #ifndef EVENTD_HANDLERS_H
 #define EVENTD_HANDLERS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "db.h"
+#include "pwhash.h"
 #include "server.h"
+#include "throttle.h"
 
 /* The settings the endpoints need, copied from the configuration. */
 struct handler_limits {
@@ -17,15 +20,44 @@ struct handler_limits {
     uint32_t max_string_bytes; /* longest text field value, bytes */
     uint32_t list_default;     /* page size without ?limit */
     uint32_t list_max;         /* largest ?limit */
+    /* accounts (docs/ACCOUNTS.md) */
+    bool site;                   /* serve the account site */
+    const char *site_path;       /* its base path: "" or e.g. "/account" (outlives, as base_path) */
+    bool admin_on_listener;      /* the admin API on the listener too (Bearer token) */
+    bool cookie_secure;          /* cookies say Secure (HTTPS in front) */
+    uint32_t password_min_bytes; /* shortest password */
+    uint32_t session_ttl_s;      /* a session's lifetime */
+    uint32_t signin_free_failures;
+    const char *trusted_proxies; /* comma-separated addresses/CIDR blocks, or "" */
+};
+
+#define HANDLERS_MAX_PROXIES 16
+
+/* A trusted proxy: an address block. */
+struct proxy_net {
+    uint8_t family; /* 4 or 6 */
+    uint8_t bits;   /* prefix length */
+    uint8_t addr[16];
 };
 
 struct handlers {
-    struct db *db; /* borrowed: outlives the server */
+    struct db *db;      /* borrowed: outlives the server */
+    struct server *srv; /* borrowed: set by the assembly once the server exists */
     struct handler_limits lim;
+    struct throttle by_name, by_addr; /* failed sign-ins */
+    struct pwhash pw;                 /* Argon2id jobs on the threadpool */
+    struct proxy_net proxies[HANDLERS_MAX_PROXIES];
+    uint32_t nproxies;
 };
 
-/* Fills h (caller-owned storage) and out with the callbacks that serve the API over db. */
-void handlers_init(struct handlers *h, struct db *db, const struct handler_limits *lim,
-                   struct server_handler *out);
+/*
+ * Fills h (caller-owned storage) and out with the callbacks that serve the
+ * API over db. Returns 0, or -1 after writing the reason (a bad
+ * trusted_proxies entry) to msg.
+ */
+int handlers_init(struct handlers *h, uv_loop_t *loop, struct db *db,
+                  const struct handler_limits *lim, struct server_handler *out, char *msg,
+                  size_t msg_len);
+void handlers_destroy(struct handlers *h);
 
 #endif

@@ -44,6 +44,7 @@ static const struct {
     [HF_ACCEPT] = {"accept", 6},
     [HF_FORWARDED_FOR] = {"x-forwarded-for", 15},
     [HF_REQUEST_ID] = {"x-request-id", 12},
+    [HF_HOST] = {"host", 4}, /* matched as H_HOST first: kept as well as checked */
 };
 
 enum { HOST_VALUE, HOST_TRAILING_WS };
@@ -189,7 +190,8 @@ static int on_header_field_complete(llhttp_t *ll) {
         }
     }
     if (!p->in_headers) r->cur_header = H_OTHER; /* a trailer never authenticates */
-    if (r->cur_header == H_FIELD && field_open(p) < 0) return HPE_USER;
+    if (r->cur_header == H_HOST) p->cur_field = HF_HOST;
+    if ((r->cur_header == H_FIELD || r->cur_header == H_HOST) && field_open(p) < 0) return HPE_USER;
     /* Counts saturate at 2: "more than one" is all that matters. */
     if (r->cur_header == H_AUTHORIZATION && p->n_auth < 2) p->n_auth++;
     if (r->cur_header == H_HOST && p->n_host < 2) p->n_host++;
@@ -269,6 +271,10 @@ static int on_header_value(llhttp_t *ll, const char *at, size_t n) {
     } else if (r->cur_header == H_EXPECT || r->cur_header == H_TRANSFER_ENCODING) {
         keep_value(p, at, n);
     } else if (r->cur_header == H_HOST) {
+        struct http_kept *h = r->kept;
+        if (h->fields.len + n > p->limits->max_header_bytes) return stop(p, ERR_HEADERS_TOO_LARGE);
+        buf_append(&h->fields, at, n);
+        h->len[HF_HOST] += (uint32_t)n;
         /* llhttp has dropped the leading whitespace; trailing may follow. */
         for (size_t i = 0; i < n; i++) {
             if (ows(at[i]))
@@ -288,7 +294,7 @@ static int on_header_value_complete(llhttp_t *ll) {
         if (value_is(p, "100-continue")) r->expect_continue = true;
     } else if (r->cur_header == H_TRANSFER_ENCODING) {
         p->te_chunked = value_is(p, "chunked");
-    } else if (r->cur_header == H_FIELD) {
+    } else if (r->cur_header == H_FIELD || r->cur_header == H_HOST) {
         /* llhttp leaves the trailing whitespace in the value. */
         struct http_kept *h = r->kept;
         uint8_t f = p->cur_field;
@@ -635,7 +641,19 @@ void http_response_finish(struct http_response *r, bool keep_alive) {
         n += PUT_LIT(h + n, "Connection: close\r\n");
     else if (r->http10)
         n += PUT_LIT(h + n, "Connection: keep-alive\r\n");
-    if (r->extra) n += put(h + n, r->extra, strlen(r->extra));
+    if (r->extra) {
+        size_t len = strlen(r->extra);
+        if (n + len + 2 <= sizeof r->head) {
+            n += put(h + n, r->extra, len);
+        } else {
+            /* Too long for the head: it goes first among the built lines. */
+            size_t had = r->headers.len;
+            buf_reserve(&r->headers, len);
+            buf_commit(&r->headers, len);
+            memmove(r->headers.ptr + len, r->headers.ptr, had);
+            memcpy(r->headers.ptr, r->extra, len);
+        }
+    }
     /* The built header lines follow the head in the write; the blank line ends them. */
     if (r->headers.len)
         buf_append(&r->headers, "\r\n", 2);

@@ -28,6 +28,7 @@ enum http_field {
     HF_ACCEPT,
     HF_FORWARDED_FOR, /* X-Forwarded-For */
     HF_REQUEST_ID,    /* X-Request-ID */
+    HF_HOST,          /* Host (checked by the parser: at most one, well formed) */
     HF_COUNT
 };
 

@@ -1,7 +1,9 @@
 /*
  * eventd: parse the command line, then one of
  *   serve (default)            replay the log, listen, run the loop, shut down
- *   user add|rotate|remove|list   manage accounts in a stopped server's data directory
+ *   user add|rotate|remove|list   manage accounts (offline, or through a running
+ *                              server's admin socket)
+ *   admin token NAME           make an admin API token
  *   compact                    rewrite a stopped server's log to its live records
  *   export --user NAME, import move a user's records between shards' data directories
  */
@@ -28,12 +30,15 @@ static void usage(FILE *out) {
         "  eventd user remove NAME [--data DIR] remove a user (its records stay)\n"
         "  eventd user purge NAME [--data DIR]  remove a user and every record it owns\n"
         "  eventd user list [--data DIR]        list users\n"
+        "  eventd admin token NAME [--data DIR] make an admin API token; prints it once\n"
         "  eventd compact [--data DIR]          rewrite the log to its live records\n"
         "  eventd export --user NAME [--data DIR] > FILE   a user and its records, to stdout\n"
         "  eventd import [--data DIR] < FILE    add an exported user and its records\n"
         "  eventd --help | --version\n\n"
-        "The user, compact, export and import commands work on the data directory of a\n"
-        "stopped server, under its --node-id.\n\n",
+        "The user, admin, export and import commands work on a stopped server's data\n"
+        "directory under its --node-id (user and admin also through a running server's\n"
+        "admin socket, DATA/admin.sock). compact needs a stopped server (a running one\n"
+        "compacts online: kill -USR1).\n\n",
         EVENTD_VERSION);
     config_usage(out);
 }
@@ -70,7 +75,7 @@ int main(int argc, char **argv) {
         first = 2;
     }
     if (strcmp(cmd, "serve") && strcmp(cmd, "user") && strcmp(cmd, "compact") &&
-        strcmp(cmd, "export") && strcmp(cmd, "import")) {
+        strcmp(cmd, "admin") && strcmp(cmd, "export") && strcmp(cmd, "import")) {
         fprintf(stderr, "eventd: unknown command '%s' (see --help)\n", cmd);
         return 2;
     }
@@ -87,8 +92,8 @@ int main(int argc, char **argv) {
     struct config cfg;
     const char *pos[4];
     int npos;
-    int rc =
-        config_parse(&cfg, argc - first, argv + first, pos, !strcmp(cmd, "user") ? 3 : 0, &npos);
+    int rc = config_parse(&cfg, argc - first, argv + first, pos,
+                          !strcmp(cmd, "user") || !strcmp(cmd, "admin") ? 3 : 0, &npos);
     if (rc == 1) {
         usage(stdout);
         return 0;
@@ -100,10 +105,15 @@ int main(int argc, char **argv) {
         return 2;
     }
 
+    if (!strcmp(cmd, "admin") && (npos != 2 || strcmp(pos[0], "token"))) {
+        fprintf(stderr, "eventd: usage: eventd admin token NAME\n");
+        return 2;
+    }
+
     /* Only serve and "user add" start a data directory; the others read one, and a
      * mistyped --data must not leave an empty directory behind. */
     struct stat st;
-    bool creates = !strcmp(cmd, "serve") || !strcmp(cmd, "import") ||
+    bool creates = !strcmp(cmd, "serve") || !strcmp(cmd, "admin") || !strcmp(cmd, "import") ||
                    (!strcmp(cmd, "user") && !strcmp(pos[0], "add"));
     if (!creates && stat(cfg.data_dir, &st) < 0 && errno == ENOENT) {
         fprintf(stderr, "eventd: no data directory %s (nothing was created)\n", cfg.data_dir);
@@ -112,6 +122,20 @@ int main(int argc, char **argv) {
 
     /* A peer that closes early must cost an EPIPE on that socket, not the process. */
     signal(SIGPIPE, SIG_IGN);
+    /* A running server owns the directory: ask it. Its admin API has no purge: that one
+     * is for a stopped server only (moving a user between shards, docs/SCALING.md). */
+    bool running =
+        (!strcmp(cmd, "user") || !strcmp(cmd, "admin")) && cli_server_running(cfg.data_dir);
+    if (running && !strcmp(cmd, "user") && !strcmp(pos[0], "purge")) {
+        fprintf(stderr,
+                "eventd: user purge works on a stopped server's data directory only; "
+                "%s is in use by a running eventd\n",
+                cfg.data_dir);
+        return 1;
+    }
+    if (running)
+        return !strcmp(cmd, "user") ? cli_user_remote(cfg.data_dir, npos, pos)
+                                    : cli_admin_token_remote(cfg.data_dir, pos[1]);
     /* The CLI commands speak for themselves on stdout; replay chatter is for servers. */
     if (strcmp(cmd, "serve") && cfg.log_level == LOG_INFO) cfg.log_level = LOG_WARN;
 
@@ -129,6 +153,8 @@ int main(int argc, char **argv) {
         status = cli_export(&app.db, export_user);
     } else if (!strcmp(cmd, "import")) {
         status = cli_import(&app.db);
+    } else if (!strcmp(cmd, "admin")) {
+        status = cli_admin_token(&app.db, pos[1]);
     } else {
         status = cli_compact(&app.db, &cfg);
     }

@@ -226,13 +226,21 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b) {
     if (nread == 0) return;
     if (nread < 0) {
         /* EOF or error. A client that half-closed after its requests still
-         * gets the responses already queued; a request cut short gets none. */
+         * gets the responses already queued, even when it ended inside a
+         * later request: that one, cut short, gets none. */
         uv_read_stop(s);
         c->reading = false;
         c->eof = true;
-        if (nread != UV_EOF || c->parser.in_message || c->count == 0) {
+        uint32_t complete = c->count - (c->cur ? 1 : 0);
+        if (nread != UV_EOF || complete == 0) {
             conn_close(c);
             return;
+        }
+        if (c->parser.in_message) {
+            if (c->cur) c->count--; /* the tail slot: open, never written */
+            c->cur = NULL;
+            c->discard = false;
+            c->parser.in_message = false;
         }
         c->close_after = true;
         conn_flush(c);

@@ -1,8 +1,10 @@
 """Three eventd shards behind HAProxy with the shipped docker/haproxy.cfg, on
 loopback (docs/SCALING.md):
 
-  * users created through the balancer each live on exactly one shard (every
-    shard is asked directly), and their ids carry that shard's node id;
+  * users created through the balancer (registration on the account site, the
+    admin API) each live on exactly one shard (every shard is asked
+    directly), the one docker/placement.py names, and their ids carry that
+    shard's node id;
   * a stopped shard answers 503 shard_unavailable to its users only;
   * a rolling restart (SIGTERM, wait for the exit, start again on the same
     data directory and port) of every shard under a bounded wrk load (GET and
@@ -14,7 +16,8 @@ loopback (docs/SCALING.md):
     only for itself.
 
 Needs haproxy (2.6) and wrk (deps/install.sh --test). Every wait is bounded;
-the whole file takes about a minute.
+the whole file takes about a minute (registration hashes 40 passwords with
+Argon2id).
 """
 
 import base64
@@ -71,12 +74,14 @@ def basic(name, key):
     return base64.b64encode(("%s:%s" % (name, key)).encode()).decode()
 
 
-def call(port, method, path, body=None, auth=None, timeout=15.0):
+def call(port, method, path, body=None, auth=None, timeout=15.0, bearer=None):
     """One request on a fresh connection; returns (status, parsed JSON or None, seconds)."""
     c = http.client.HTTPConnection(HOST, port, timeout=timeout)
     headers = {"Content-Type": "application/json"}
     if auth:
         headers["Authorization"] = "Basic " + auth
+    if bearer:
+        headers["Authorization"] = "Bearer " + bearer
     if method == "POST":
         headers["Cache-Control"] = "no-cache"
     t0 = time.monotonic()
@@ -94,6 +99,31 @@ def call(port, method, path, body=None, auth=None, timeout=15.0):
     return r.status, doc, time.monotonic() - t0
 
 
+PASSWORD = "a long enough passphrase"
+
+
+def call_site(port, path, body, cookie=None):
+    """A POST of the account site's JSON variant; returns (status, JSON, seconds, the
+    eventd_session cookie "NAME:TOKEN" it set, or the one sent)."""
+    c = http.client.HTTPConnection(HOST, port, timeout=30)
+    headers = {"Content-Type": "application/json"}
+    if cookie:
+        headers["Cookie"] = "eventd_session=" + cookie
+    t0 = time.monotonic()
+    try:
+        c.request("POST", path, body=json.dumps(body) if body is not None else b"",
+                  headers=headers)
+        r = c.getresponse()
+        data = r.read()
+        for h in r.headers.get_all("Set-Cookie") or []:
+            m = re.match(r"eventd_session=([^;]+)", h)
+            if m:
+                cookie = m.group(1)
+    finally:
+        c.close()
+    return r.status, json.loads(data) if data else None, time.monotonic() - t0, cookie
+
+
 class Shard:
     """eventd serve --node-id N on a fixed port, so it restarts where HAProxy looks."""
 
@@ -107,10 +137,20 @@ class Shard:
     def args(self, *cmd):
         return [EVENTD_BIN] + list(cmd) + ["--data", self.data, "--node-id", str(self.node)]
 
+    def make_token(self):
+        """An admin API token of this shard (made offline, before its first start)."""
+        cp = subprocess.run(self.args("admin", "token", "lbtest"), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=clean_env(), timeout=10)
+        if cp.returncode != 0:
+            raise AssertionError("admin token on shard %d: %s" % (self.node, cp.stderr))
+        self.token = cp.stdout.strip().splitlines()[-1]
+
     def start(self):
         with open(self.log, "a") as log:
             self.proc = subprocess.Popen(
-                self.args("serve", "--listen", "%s:%d" % (HOST, self.port), "--no-demo-user"),
+                self.args("serve", "--listen", "%s:%d" % (HOST, self.port), "--no-demo-user",
+                          "--admin-on-listener"),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=clean_env())
         ok = wait_until(lambda: self.proc.poll() is not None or self.listening(), 10)
         if not ok or self.proc.poll() is not None:
@@ -311,6 +351,7 @@ class LoadBalancer(unittest.TestCase):
         cls.lb = Balancer(cls.shards.values(), cls.work)
         try:
             for s in cls.shards.values():
+                s.make_token()
                 s.start()
             cls.lb.start()
             cls.users = cls.create_users()
@@ -331,29 +372,34 @@ class LoadBalancer(unittest.TestCase):
     @classmethod
     def create_users(cls):
         """USERS users created through the balancer, one theme each. Returns
-        {name: {"key", "auth", "node", "theme"}}.
+        {name: {"key", "auth", "node", "theme", "how"}}.
 
-        The shard of each user is what the balancer chose for a request naming
-        it (read from HAProxy's log); the user is created there offline."""
+        Most register on the account site (POST /register with a JSON body,
+        placed by its "username"; then POST /user/api/key with the session
+        cookie, placed by the cookie's name); every fifth is made with the
+        admin API (PUT /admin/users/NAME, placed by the path) with the token
+        of the shard docker/placement.py names (each shard has its own
+        tokens). The shard each one landed on is the one whose node id its
+        ids carry, checked against every shard directly later."""
         users = {}
+        where = placement(CFG, ["user%02d" % i for i in range(USERS)])
         for i in range(USERS):
             name = "user%02d" % i
-            marker = "probe-%s" % name
-            status, _, _ = call(cls.lb.port, "GET", "/v2/theme?%s" % marker, auth=basic(name, "x"))
-            assert status == 401, status
-            users[name] = {"node": cls.lb.routed_to(marker)}
-        for s in cls.shards.values():
-            assert s.stop() == 0
-        for name, u in users.items():
-            cp = subprocess.run(cls.shards[u["node"]].args("user", "add", name),
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=clean_env(), timeout=10)
-            assert cp.returncode == 0, cp.stderr
-            u["key"] = cp.stdout.strip().splitlines()[-1]
-            u["auth"] = basic(name, u["key"])
-        for s in cls.shards.values():
-            s.start()
-        assert wait_until(cls.lb.healthy, 10), "shards not marked up again"
+            if i % 5 == 4:
+                token = cls.shards[where[name]].token
+                status, doc, _ = call(cls.lb.port, "PUT", "/admin/users/%s" % name,
+                                      bearer=token)
+                assert status == 201, (name, status, doc)
+                key, how = doc["Result"]["APIKey"], "admin"
+            else:
+                status, doc, _, cookie = call_site(cls.lb.port, "/register",
+                                                   {"username": name, "password": PASSWORD})
+                assert status == 201, (name, status, doc)
+                status, doc, _, _ = call_site(cls.lb.port, "/user/api/key", None, cookie)
+                assert status == 200, (name, status, doc)
+                key, how = doc["Result"]["APIKey"], "site"
+            users[name] = {"key": key, "auth": basic(name, key), "how": how,
+                           "node": doc["Result"]["UserID"] >> NODE_SHIFT, "placed": where[name]}
         for name, u in users.items():
             status, doc, _ = call(cls.lb.port, "POST", "/v2/theme", {"Theme": {"Name": name}},
                                   auth=u["auth"])
@@ -368,7 +414,9 @@ class LoadBalancer(unittest.TestCase):
 
     def test_every_user_lives_on_exactly_one_shard(self):
         placed = {n: 0 for n in NODES}
+        self.assertEqual({u["how"] for u in self.users.values()}, {"site", "admin"})
         for name, u in self.users.items():
+            self.assertEqual(u["node"], u["placed"], name)  # docker/placement.py agrees
             self.assertEqual(u["theme"] >> NODE_SHIFT, u["node"], name)
             holders = []
             for n, s in self.shards.items():

@@ -1,0 +1,233 @@
+/*
+ * admin: the admin API (docs/ACCOUNTS.md): users created, rotated, removed
+ * and listed, and admin tokens created, with the username in the path so
+ * that a load balancer can route by it.
+ *
+ * Who may call it: a client of the local Unix socket (DATA/admin.sock,
+ * mode 0600: whoever can open it can read the data directory anyway), and,
+ * only with --admin-on-listener, a client of the listener that presents an
+ * admin token (Authorization: Bearer), stored as a BLAKE2b hash like API
+ * keys and compared in constant time against every token.
+ */
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "handlers_internal.h"
+#include "log.h"
+
+enum admin_route { A_LIST, A_GET, A_CREATE, A_REMOVE, A_ROTATE, A_TOKEN };
+
+static const char prefix[] = "/admin/";
+
+static bool refuse(struct http_response *r, enum err e, const char *allow) {
+    http_response_error(r, e, NULL, NULL);
+    r->extra = allow;
+    return false;
+}
+
+/* Matches the path and method; false with r answered (404/405) when it does not. */
+static bool route(struct req_state *st, struct http_request *req, struct http_response *r) {
+    struct slice p = {req->path.ptr + sizeof prefix - 1, req->path.len - (sizeof prefix - 1)};
+    uint8_t m = req->method;
+    bool get = m == HTTP_GET || m == HTTP_HEAD;
+    struct slice name;
+    if (slice_eq(p, "users", 5)) {
+        if (!get) return refuse(r, ERR_METHOD_NOT_ALLOWED, "Allow: GET, HEAD\r\n");
+        st->page = A_LIST;
+        return true;
+    }
+    if (p.len > 6 && memcmp(p.ptr, "users/", 6) == 0) {
+        name = (struct slice){p.ptr + 6, p.len - 6};
+        const char *slash = memchr(name.ptr, '/', name.len);
+        if (slash) {
+            struct slice tail = {slash, (size_t)(name.ptr + name.len - slash)};
+            if (!slice_eq(tail, "/key", 4)) return refuse(r, ERR_NOT_FOUND, NULL);
+            if (m != HTTP_POST) return refuse(r, ERR_METHOD_NOT_ALLOWED, "Allow: POST\r\n");
+            name.len = (size_t)(slash - name.ptr);
+            st->page = A_ROTATE;
+        } else if (get) {
+            st->page = A_GET;
+        } else if (m == HTTP_PUT) {
+            st->page = A_CREATE;
+        } else if (m == HTTP_DELETE) {
+            st->page = A_REMOVE;
+        } else {
+            return refuse(r, ERR_METHOD_NOT_ALLOWED, "Allow: GET, HEAD, PUT, DELETE\r\n");
+        }
+    } else if (p.len > 7 && memcmp(p.ptr, "tokens/", 7) == 0) {
+        name = (struct slice){p.ptr + 7, p.len - 7};
+        if (memchr(name.ptr, '/', name.len)) return refuse(r, ERR_NOT_FOUND, NULL);
+        if (m != HTTP_PUT) return refuse(r, ERR_METHOD_NOT_ALLOWED, "Allow: PUT\r\n");
+        st->page = A_TOKEN;
+    } else {
+        return refuse(r, ERR_NOT_FOUND, NULL);
+    }
+    if (name.len == 0 || name.len >= sizeof st->name) return refuse(r, ERR_NOT_FOUND, NULL);
+    memcpy(st->name, name.ptr, name.len);
+    st->name[name.len] = 0;
+    const char *why = auth_check_username(st->name);
+    if (why) {
+        http_response_error(r, ERR_INVALID_FIELD, "username", why);
+        return false;
+    }
+    return true;
+}
+
+/* A Bearer token matching one of the admin tokens; every token is compared. */
+static bool token_ok(struct handlers *h, struct slice hdr) {
+    if (hdr.len < 8 || strncasecmp(hdr.ptr, "Bearer ", 7) != 0) return false;
+    const char *t = hdr.ptr + 7, *end = hdr.ptr + hdr.len;
+    while (t < end && *t == ' ')
+        t++;
+    uint8_t got[AUTH_HASH_BYTES];
+    auth_hash_key(t, (size_t)(end - t), got);
+    const struct id_list *l = index_owned(&h->db->index, UINT64_MAX, REC_ADMIN);
+    int found = 0;
+    for (uint32_t i = 0; i < l->len; i++) {
+        const struct record *a = index_get(&h->db->index, l->ids[i]);
+        if (!a || a->v[ADMIN_TOKEN_HASH].s.len != AUTH_HASH_BYTES) continue;
+        found |= sodium_memcmp(a->v[ADMIN_TOKEN_HASH].s.ptr, got, AUTH_HASH_BYTES) == 0;
+    }
+    return found;
+}
+
+bool admin_headers(struct handlers *h, struct req_state *st, struct http_request *req,
+                   struct http_response *r, enum server_headers_result *res) {
+    bool local = req->peer.family == 0;
+    if (!local && !h->lim.admin_on_listener) return false; /* not served here: 404 later */
+    if (req->path.len < sizeof prefix - 1 || memcmp(req->path.ptr, prefix, sizeof prefix - 1) != 0)
+        return false;
+    *res = SERVER_ANSWERED;
+    if (!local &&
+        !token_ok(h, (struct slice){req->kept->authorization.ptr, req->kept->authorization.len})) {
+        http_response_error(r, ERR_UNAUTHORIZED, NULL,
+                            "the admin API needs Authorization: Bearer with an admin token");
+        r->extra = "WWW-Authenticate: Bearer realm=\"eventd-admin\"\r\n";
+        return true;
+    }
+    if (!route(st, req, r)) return true;
+    bool writes = st->page != A_LIST && st->page != A_GET;
+    if (writes && reply_if_storage_failing(h, r)) return true;
+    *res = SERVER_READ_BODY; /* answered at completion; a body is read and ignored */
+    return true;
+}
+
+static void write_user(struct buf *b, const struct record *u, const char *key) {
+    buf_append_str(b, "{\"Username\":");
+    json_write_string(b, u->v[USER_NAME].s.ptr, u->v[USER_NAME].s.len);
+    buf_append_str(b, ",\"UserID\":");
+    buf_append_u64(b, u->id);
+    if (key) {
+        buf_append_str(b, ",\"APIKey\":\"");
+        buf_append_str(b, key);
+        buf_append_str(b, "\"}");
+        return;
+    }
+    buf_append_str(b, u->v[USER_KEY_HASH].s.len == AUTH_HASH_BYTES ? ",\"HasKey\":true"
+                                                                   : ",\"HasKey\":false");
+    buf_append_str(b, u->v[USER_PASSWORD_HASH].s.len ? ",\"HasPassword\":true}"
+                                                     : ",\"HasPassword\":false}");
+}
+
+static bool take_id(struct handlers *h, struct http_response *r, uint64_t *id) {
+    if (db_take_id(h->db, id) == 0) return true;
+    http_response_error(r, ERR_UNAVAILABLE, NULL, "no id available now; retry");
+    r->extra = hdr_retry_after;
+    return false;
+}
+
+void admin_complete(struct handlers *h, struct req_state *st, struct http_request *req,
+                    struct http_response *r) {
+    (void)req;
+    const struct record *u = st->page == A_LIST || st->page == A_TOKEN
+                                 ? NULL
+                                 : index_user_by_name(&h->db->index, st->name, strlen(st->name));
+    if (st->page != A_LIST && st->page != A_TOKEN && st->page != A_CREATE && !u) {
+        reply_error(r, ERR_NOT_FOUND, NULL, "no user %s", st->name);
+        return;
+    }
+    char key[AUTH_KEY_CHARS + 1];
+    switch (st->page) {
+    case A_LIST: {
+        const struct id_list *l = index_owned(&h->db->index, UINT64_MAX, REC_USER);
+        reply_ok_open(r);
+        buf_append_str(&r->body, "{\"Items\":[");
+        for (uint32_t i = 0; i < l->len; i++) {
+            if (i) buf_append_char(&r->body, ',');
+            write_user(&r->body, index_get(&h->db->index, l->ids[i]), NULL);
+        }
+        buf_append_str(&r->body, "]}}");
+        return;
+    }
+    case A_GET:
+        reply_ok_open(r);
+        write_user(&r->body, u, NULL);
+        buf_append_char(&r->body, '}');
+        return;
+    case A_CREATE: {
+        if (u) {
+            reply_error(r, ERR_CONFLICT, "username", "user %s exists already", st->name);
+            return;
+        }
+        uint64_t id;
+        if (!take_id(h, r, &id)) return;
+        auth_new_key(key);
+        r->lsn = db_put_user(h->db, id, st->name, key);
+        LOG(LOG_INFO, "admin: created user %s (id %llu)", st->name, (unsigned long long)id);
+        reply_ok_open(r);
+        r->status = 201;
+        write_user(&r->body, db_get(h->db, id), key);
+        buf_append_char(&r->body, '}');
+        break;
+    }
+    case A_ROTATE:
+        auth_new_key(key);
+        r->lsn = db_put_user(h->db, u->id, st->name, key);
+        LOG(LOG_INFO, "admin: new API key for user %s", st->name);
+        reply_ok_open(r);
+        write_user(&r->body, db_get(h->db, u->id), key);
+        buf_append_char(&r->body, '}');
+        break;
+    case A_REMOVE: {
+        uint64_t id = u->id;
+        /* Its sessions first: nothing of the account is left to sign in with. */
+        const struct id_list *l = index_owned(&h->db->index, id, REC_SESSION);
+        while (l->len) {
+            db_delete(h->db, l->ids[l->len - 1]);
+            l = index_owned(&h->db->index, id, REC_SESSION);
+        }
+        r->lsn = db_delete(h->db, id);
+        LOG(LOG_INFO, "admin: removed user %s", st->name);
+        reply_no_content(r);
+        return;
+    }
+    case A_TOKEN: {
+        uint64_t id;
+        if (!take_id(h, r, &id)) return;
+        auth_new_key(key);
+        uint8_t hash[AUTH_HASH_BYTES];
+        auth_hash_key(key, strlen(key), hash);
+        union value v[RECORD_MAX_FIELDS];
+        record_defaults(&record_admin, v);
+        v[ADMIN_NAME].s.ptr = st->name;
+        v[ADMIN_NAME].s.len = (uint32_t)strlen(st->name);
+        v[ADMIN_TOKEN_HASH].s.ptr = (const char *)hash;
+        v[ADMIN_TOKEN_HASH].s.len = AUTH_HASH_BYTES;
+        r->lsn = db_put(h->db, record_build(&record_admin, id, 0, v));
+        LOG(LOG_INFO, "admin: created admin token %s", st->name);
+        reply_ok_open(r);
+        r->status = 201;
+        buf_append_str(&r->body, "{\"Name\":");
+        json_write_string(&r->body, st->name, strlen(st->name));
+        buf_append_str(&r->body, ",\"Token\":\"");
+        buf_append_str(&r->body, key);
+        buf_append_str(&r->body, "\"}}");
+        break;
+    }
+    default:
+        http_response_error(r, ERR_INTERNAL, NULL, NULL);
+        return;
+    }
+    sodium_memzero(key, sizeof key);
+}

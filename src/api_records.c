@@ -1,0 +1,286 @@
+/*
+ * api_records: the /v2 records (themes, addresses, events): create, update,
+ * read, list and delete, over the data layer. Routing and authentication
+ * run when the headers are complete, so a bad path or bad credentials are
+ * answered without decoding the body; the JSON decoder then consumes the
+ * body chunk by chunk, and the endpoint runs when the request is complete.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "handlers_internal.h"
+
+static bool is_write(uint8_t action) {
+    return action == ACT_CREATE || action == ACT_UPDATE || action == ACT_DELETE;
+}
+
+/*
+ * The user behind the request's credentials, or NULL. A header identical to
+ * the one that verified last on this connection is trusted again only if
+ * that user still has the same key hash; anything else is checked in full.
+ */
+static const struct record *authenticate(struct handlers *h, struct req_state *st,
+                                         const struct buf *hdr) {
+    if (st->auth_user_id && hdr->len == st->auth_seen.len &&
+        memcmp(hdr->ptr, st->auth_seen.ptr, hdr->len) == 0) {
+        const struct record *u = index_get(&h->db->index, st->auth_user_id);
+        if (u && u->type == REC_USER && u->v[USER_KEY_HASH].s.len == AUTH_HASH_BYTES &&
+            memcmp(u->v[USER_KEY_HASH].s.ptr, st->auth_hash, AUTH_HASH_BYTES) == 0)
+            return u;
+    }
+    st->auth_user_id = 0;
+    const struct record *u = auth_check(&h->db->index, (struct slice){hdr->ptr, hdr->len});
+    if (u && u->v[USER_KEY_HASH].s.len == AUTH_HASH_BYTES) {
+        buf_reset(&st->auth_seen);
+        buf_append(&st->auth_seen, hdr->ptr, hdr->len);
+        st->auth_user_id = u->id;
+        memcpy(st->auth_hash, u->v[USER_KEY_HASH].s.ptr, AUTH_HASH_BYTES);
+    }
+    return u;
+}
+
+static void reply_record(struct http_response *r, const struct record *rec) {
+    reply_ok_open(r);
+    json_write_record(&r->body, rec, false);
+    buf_append_char(&r->body, '}');
+}
+
+/* The caller's record of this type with this id, or NULL (also for other users' records). */
+static struct record *owned(struct handlers *h, const struct req_state *st, uint64_t id) {
+    struct record *r = index_get(&h->db->index, id);
+    if (!r || r->type != st->route.type || r->user_id != st->user_id) return NULL;
+    return r;
+}
+
+static void not_found(struct http_response *r, const struct req_state *st) {
+    const struct kind_desc *k = record_kind(st->route.type);
+    reply_error(r, ERR_NOT_FOUND, NULL, "no %s with ID %llu", k->path,
+                (unsigned long long)st->route.id);
+}
+
+/* Reports a decoding error; returns true if there was one. */
+static bool body_failed(struct req_state *st, struct http_response *r) {
+    if (json_decoder_finish(&st->dec) == 0) return false;
+    http_response_error(r, st->dec.err, st->dec.err_field, st->dec.err_msg);
+    return true;
+}
+
+static void do_create(struct handlers *h, struct req_state *st, struct http_response *r) {
+    if (body_failed(st, r)) return;
+    const struct kind_desc *k = record_kind(st->route.type);
+    union value vals[RECORD_MAX_FIELDS];
+    record_defaults(k, vals);
+    for (int i = 0; i < k->nfields; i++)
+        if (st->dec.present & (UINT64_C(1) << i)) vals[i] = st->dec.vals[i];
+    if (k->type == REC_EVENT && !events_check_links(h, st->user_id, r, vals, 0)) return;
+    uint64_t id;
+    int rc = db_take_id(h->db, &id);
+    if (rc == -ERANGE) {
+        reply_error(r, ERR_UNAVAILABLE, NULL, "the id space is used up");
+        return;
+    }
+    if (rc < 0) {
+        /* Only on a disk slower than a whole block of creates. */
+        reply_error(r, ERR_UNAVAILABLE, NULL, "new ids are being reserved on disk; retry");
+        r->extra = hdr_retry_after;
+        return;
+    }
+    struct record *rec = record_build(k, id, st->user_id, vals);
+    r->lsn = db_put(h->db, rec);
+    reply_record(r, index_get(&h->db->index, id));
+}
+
+static void do_update(struct handlers *h, struct req_state *st, struct http_response *r) {
+    struct record *old = owned(h, st, st->route.id);
+    if (!old) {
+        not_found(r, st);
+        return;
+    }
+    if (body_failed(st, r)) return;
+    if (st->dec.has_id && st->dec.id_invalid) {
+        reply_error(r, ERR_INVALID_FIELD, "ID", "ID must be a positive integer");
+        return;
+    }
+    if (st->dec.has_id && st->dec.id != st->route.id) {
+        reply_error(r, ERR_ID_MISMATCH, "ID", "ID %llu in the body differs from %llu in the path",
+                    (unsigned long long)st->dec.id, (unsigned long long)st->route.id);
+        return;
+    }
+    const struct kind_desc *k = record_kind(st->route.type);
+    union value vals[RECORD_MAX_FIELDS];
+    for (int i = 0; i < k->nfields; i++)
+        vals[i] = (st->dec.present & (UINT64_C(1) << i)) ? st->dec.vals[i] : old->v[i];
+    if (k->type == REC_EVENT && !events_check_links(h, st->user_id, r, vals, old->id)) return;
+    r->lsn = db_put(h->db, record_build(k, old->id, old->user_id, vals));
+    reply_no_content(r);
+}
+
+static void do_get(struct handlers *h, struct req_state *st, struct http_response *r) {
+    struct record *rec = owned(h, st, st->route.id);
+    if (!rec) {
+        not_found(r, st);
+        return;
+    }
+    if (rec->type != REC_EVENT) {
+        reply_record(r, rec);
+        return;
+    }
+    /* An event answers with its theme and address embedded (null when unlinked). */
+    reply_ok_open(r);
+    json_write_record(&r->body, rec, true);
+    events_write_embeds(h, rec, &r->body);
+    buf_append_str(&r->body, "}}");
+}
+
+static void do_delete(struct handlers *h, struct req_state *st, struct http_response *r) {
+    struct record *rec = owned(h, st, st->route.id);
+    if (!rec) {
+        not_found(r, st);
+        return;
+    }
+    if (rec->type != REC_EVENT && rec->event_id) {
+        const struct kind_desc *k = record_kind(rec->type);
+        reply_error(r, ERR_CONFLICT, NULL,
+                    "%s %llu belongs to event %llu: unlink it from the event first", k->path,
+                    (unsigned long long)rec->id, (unsigned long long)rec->event_id);
+        return;
+    }
+    r->lsn = db_delete(h->db, rec->id);
+    reply_no_content(r);
+}
+
+/* Reads "limit" and "cursor" from the query string. Returns false after answering 400. */
+static bool list_params(struct handlers *h, struct slice q, struct http_response *r,
+                        uint32_t *limit, uint64_t *cursor) {
+    *limit = h->lim.list_default;
+    *cursor = 0;
+    const char *p = q.ptr, *end = q.ptr + q.len;
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *stop = amp ? amp : end;
+        const char *eq = memchr(p, '=', (size_t)(stop - p));
+        struct slice name = {p, (size_t)((eq ? eq : stop) - p)};
+        struct slice val =
+            eq ? (struct slice){eq + 1, (size_t)(stop - eq - 1)} : (struct slice){stop, 0};
+        uint64_t v;
+        if (slice_eq(name, "limit", 5)) {
+            if (u64_parse(val.ptr, val.len, h->lim.list_max, &v) < 0) {
+                reply_error(r, ERR_INVALID_QUERY, "limit", "limit must be an integer from 1 to %u",
+                            h->lim.list_max);
+                return false;
+            }
+            *limit = (uint32_t)v;
+        } else if (slice_eq(name, "cursor", 6)) {
+            if (record_parse_id(val.ptr, val.len, &v) < 0) {
+                reply_error(r, ERR_INVALID_QUERY, "cursor",
+                            "cursor must be the NextCursor of a previous page");
+                return false;
+            }
+            *cursor = v;
+        }
+        p = stop + 1;
+    }
+    return true;
+}
+
+/* Newest first: ids below the cursor, walking the ascending list from its end. */
+static void do_list(struct handlers *h, struct req_state *st, struct http_request *req,
+                    struct http_response *r) {
+    uint32_t limit;
+    uint64_t cursor;
+    if (!list_params(h, req->query, r, &limit, &cursor)) return;
+    const struct id_list *l = index_owned(&h->db->index, st->user_id, st->route.type);
+    uint32_t hi = cursor ? id_list_lower_bound(l, cursor) : l->len; /* first index not to show */
+    reply_ok_open(r);
+    buf_append_str(&r->body, "{\"Items\":[");
+    uint32_t n = 0;
+    uint32_t i = hi;
+    while (i > 0 && n < limit) {
+        struct record *rec = index_get(&h->db->index, l->ids[--i]);
+        if (n++) buf_append_char(&r->body, ',');
+        json_write_record(&r->body, rec, false);
+    }
+    buf_append_str(&r->body, "],\"NextCursor\":");
+    if (i > 0 && n > 0) {
+        buf_append_char(&r->body, '"');
+        buf_append_u64(&r->body, l->ids[i]);
+        buf_append_char(&r->body, '"');
+    } else {
+        buf_append_str(&r->body, "null");
+    }
+    buf_append_str(&r->body, "}}");
+}
+
+enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
+                                       struct http_request *req, struct http_response *r) {
+    struct slice base = {h->lim.base_path, strlen(h->lim.base_path)};
+    enum err e = router_match(base, req->path, req->method, &st->route);
+    if (e == ERR_METHOD_NOT_ALLOWED) {
+        http_response_error(r, e, NULL, NULL);
+        r->extra = st->route.allow;
+        return SERVER_ANSWERED;
+    }
+    if (e != ERR_NONE) {
+        http_response_error(r, e, NULL, NULL);
+        return SERVER_ANSWERED;
+    }
+    if (st->route.action == ACT_HEALTH) {
+        /* A load balancer takes a shard whose disk refuses writes out of rotation. */
+        if (reply_if_storage_failing(h, r)) return SERVER_ANSWERED;
+        buf_reset(&r->body);
+        buf_append_str(&r->body, "{\"Status\":\"ok\"}");
+        return SERVER_ANSWERED;
+    }
+    const struct record *user = authenticate(h, st, &req->kept->authorization);
+    if (!user) {
+        http_response_error(r, ERR_UNAUTHORIZED, NULL,
+                            req->kept->authorization.len
+                                ? "invalid credentials"
+                                : "this call needs HTTP Basic authentication "
+                                  "with your username and API key");
+        r->extra = hdr_www_authenticate;
+        return SERVER_ANSWERED;
+    }
+    st->user_id = user->id;
+    if (is_write(st->route.action) && reply_if_storage_failing(h, r)) return SERVER_ANSWERED;
+    if (st->route.action == ACT_CREATE || st->route.action == ACT_UPDATE) {
+        arena_reset(&st->arena);
+        json_decoder_begin(&st->dec, record_kind(st->route.type), &st->arena,
+                           h->lim.max_string_bytes);
+        st->decoding = true;
+    }
+    return SERVER_READ_BODY;
+}
+
+/* Runs the endpoint of a complete request. */
+void api_complete(struct handlers *h, struct req_state *st, struct http_request *req,
+                  struct http_response *r) {
+    const struct record *user = db_get(h->db, st->user_id);
+    if (!user || user->type != REC_USER) {
+        /* The user was removed (or its creation undone) while the body came. */
+        http_response_error(r, ERR_UNAUTHORIZED, NULL, "invalid credentials");
+        r->extra = hdr_www_authenticate;
+        return;
+    }
+    if (is_write(st->route.action) && reply_if_storage_failing(h, r)) return;
+    switch (st->route.action) {
+    case ACT_CREATE:
+        do_create(h, st, r);
+        break;
+    case ACT_UPDATE:
+        do_update(h, st, r);
+        break;
+    case ACT_GET:
+        do_get(h, st, r);
+        break;
+    case ACT_DELETE:
+        do_delete(h, st, r);
+        break;
+    case ACT_LIST:
+        do_list(h, st, req, r);
+        break;
+    default:
+        http_response_error(r, ERR_INTERNAL, NULL, NULL);
+    }
+}

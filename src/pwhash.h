@@ -1,0 +1,56 @@
+/*
+ * pwhash: Argon2id password hashing and verification (libsodium's
+ * crypto_pwhash_str, interactive limits) on libuv's threadpool, so the loop
+ * never waits for them. At most `concurrency` run at once, leaving the
+ * threadpool's other threads to the log's writes; up to queue_max more wait
+ * in order; beyond that a job is refused (the caller answers 503).
+ *
+ * A job is the caller's memory (embed struct pwhash_job in its own struct);
+ * its callback runs on the loop thread once the work is done, and the job
+ * is the caller's again from then on. Threading: submit on the loop thread;
+ * the threadpool touches only the job's password and hash.
+ */
+#ifndef EVENTD_PWHASH_H
+#define EVENTD_PWHASH_H
+
+#include <sodium.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#define PWHASH_MAX_PASSWORD 256
+
+struct pwhash;
+struct pwhash_job;
+typedef void (*pwhash_cb)(struct pwhash_job *job);
+
+struct pwhash_job {
+    uv_work_t work;
+    struct pwhash *pw;
+    struct pwhash_job *next;
+    bool verify;                            /* verify password against hash; else hash it */
+    char password[PWHASH_MAX_PASSWORD + 1]; /* NUL-terminated; wiped when done */
+    char hash[crypto_pwhash_STRBYTES];      /* verify: the stored hash; hash: the result */
+    int result;                             /* 0: hashed / matches; -1: failed / no match */
+    pwhash_cb done;
+};
+
+struct pwhash {
+    uv_loop_t *loop;
+    uint32_t concurrency, running;
+    uint32_t queue_max, queued;
+    struct pwhash_job *head, *tail; /* waiting, oldest first */
+};
+
+void pwhash_init(struct pwhash *pw, uv_loop_t *loop, uint32_t concurrency, uint32_t queue_max);
+/*
+ * Queues job (password and, to verify, hash filled in; done set). Returns
+ * 0, or -EAGAIN when the queue is full (the job was not taken).
+ */
+int pwhash_submit(struct pwhash *pw, struct pwhash_job *job);
+/* Jobs running or waiting. */
+static inline uint32_t pwhash_pending(const struct pwhash *pw) {
+    return pw->running + pw->queued;
+}
+
+#endif

@@ -1,0 +1,768 @@
+/*
+ * site: the account site (register, sign in, sign out, the API key page)
+ * and its JSON variant, as docs/ACCOUNTS.md describes them.
+ *
+ * Passwords are hashed and verified on the threadpool (pwhash.h): such a
+ * request is answered later through a server ticket, and everything the
+ * answer needs is in its job, never in the connection's state, which may
+ * serve another request (or connection) meanwhile. When the job is done,
+ * the world may have changed (the name taken by a faster registration, the
+ * user removed): the answer is decided then, from the index as it is.
+ *
+ * Sessions are records (REC_SESSION) owned by their user: the hash of the
+ * cookie's token, the expiry and the token the forms carry against CSRF.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "handlers_internal.h"
+#include "log.h"
+#include "site_pages.h"
+
+#define TOKEN_CHARS 43 /* 256 bits, unpadded base64url */
+#define SESSIONS_PER_USER 8
+#define COOKIE_SESSION "eventd_session"
+#define COOKIE_CSRF "eventd_csrf"
+
+enum page {
+    P_REGISTER_GET,
+    P_REGISTER_POST,
+    P_SIGNIN_GET,
+    P_SIGNIN_POST,
+    P_SIGNOUT,
+    P_USER_API_GET,
+    P_KEY_POST,
+    P_REVOKE_POST,
+};
+
+static const struct {
+    const char *path;
+    uint8_t get, post; /* enum page + 1, or 0: method not served */
+} routes[] = {
+    {"/register", P_REGISTER_GET + 1, P_REGISTER_POST + 1},
+    {"/signin", P_SIGNIN_GET + 1, P_SIGNIN_POST + 1},
+    {"/signout", 0, P_SIGNOUT + 1},
+    {"/user/api", P_USER_API_GET + 1, 0},
+    {"/user/api/key", 0, P_KEY_POST + 1},
+    {"/user/api/revoke", 0, P_REVOKE_POST + 1},
+};
+
+enum { F_USERNAME, F_PASSWORD, F_CONFIRM, F_CSRF };
+static const struct form_field fields[] = {
+    [F_USERNAME] = {"username", 64},
+    [F_PASSWORD] = {"password", PWHASH_MAX_PASSWORD},
+    [F_CONFIRM] = {"password_confirm", PWHASH_MAX_PASSWORD},
+    [F_CSRF] = {"csrf", 64},
+};
+
+/* Verified against when the user is unknown, so that the answer takes as long. */
+static const char decoy_hash[] = "$argon2id$v=19$m=65536,t=2,p=1$x/VO3ay7N2w9JHi1PcMaoA$"
+                                 "64RQAENW9o/PL/FEK1F0ZFQo5/P1WpIqCHd3oUNqbIs";
+
+/*
+ * The pages' headers. The Content-Security-Policy allows the one inline
+ * style sheet and the one inline script by their SHA-256, nothing else
+ * (no other script, style, frame, font or image source).
+ */
+static char page_headers[768];
+static size_t page_headers_len;
+
+static void csp_hash(char out[64], const char *text) {
+    unsigned char h[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256(h, (const unsigned char *)text, strlen(text));
+    sodium_bin2base64(out, 64, h, sizeof h, sodium_base64_VARIANT_ORIGINAL);
+}
+
+void site_init(void) {
+    char css[64], js[64];
+    csp_hash(css, site_css);
+    csp_hash(js, site_copy_script);
+    int n = snprintf(page_headers, sizeof page_headers,
+                     "Cache-Control: no-store\r\n"
+                     "X-Content-Type-Options: nosniff\r\n"
+                     "Referrer-Policy: no-referrer\r\n"
+                     "Content-Security-Policy: default-src 'none'; style-src 'sha256-%s'; "
+                     "script-src 'sha256-%s'; img-src data:; form-action 'self'; "
+                     "frame-ancestors 'none'; base-uri 'none'\r\n",
+                     css, js);
+    page_headers_len = n > 0 && (size_t)n < sizeof page_headers ? (size_t)n : 0;
+}
+
+/* A signed-in session: the user and the session record. */
+struct session {
+    uint64_t user_id, session_id;
+    char name[68];
+    char csrf[TOKEN_CHARS + 1];
+    bool has_key;
+};
+
+/* The request, copied out of the connection for the threadpool's answer. */
+struct site_job {
+    struct pwhash_job job;
+    struct handlers *h;
+    struct server_ticket ticket;
+    uint8_t page;
+    bool json;
+    char name[68];
+    uint8_t addr[17]; /* family, address: the throttle's key */
+    size_t addr_len;
+};
+
+/* ---- small helpers ---- */
+
+static struct slice site_rel(struct handlers *h, struct slice path, bool *ok) {
+    size_t n = strlen(h->lim.site_path);
+    *ok = path.len > n && memcmp(path.ptr, h->lim.site_path, n) == 0 && path.ptr[n] == '/';
+    return (struct slice){path.ptr + n, path.len - n};
+}
+
+static void new_token(char out[TOKEN_CHARS + 1]) {
+    unsigned char raw[32];
+    randombytes_buf(raw, sizeof raw);
+    sodium_bin2base64(out, TOKEN_CHARS + 1, raw, sizeof raw,
+                      sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+}
+
+/* The value of cookie name in the Cookie header, or an empty slice. */
+static struct slice cookie(const struct http_request *req, const char *name) {
+    struct slice c = http_request_field(req, HF_COOKIE);
+    size_t nl = strlen(name);
+    const char *p = c.ptr, *end = c.ptr + c.len;
+    while (p < end) {
+        while (p < end && (*p == ' ' || *p == ';'))
+            p++;
+        const char *semi = memchr(p, ';', (size_t)(end - p));
+        const char *stop = semi ? semi : end;
+        if ((size_t)(stop - p) > nl && memcmp(p, name, nl) == 0 && p[nl] == '=')
+            return (struct slice){p + nl + 1, (size_t)(stop - p - nl - 1)};
+        p = stop;
+    }
+    return (struct slice){"", 0};
+}
+
+static bool token_eq(struct slice a, const char *b) {
+    size_t n = strlen(b);
+    return a.len == n && n == TOKEN_CHARS && sodium_memcmp(a.ptr, b, n) == 0;
+}
+
+static bool wants_json(const struct http_request *req) {
+    struct slice ct = http_request_field(req, HF_CONTENT_TYPE);
+    struct slice acc = http_request_field(req, HF_ACCEPT);
+    return (ct.len >= 16 && strncasecmp(ct.ptr, "application/json", 16) == 0) ||
+           (acc.len >= 16 && strncasecmp(acc.ptr, "application/json", 16) == 0);
+}
+
+static void add_header(struct http_response *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void add_header(struct http_response *r, const char *fmt, ...) {
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n > 0 && (size_t)n < sizeof line) buf_append(&r->headers, line, (size_t)n);
+}
+
+static void set_cookie(struct handlers *h, struct http_response *r, const char *name,
+                       const char *value, uint32_t max_age) {
+    add_header(r, "Set-Cookie: %s=%s; Path=/; Max-Age=%u; HttpOnly; SameSite=Strict%s\r\n", name,
+               value, max_age, h->lim.cookie_secure ? "; Secure" : "");
+}
+
+static void redirect(struct handlers *h, struct http_response *r, const char *to) {
+    r->status = 303;
+    buf_reset(&r->body);
+    r->content_type = "text/plain; charset=utf-8";
+    add_header(r, "Location: %s%s\r\n", h->lim.site_path, to);
+    buf_append_str(&r->body, "See ");
+    buf_append_str(&r->body, h->lim.site_path);
+    buf_append_str(&r->body, to);
+    buf_append_char(&r->body, '\n');
+}
+
+/* The page's variables: base and the caller's; missing ones render empty. */
+static void render(struct handlers *h, struct http_response *r, uint16_t status,
+                   enum site_page page, struct html_var *vars, size_t n) {
+    struct html_var all[16];
+    size_t k = 0;
+    all[k++] = html_var_str("base", h->lim.site_path);
+    for (size_t i = 0; i < n && k < 16; i++)
+        all[k++] = vars[i];
+    r->status = status;
+    r->no_body = false;
+    buf_reset(&r->body);
+    r->content_type = "text/html; charset=utf-8";
+    buf_append(&r->headers, page_headers, page_headers_len);
+    site_page_render(&r->body, page, all, k);
+}
+
+/* A failure: JSON error, or the page again with the reason. */
+static void fail(struct handlers *h, struct http_response *r, bool json, uint8_t page, enum err e,
+                 const char *field, const char *msg, const char *name, const char *csrf) {
+    if (json) {
+        http_response_error(r, e, field, msg);
+        return;
+    }
+    char min[16];
+    snprintf(min, sizeof min, "%u", h->lim.password_min_bytes);
+    struct html_var v[] = {html_var_str("error", msg),
+                           html_var_str("username", name),
+                           html_var_str("csrf", csrf),
+                           html_var_str("password_min", min),
+                           html_var_str("title", "Something went wrong"),
+                           html_var_str("message", msg)};
+    enum site_page sp = page == P_REGISTER_POST ? SITE_REGISTER
+                        : page == P_SIGNIN_POST ? SITE_SIGNIN
+                        : page == P_KEY_POST    ? SITE_USER_API
+                        : page == P_REVOKE_POST ? SITE_USER_API
+                                                : SITE_MESSAGE;
+    if (sp == SITE_USER_API) sp = SITE_MESSAGE; /* no session data here: a plain message */
+    render(h, r, (uint16_t)err_status(e), sp, v, sizeof v / sizeof v[0]);
+}
+
+/* The client address for throttling: the peer, or behind a trusted proxy the forwarded one. */
+static bool in_net(const struct proxy_net *n, uint8_t family, const uint8_t *a) {
+    if (n->family != family) return false;
+    unsigned full = n->bits / 8, rest = n->bits % 8;
+    if (memcmp(n->addr, a, full) != 0) return false;
+    if (!rest) return true;
+    uint8_t mask = (uint8_t)(0xff << (8 - rest));
+    return (n->addr[full] & mask) == (a[full] & mask);
+}
+
+static bool trusted(const struct handlers *h, uint8_t family, const uint8_t *a) {
+    for (uint32_t i = 0; i < h->nproxies; i++)
+        if (in_net(&h->proxies[i], family, a)) return true;
+    return false;
+}
+
+static size_t client_addr(const struct handlers *h, const struct http_request *req,
+                          uint8_t out[17]) {
+    out[0] = req->peer.family;
+    memcpy(out + 1, req->peer.addr, 16);
+    if (!req->peer.family || !trusted(h, req->peer.family, req->peer.addr)) return 17;
+    /* Rightmost first: each proxy appends the address it got the request from. */
+    struct slice x = http_request_field(req, HF_FORWARDED_FOR);
+    const char *end = x.ptr + x.len;
+    while (end > x.ptr) {
+        const char *start = end;
+        while (start > x.ptr && start[-1] != ',')
+            start--;
+        const char *a = start, *b = end;
+        while (a < b && (*a == ' ' || *a == '\t'))
+            a++;
+        while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
+            b--;
+        char tmp[64];
+        uint8_t addr[16];
+        uint8_t fam = 0;
+        if ((size_t)(b - a) < sizeof tmp) {
+            memcpy(tmp, a, (size_t)(b - a));
+            tmp[b - a] = 0;
+            if (inet_pton(AF_INET, tmp, addr) == 1)
+                fam = 4;
+            else if (inet_pton(AF_INET6, tmp, addr) == 1)
+                fam = 6;
+        }
+        if (!fam) break; /* garbage: the last proxy's peer is all we know */
+        memset(out + 1, 0, 16);
+        out[0] = fam;
+        memcpy(out + 1, addr, fam == 4 ? 4 : 16);
+        if (!trusted(h, fam, addr)) break;
+        end = start > x.ptr ? start - 1 : x.ptr;
+    }
+    return 17;
+}
+
+/* ---- sessions ---- */
+
+/* The session of the request's cookie, if valid. */
+static bool session_get(struct handlers *h, const struct http_request *req, struct session *s) {
+    struct slice c = cookie(req, COOKIE_SESSION);
+    const char *colon = memchr(c.ptr, ':', c.len);
+    if (!colon) return false;
+    struct slice name = {c.ptr, (size_t)(colon - c.ptr)};
+    struct slice tok = {colon + 1, c.len - name.len - 1};
+    if (tok.len != TOKEN_CHARS || name.len == 0 || name.len > 64) return false;
+    const struct record *u = index_user_by_name(&h->db->index, name.ptr, name.len);
+    if (!u) return false;
+    uint8_t hash[AUTH_HASH_BYTES];
+    auth_hash_key(tok.ptr, tok.len, hash);
+    const struct id_list *l = index_owned(&h->db->index, u->id, REC_SESSION);
+    uint64_t now = (uint64_t)time(NULL);
+    for (uint32_t i = 0; i < l->len; i++) {
+        const struct record *ses = index_get(&h->db->index, l->ids[i]);
+        if (!ses || ses->v[SESSION_TOKEN_HASH].s.len != AUTH_HASH_BYTES) continue;
+        if (sodium_memcmp(ses->v[SESSION_TOKEN_HASH].s.ptr, hash, AUTH_HASH_BYTES) != 0) continue;
+        if (ses->v[SESSION_EXPIRES].i <= now) return false;
+        s->user_id = u->id;
+        s->session_id = ses->id;
+        snprintf(s->name, sizeof s->name, "%.*s", (int)u->v[USER_NAME].s.len,
+                 u->v[USER_NAME].s.ptr);
+        snprintf(s->csrf, sizeof s->csrf, "%.*s", (int)ses->v[SESSION_CSRF].s.len,
+                 ses->v[SESSION_CSRF].s.ptr);
+        s->has_key = u->v[USER_KEY_HASH].s.len == AUTH_HASH_BYTES;
+        return true;
+    }
+    return false;
+}
+
+/*
+ * Starts a session for user u: the record, and the cookie in r. Ends the
+ * user's expired sessions and, beyond SESSIONS_PER_USER, the oldest.
+ * Returns the LSN to wait for, or 0 after answering 503 (no id).
+ */
+static uint64_t session_start(struct handlers *h, struct http_response *r, uint64_t user_id,
+                              const char *name) {
+    uint64_t now = (uint64_t)time(NULL), lsn = 0;
+    const struct id_list *l = index_owned(&h->db->index, user_id, REC_SESSION);
+    /* Collect first: deleting changes the list. */
+    uint64_t old[64];
+    uint32_t nold = 0, live = 0;
+    for (uint32_t i = 0; i < l->len && nold < 64; i++) {
+        const struct record *ses = index_get(&h->db->index, l->ids[i]);
+        if (ses && ses->v[SESSION_EXPIRES].i > now)
+            live++;
+        else
+            old[nold++] = l->ids[i];
+    }
+    for (uint32_t i = 0; i < l->len && live >= SESSIONS_PER_USER && nold < 64; i++) {
+        const struct record *ses = index_get(&h->db->index, l->ids[i]);
+        if (ses && ses->v[SESSION_EXPIRES].i > now) {
+            old[nold++] = l->ids[i]; /* ids ascend: the oldest first */
+            live--;
+        }
+    }
+    for (uint32_t i = 0; i < nold; i++)
+        lsn = db_delete(h->db, old[i]);
+    uint64_t id;
+    if (db_take_id(h->db, &id) < 0) {
+        http_response_error(r, ERR_UNAVAILABLE, NULL, "no id for a new session; retry");
+        r->extra = hdr_retry_after;
+        return 0;
+    }
+    char token[TOKEN_CHARS + 1], csrf[TOKEN_CHARS + 1];
+    new_token(token);
+    new_token(csrf);
+    uint8_t hash[AUTH_HASH_BYTES];
+    auth_hash_key(token, TOKEN_CHARS, hash);
+    union value v[RECORD_MAX_FIELDS];
+    record_defaults(&record_session, v);
+    v[SESSION_TOKEN_HASH].s.ptr = (const char *)hash;
+    v[SESSION_TOKEN_HASH].s.len = AUTH_HASH_BYTES;
+    v[SESSION_EXPIRES].i = now + h->lim.session_ttl_s;
+    v[SESSION_CSRF].s.ptr = csrf;
+    v[SESSION_CSRF].s.len = TOKEN_CHARS;
+    lsn = db_put(h->db, record_build(&record_session, id, user_id, v));
+    char value[68 + TOKEN_CHARS + 2];
+    snprintf(value, sizeof value, "%s:%s", name, token);
+    set_cookie(h, r, COOKIE_SESSION, value, h->lim.session_ttl_s);
+    sodium_memzero(token, sizeof token);
+    return lsn;
+}
+
+static struct slice field(const struct req_state *st, int i) {
+    struct slice s;
+    if (!form_get(&st->body.form, (size_t)i, &s)) return (struct slice){"", 0};
+    return s;
+}
+
+/* ---- the threadpool's answers ---- */
+
+static void job_done(struct pwhash_job *pj);
+
+/* Queues the hash or verification; answers 503 when the queue is full. */
+static void submit(struct handlers *h, struct req_state *st, struct http_request *req,
+                   struct http_response *r, bool verify, const char *hash) {
+    struct site_job *j = xcalloc(1, sizeof *j);
+    j->h = h;
+    j->page = st->page;
+    j->json = st->json;
+    struct slice name = field(st, F_USERNAME), pw = field(st, F_PASSWORD);
+    snprintf(j->name, sizeof j->name, "%.*s", (int)name.len, name.ptr);
+    memcpy(j->job.password, pw.ptr, pw.len);
+    j->job.password[pw.len] = 0;
+    j->job.verify = verify;
+    if (verify) snprintf(j->job.hash, sizeof j->job.hash, "%s", hash);
+    j->job.done = job_done;
+    j->addr_len = client_addr(h, req, j->addr);
+    if (pwhash_submit(&h->pw, &j->job) < 0) {
+        sodium_memzero(j, sizeof *j);
+        free(j);
+        fail(h, r, st->json, st->page, ERR_UNAVAILABLE, NULL,
+             "too many sign-ins and registrations at once; retry in a second",
+             field(st, F_USERNAME).ptr, field(st, F_CSRF).ptr);
+        r->extra = hdr_retry_after;
+        return;
+    }
+    j->ticket = server_defer(h->srv, r);
+}
+
+static void answer_account(struct handlers *h, struct http_response *r, bool json, uint16_t status,
+                           const struct record *u) {
+    if (!json) {
+        redirect(h, r, "/user/api");
+        return;
+    }
+    reply_ok_open(r);
+    r->status = status;
+    buf_append_str(&r->body, "{\"Username\":");
+    json_write_string(&r->body, u->v[USER_NAME].s.ptr, u->v[USER_NAME].s.len);
+    buf_append_str(&r->body, ",\"UserID\":");
+    buf_append_u64(&r->body, u->id);
+    buf_append_str(&r->body, "}}");
+}
+
+static void finish_register(struct site_job *j, struct http_response *r) {
+    struct handlers *h = j->h;
+    if (j->job.result < 0) {
+        fail(h, r, j->json, j->page, ERR_INTERNAL, NULL, "the password could not be hashed",
+             j->name, "");
+        return;
+    }
+    if (index_user_by_name(&h->db->index, j->name, strlen(j->name))) {
+        /* Taken while the password was being hashed. */
+        fail(h, r, j->json, j->page, ERR_CONFLICT, "username", "this username is taken", j->name,
+             "");
+        return;
+    }
+    if (reply_if_storage_failing(h, r)) return;
+    uint64_t id;
+    if (db_take_id(h->db, &id) < 0) {
+        http_response_error(r, ERR_UNAVAILABLE, NULL, "no id for a new user; retry");
+        r->extra = hdr_retry_after;
+        return;
+    }
+    db_put_account(h->db, id, (struct slice){j->name, strlen(j->name)}, (struct slice){"", 0},
+                   (struct slice){j->job.hash, strlen(j->job.hash)});
+    uint64_t lsn = session_start(h, r, id, j->name);
+    if (!lsn) return;
+    LOG(LOG_INFO, "account: registered user %s (id %llu)", j->name, (unsigned long long)id);
+    answer_account(h, r, j->json, 201, db_get(h->db, id));
+    r->lsn = lsn;
+}
+
+static void finish_signin(struct site_job *j, struct http_response *r) {
+    struct handlers *h = j->h;
+    const struct record *u = index_user_by_name(&h->db->index, j->name, strlen(j->name));
+    bool ok = j->job.result == 0 && u && u->v[USER_PASSWORD_HASH].s.len > 0 &&
+              u->v[USER_PASSWORD_HASH].s.len == strlen(j->job.hash) &&
+              memcmp(u->v[USER_PASSWORD_HASH].s.ptr, j->job.hash, strlen(j->job.hash)) == 0;
+    uint64_t now = uv_now(h->db->loop);
+    if (!ok) {
+        throttle_fail(&h->by_name, j->name, strlen(j->name), now);
+        throttle_fail(&h->by_addr, j->addr, j->addr_len, now);
+        fail(h, r, j->json, j->page, ERR_UNAUTHORIZED, NULL, "wrong username or password", j->name,
+             "");
+        return;
+    }
+    throttle_success(&h->by_name, j->name, strlen(j->name));
+    if (reply_if_storage_failing(h, r)) return;
+    uint64_t lsn = session_start(h, r, u->id, j->name);
+    if (!lsn) return;
+    answer_account(h, r, j->json, 200, db_get(h->db, u->id));
+    r->lsn = lsn;
+}
+
+static void job_done(struct pwhash_job *pj) {
+    struct site_job *j = (struct site_job *)pj;
+    /* After shutdown (srv NULL) nobody waits for the answer any more. */
+    struct http_response *r = j->h->srv ? server_deferred(j->h->srv, j->ticket) : NULL;
+    if (r) {
+        if (j->page == P_REGISTER_POST)
+            finish_register(j, r);
+        else
+            finish_signin(j, r);
+        if (r->lsn < db_visible_lsn(j->h->db)) r->lsn = db_visible_lsn(j->h->db);
+        server_deferred_done(j->h->srv, j->ticket);
+    }
+    sodium_memzero(j, sizeof *j);
+    free(j);
+}
+
+/* ---- pages ---- */
+
+/* Pages before sign-in carry a CSRF token that must match a cookie (double submit). */
+static void page_with_csrf(struct handlers *h, const struct http_request *req,
+                           struct http_response *r, enum site_page page) {
+    char csrf[TOKEN_CHARS + 1];
+    struct slice have = cookie(req, COOKIE_CSRF);
+    bool reuse = have.len == TOKEN_CHARS;
+    for (size_t i = 0; reuse && i < have.len; i++) {
+        char c = have.ptr[i];
+        reuse = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                c == '-' || c == '_';
+    }
+    if (reuse) {
+        memcpy(csrf, have.ptr, TOKEN_CHARS);
+        csrf[TOKEN_CHARS] = 0;
+    } else {
+        new_token(csrf);
+    }
+    char min[16];
+    snprintf(min, sizeof min, "%u", h->lim.password_min_bytes);
+    struct html_var v[] = {html_var_str("csrf", csrf), html_var_str("password_min", min)};
+    render(h, r, 200, page, v, 2);
+    if (!reuse) set_cookie(h, r, COOKIE_CSRF, csrf, 86400);
+}
+
+static void user_api_page(struct handlers *h, const struct http_request *req,
+                          struct http_response *r, const struct session *s, const char *key,
+                          const char *notice) {
+    char id[24], url[320];
+    snprintf(id, sizeof id, "%llu", (unsigned long long)s->user_id);
+    struct slice host = http_request_field(req, HF_HOST);
+    snprintf(url, sizeof url, "http://%.*s%s", (int)(host.len < 255 ? host.len : 255), host.ptr,
+             h->lim.base_path);
+    struct html_var v[] = {
+        html_var_str("csrf", s->csrf), html_var_str("username", s->name),
+        html_var_str("user_id", id),   html_var_str("api_key", key),
+        html_var_str("api_url", url),  html_var_str("has_key", (s->has_key || key) ? "1" : ""),
+        html_var_str("notice", notice)};
+    render(h, r, 200, SITE_USER_API, v, sizeof v / sizeof v[0]);
+}
+
+static void not_signed_in(struct handlers *h, struct http_response *r, bool json) {
+    if (json) {
+        http_response_error(r, ERR_UNAUTHORIZED, NULL, "sign in first");
+        return;
+    }
+    redirect(h, r, "/signin");
+}
+
+bool site_headers(struct handlers *h, struct req_state *st, struct http_request *req,
+                  struct http_response *r, enum server_headers_result *res) {
+    if (!h->lim.site) return false;
+    bool ok;
+    struct slice rel = site_rel(h, req->path, &ok);
+    if (!ok) return false;
+    int found = -1;
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (slice_eq(rel, routes[i].path, strlen(routes[i].path))) found = (int)i;
+    if (found < 0) return false;
+    st->json = wants_json(req);
+    *res = SERVER_ANSWERED;
+    uint8_t m = req->method;
+    uint8_t pg = (m == HTTP_GET || m == HTTP_HEAD) ? routes[found].get
+                 : m == HTTP_POST                  ? routes[found].post
+                                                   : 0;
+    if (!pg) {
+        http_response_error(r, ERR_METHOD_NOT_ALLOWED, NULL, NULL);
+        r->extra = !routes[found].get    ? "Allow: POST\r\n"
+                   : !routes[found].post ? "Allow: GET, HEAD\r\n"
+                                         : "Allow: GET, HEAD, POST\r\n";
+        return true;
+    }
+    st->page = (uint8_t)(pg - 1);
+    if (st->page == P_REGISTER_POST || st->page == P_SIGNIN_POST || st->page == P_SIGNOUT ||
+        st->page == P_KEY_POST || st->page == P_REVOKE_POST) {
+        if (!account_body_begin(&st->body, req, r, fields, sizeof fields / sizeof fields[0]))
+            return true;
+        if (st->body.kind == BODY_JSON) st->json = true;
+        *res = SERVER_READ_BODY;
+        return true;
+    }
+    *res = SERVER_READ_BODY; /* GET: answered at completion, from the index as it is then */
+    return true;
+}
+
+/* A form post's CSRF token is right (the JSON variant needs none). */
+static bool csrf_ok(const struct req_state *st, const struct http_request *req,
+                    const struct session *s) {
+    if (st->body.kind == BODY_JSON) return true;
+    struct slice got = field(st, F_CSRF);
+    if (s) return token_eq(got, s->csrf);
+    struct slice want = cookie(req, COOKIE_CSRF);
+    char w[TOKEN_CHARS + 1];
+    if (want.len != TOKEN_CHARS) return false;
+    memcpy(w, want.ptr, TOKEN_CHARS);
+    w[TOKEN_CHARS] = 0;
+    return token_eq(got, w);
+}
+
+static void do_register(struct handlers *h, struct req_state *st, struct http_request *req,
+                        struct http_response *r) {
+    struct slice name = field(st, F_USERNAME), pw = field(st, F_PASSWORD),
+                 confirm = field(st, F_CONFIRM), csrf = field(st, F_CSRF);
+    const char *why = auth_check_username(name.ptr);
+    if (why) {
+        fail(h, r, st->json, st->page, ERR_INVALID_FIELD, "username", why, name.ptr, csrf.ptr);
+        return;
+    }
+    char msg[128];
+    if (pw.len < h->lim.password_min_bytes) {
+        snprintf(msg, sizeof msg, "the password must have at least %u characters",
+                 h->lim.password_min_bytes);
+        fail(h, r, st->json, st->page, ERR_INVALID_FIELD, "password", msg, name.ptr, csrf.ptr);
+        return;
+    }
+    bool confirm_given = form_get(&st->body.form, F_CONFIRM, &confirm);
+    if ((!st->json || confirm_given) &&
+        (confirm.len != pw.len || memcmp(confirm.ptr, pw.ptr, pw.len) != 0)) {
+        fail(h, r, st->json, st->page, ERR_INVALID_FIELD, "password_confirm",
+             "the two passwords differ", name.ptr, csrf.ptr);
+        return;
+    }
+    if (index_user_by_name(&h->db->index, name.ptr, name.len)) {
+        fail(h, r, st->json, st->page, ERR_CONFLICT, "username", "this username is taken", name.ptr,
+             csrf.ptr);
+        return;
+    }
+    if (reply_if_storage_failing(h, r)) return;
+    submit(h, st, req, r, false, NULL);
+}
+
+static void do_signin(struct handlers *h, struct req_state *st, struct http_request *req,
+                      struct http_response *r) {
+    struct slice name = field(st, F_USERNAME), csrf = field(st, F_CSRF);
+    uint64_t now = uv_now(h->db->loop);
+    uint8_t addr[17];
+    size_t alen = client_addr(h, req, addr);
+    uint32_t wait_name = throttle_check(&h->by_name, name.ptr, name.len, now);
+    uint32_t wait_addr = throttle_check(&h->by_addr, addr, alen, now);
+    uint32_t wait = wait_name > wait_addr ? wait_name : wait_addr;
+    if (wait) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "too many failed sign-ins; retry in %u seconds", wait);
+        fail(h, r, st->json, st->page, ERR_TOO_MANY, NULL, msg, name.ptr, csrf.ptr);
+        add_header(r, "Retry-After: %u\r\n", wait);
+        return;
+    }
+    const struct record *u = index_user_by_name(&h->db->index, name.ptr, name.len);
+    const char *hash = decoy_hash;
+    if (u && u->v[USER_PASSWORD_HASH].s.len > 0 &&
+        u->v[USER_PASSWORD_HASH].s.len < crypto_pwhash_STRBYTES)
+        hash = NULL;
+    char stored[crypto_pwhash_STRBYTES];
+    if (!hash) {
+        memcpy(stored, u->v[USER_PASSWORD_HASH].s.ptr, u->v[USER_PASSWORD_HASH].s.len);
+        stored[u->v[USER_PASSWORD_HASH].s.len] = 0;
+        hash = stored;
+    }
+    submit(h, st, req, r, true, hash);
+}
+
+/* The form posts (and their JSON variants); s: the session, if signed in. */
+static void site_post(struct handlers *h, struct req_state *st, struct http_request *req,
+                      struct http_response *r, const struct session *s) {
+    bool needs_session =
+        st->page == P_SIGNOUT || st->page == P_KEY_POST || st->page == P_REVOKE_POST;
+    if (needs_session && !s) {
+        if (st->page == P_SIGNOUT) {
+            /* Signed out already: say so the same way. */
+            set_cookie(h, r, COOKIE_SESSION, "", 0);
+            if (st->json)
+                reply_no_content(r);
+            else
+                redirect(h, r, "/signin");
+            return;
+        }
+        not_signed_in(h, r, st->json);
+        return;
+    }
+    if (!csrf_ok(st, req, needs_session ? s : NULL)) {
+        fail(h, r, st->json, st->page, ERR_CSRF, "csrf", err_message(ERR_CSRF),
+             field(st, F_USERNAME).ptr, "");
+        return;
+    }
+    switch (st->page) {
+    case P_REGISTER_POST:
+        do_register(h, st, req, r);
+        return;
+    case P_SIGNIN_POST:
+        do_signin(h, st, req, r);
+        return;
+    case P_SIGNOUT:
+        if (reply_if_storage_failing(h, r)) return;
+        r->lsn = db_delete(h->db, s->session_id);
+        set_cookie(h, r, COOKIE_SESSION, "", 0);
+        if (st->json)
+            reply_no_content(r);
+        else
+            redirect(h, r, "/signin");
+        return;
+    case P_KEY_POST: {
+        if (reply_if_storage_failing(h, r)) return;
+        char key[AUTH_KEY_CHARS + 1];
+        auth_new_key(key);
+        r->lsn = db_put_user(h->db, s->user_id, s->name, key);
+        LOG(LOG_INFO, "account: user %s issued a new API key", s->name);
+        if (st->json) {
+            reply_ok_open(r);
+            buf_append_str(&r->body, "{\"Username\":");
+            json_write_string(&r->body, s->name, strlen(s->name));
+            buf_append_str(&r->body, ",\"UserID\":");
+            buf_append_u64(&r->body, s->user_id);
+            buf_append_str(&r->body, ",\"APIKey\":\"");
+            buf_append_str(&r->body, key);
+            buf_append_str(&r->body, "\"}}");
+        } else {
+            user_api_page(h, req, r, s, key,
+                          "Your new API key is below. Copy it now: it is shown only once.");
+        }
+        sodium_memzero(key, sizeof key);
+        return;
+    }
+    case P_REVOKE_POST: {
+        if (reply_if_storage_failing(h, r)) return;
+        const struct record *u = db_get(h->db, s->user_id);
+        r->lsn = db_put_account(
+            h->db, s->user_id, (struct slice){s->name, strlen(s->name)}, (struct slice){"", 0},
+            (struct slice){u->v[USER_PASSWORD_HASH].s.ptr, u->v[USER_PASSWORD_HASH].s.len});
+        LOG(LOG_INFO, "account: user %s revoked its API key", s->name);
+        if (st->json)
+            reply_no_content(r);
+        else
+            redirect(h, r, "/user/api");
+        return;
+    }
+    default:
+        http_response_error(r, ERR_INTERNAL, NULL, NULL);
+    }
+}
+
+void site_complete(struct handlers *h, struct req_state *st, struct http_request *req,
+                   struct http_response *r) {
+    if (st->body.kind != BODY_NONE && !account_body_finish(&st->body, r)) {
+        if (!st->json) {
+            struct slice msg = {NULL, 0};
+            (void)msg;
+            fail(h, r, false, st->page, ERR_INVALID_FIELD, NULL, st->body.form.err_msg,
+                 field(st, F_USERNAME).ptr, field(st, F_CSRF).ptr);
+        }
+        return;
+    }
+    struct session s;
+    bool signed_in = session_get(h, req, &s);
+    switch (st->page) {
+    case P_REGISTER_GET:
+        page_with_csrf(h, req, r, SITE_REGISTER);
+        return;
+    case P_SIGNIN_GET:
+        page_with_csrf(h, req, r, SITE_SIGNIN);
+        return;
+    case P_USER_API_GET:
+        if (!signed_in) {
+            not_signed_in(h, r, st->json);
+        } else if (st->json) {
+            reply_ok_open(r);
+            buf_append_str(&r->body, "{\"Username\":");
+            json_write_string(&r->body, s.name, strlen(s.name));
+            buf_append_str(&r->body, ",\"UserID\":");
+            buf_append_u64(&r->body, s.user_id);
+            buf_append_str(&r->body, s.has_key ? ",\"HasKey\":true}}" : ",\"HasKey\":false}}");
+        } else {
+            user_api_page(h, req, r, &s, NULL, NULL);
+        }
+        return;
+    default:
+        break;
+    }
+    site_post(h, st, req, r, signed_in ? &s : NULL);
+}
