@@ -61,6 +61,17 @@ static const char *take_flag(int *argc, char **argv, int first, const char *name
     return NULL;
 }
 
+/* Runs command cmd on the opened app; returns the exit status. */
+static int run(struct app *app, const char *cmd, int npos, const char **pos,
+               const char *export_user) {
+    if (!strcmp(cmd, "serve")) return app_serve(app);
+    if (!strcmp(cmd, "user")) return cli_user(&app->db, npos, pos);
+    if (!strcmp(cmd, "export")) return cli_export(&app->db, export_user);
+    if (!strcmp(cmd, "import")) return cli_import(&app->db);
+    if (!strcmp(cmd, "admin")) return cli_admin_token(&app->db, pos[1]);
+    return cli_compact(&app->db, &app->cfg);
+}
+
 int main(int argc, char **argv) {
     int first = 1;
     const char *cmd = "serve";
@@ -145,18 +156,9 @@ int main(int argc, char **argv) {
     int status = 0;
     if (app_open(&app, &loop, &cfg) < 0) {
         status = 1;
-    } else if (store_faults_rearm(), !strcmp(cmd, "serve")) { /* test hooks count from here */
-        status = app_serve(&app);
-    } else if (!strcmp(cmd, "user")) {
-        status = cli_user(&app.db, npos, pos);
-    } else if (!strcmp(cmd, "export")) {
-        status = cli_export(&app.db, export_user);
-    } else if (!strcmp(cmd, "import")) {
-        status = cli_import(&app.db);
-    } else if (!strcmp(cmd, "admin")) {
-        status = cli_admin_token(&app.db, pos[1]);
     } else {
-        status = cli_compact(&app.db, &cfg);
+        store_faults_rearm(); /* test hooks count from here */
+        status = run(&app, cmd, npos, pos, export_user);
     }
     /* Records that could not be written at the end make the exit status say so. */
     if (app_close(&app) < 0 && status == 0) status = 1;
