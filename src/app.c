@@ -44,7 +44,7 @@ int app_open(struct app *a, uv_loop_t *loop, const struct config *cfg) {
                             .metrics = &a->metrics};
     char msg[512];
     uint64_t t0 = uv_hrtime();
-    if (db_open(&a->db, loop, cfg->data_dir, &so, msg, sizeof msg) < 0) {
+    if (db_open(&a->db, loop, cfg->data_dir, &so, cfg->node_id, msg, sizeof msg) < 0) {
         fprintf(stderr, "eventd: %s\n", msg);
         return -1;
     }

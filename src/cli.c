@@ -4,11 +4,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "auth.h"
+#include "crc32c.h"
 #include "log.h"
+#include "logfile.h"
 
 static int save(struct db *db) {
     int rc = store_flush_sync(&db->store);
@@ -41,14 +44,36 @@ static void list_users(const struct db *db) {
     }
 }
 
+/* The kinds a user owns, in the order export writes them: events after what they link,
+ * sessions too (a moved user stays signed in). */
+static const uint8_t owned_kinds[] = {REC_THEME, REC_ADDRESS, REC_EVENT, REC_SESSION};
+
+/* Deletes every record user uid owns (events first, so links go with them). Returns the count. */
+static size_t purge_records(struct db *db, uint64_t uid) {
+    size_t n = 0;
+    for (int k = (int)sizeof owned_kinds - 1; k >= 0; k--) {
+        /* Each delete shrinks the list (asked for again each time): take from its end, at
+         * most its first length of times. */
+        uint32_t left = index_owned(&db->index, uid, owned_kinds[k])->len;
+        for (; left > 0; left--, n++) {
+            const struct id_list *l = index_owned(&db->index, uid, owned_kinds[k]);
+            if (!l->len) break;
+            db_delete(db, l->ids[l->len - 1]);
+        }
+    }
+    return n;
+}
+
 int cli_user(struct db *db, int npos, const char **pos) {
     const char *verb = npos > 0 ? pos[0] : "";
     if (!strcmp(verb, "list") && npos == 1) {
         list_users(db);
         return 0;
     }
-    if (npos != 2 || (strcmp(verb, "add") && strcmp(verb, "rotate") && strcmp(verb, "remove"))) {
-        fprintf(stderr, "eventd: usage: eventd user add|rotate|remove NAME, or eventd user list\n");
+    if (npos != 2 || (strcmp(verb, "add") && strcmp(verb, "rotate") && strcmp(verb, "remove") &&
+                      strcmp(verb, "purge"))) {
+        fprintf(stderr,
+                "eventd: usage: eventd user add|rotate|remove|purge NAME, or eventd user list\n");
         return 2;
     }
     const char *name = pos[1];
@@ -65,6 +90,14 @@ int cli_user(struct db *db, int npos, const char **pos) {
     if (strcmp(verb, "add") && !u) {
         fprintf(stderr, "eventd: no user '%s'\n", name);
         return 1;
+    }
+    if (!strcmp(verb, "purge")) {
+        uint64_t uid = u->id;
+        size_t n = purge_records(db, uid);
+        db_delete(db, uid);
+        if (save(db) < 0) return 1;
+        printf("removed user %s and %zu records\n", name, n);
+        return 0;
     }
     if (!strcmp(verb, "remove")) {
         /* Its site sessions go with it. */
@@ -177,4 +210,145 @@ void cli_demo_user(struct db *db, const struct config *cfg, const char *bound) {
         }
     }
     fflush(stdout);
+}
+
+/* ---- export and import ---- */
+
+/* Appends one frame holding r to out. */
+static void put_frame(struct buf *out, struct buf *scratch, const struct record *r) {
+    buf_reset(scratch);
+    record_encode(r, scratch);
+    uint8_t *p = (uint8_t *)buf_reserve(out, STORE_FRAME_HEADER_SIZE + scratch->len);
+    logfile_frame_put(p, r->type, scratch->ptr, scratch->len);
+    buf_commit(out, STORE_FRAME_HEADER_SIZE + scratch->len);
+}
+
+int cli_export(struct db *db, const char *name) {
+    const char *why = auth_check_username(name);
+    if (why) {
+        fprintf(stderr, "eventd: bad username '%s': %s\n", name, why);
+        return 2;
+    }
+    const struct record *u = index_user_by_name(&db->index, name, strlen(name));
+    if (!u) {
+        fprintf(stderr, "eventd: no user '%s'\n", name);
+        return 1;
+    }
+    if (isatty(STDOUT_FILENO)) {
+        fprintf(stderr, "eventd: the export is binary: redirect stdout to a file\n");
+        return 2;
+    }
+    struct buf out = BUF_INIT, scratch = BUF_INIT;
+    uint8_t head[STORE_HEADER_SIZE];
+    logfile_header_put(head);
+    buf_append(&out, head, sizeof head);
+    put_frame(&out, &scratch, u);
+    size_t count = 0;
+    for (size_t k = 0; k < sizeof owned_kinds; k++) {
+        const struct id_list *l = index_owned(&db->index, u->id, owned_kinds[k]);
+        for (uint32_t i = 0; i < l->len; i++, count++)
+            put_frame(&out, &scratch, db_get(db, l->ids[i]));
+    }
+    int rc = logfile_write_all(STDOUT_FILENO, out.ptr, out.len);
+    buf_destroy(&out);
+    buf_destroy(&scratch);
+    if (rc < 0) {
+        fprintf(stderr, "eventd: writing the export: %s\n", strerror(-rc));
+        return 1;
+    }
+    fprintf(stderr, "exported user %s (id %llu) and %zu records\n", name, (unsigned long long)u->id,
+            count);
+    return 0;
+}
+
+#define IMPORT_MAX_BYTES (1u << 30) /* an export is one user's records: far below this */
+
+/* Reads all of stdin into b. Returns 0, -EFBIG past IMPORT_MAX_BYTES, or -errno. */
+static int read_stdin(struct buf *b) {
+    for (;;) {
+        if (b->len > IMPORT_MAX_BYTES) return -EFBIG;
+        char *p = buf_reserve(b, 65536);
+        ssize_t n = read(STDIN_FILENO, p, 65536);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -errno;
+        if (n == 0) return 0;
+        buf_commit(b, (size_t)n);
+    }
+}
+
+/*
+ * Decodes an export into recs (records[0] the user). Returns NULL when
+ * fine, else the reason. Checks framing, checksums and ownership only.
+ */
+static const char *parse_export(const struct buf *in, struct record ***recs, size_t *n) {
+    const uint8_t *p = (const uint8_t *)in->ptr, *end = p + in->len;
+    if (in->len < STORE_HEADER_SIZE || memcmp(p, STORE_MAGIC, 8) ||
+        logfile_get_le32(p + 8) != STORE_VERSION)
+        return "is not an eventd export (bad header)";
+    size_t cap = 0;
+    for (p += STORE_HEADER_SIZE; p < end;) {
+        if ((size_t)(end - p) < STORE_FRAME_HEADER_SIZE) return "is cut short (a partial frame)";
+        uint32_t len = logfile_get_le32(p + 4);
+        if (len > STORE_MAX_PAYLOAD || (size_t)(end - p) - STORE_FRAME_HEADER_SIZE < len)
+            return "is cut short (a partial frame)";
+        if (crc32c(0, p + 4, 5 + (size_t)len) != logfile_get_le32(p))
+            return "is damaged (checksum)";
+        uint8_t type = p[8];
+        struct record *r = record_kind(type) ? record_decode(type, p + 9, len) : NULL;
+        if (!r) return "holds a frame that is not a record";
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 64;
+            *recs = xrealloc(*recs, cap * sizeof **recs);
+        }
+        (*recs)[(*n)++] = r;
+        if ((*n == 1) != (type == REC_USER)) return "does not start with its one user";
+        if (*n > 1 && r->user_id != (*recs)[0]->id) return "holds a record of another user";
+        p += STORE_FRAME_HEADER_SIZE + len;
+    }
+    return *n ? NULL : "holds no user";
+}
+
+int cli_import(struct db *db) {
+    struct buf in = BUF_INIT;
+    struct record **recs = NULL;
+    size_t n = 0, i;
+    int status = 1, rc = read_stdin(&in);
+    if (rc < 0) {
+        fprintf(stderr, "eventd: reading the export from stdin: %s\n", strerror(-rc));
+        goto done;
+    }
+    const char *why = parse_export(&in, &recs, &n);
+    if (why) {
+        fprintf(stderr, "eventd: the input %s; nothing was imported\n", why);
+        goto done;
+    }
+    const struct record *u = recs[0];
+    union value uname = record_get(u, USER_NAME);
+    const char *name = uname.s.ptr;
+    if (index_user_by_name(&db->index, name, uname.s.len)) {
+        fprintf(stderr, "eventd: user '%s' exists already here; nothing was imported\n", name);
+        goto done;
+    }
+    /* Ids are kept (they carry the node that made them, so they are unique across shards):
+     * any id already here means the export does not belong here. */
+    for (i = 0; i < n; i++) {
+        if (db_get(db, recs[i]->id)) {
+            fprintf(stderr, "eventd: id %llu exists already here; nothing was imported\n",
+                    (unsigned long long)recs[i]->id);
+            goto done;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        db_put(db, recs[i]);
+        recs[i] = NULL;
+    }
+    if (save(db) < 0) goto done;
+    printf("imported user %s (id %llu) and %zu records\n", name, (unsigned long long)u->id, n - 1);
+    status = 0;
+done:
+    for (i = 0; i < n; i++)
+        record_free(recs[i]);
+    free(recs);
+    buf_destroy(&in);
+    return status;
 }

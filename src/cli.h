@@ -11,8 +11,25 @@
 #include "config.h"
 #include "db.h"
 
-/* eventd user add|rotate|remove NAME, eventd user list: pos[0..npos) are the words after "user". */
+/*
+ * eventd user add|rotate|remove|purge NAME, eventd user list: pos[0..npos)
+ * are the words after "user". purge removes the user and every record it
+ * owns (after a move to another shard); remove keeps the records.
+ */
 int cli_user(struct db *db, int npos, const char **pos);
+/*
+ * eventd export --user NAME: writes the user and every record it owns to
+ * stdout in the log's own format (docs/STORAGE.md: the file header, then
+ * one frame per record, the user first, events last), for eventd import.
+ */
+int cli_export(struct db *db, const char *name);
+/*
+ * eventd import: reads an export from stdin and adds its records with
+ * their ids (ids carry their node, record.h, so they stay unique across
+ * shards). All or nothing: refused when the input is damaged, the user
+ * exists, or any id is taken here.
+ */
+int cli_import(struct db *db);
 /* eventd compact: rewrites the log to its live records. */
 int cli_compact(struct db *db, const struct config *cfg);
 /* eventd admin token NAME: a new admin API token, printed once. */

@@ -14,6 +14,7 @@ const struct config config_defaults = {
     .listen = "0.0.0.0:8080",
     .data_dir = "./data",
     .base_path = "/v2",
+    .node_id = 0,
     .max_header_bytes = 8192,
     .max_body_bytes = 1048576,
     .max_connections = 10000,
@@ -80,6 +81,8 @@ static const struct opt opts[] = {
     {"data", "EVENTD_DATA", OPT_STR, OFF(data_dir), 0, 0, "data directory (created if missing)"},
     {"base-path", "EVENTD_BASE_PATH", OPT_PATH, OFF(base_path), 0, 0,
      "path prefix of the API; {base_url} ends here"},
+    {"node-id", "EVENTD_NODE_ID", OPT_U32, OFF(node_id), 0, 1023, /* RECORD_NODE_MAX */
+     "shard number: ids carry it in their high bits; the data directory keeps it (0: unsharded)"},
     {"max-header-bytes", "EVENTD_MAX_HEADER_BYTES", OPT_U32, OFF(max_header_bytes), 256, 1 << 20,
      "request line + headers limit, bytes (431 above)"},
     {"max-body-bytes", "EVENTD_MAX_BODY_BYTES", OPT_U32, OFF(max_body_bytes), 0, 1 << 30,

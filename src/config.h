@@ -30,6 +30,7 @@ struct config {
     const char *listen; /* HOST:PORT */
     const char *data_dir;
     const char *base_path;     /* "/v2": clients point {base_url} here */
+    uint32_t node_id;          /* shard number (ids in its own range, record.h); 0: unsharded */
     uint32_t max_header_bytes; /* request line + headers, bytes */
     uint32_t max_body_bytes;   /* bytes */
     uint32_t max_connections;

@@ -98,11 +98,11 @@ static void ids_settle(struct db *db, int status) {
 }
 
 int db_take_id(struct db *db, uint64_t *id) {
-    uint64_t next = db->index.next_id;
-    if (next > RECORD_ID_MAX) return -ERANGE;
+    uint64_t next = db->index.next_id, end = db->index.id_max + 1;
+    if (next >= end) return -ERANGE;
     if (db->id_reserved < next + DB_ID_BLOCK / 2 && !db->id_frame_lsn) {
         uint64_t to = next + DB_ID_BLOCK;
-        reserve_ids(db, to > RECORD_ID_MAX + 1 ? RECORD_ID_MAX + 1 : to);
+        reserve_ids(db, to > end ? end : to);
     }
     /* In "always" the record's own sync covers the reservation before it is acknowledged. */
     uint64_t limit = db->store.opts.fsync == STORE_FSYNC_ALWAYS ? db->id_reserved : db->id_durable;
@@ -206,8 +206,41 @@ static int replay(struct db *db, char *msg, size_t msg_len) {
     return 0;
 }
 
+/*
+ * The node id check of db_open, after replay. A directory without a REC_NODE
+ * frame is node 0's; it may become node N only while it holds no data
+ * (fresh, or only id reservations), and then the frame goes first into the
+ * log, ahead of the reservation db_open syncs with it.
+ */
+static int check_node(struct db *db, const char *dir, uint32_t node, char *msg, size_t msg_len) {
+    struct index *ix = &db->index;
+    if (ix->node_recorded && ix->node_id == node) return 0;
+    if (ix->node_recorded) {
+        snprintf(msg, msg_len,
+                 "data directory %s belongs to node %u, not to --node-id %u: a shard's data "
+                 "never changes node (start it with --node-id %u, or move users with eventd "
+                 "export/import)",
+                 dir, ix->node_id, node, ix->node_id);
+        return -1;
+    }
+    if (node == 0) return 0;
+    if (ix->written) {
+        snprintf(msg, msg_len,
+                 "data directory %s holds data written without a node id (node 0, unsharded), "
+                 "not by --node-id %u: start it without --node-id, or move its users into a "
+                 "new shard with eventd export/import",
+                 dir, node);
+        return -1;
+    }
+    index_set_node(ix, node);
+    ix->node_recorded = true;
+    append_varint(db, REC_NODE, node, false);
+    LOG(LOG_INFO, "data directory %s recorded as node %u", dir, node);
+    return 0;
+}
+
 int db_open(struct db *db, uv_loop_t *loop, const char *dir, const struct store_opts *opts,
-            char *msg, size_t msg_len) {
+            uint32_t node_id, char *msg, size_t msg_len) {
     memset(db, 0, sizeof *db);
     db->loop = loop;
     index_init(&db->index);
@@ -226,9 +259,10 @@ int db_open(struct db *db, uv_loop_t *loop, const char *dir, const struct store_
     uv_idle_init(loop, &db->compact_idle);
     db->compact_idle.data = db;
     if (replay(db, msg, msg_len) < 0) return -1;
+    if (check_node(db, dir, node_id, msg, msg_len) < 0) return -1;
     /* Ids below what the log reserved may have been handed out before a crash. */
     db->id_reserved = db->id_durable = db->index.next_id;
-    if (db->index.next_id <= RECORD_ID_MAX) {
+    if (db->index.next_id <= db->index.id_max) {
         reserve_ids(db, db->index.next_id + DB_ID_BLOCK);
         rc = store_flush_sync(&db->store);
         if (rc < 0) {
@@ -278,6 +312,13 @@ static void on_compacted(struct store *s, int status) {
     compact_done(db, status);
 }
 
+static void snapshot(struct db *db, const struct record *r) {
+    if (!r) return;
+    buf_reset(&db->scratch);
+    record_encode(r, &db->scratch);
+    store_compact_add(&db->store, r->type, db->scratch.ptr, db->scratch.len);
+}
+
 /*
  * One slice per loop iteration, from an idle handle: between two slices the
  * loop polls for I/O (an idle handle makes that poll not block), so requests
@@ -289,15 +330,20 @@ static void compact_slice(uv_idle_t *h) {
     if (store_compact_backlog(&db->store) > COMPACT_MAX_BACKLOG) return; /* the disk is behind */
     uint64_t stop = db->compact_next + COMPACT_SLICE_IDS;
     if (stop > db->compact_end) stop = db->compact_end;
-    for (uint64_t id = db->compact_next; id < stop; id++) {
-        const struct record *r = index_get(&db->index, id);
-        if (!r) continue;
-        buf_reset(&db->scratch);
-        record_encode(r, &db->scratch);
-        store_compact_add(&db->store, r->type, db->scratch.ptr, db->scratch.len);
-    }
+    for (uint64_t id = db->compact_next; id < stop; id++)
+        snapshot(db, index_get(&db->index, id));
     db->compact_next = stop;
     if (stop < db->compact_end) return;
+    /* Then the records of other nodes (imported), by position in their sorted list,
+     * found again by id each slice since deletions between slices shift it. */
+    const struct id_list *f = &db->index.foreign;
+    uint32_t i = id_list_lower_bound(f, db->compact_foreign_next);
+    for (uint32_t n = 0; i < f->len && n < COMPACT_SLICE_IDS; i++, n++)
+        snapshot(db, index_get(&db->index, f->ids[i]));
+    if (i < f->len) {
+        db->compact_foreign_next = f->ids[i];
+        return;
+    }
     uv_idle_stop(&db->compact_idle);
     int rc = store_compact_commit(&db->store, on_compacted);
     if (rc < 0) {
@@ -318,11 +364,15 @@ int db_compact_start(struct db *db, db_compact_cb cb, void *ctx) {
     db->compact_ctx = ctx;
     LOG(LOG_INFO, "compaction started: log %llu bytes, live data about %llu bytes",
         (unsigned long long)db->store.file_size, (unsigned long long)db->index.live_bytes);
-    /* The id reservation first, so ids handed out or reserved are never handed out again. */
+    /* The node first (replay checks every later frame against it), then the id reservation,
+     * so ids handed out or reserved are never handed out again. */
+    if (db->index.node_recorded) append_varint(db, REC_NODE, db->index.node_id, true);
     uint64_t next = db->id_reserved > db->index.next_id ? db->id_reserved : db->index.next_id;
     append_varint(db, REC_NEXT_ID, next, true);
-    db->compact_next = 1;
+    /* This node's ids are dense from id_min; other nodes' are in the foreign list. */
+    db->compact_next = db->index.id_min;
     db->compact_end = db->index.next_id;
+    db->compact_foreign_next = 0;
     uv_idle_start(&db->compact_idle, compact_slice);
     return 0;
 }

@@ -17,6 +17,11 @@
  * a crash that lost acknowledged records in "interval" or "never" mode. A
  * clean close gives back the unused rest of the block.
  *
+ * A shard (node id N > 0) hands out ids of its own range only (record.h).
+ * The node id is recorded durably in the log (a REC_NODE frame, written by
+ * the first open under that node id, kept by compaction), and the
+ * directory refuses to open under any other node id.
+ *
  * Acknowledgements go up through db_ack_cb, which the assembly (app) wires
  * to the server: db knows nothing of connections.
  *
@@ -65,9 +70,10 @@ struct db {
     db_ack_cb on_ack;
     void *ack_ctx;
     /* compaction */
-    uv_idle_t compact_idle; /* drives the snapshot, one slice per loop iteration */
-    uint64_t compact_next;  /* next id to snapshot */
-    uint64_t compact_end;   /* ids below this are in the snapshot */
+    uv_idle_t compact_idle;        /* drives the snapshot, one slice per loop iteration */
+    uint64_t compact_next;         /* next id to snapshot */
+    uint64_t compact_end;          /* ids below this are in the snapshot */
+    uint64_t compact_foreign_next; /* then: next id of index.foreign to snapshot */
     bool compacting;
     int compact_status; /* outcome of the last compaction: 0 or -errno */
     uint64_t stats_compactions_ok, stats_compactions_failed; /* finished compactions */
@@ -78,11 +84,14 @@ struct db {
 
 /*
  * Opens the data directory (taking its lock), replays the log into the
- * index and reserves the first block of ids. Returns 0, or -1 after writing
- * the reason (naming the directory or the damaged offset) to msg.
+ * index, checks or records node_id (0: unsharded, else 1..RECORD_NODE_MAX)
+ * and reserves the first block of ids. A directory recorded under another
+ * node id, or one holding data of node 0 (no REC_NODE frame) opened as
+ * node N > 0, is refused. Returns 0, or -1 after writing the reason (naming
+ * the directory, the damaged offset or both node ids) to msg.
  */
 int db_open(struct db *db, uv_loop_t *loop, const char *dir, const struct store_opts *opts,
-            char *msg, size_t msg_len);
+            uint32_t node_id, char *msg, size_t msg_len);
 /*
  * Flushes (giving back unused reserved ids), closes the store and frees the
  * index; the loop must then run until the closed handles' callbacks ran.
@@ -99,9 +108,9 @@ static inline int db_writable(const struct db *db) {
 }
 
 /*
- * The next id for a new record. Returns 0, -ERANGE when the id space (2^53)
- * is used up, or -EAGAIN when the next reserved block is not yet on disk
- * (only on a disk slower than a block of creates: answer 503, retry).
+ * The next id for a new record. Returns 0, -ERANGE when the node's id space
+ * (2^43 ids for a shard, 2^53 unsharded) is used up, or -EAGAIN when the next reserved block is not
+ * yet on disk (only on a disk slower than a block of creates: answer 503, retry).
  */
 int db_take_id(struct db *db, uint64_t *id);
 

@@ -50,6 +50,8 @@ static inline size_t id_home(uint64_t h, uint64_t id, size_t mask) {
     return (size_t)(h + id % ID_RUN) & mask;
 }
 
+static bool foreign(const struct index *ix, uint64_t id);
+
 void index_init(struct index *ix) {
     memset(ix, 0, sizeof *ix);
     for (int i = 0; i < INDEX_SHARDS; i++) {
@@ -61,6 +63,8 @@ void index_init(struct index *ix) {
     ix->names_cap = 64;
     ix->names = xcalloc(ix->names_cap, sizeof *ix->names);
     ix->next_id = 1;
+    ix->id_min = record_node_id_min(0);
+    ix->id_max = record_node_id_max(0);
 }
 
 /* Runs body with r bound to each live record. */
@@ -84,6 +88,7 @@ void index_destroy(struct index *ix) {
             free(ix->owners[i].lists[k].ids);
     free(ix->owners);
     free(ix->names);
+    free(ix->foreign.ids);
     memset(ix, 0, sizeof *ix);
 }
 
@@ -375,6 +380,7 @@ struct record *index_swap(struct index *ix, struct record *r) {
         ix->count++;
         if (r->type == REC_EVENT) ix->events++;
         list_insert(&owner_get(ix, owner_key(r), true)->lists[r->type], r->id);
+        if (foreign(ix, r->id)) list_insert(&ix->foreign, r->id);
         if (sh->used * 4 >= sh->cap * 3) grow(ix, sh);
     }
     {
@@ -385,7 +391,7 @@ struct record *index_swap(struct index *ix, struct record *r) {
     }
     if (r->type == REC_EVENT) link_event(ix, r);
     if (r->type == REC_USER) name_insert(ix, r);
-    if (r->id >= ix->next_id) ix->next_id = r->id + 1;
+    if (r->id >= ix->next_id && r->id <= ix->id_max) ix->next_id = r->id + 1;
     return old;
 }
 
@@ -404,6 +410,7 @@ struct record *index_remove(struct index *ix, uint64_t id) {
     if (r->type == REC_USER) name_remove(ix, r);
     struct owner *o = owner_get(ix, owner_key(r), false);
     if (o) list_remove(&o->lists[r->type], r->id);
+    if (foreign(ix, id)) list_remove(&ix->foreign, id);
     {
         uint64_t size = record_size(r);
         ix->live_bytes -= size;
@@ -428,8 +435,24 @@ const struct id_list *index_owned(const struct index *ix, uint64_t user_id, uint
     return o && type <= REC_KIND_MAX ? &o->lists[type] : &empty;
 }
 
+static bool foreign(const struct index *ix, uint64_t id) {
+    return id < ix->id_min || id > ix->id_max;
+}
+
+void index_set_node(struct index *ix, uint32_t node) {
+    ix->node_id = node;
+    ix->id_min = record_node_id_min(node);
+    ix->id_max = record_node_id_max(node);
+    /* What node 0 reserved before (a fresh directory) says nothing about this range. */
+    if (ix->next_id < ix->id_min || ix->next_id > ix->id_max + 1) ix->next_id = ix->id_min;
+    if (ix->id_floor < ix->id_min || ix->id_floor > ix->id_max + 1) ix->id_floor = 0;
+    /* Normally empty here (the node frame comes first); a crafted log may differ. */
+    ix->foreign.len = 0;
+    EACH_RECORD(ix, r, if (foreign(ix, r->id)) list_insert(&ix->foreign, r->id));
+}
+
 uint64_t index_take_id(struct index *ix) {
-    if (ix->next_id > RECORD_ID_MAX) return 0;
+    if (ix->next_id > ix->id_max) return 0;
     return ix->next_id++;
 }
 
@@ -448,11 +471,19 @@ int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
     case REC_DELETE:
         if (varint_get(payload, len, &v) != len || v == 0 || v > RECORD_ID_MAX) return -1;
         index_delete(ix, v); /* absent is fine: a compacted log may hold the delete only */
-        if (v >= ix->next_id) ix->next_id = v + 1;
+        if (v >= ix->next_id && v <= ix->id_max) ix->next_id = v + 1;
+        ix->written = true;
         return 0;
     case REC_NEXT_ID:
         if (varint_get(payload, len, &v) != len || v == 0 || v > RECORD_ID_MAX + 1) return -1;
         ix->id_floor = v; /* the last one holds: a clean close gives back unused ids */
+        return 0;
+    case REC_NODE:
+        if (varint_get(payload, len, &v) != len || v == 0 || v > RECORD_NODE_MAX) return -1;
+        /* A directory belongs to one node: a second, different frame is damage. */
+        if (ix->node_recorded && v != ix->node_id) return -1;
+        index_set_node(ix, (uint32_t)v);
+        ix->node_recorded = true;
         return 0;
     default: {
         /* The id's table slot is a cache miss in a big table: ask for it now,
@@ -465,6 +496,7 @@ int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
         struct record *r = record_decode(type, payload, len);
         if (!r) return -1;
         index_put(ix, r);
+        ix->written = true;
         return 0;
     }
     }

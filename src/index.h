@@ -10,6 +10,7 @@
 #ifndef EVENTD_INDEX_H
 #define EVENTD_INDEX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,8 +58,14 @@ struct index {
     struct owner *owners; /* by user id, open addressing */
     size_t owners_cap;
     size_t owners_count;
-    uint64_t next_id;           /* above every id seen; never goes down */
-    uint64_t id_floor;          /* replay: the last REC_NEXT_ID frame (ids below it may be taken) */
+    uint64_t next_id;  /* above every id of this node seen; never goes down */
+    uint64_t id_floor; /* replay: the last REC_NEXT_ID frame (ids below it may be taken) */
+    uint64_t id_min;   /* the ids this node hands out: id_min..id_max (record.h) */
+    uint64_t id_max;
+    uint32_t node_id;           /* from a REC_NODE frame; 0 without one */
+    bool node_recorded;         /* a REC_NODE frame was applied */
+    bool written;               /* a record or a deletion was applied: the log holds data */
+    struct id_list foreign;     /* ids of records outside id_min..id_max (imported), ascending */
     uint64_t live_bytes;        /* encoded payload bytes of live records (frames included) */
     struct index_slot *scratch; /* a shard's live slots while it grows */
     size_t scratch_cap;
@@ -96,7 +103,15 @@ struct record *index_user_by_name(const struct index *ix, const char *ptr, size_
  * the next change of the index. */
 const struct id_list *index_owned(const struct index *ix, uint64_t user_id, uint8_t type);
 
-/* Hands out the next id (<= RECORD_ID_MAX) or 0 when the id space is used up. */
+/*
+ * Makes node the owner of this index's id space (record.h): next_id moves
+ * into node's range, and from now on only ids in that range raise it, so
+ * records imported from other nodes keep their ids without taking this
+ * node's. Called by replay for a REC_NODE frame and by db for a new shard.
+ */
+void index_set_node(struct index *ix, uint32_t node);
+
+/* Hands out the next id (<= id_max) or 0 when the node's id space is used up. */
 uint64_t index_take_id(struct index *ix);
 
 /* Recomputes every theme's and address's EventID from the events (after replay). */

@@ -34,6 +34,7 @@ enum rec_type {
     REC_ADMIN = 6,    /* an admin API token */
     REC_DELETE = 16,  /* payload: varint id */
     REC_NEXT_ID = 17, /* payload: varint next id (written by compaction) */
+    REC_NODE = 18,    /* payload: varint node id (1..RECORD_NODE_MAX); see below */
 };
 #define REC_KIND_MAX 6
 
@@ -44,6 +45,24 @@ static inline bool record_type_is_system(uint8_t type) {
 
 /* Largest id handed out: ids must stay exact in a JavaScript number. */
 #define RECORD_ID_MAX ((UINT64_C(1) << 53) - 1)
+
+/*
+ * Shards (--node-id): node N in 1..RECORD_NODE_MAX hands out ids
+ * N * 2^43 .. (N + 1) * 2^43 - 1 only: 10 bits of node above 43 bits of
+ * sequence (8.8e12 ids per node), so ids stay unique across shards and
+ * below 2^53. Node 0 is the unsharded server: ids 1..RECORD_ID_MAX, as
+ * before node ids existed. A data directory of node N > 0 starts with a
+ * REC_NODE frame; one without it is node 0's.
+ */
+#define RECORD_NODE_SHIFT 43
+#define RECORD_NODE_MAX 1023u
+/* The first and last id node hands out. */
+static inline uint64_t record_node_id_min(uint32_t node) {
+    return node ? (uint64_t)node << RECORD_NODE_SHIFT : 1;
+}
+static inline uint64_t record_node_id_max(uint32_t node) {
+    return node ? ((uint64_t)(node + 1) << RECORD_NODE_SHIFT) - 1 : RECORD_ID_MAX;
+}
 
 /*
  * The one id parser (path ids, list cursors, ids in bodies): decimal, no

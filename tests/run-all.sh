@@ -1,7 +1,8 @@
 #!/bin/sh
 # Every test of eventd, as CI runs them (README's test command and .ci/run):
 #   1. the formatting check (clang-format, the committed .clang-format);
-#   2. the plain build with -Werror: every ctest suite (unit, http, bench smoke);
+#   2. the plain build with -Werror: every ctest suite (unit, http, lb: three shards
+#      behind HAProxy, bench smoke);
 #   3. the sanitizer build (AddressSanitizer + UndefinedBehaviorSanitizer): the same
 #      suites but valgrind's and the benchmark's, on the same binary the fault tests use;
 #   4. the fuzz build (clang + libFuzzer): each target for a bounded time over its corpus;

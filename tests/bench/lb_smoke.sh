@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# tests/bench/lb_smoke.sh: docker/haproxy.cfg in front of a local eventd.
+# tests/bench/lb_smoke.sh: docker/haproxy.cfg in front of one local eventd.
 #
 # Docker cannot run everywhere, so this checks the load-balancer setup of
 # docker/ without it: the configuration is validated (haproxy -c), then
-# HAProxy runs it unchanged (addresses through LB_BIND, EVENTD_ADDR and
-# LB_ADMIN_SOCKET, which the config reads with compose-friendly defaults) in
-# front of eventd, everything on 127.0.0.1. It checks that the health check
-# marks eventd up, that /healthz and authenticated calls pass through, that
-# docker/healthcheck.sh (the image's HEALTHCHECK) agrees, that SIGTERM stops
-# eventd cleanly and HAProxy marks it down and answers 503, and that a
-# restarted eventd is marked up again with the data it had.
+# HAProxy runs it unchanged (addresses through LB_BIND, EVENTD_SHARD1..3,
+# LB_RUN_DIR and LB_ADMIN_SOCKET, which the config reads with
+# compose-friendly defaults) with ONE eventd behind all three shard entries,
+# everything on 127.0.0.1. (Three real shards, placement and the rolling
+# restart are tests/lb/test_lb.py's.) It checks that the health checks mark
+# the shards up, that /healthz and authenticated calls pass through, that
+# docker/healthcheck.sh (the image's HEALTHCHECK) agrees, that the runtime
+# API drains and readies a shard, that SIGTERM stops eventd cleanly and
+# HAProxy marks it down and answers 503, and that a restarted eventd is
+# marked up again with the data it had.
 #
 # Usage: tests/bench/lb_smoke.sh      (EVENTD_BIN=... to skip the build)
 # Exit status 0 when every check passed, 1 otherwise. Bounded: about 20 s.
@@ -59,7 +62,7 @@ sys.stdout.write(data.decode())
 EOF
 }
 
-# "status check_status" of eventd/eventd1 from the runtime API.
+# "status check_status" of shard1/eventd from the runtime API.
 server_state() {
     admin "show stat" | python3 -c '
 import csv, sys
@@ -69,7 +72,7 @@ head = rows[0]
 for r in rows[1:]:
     if len(r) == len(head):
         d = dict(zip(head, r))
-        if d["pxname"] == "eventd" and d["svname"] == "eventd1":
+        if d["pxname"] == "shard1" and d["svname"] == "eventd":
             print(d["status"], d["check_status"])
 '
 }
@@ -86,7 +89,8 @@ wait_state() { # wait_state WANT SECONDS: until the server's status starts with 
 }
 
 # ---- 1. the configuration as shipped ----
-if out=$(haproxy -c -f "$CFG" 2>&1); then
+if out=$(LB_RUN_DIR=$BENCH_WORK LB_ADMIN_SOCKET=$BENCH_WORK/admin.sock EVENTD_SHARD1=127.0.0.1:1 \
+    EVENTD_SHARD2=127.0.0.1:2 EVENTD_SHARD3=127.0.0.1:3 haproxy -c -f "$CFG" 2>&1); then
     pass "haproxy -c -f docker/haproxy.cfg"
 else
     fail "haproxy -c -f docker/haproxy.cfg"
@@ -104,7 +108,8 @@ EPID=$EVENTD_PID
 ADMIN=$BENCH_WORK/admin.sock
 for ((i = 0; i < 5; i++)); do
     LB_PORT=$(bench_free_port)
-    LB_BIND=127.0.0.1:$LB_PORT EVENTD_ADDR=127.0.0.1:$EPORT LB_ADMIN_SOCKET=$ADMIN \
+    LB_BIND=127.0.0.1:$LB_PORT LB_RUN_DIR=$BENCH_WORK LB_ADMIN_SOCKET=$ADMIN \
+        EVENTD_SHARD1=127.0.0.1:$EPORT EVENTD_SHARD2=127.0.0.1:$EPORT EVENTD_SHARD3=127.0.0.1:$EPORT \
         haproxy -db -f "$CFG" >"$BENCH_WORK/haproxy.log" 2>&1 &
     HPID=$!
     bench_track "$HPID"
@@ -150,9 +155,9 @@ EVENTD_LISTEN=0.0.0.0:$EPORT "$ROOT/docker/healthcheck.sh" >/dev/null &&
     pass "docker/healthcheck.sh: healthy" || fail "docker/healthcheck.sh against a running eventd"
 
 # ---- 5. drain and ready through the runtime API ----
-admin "set server eventd/eventd1 state drain" >/dev/null
-st=$(wait_state DRAIN 5) && pass "runtime API: set server eventd/eventd1 state drain ($st)" || fail "drain: '$st'"
-admin "set server eventd/eventd1 state ready" >/dev/null
+admin "set server shard1/eventd state drain" >/dev/null
+st=$(wait_state DRAIN 5) && pass "runtime API: set server shard1/eventd state drain ($st)" || fail "drain: '$st'"
+admin "set server shard1/eventd state ready" >/dev/null
 st=$(wait_state UP 5) && pass "runtime API: state ready ($st)" || fail "ready: '$st'"
 
 # ---- 6. graceful stop: SIGTERM, exit 0, marked down, 503 ----

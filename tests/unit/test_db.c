@@ -108,10 +108,13 @@ static const struct store_opts always = {.fsync = STORE_FSYNC_ALWAYS, .fsync_int
 static const struct store_opts interval = {
     .fsync = STORE_FSYNC_INTERVAL, .fsync_interval_ms = 20, .retry_ms = 10};
 
+/* The node id open_db opens as (the node cases change it). */
+static uint32_t open_node;
+
 static void open_db(struct db *db, uv_loop_t *loop, const char *dir, const struct store_opts *o) {
     char msg[512] = "";
     CHECK_EQ_INT(uv_loop_init(loop), 0);
-    int rc = db_open(db, loop, dir, o, msg, sizeof msg);
+    int rc = db_open(db, loop, dir, o, open_node, msg, sizeof msg);
     if (rc != 0) fprintf(stderr, "db_open: %s\n", msg);
     CHECK_EQ_INT(rc, 0);
     memset(&acks, 0, sizeof acks);
@@ -538,6 +541,158 @@ static void test_ids_lost_reservation_always(void) {
     rmrf(dir);
 }
 
+/* ---- node ids (shards) ---- */
+
+/* db_open as node, expected to fail: msg must name want; nothing is written. */
+static void open_refused(const char *dir, uint32_t node, const char *want) {
+    uv_loop_t loop;
+    struct db db;
+    char msg[512] = "";
+    CHECK_EQ_INT(uv_loop_init(&loop), 0);
+    enum log_level saved = log_threshold;
+    log_threshold = LOG_OFF;
+    CHECK_EQ_INT(db_open(&db, &loop, dir, &always, node, msg, sizeof msg), -1);
+    log_threshold = saved;
+    if (!strstr(msg, want)) fprintf(stderr, "message: %s\n", msg);
+    CHECK(strstr(msg, want) != NULL);
+    CHECK_EQ_INT(db_close(&db), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+}
+
+static off_t log_size(const char *dir) {
+    struct stat st;
+    CHECK_EQ_INT(stat(path_of(dir, STORE_LOG_NAME), &st), 0);
+    return st.st_size;
+}
+
+static void test_node_ids_carry_the_node(void) {
+    char *dir = tmpdir();
+    uv_loop_t loop;
+    struct db db;
+    open_node = 5;
+    open_db(&db, &loop, dir, &always);
+    uint64_t first = put_theme(&db, "a");
+    CHECK_EQ_UINT(first, UINT64_C(5) << 43);
+    CHECK_EQ_UINT(first >> RECORD_NODE_SHIFT, 5);
+    uint64_t second = put_theme(&db, "b");
+    CHECK_EQ_UINT(second, first + 1);
+    close_db(&db, &loop);
+    open_db(&db, &loop, dir, &always);
+    check_name(&db, first, "a");
+    CHECK_EQ_UINT(take_id(&db), second + 1);
+    close_db(&db, &loop);
+    open_node = 0;
+    rmrf(dir);
+}
+
+/* The last id of the highest node is the last id below 2^53. */
+static void test_node_ranges_end_below_2_53(void) {
+    CHECK_EQ_UINT(record_node_id_max(RECORD_NODE_MAX), RECORD_ID_MAX);
+    CHECK_EQ_UINT(record_node_id_min(1), UINT64_C(1) << 43);
+    CHECK_EQ_UINT(record_node_id_max(1) + 1, record_node_id_min(2));
+    CHECK_EQ_UINT(record_node_id_min(0), 1);
+    CHECK_EQ_UINT(record_node_id_max(0), RECORD_ID_MAX);
+}
+
+static void test_node_other_id_refused(void) {
+    char *dir = tmpdir();
+    uv_loop_t loop;
+    struct db db;
+    open_node = 5;
+    open_db(&db, &loop, dir, &always);
+    put_theme(&db, "a");
+    close_db(&db, &loop);
+    off_t size = log_size(dir);
+    open_refused(dir, 6, "belongs to node 5, not to --node-id 6");
+    open_refused(dir, 0, "belongs to node 5, not to --node-id 0");
+    CHECK_EQ_INT(log_size(dir), size);
+    open_db(&db, &loop, dir, &always); /* still node 5's */
+    close_db(&db, &loop);
+    open_node = 0;
+    rmrf(dir);
+}
+
+/* A directory without a node frame that holds data is node 0's; an empty one may become a shard. */
+static void test_node_zero_data_refused_as_shard(void) {
+    char *dir = tmpdir();
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, &always);
+    uint64_t id = put_theme(&db, "legacy");
+    CHECK_EQ_UINT(id, 1);
+    close_db(&db, &loop);
+    open_refused(dir, 3, "without a node id (node 0, unsharded), not by --node-id 3");
+    open_db(&db, &loop, dir, &always);
+    check_name(&db, id, "legacy");
+    close_db(&db, &loop);
+    rmrf(dir);
+}
+
+static void test_node_empty_directory_becomes_shard(void) {
+    char *dir = tmpdir();
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, &always); /* node 0, nothing written but id reservations */
+    take_id(&db);
+    close_db(&db, &loop);
+    open_node = 3;
+    open_db(&db, &loop, dir, &always);
+    CHECK_EQ_UINT(put_theme(&db, "a"), UINT64_C(3) << 43);
+    close_db(&db, &loop);
+    open_node = 0;
+    open_refused(dir, 0, "belongs to node 3");
+    rmrf(dir);
+}
+
+/* Compaction keeps the node frame (ids go on after it) and the records of other nodes. */
+static void test_node_survives_compaction(void) {
+    char *dir = tmpdir();
+    uv_loop_t loop;
+    struct db db;
+    open_node = 4;
+    open_db(&db, &loop, dir, &always);
+    uint64_t id = 0;
+    for (int i = 0; i < 5; i++)
+        id = put_theme(&db, "t");
+    uint64_t foreign = (UINT64_C(9) << 43) + 1, unsharded = 77;
+    db_put(&db, theme(foreign, "nine"));
+    db_put(&db, theme(unsharded, "zero"));
+    CHECK_EQ_INT(store_flush_sync(&db.store), 0);
+    CHECK_EQ_INT(db_compact_now(&db), 0);
+    close_db(&db, &loop);
+    open_refused(dir, 5, "belongs to node 4");
+    open_db(&db, &loop, dir, &always);
+    check_name(&db, id, "t");
+    check_name(&db, foreign, "nine");
+    check_name(&db, unsharded, "zero");
+    CHECK_EQ_UINT(db.index.foreign.len, 2);
+    CHECK_EQ_UINT(take_id(&db), id + 1);
+    close_db(&db, &loop);
+    open_node = 0;
+    rmrf(dir);
+}
+
+/* Records of another node (an import) keep their ids and never move this node's next id. */
+static void test_node_foreign_ids_keep_next_id(void) {
+    char *dir = tmpdir();
+    uv_loop_t loop;
+    struct db db;
+    open_node = 2;
+    open_db(&db, &loop, dir, &always);
+    uint64_t mine = put_theme(&db, "mine");
+    uint64_t foreign = (UINT64_C(7) << 43) + 12345;
+    db_put(&db, theme(foreign, "foreign"));
+    CHECK_EQ_UINT(take_id(&db), mine + 1);
+    close_db(&db, &loop);
+    open_db(&db, &loop, dir, &always);
+    check_name(&db, foreign, "foreign");
+    CHECK_EQ_UINT(take_id(&db), mine + 2);
+    close_db(&db, &loop);
+    open_node = 0;
+    rmrf(dir);
+}
+
 static const struct check_case cases[] = {
     CHECK_CASE(test_always_failed_batch_is_undone),
     CHECK_CASE(test_always_undo_stops_at_the_acked_lsn),
@@ -548,6 +703,13 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_ids_never_twice_after_crash_interval),
     CHECK_CASE(test_ids_across_blocks),
     CHECK_CASE(test_ids_lost_reservation_always),
+    CHECK_CASE(test_node_ids_carry_the_node),
+    CHECK_CASE(test_node_ranges_end_below_2_53),
+    CHECK_CASE(test_node_other_id_refused),
+    CHECK_CASE(test_node_zero_data_refused_as_shard),
+    CHECK_CASE(test_node_empty_directory_becomes_shard),
+    CHECK_CASE(test_node_survives_compaction),
+    CHECK_CASE(test_node_foreign_ids_keep_next_id),
 };
 
 int main(int argc, char **argv) {

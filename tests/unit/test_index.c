@@ -593,7 +593,7 @@ static void test_apply_rejects_malformed(void) {
     /* Unknown frame types. */
     uint8_t p[VARINT_MAX];
     size_t n = varint_put(p, 2);
-    uint8_t unknown[] = {0, 5, 15, 18, 255};
+    uint8_t unknown[] = {0, 5, 15, 19, 255};
     for (size_t i = 0; i < sizeof unknown; i++)
         CHECK_EQ_INT(index_apply(&ix, unknown[i], p, n), -1);
 

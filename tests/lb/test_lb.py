@@ -1,0 +1,607 @@
+"""Three eventd shards behind HAProxy with the shipped docker/haproxy.cfg, on
+loopback (docs/SCALING.md):
+
+  * users created through the balancer (registration on the account site, the
+    admin API) each live on exactly one shard (every shard is asked
+    directly), the one docker/placement.py names, and their ids carry that
+    shard's node id;
+  * a stopped shard answers 503 shard_unavailable to its users only;
+  * a rolling restart (SIGTERM, wait for the exit, start again on the same
+    data directory and port) of every shard under a bounded wrk load (GET and
+    PUT /v2/theme/:id of every user) and a POST checker gives 0 failed
+    requests, but for POSTs that reach a shard at the instant of its SIGTERM
+    (an eventd bug, docs/SCALING.md: counted and printed); the longest
+    request latencies are printed;
+  * the shipped ring spreads users evenly, and a fourth shard takes users
+    only for itself.
+
+Needs haproxy (2.6) and wrk (deps/install.sh --test). Every wait is bounded;
+the whole file takes about a minute (registration hashes 40 passwords with
+Argon2id).
+"""
+
+import base64
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "blackbox"))
+sys.path.insert(0, os.path.join(ROOT, "docker"))
+from harness import EVENTD_BIN, check_binary, clean_env  # noqa: E402
+from placement import placement  # noqa: E402
+
+CFG = os.path.join(ROOT, "docker", "haproxy.cfg")
+MIX = os.path.join(HERE, "mix.lua")
+HOST = "127.0.0.1"
+NODE_SHIFT = 43
+USERS = 50
+NODES = (1, 2, 3)
+# The POST checkers: how many, and their pause between requests (s). One at
+# 5 ms makes about 40 POSTs a second; EVENTD_LB_POST_CHECKERS=4 and
+# EVENTD_LB_POST_PAUSE=0 press harder (by hand; see docs/SCALING.md).
+POST_CHECKERS = int(os.environ.get("EVENTD_LB_POST_CHECKERS", "1"))
+POST_PAUSE = float(os.environ.get("EVENTD_LB_POST_PAUSE", "0.005"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def wait_until(pred, timeout, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return pred()
+
+
+def basic(name, key):
+    return base64.b64encode(("%s:%s" % (name, key)).encode()).decode()
+
+
+def call(port, method, path, body=None, auth=None, timeout=15.0, bearer=None):
+    """One request on a fresh connection; returns (status, parsed JSON or None, seconds)."""
+    c = http.client.HTTPConnection(HOST, port, timeout=timeout)
+    headers = {"Content-Type": "application/json"}
+    if auth:
+        headers["Authorization"] = "Basic " + auth
+    if bearer:
+        headers["Authorization"] = "Bearer " + bearer
+    if method == "POST":
+        headers["Cache-Control"] = "no-cache"
+    t0 = time.monotonic()
+    try:
+        c.request(method, path, body=json.dumps(body) if body is not None else None,
+                  headers=headers)
+        r = c.getresponse()
+        data = r.read()
+    finally:
+        c.close()
+    try:
+        doc = json.loads(data) if data else None
+    except ValueError:
+        doc = None
+    return r.status, doc, time.monotonic() - t0
+
+
+PASSWORD = "a long enough passphrase"
+
+
+def call_site(port, path, body, cookie=None):
+    """A POST of the account site's JSON variant; returns (status, JSON, seconds, the
+    eventd_session cookie "NAME:TOKEN" it set, or the one sent)."""
+    c = http.client.HTTPConnection(HOST, port, timeout=30)
+    headers = {"Content-Type": "application/json"}
+    if cookie:
+        headers["Cookie"] = "eventd_session=" + cookie
+    t0 = time.monotonic()
+    try:
+        c.request("POST", path, body=json.dumps(body) if body is not None else b"",
+                  headers=headers)
+        r = c.getresponse()
+        data = r.read()
+        for h in r.headers.get_all("Set-Cookie") or []:
+            m = re.match(r"eventd_session=([^;]+)", h)
+            if m:
+                cookie = m.group(1)
+    finally:
+        c.close()
+    return r.status, json.loads(data) if data else None, time.monotonic() - t0, cookie
+
+
+class Shard:
+    """eventd serve --node-id N on a fixed port, so it restarts where HAProxy looks."""
+
+    def __init__(self, node, work):
+        self.node = node
+        self.port = free_port()
+        self.data = os.path.join(work, "shard%d" % node)
+        self.log = os.path.join(work, "shard%d.log" % node)
+        self.proc = None
+
+    def args(self, *cmd):
+        return [EVENTD_BIN] + list(cmd) + ["--data", self.data, "--node-id", str(self.node)]
+
+    def make_token(self):
+        """An admin API token of this shard (made offline, before its first start)."""
+        cp = subprocess.run(self.args("admin", "token", "lbtest"), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=clean_env(), timeout=10)
+        if cp.returncode != 0:
+            raise AssertionError("admin token on shard %d: %s" % (self.node, cp.stderr))
+        self.token = cp.stdout.strip().splitlines()[-1]
+
+    def start(self):
+        with open(self.log, "a") as log:
+            self.proc = subprocess.Popen(
+                self.args("serve", "--listen", "%s:%d" % (HOST, self.port), "--no-demo-user",
+                          "--admin-on-listener"),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=clean_env())
+        ok = wait_until(lambda: self.proc.poll() is not None or self.listening(), 10)
+        if not ok or self.proc.poll() is not None:
+            raise AssertionError("shard %d did not start; log:\n%s" % (self.node, self.tail()))
+
+    def listening(self):
+        try:
+            with socket.create_connection((HOST, self.port), timeout=0.2):
+                return True
+        except OSError:
+            return False
+
+    def stop(self, timeout=15):
+        """SIGTERM, then wait for the exit; returns the exit status."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+            raise AssertionError("shard %d did not exit within %d s" % (self.node, timeout))
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    def tail(self, n=3000):
+        try:
+            with open(self.log) as f:
+                return f.read()[-n:]
+        except OSError:
+            return ""
+
+
+class Balancer:
+    """haproxy -db -f docker/haproxy.cfg, addresses from the environment as in compose."""
+
+    def __init__(self, shards, work):
+        self.port = None
+        self.run_dir = os.path.join(work, "haproxy")
+        os.makedirs(self.run_dir)
+        self.admin = os.path.join(self.run_dir, "admin.sock")
+        self.log = os.path.join(work, "haproxy.log")
+        self.env = clean_env({"LB_RUN_DIR": self.run_dir, "LB_ADMIN_SOCKET": self.admin})
+        for s in shards:
+            self.env["EVENTD_SHARD%d" % s.node] = "%s:%d" % (HOST, s.port)
+        self.proc = None
+
+    def check_config(self):
+        return subprocess.run(["haproxy", "-c", "-f", CFG], env=self.env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=20)
+
+    def start(self):
+        for _ in range(5):  # the port is free when picked, and may be taken before haproxy binds
+            self.port = free_port()
+            self.env["LB_BIND"] = "%s:%d" % (HOST, self.port)
+            with open(self.log, "a") as log:
+                self.proc = subprocess.Popen(["haproxy", "-db", "-f", CFG], env=self.env,
+                                             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+            if wait_until(lambda: self.proc.poll() is not None or self.healthy(), 15):
+                if self.proc.poll() is None:
+                    return
+        raise AssertionError("haproxy did not start; log:\n%s" % self.tail())
+
+    def healthy(self):
+        try:
+            return call(self.port, "GET", "/healthz", timeout=2)[0] == 200
+        except OSError:
+            return False
+
+    def command(self, line):
+        """One command to HAProxy's runtime API; returns its answer."""
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(2)
+        try:
+            s.connect(self.admin)
+            s.sendall(line.encode() + b"\n")
+            data = b""
+            for _ in range(1000):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        finally:
+            s.close()
+        return data.decode()
+
+    def server_stat(self, node):
+        """The runtime API's "show stat" row of backend shardN's server."""
+        lines = self.command("show stat").lstrip("# ").splitlines()
+        head = lines[0].split(",")
+        for line in lines[1:]:
+            row = dict(zip(head, line.split(",")))
+            if row.get("pxname") == "shard%d" % node and row.get("svname") == "eventd":
+                return row
+        return {}
+
+    def server_status(self, node):
+        """UP, DOWN, DRAIN, MAINT, ... of backend shardN's server."""
+        return self.server_stat(node).get("status", "")
+
+
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGUSR1)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def tail(self, n=3000):
+        try:
+            with open(self.log) as f:
+                return f.read()[-n:]
+        except OSError:
+            return ""
+
+    def routed_to(self, marker, timeout=5):
+        """The shard that served the request whose path held marker (from HAProxy's log)."""
+        pat = re.compile(r"route/shard(\d+) .*%s" % re.escape(marker))
+        found = []
+
+        def look():
+            with open(self.log) as f:
+                for line in f:
+                    m = pat.search(line)
+                    if m:
+                        found.append(int(m.group(1)))
+                        return True
+            return False
+        if not wait_until(look, timeout):
+            raise AssertionError("no log line for %s" % marker)
+        return found[0]
+
+
+def with_shard(cfg, n):
+    """The configuration text cfg with shard n added after shard n-1, as
+    docs/SCALING.md says to: copy the last shard's ring line, frontend,
+    backend and /healthz term, n-1 -> n."""
+    p = n - 1
+
+    def renumber(text):
+        text = re.sub(r"\bshard%d(?!\d)" % p, "shard%d" % n, text)
+        text = text.replace("EVENTD_SHARD%d" % p, "EVENTD_SHARD%d" % n)
+        return re.sub(r"\bid %d\b" % p, "id %d" % n, text)
+
+    def copy(pattern, sep):
+        m = re.search(pattern, cfg, re.M | re.S)
+        if not m:
+            raise AssertionError("haproxy.cfg has no match for %r" % pattern)
+        old = m.group(0)
+        return cfg[:m.end()] + sep + renumber(old) + cfg[m.end():]
+
+    cfg = copy(r"^    server shard%d .*?\n" % p, "")
+    cfg = copy(r"^frontend shard%d_in\n.*?\n(?=\n)" % p, "\n")
+    cfg = copy(r"^backend shard%d\n.*?(?:\n(?=\n)|\Z)" % p, "\n")
+    return copy(r"\{ srv_is_up\(shard%d/eventd\) \}" % p, " ")
+
+
+class Ring(unittest.TestCase):
+    """The shipped ring spreads users evenly, and a fourth shard takes users
+    from every shard and moves none between the old ones."""
+
+    def test_adding_a_shard_moves_users_only_to_it(self):
+        names = ["member-%d" % i for i in range(600)]
+        work = tempfile.mkdtemp(prefix="eventd-lb-ring-")
+        self.addCleanup(shutil.rmtree, work, True)
+        four = os.path.join(work, "haproxy4.cfg")
+        with open(CFG) as f, open(four, "w") as out:
+            out.write(with_shard(f.read(), 4))
+        before, after = placement(CFG, names), placement(four, names)
+        share = {n: sum(1 for v in before.values() if v == n) for n in NODES}
+        moved = [name for name in names if before[name] != after[name]]
+        print("600 users on 3 shards: %s; with a 4th, %d moved" % (share, len(moved)),
+              file=sys.stderr)
+        for n in NODES:
+            self.assertGreater(share[n], 150, share)  # an even share is 200
+        self.assertEqual({after[name] for name in moved}, {4})
+        self.assertEqual({before[name] for name in moved}, set(NODES))
+        self.assertTrue(100 < len(moved) < 200, len(moved))  # about a quarter
+
+
+class LoadBalancer(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        check_binary()
+        for tool in ("haproxy", "wrk"):
+            if not shutil.which(tool):
+                raise AssertionError("%s is not installed (deps/install.sh --test)" % tool)
+        cls.work = tempfile.mkdtemp(prefix="eventd-lb-")
+        cls.shards = {n: Shard(n, cls.work) for n in NODES}
+        cls.lb = Balancer(cls.shards.values(), cls.work)
+        try:
+            for s in cls.shards.values():
+                s.make_token()
+                s.start()
+            cls.lb.start()
+            cls.users = cls.create_users()
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.lb.stop()
+        for s in cls.shards.values():
+            s.kill()
+        if os.environ.get("EVENTD_KEEP_WORK"):
+            print("work directory kept: %s" % cls.work, file=sys.stderr)
+        else:
+            shutil.rmtree(cls.work, ignore_errors=True)
+
+    @classmethod
+    def create_users(cls):
+        """USERS users created through the balancer, one theme each. Returns
+        {name: {"key", "auth", "node", "theme", "how"}}.
+
+        Most register on the account site (POST /register with a JSON body,
+        placed by its "username"; then POST /user/api/key with the session
+        cookie, placed by the cookie's name); every fifth is made with the
+        admin API (PUT /admin/users/NAME, placed by the path) with the token
+        of the shard docker/placement.py names (each shard has its own
+        tokens). The shard each one landed on is the one whose node id its
+        ids carry, checked against every shard directly later."""
+        users = {}
+        where = placement(CFG, ["user%02d" % i for i in range(USERS)])
+        for i in range(USERS):
+            name = "user%02d" % i
+            if i % 5 == 4:
+                token = cls.shards[where[name]].token
+                status, doc, _ = call(cls.lb.port, "PUT", "/admin/users/%s" % name,
+                                      bearer=token)
+                assert status == 201, (name, status, doc)
+                key, how = doc["Result"]["APIKey"], "admin"
+            else:
+                status, doc, _, cookie = call_site(cls.lb.port, "/register",
+                                                   {"username": name, "password": PASSWORD})
+                assert status == 201, (name, status, doc)
+                status, doc, _, _ = call_site(cls.lb.port, "/user/api/key", None, cookie)
+                assert status == 200, (name, status, doc)
+                key, how = doc["Result"]["APIKey"], "site"
+            users[name] = {"key": key, "auth": basic(name, key), "how": how,
+                           "node": doc["Result"]["UserID"] >> NODE_SHIFT, "placed": where[name]}
+        for name, u in users.items():
+            status, doc, _ = call(cls.lb.port, "POST", "/v2/theme", {"Theme": {"Name": name}},
+                                  auth=u["auth"])
+            assert status == 200, (name, status, doc)
+            u["theme"] = doc["Result"]["ID"]
+        return users
+
+    def test_shipped_config_is_valid(self):
+        cp = self.lb.check_config()
+        self.assertEqual(cp.returncode, 0, cp.stdout)
+        self.assertNotIn("WARNING", cp.stdout)
+
+    def test_every_user_lives_on_exactly_one_shard(self):
+        placed = {n: 0 for n in NODES}
+        self.assertEqual({u["how"] for u in self.users.values()}, {"site", "admin"})
+        for name, u in self.users.items():
+            self.assertEqual(u["node"], u["placed"], name)  # docker/placement.py agrees
+            self.assertEqual(u["theme"] >> NODE_SHIFT, u["node"], name)
+            holders = []
+            for n, s in self.shards.items():
+                status, doc, _ = call(s.port, "GET", "/v2/theme", auth=u["auth"])
+                if status == 200:
+                    holders.append(n)
+                    self.assertEqual([t["ID"] for t in doc["Result"]["Items"]], [u["theme"]])
+                else:
+                    self.assertEqual(status, 401, (name, n))
+            self.assertEqual(holders, [u["node"]], name)
+            placed[u["node"]] += 1
+        print("users per shard: %s" % placed, file=sys.stderr)
+        for n in NODES:
+            self.assertGreater(placed[n], 0, "no user on shard %d" % n)
+
+    def test_every_way_of_naming_a_user_reaches_its_shard(self):
+        """The Basic-auth username, the admin path, the register/signin body
+        (form and JSON) and the session cookie place a user identically. What
+        the shard answers (404 for pages it does not serve) does not matter
+        here: HAProxy's log says where each request went."""
+        for i, (name, u) in enumerate(sorted(self.users.items())[:12]):
+            tag = "k%d" % i
+            sent = {
+                "admin": ("GET", "/admin/users/%s?%s-admin" % (name, tag), {}, None),
+                "admin_key": ("POST", "/admin/users/%s/key?%s-adminkey" % (name, tag), {}, b""),
+                "register_form": ("POST", "/register?%s-regform" % tag,
+                                  {"Content-Type": "application/x-www-form-urlencoded"},
+                                  ("password=x&username=%s" % name).encode()),
+                "signin_json": ("POST", "/signin?%s-signjson" % tag,
+                                {"Content-Type": "application/json"},
+                                json.dumps({"password": "x", "username": name}).encode()),
+                "cookie": ("GET", "/account?%s-cookie" % tag,
+                           {"Cookie": "theme=dark; eventd_session=%s:0123456789abcdef" % name},
+                           None),
+            }
+            for what, (method, path, headers, body) in sent.items():
+                c = http.client.HTTPConnection(HOST, self.lb.port, timeout=10)
+                try:
+                    c.request(method, path, body=body, headers=headers)
+                    c.getresponse().read()
+                finally:
+                    c.close()
+                marker = path.split("?")[1]
+                self.assertEqual(self.lb.routed_to(marker), u["node"], (name, what))
+
+    def test_a_stopped_shard_gives_503_to_its_users_only(self):
+        down = 2
+        self.assertEqual(self.shards[down].stop(), 0)
+        try:
+            self.assertTrue(wait_until(lambda: self.lb.server_status(down) == "DOWN", 10),
+                            self.lb.server_status(down))
+            for name, u in self.users.items():
+                status, doc, secs = call(self.lb.port, "GET", "/v2/theme/%d" % u["theme"],
+                                         auth=u["auth"])
+                if u["node"] == down:
+                    self.assertEqual(status, 503, (name, doc))
+                    self.assertEqual(doc["Error"]["Code"], "shard_unavailable")
+                    self.assertLess(secs, 1.0, "a known-down shard must answer at once")
+                else:
+                    self.assertEqual(status, 200, (name, doc))
+            status, doc, _ = call(self.lb.port, "GET", "/healthz")
+            self.assertEqual(status, 503)
+        finally:
+            self.shards[down].start()
+            self.assertTrue(wait_until(self.lb.healthy, 10), "shard %d not up again" % down)
+
+    def test_rolling_restart_under_load_fails_no_request(self):
+        """SIGTERM, wait for the exit, start again: each shard in turn, under
+        wrk (GET and PUT, retried by HAProxy on the same shard) and a POST
+        checker (never replayed). The one failure allowed is the demonstrated
+        eventd bug of docs/SCALING.md ("What a restart can still lose"): a POST
+        that reached a shard at the instant it got SIGTERM, dropped unanswered
+        and unprocessed. It is counted and printed; any other failure fails."""
+        reqs = os.path.join(self.work, "requests")
+        with open(reqs, "w") as f:
+            for u in self.users.values():
+                f.write("%s %d\n" % (u["auth"], u["theme"]))
+        env = dict(os.environ, EVENTD_LB_REQUESTS=reqs)
+        wrk = subprocess.Popen(["wrk", "-t2", "-c8", "-d14s", "--timeout", "15s", "--latency",
+                                "-s", MIX, "http://%s:%d" % (HOST, self.lb.port)],
+                               env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+        t_start = time.monotonic()
+        checkers = [PostChecker(self.lb.port, self.users, POST_PAUSE, t_start)
+                    for _ in range(POST_CHECKERS)]
+        for c in checkers:
+            c.start()
+        restarts = []
+        try:
+            time.sleep(2)
+            for n, s in self.shards.items():
+                t0 = time.monotonic()
+                self.assertEqual(s.stop(), 0, s.tail())
+                s.start()
+                restarts.append((n, time.monotonic() - t0, t0 - t_start))
+                time.sleep(2)
+        finally:
+            for c in checkers:
+                c.stop()
+            out, _ = wrk.communicate(timeout=40)
+        print(out, file=sys.stderr)
+        print("restarts (SIGTERM to listening again): %s" % ", ".join(
+            "shard%d %.0f ms at %.3f s" % (n, secs * 1000, at) for n, secs, at in restarts),
+            file=sys.stderr)
+        checker = PostChecker.merge(checkers)
+        wrk_max = re.search(r"Latency\s+\S+\s+\S+\s+(\S+)", out)
+        print("longest request during the rolling restart: wrk (GET/PUT) %s, POST %.0f ms"
+              % (wrk_max.group(1) if wrk_max else "?", checker.max_secs * 1000), file=sys.stderr)
+        # A POST dropped without an answer within 100 ms of its own shard's SIGTERM.
+        at_sigterm = [f for f in checker.failures if f[2] == "dropped" and any(
+            n == f[1] and at - 0.1 <= f[0] <= at + secs for n, secs, at in restarts)]
+        others = [f for f in checker.failures if f not in at_sigterm]
+        print("POST checker: %d requests, %d dropped at their shard's SIGTERM (the eventd bug "
+              "of docs/SCALING.md), %d other failures %s"
+              % (checker.count, len(at_sigterm), len(others), others[:5]), file=sys.stderr)
+        done = re.search(r"(\d+) requests in", out)
+        self.assertTrue(done and int(done.group(1)) > 1000, out)
+        self.assertNotIn("Non-2xx or 3xx responses", out)
+        self.assertNotIn("Socket errors", out)
+        self.assertGreater(checker.count, 50)
+        self.assertEqual(others, [])
+
+
+class PostChecker(threading.Thread):
+    """POST /v2/theme through the balancer, one at a time over keep-alive,
+    cycling over the users; counts every answer but 200 and every error."""
+
+    def __init__(self, port, users, pause=0.0, t_start=0.0):
+        super().__init__(daemon=True)
+        self.t_start = t_start
+        self.pause = pause
+        self.port = port
+        self.users = list(users.values())
+        self.count = 0
+        self.failures = []
+        self.max_secs = 0.0
+        self.halt = threading.Event()
+
+    def run(self):
+        conn = None
+        i = 0
+        deadline = time.monotonic() + 60
+        while not self.halt.is_set() and time.monotonic() < deadline:
+            u = self.users[i % len(self.users)]
+            i += 1
+            t0 = time.monotonic()
+            try:
+                if conn is None:
+                    conn = http.client.HTTPConnection(HOST, self.port, timeout=15)
+                conn.request("POST", "/v2/theme", body='{"Theme":{"Name":"post %d"}}' % i,
+                             headers={"Authorization": "Basic " + u["auth"],
+                                      "Cache-Control": "no-cache"})
+                r = conn.getresponse()
+                body = r.read()
+                if r.status != 200:
+                    self.failures.append((t0 - self.t_start, u["node"], "status %d" % r.status,
+                                          body[:200]))
+                if r.getheader("Connection", "").lower() == "close":
+                    conn.close()
+                    conn = None
+            except (OSError, http.client.HTTPException) as e:
+                kind = "dropped" if isinstance(e, http.client.RemoteDisconnected) else "error"
+                self.failures.append((t0 - self.t_start, u["node"], kind, repr(e)))
+                conn.close()
+                conn = None
+            self.max_secs = max(self.max_secs, time.monotonic() - t0)
+            self.count += 1
+            if self.pause:
+                time.sleep(self.pause)
+        if conn is not None:
+            conn.close()
+
+    def stop(self):
+        self.halt.set()
+        self.join(20)
+
+    @staticmethod
+    def merge(checkers):
+        total = PostChecker(0, {})
+        for c in checkers:
+            total.count += c.count
+            total.failures += c.failures
+            total.max_secs = max(total.max_secs, c.max_secs)
+        return total
+
+
+if __name__ == "__main__":
+    unittest.main()
