@@ -9,11 +9,16 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "server_internal.h"
+
+#define SHUTDOWN_ACCEPT_MAX 4096 /* connections accepted from the backlog at shutdown */
+#define SHUTDOWN_GRACE_MS 250    /* an idle connection may still bring a request this long */
 
 /* ---- connection lifecycle ---- */
 
@@ -173,6 +178,29 @@ static void note_peer(struct conn *c, bool local) {
     }
 }
 
+/* A connection slot for a new client (over the cap only when told to). */
+static struct conn *conn_new(struct server *srv, bool local) {
+    struct conn *c = server__conn_get(srv);
+    if (local)
+        uv_pipe_init(srv->loop, &c->io.pipe, 0);
+    else
+        uv_tcp_init(srv->loop, &c->io.tcp);
+    uv_timer_init(srv->loop, &c->timer);
+    q_push(&srv->conns, &c->link);
+    srv->nconns++;
+    return c;
+}
+
+/* The client is connected: start serving it. */
+static void conn_begin(struct conn *c, bool local) {
+    if (!local) uv_tcp_nodelay(&c->io.tcp, 1);
+    note_peer(c, local);
+    c->idle_since = uv_now(c->srv->loop);
+    conn_start_reading(c);
+    conn_arm_timer(c);
+    conn_settle(c);
+}
+
 static void on_connection(uv_stream_t *l, int status) {
     struct server *srv = l->data;
     bool local = l == (uv_stream_t *)&srv->local;
@@ -190,24 +218,42 @@ static void on_connection(uv_stream_t *l, int status) {
         }
         /* The local socket's few clients (the CLI) are let in over the cap. */
     }
-    struct conn *c = server__conn_get(srv);
-    if (local)
-        uv_pipe_init(srv->loop, &c->io.pipe, 0);
-    else
-        uv_tcp_init(srv->loop, &c->io.tcp);
-    uv_timer_init(srv->loop, &c->timer);
-    q_push(&srv->conns, &c->link);
-    srv->nconns++;
+    struct conn *c = conn_new(srv, local);
     if (uv_accept(l, &c->io.stream) < 0) {
         conn_close(c);
         return;
     }
-    if (!local) uv_tcp_nodelay(&c->io.tcp, 1);
-    note_peer(c, local);
-    c->idle_since = uv_now(srv->loop);
-    conn_start_reading(c);
-    conn_arm_timer(c);
-    conn_settle(c);
+    conn_begin(c, local);
+}
+
+/*
+ * Shutdown: the connections the kernel completed but we have not accepted
+ * yet would be reset when the listener closes, after their clients may
+ * have sent a request (a load balancer cannot tell whether a POST sent on
+ * such a connection was processed, so it must not retry it). Accept them
+ * all first, at most SHUTDOWN_ACCEPT_MAX, and serve them like the others.
+ */
+static void accept_backlog(struct server *srv) {
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&srv->listener, &fd) < 0) return;
+    for (int i = 0; i < SHUTDOWN_ACCEPT_MAX; i++) {
+        int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (cfd < 0) return;
+        struct conn *c = conn_new(srv, false);
+        if (uv_tcp_open(&c->io.tcp, cfd) < 0) {
+            close(cfd);
+            conn_close(c);
+            continue;
+        }
+        conn_begin(c, false);
+    }
+}
+
+/* Bytes from the client wait in the socket, unread. */
+static bool has_input(struct conn *c) {
+    uv_os_fd_t fd;
+    int n = 0;
+    return uv_fileno(&c->io.handle, &fd) == 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0;
 }
 
 /* ---- the server ---- */
@@ -371,6 +417,7 @@ int server_listen_local(struct server *srv, const char *path) {
 
 void server_shutdown(struct server *srv, void (*on_drained)(struct server *srv)) {
     if (srv->shutting_down) return;
+    accept_backlog(srv);
     srv->shutting_down = true;
     srv->on_drained = on_drained;
     uv_close((uv_handle_t *)&srv->listener, on_listener_closed);
@@ -379,7 +426,15 @@ void server_shutdown(struct server *srv, void (*on_drained)(struct server *srv))
     for (struct server_link *q = srv->conns.next; q != &srv->conns; q = q->next) {
         struct conn *c = CONN_OF(q, link);
         if (!c->parser.in_message && c->count == 0) {
-            conn_close(c);
+            /* Idle. A request may be on its way all the same: one already in
+             * the socket, or one about to be sent on a connection that was
+             * just opened or just answered. Such a connection gets a short
+             * grace (its request is served, answered with Connection: close);
+             * the others close now. */
+            if (has_input(c) || uv_now(srv->loop) - c->idle_since < SHUTDOWN_GRACE_MS)
+                conn_timer_start(c, SHUTDOWN_GRACE_MS);
+            else
+                conn_close(c);
         } else {
             c->close_after = true;
             conn_flush(c);

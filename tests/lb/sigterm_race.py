@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Reproduces the eventd bug that a rolling restart can still lose a POST to
-(docs/SCALING.md, "What a restart can still lose"); not part of ctest.
+"""Checks that a graceful stop answers every request sent on an accepted
+connection (docs/SCALING.md, "A request at the instant of SIGTERM"); it
+reproduced the bug that lost such POSTs before the fix. Not part of ctest.
 
     tests/lb/sigterm_race.py [build/eventd] [--rounds 5]
 
