@@ -16,7 +16,7 @@
 #include "handlers_internal.h"
 #include "log.h"
 
-enum admin_route { A_LIST, A_GET, A_CREATE, A_REMOVE, A_ROTATE, A_TOKEN };
+enum admin_route { A_LIST, A_GET, A_CREATE, A_REMOVE, A_ROTATE, A_TOKEN, A_TOKEN_REVOKE };
 
 static const char prefix[] = "/admin/";
 
@@ -58,8 +58,12 @@ static bool route(struct req_state *st, struct http_request *req, struct http_re
     } else if (p.len > 7 && memcmp(p.ptr, "tokens/", 7) == 0) {
         name = (struct slice){p.ptr + 7, p.len - 7};
         if (memchr(name.ptr, '/', name.len)) return refuse(r, ERR_NOT_FOUND, NULL);
-        if (m != HTTP_PUT) return refuse(r, ERR_METHOD_NOT_ALLOWED, "Allow: PUT\r\n");
-        st->page = A_TOKEN;
+        if (m == HTTP_PUT)
+            st->page = A_TOKEN;
+        else if (m == HTTP_DELETE)
+            st->page = A_TOKEN_REVOKE;
+        else
+            return refuse(r, ERR_METHOD_NOT_ALLOWED, "Allow: PUT, DELETE\r\n");
     } else {
         return refuse(r, ERR_NOT_FOUND, NULL);
     }
@@ -140,10 +144,10 @@ static bool take_id(struct handlers *h, struct http_response *r, uint64_t *id) {
 void admin_complete(struct handlers *h, struct req_state *st, struct http_request *req,
                     struct http_response *r) {
     (void)req;
-    const struct record *u = st->page == A_LIST || st->page == A_TOKEN
-                                 ? NULL
-                                 : index_user_by_name(&h->db->index, st->name, strlen(st->name));
-    if (st->page != A_LIST && st->page != A_TOKEN && st->page != A_CREATE && !u) {
+    bool about_user = st->page != A_LIST && st->page != A_TOKEN && st->page != A_TOKEN_REVOKE;
+    const struct record *u =
+        about_user ? index_user_by_name(&h->db->index, st->name, strlen(st->name)) : NULL;
+    if (about_user && st->page != A_CREATE && !u) {
         reply_error(r, ERR_NOT_FOUND, NULL, "no user %s", st->name);
         return;
     }
@@ -204,9 +208,22 @@ void admin_complete(struct handlers *h, struct req_state *st, struct http_reques
         reply_no_content(r);
         return;
     }
+    case A_TOKEN_REVOKE: {
+        uint64_t id = db_admin_token(h->db, st->name);
+        if (!id) {
+            reply_error(r, ERR_NOT_FOUND, NULL, "no admin token %s", st->name);
+            return;
+        }
+        r->lsn = db_delete(h->db, id);
+        LOG(LOG_INFO, "admin: revoked admin token %s", st->name);
+        reply_no_content(r);
+        return;
+    }
     case A_TOKEN: {
-        uint64_t id;
-        if (!take_id(h, r, &id)) return;
+        /* A token of that name is replaced: the old one stops at once. */
+        uint64_t id = db_admin_token(h->db, st->name);
+        bool replaced = id != 0;
+        if (!replaced && !take_id(h, r, &id)) return;
         auth_new_key(key);
         uint8_t hash[AUTH_HASH_BYTES];
         auth_hash_key(key, strlen(key), hash);
@@ -217,9 +234,9 @@ void admin_complete(struct handlers *h, struct req_state *st, struct http_reques
         v[ADMIN_TOKEN_HASH].s.ptr = (const char *)hash;
         v[ADMIN_TOKEN_HASH].s.len = AUTH_HASH_BYTES;
         r->lsn = db_put(h->db, record_build(&record_admin, id, 0, v));
-        LOG(LOG_INFO, "admin: created admin token %s", st->name);
+        LOG(LOG_INFO, "admin: %s admin token %s", replaced ? "replaced" : "created", st->name);
         reply_ok_open(r);
-        r->status = 201;
+        r->status = replaced ? 200 : 201;
         buf_append_str(&r->body, "{\"Name\":");
         json_write_string(&r->body, st->name, strlen(st->name));
         buf_append_str(&r->body, ",\"Token\":\"");

@@ -119,14 +119,25 @@ int cli_user(struct db *db, int npos, const char **pos) {
     return 0;
 }
 
-int cli_admin_token(struct db *db, const char *name) {
+int cli_admin_token(struct db *db, const char *verb, const char *name) {
     const char *why = auth_check_username(name);
     if (why) {
         fprintf(stderr, "eventd: bad token name '%s': %s\n", name, why);
         return 2;
     }
-    uint64_t id;
-    int rc = db_take_id(db, &id);
+    uint64_t id = db_admin_token(db, name);
+    if (!strcmp(verb, "revoke")) {
+        if (!id) {
+            fprintf(stderr, "eventd: no admin token '%s'\n", name);
+            return 1;
+        }
+        db_delete(db, id);
+        if (save(db) < 0) return 1;
+        printf("revoked admin token %s\n", name);
+        return 0;
+    }
+    bool replaced = id != 0;
+    int rc = replaced ? 0 : db_take_id(db, &id);
     if (rc < 0) {
         fprintf(stderr, "eventd: no id for a new token: %s\n", strerror(-rc));
         return 1;
@@ -143,7 +154,7 @@ int cli_admin_token(struct db *db, const char *name) {
     v[ADMIN_TOKEN_HASH].s.len = AUTH_HASH_BYTES;
     db_put(db, record_build(&record_admin, id, 0, v));
     if (save(db) < 0) return 1;
-    printf("created admin token %s (shown only once):\n%s\n", name, token);
+    printf("%s admin token %s (shown only once):\n%s\n", replaced ? "new" : "created", name, token);
     return 0;
 }
 

@@ -32,15 +32,16 @@ int cli_export(struct db *db, const char *name);
 int cli_import(struct db *db);
 /* eventd compact: rewrites the log to its live records. */
 int cli_compact(struct db *db, const struct config *cfg);
-/* eventd admin token NAME: a new admin API token, printed once. */
-int cli_admin_token(struct db *db, const char *name);
+/* eventd admin token NAME: a new admin API token (replacing one of that name),
+ * printed once; eventd admin revoke NAME: the token stops working. */
+int cli_admin_token(struct db *db, const char *verb, const char *name);
 
 /* ---- on a running server, through DATA/admin.sock (cli_remote.c) ---- */
 
 /* A server answers on dir's admin socket. */
 bool cli_server_running(const char *dir);
 int cli_user_remote(const char *dir, int npos, const char **pos);
-int cli_admin_token_remote(const char *dir, const char *name);
+int cli_admin_token_remote(const char *dir, const char *verb, const char *name);
 /*
  * On a first start with no users, creates user "demo". Its key goes to
  * stdout when that is a terminal, else to DATA/demo-user.key (mode 0600),

@@ -203,15 +203,22 @@ int cli_user_remote(const char *dir, int npos, const char **pos) {
     return rc;
 }
 
-int cli_admin_token_remote(const char *dir, const char *name) {
+int cli_admin_token_remote(const char *dir, const char *verb, const char *name) {
     struct picker p = {0};
     char path[160];
     snprintf(path, sizeof path, "/admin/tokens/%s", name);
-    int status = call(dir, "PUT", path, &p), rc = 1;
+    bool revoke = !strcmp(verb, "revoke");
+    int status = call(dir, revoke ? "DELETE" : "PUT", path, &p), rc = 1;
     const char *token = get(&p, "Token");
-    if (status == 201 && token) {
-        printf("created admin token %s (shown only once):\n%s\n", name, token);
+    if (!revoke && (status == 201 || status == 200) && token) {
+        printf("%s admin token %s (shown only once):\n%s\n", status == 200 ? "new" : "created",
+               name, token);
         rc = 0;
+    } else if (revoke && status == 204) {
+        printf("revoked admin token %s\n", name);
+        rc = 0;
+    } else if (revoke && status == 404) {
+        fprintf(stderr, "eventd: no admin token '%s'\n", name);
     } else if (status > 0) {
         print_error(&p, status);
     }

@@ -395,3 +395,14 @@ int db_compact_now(struct db *db) {
     uv_run(db->loop, UV_RUN_DEFAULT);
     return db->compact_status;
 }
+
+uint64_t db_admin_token(const struct db *db, const char *name) {
+    const struct index *ix = &db->index;
+    const struct id_list *l = index_owned(ix, UINT64_MAX, REC_ADMIN);
+    size_t n = strlen(name);
+    for (uint32_t i = 0; i < l->len; i++) {
+        union value v = record_get(index_get(ix, l->ids[i]), ADMIN_NAME);
+        if (v.s.len == n && memcmp(v.s.ptr, name, n) == 0) return l->ids[i];
+    }
+    return 0;
+}

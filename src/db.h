@@ -125,6 +125,8 @@ uint64_t db_delete(struct db *db, uint64_t id);
  */
 uint64_t db_put_account(struct db *db, uint64_t id, struct slice name, struct slice key_hash,
                         struct slice password_hash);
+/* The id of the admin token named name, or 0. */
+uint64_t db_admin_token(const struct db *db, const char *name);
 /* Creates or replaces user id with this name and the hash of key, keeping its password. */
 uint64_t db_put_user(struct db *db, uint64_t id, const char *name, const char *key);
 

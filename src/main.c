@@ -3,7 +3,7 @@
  *   serve (default)            replay the log, listen, run the loop, shut down
  *   user add|rotate|remove|list   manage accounts (offline, or through a running
  *                              server's admin socket)
- *   admin token NAME           make an admin API token
+ *   admin token|revoke NAME    make (or replace) / revoke an admin API token
  *   compact                    rewrite a stopped server's log to its live records
  *   export --user NAME, import move a user's records between shards' data directories
  */
@@ -30,7 +30,9 @@ static void usage(FILE *out) {
         "  eventd user remove NAME [--data DIR] remove a user (its records stay)\n"
         "  eventd user purge NAME [--data DIR]  remove a user and every record it owns\n"
         "  eventd user list [--data DIR]        list users\n"
-        "  eventd admin token NAME [--data DIR] make an admin API token; prints it once\n"
+        "  eventd admin token NAME [--data DIR] make an admin API token (replacing one of\n"
+        "                                       that name); prints it once\n"
+        "  eventd admin revoke NAME [--data DIR] the admin token stops working\n"
         "  eventd compact [--data DIR]          rewrite the log to its live records\n"
         "  eventd export --user NAME [--data DIR] > FILE   a user and its records, to stdout\n"
         "  eventd import [--data DIR] < FILE    add an exported user and its records\n"
@@ -68,7 +70,7 @@ static int run(struct app *app, const char *cmd, int npos, const char **pos,
     if (!strcmp(cmd, "user")) return cli_user(&app->db, npos, pos);
     if (!strcmp(cmd, "export")) return cli_export(&app->db, export_user);
     if (!strcmp(cmd, "import")) return cli_import(&app->db);
-    if (!strcmp(cmd, "admin")) return cli_admin_token(&app->db, pos[1]);
+    if (!strcmp(cmd, "admin")) return cli_admin_token(&app->db, pos[0], pos[1]);
     return cli_compact(&app->db, &app->cfg);
 }
 
@@ -116,8 +118,9 @@ int main(int argc, char **argv) {
         return 2;
     }
 
-    if (!strcmp(cmd, "admin") && (npos != 2 || strcmp(pos[0], "token"))) {
-        fprintf(stderr, "eventd: usage: eventd admin token NAME\n");
+    if (!strcmp(cmd, "admin") &&
+        (npos != 2 || (strcmp(pos[0], "token") && strcmp(pos[0], "revoke")))) {
+        fprintf(stderr, "eventd: usage: eventd admin token|revoke NAME\n");
         return 2;
     }
 
@@ -146,7 +149,7 @@ int main(int argc, char **argv) {
     }
     if (running)
         return !strcmp(cmd, "user") ? cli_user_remote(cfg.data_dir, npos, pos)
-                                    : cli_admin_token_remote(cfg.data_dir, pos[1]);
+                                    : cli_admin_token_remote(cfg.data_dir, pos[0], pos[1]);
     /* The CLI commands speak for themselves on stdout; replay chatter is for servers. */
     if (strcmp(cmd, "serve") && cfg.log_level == LOG_INFO) cfg.log_level = LOG_WARN;
 
