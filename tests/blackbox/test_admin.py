@@ -319,6 +319,34 @@ class OnTheListener(unittest.TestCase):
         r = sock_call(self.d.path, "GET", "/admin/users")
         self.assertEqual(r.status, 200, r.describe())
 
+    def test_a_replaced_token_stops_and_the_new_one_works(self):
+        name = uname("tok")
+        old = sock_call(self.d.path, "PUT", "/admin/tokens/" + name)
+        self.assertEqual(old.status, 201, old.describe())
+        new = sock_call(self.d.path, "PUT", "/admin/tokens/" + name)
+        self.assertEqual(new.status, 200, new.describe())
+        self.assertEqual(self.call("GET", "/admin/users", old.result()["Token"]).status, 401)
+        self.assertEqual(self.call("GET", "/admin/users", new.result()["Token"]).status, 200)
+
+    def test_a_revoked_token_stops_at_once(self):
+        name = uname("tok")
+        r = sock_call(self.d.path, "PUT", "/admin/tokens/" + name)
+        token = r.result()["Token"]
+        self.assertEqual(self.call("GET", "/admin/users", token).status, 200)
+        r = sock_call(self.d.path, "DELETE", "/admin/tokens/" + name)
+        self.assertEqual(r.status, 204, r.describe())
+        self.assertEqual(self.call("GET", "/admin/users", token).status, 401)
+        self.assertEqual(sock_call(self.d.path, "DELETE", "/admin/tokens/" + name).status, 404)
+
+    def test_cli_revoke_while_running(self):
+        name = uname("tok")
+        cp = cli(["admin", "token", name, "--data", self.d.path])
+        token = last_line(cp.stdout)
+        cp = cli(["admin", "revoke", name, "--data", self.d.path])
+        self.assertEqual(cp.returncode, 0, (cp.stdout, cp.stderr))
+        self.assertEqual(cp.stdout, "revoked admin token %s\n" % name)
+        self.assertEqual(self.call("GET", "/admin/users", token).status, 401)
+
 
 class CliOnARunningServer(Base):
     def user(self, *args):
