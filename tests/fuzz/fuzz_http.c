@@ -163,6 +163,7 @@ static unsigned svc_connections(void) {
 static char auth1[128], auth2[128];
 static bool verbose;         /* FUZZ_VERBOSE set: print what the server answered */
 static bool allow_head_body; /* FUZZ_ALLOW_HEAD_BODY set: do not check HEAD responses */
+static bool strict_eof;      /* FUZZ_STRICT_EOF set: see check_responses */
 static char *stream, *got;
 
 static void cleanup(void) {
@@ -190,6 +191,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     signal(SIGPIPE, SIG_IGN);
     verbose = getenv("FUZZ_VERBOSE") != NULL;
     allow_head_body = getenv("FUZZ_ALLOW_HEAD_BODY") != NULL;
+    strict_eof = getenv("FUZZ_STRICT_EOF") != NULL;
     if (sodium_init() < 0) fuzz_die("sodium_init");
     static const char *users[2][2] = {{"fuzz:", KEY1}, {"other:", KEY2}};
     char *out[2] = {auth1, auth2};
@@ -254,6 +256,7 @@ static struct sock {
     bool shut;      /* the server shut down its side (the client saw FIN) */
     bool closed;    /* the server closed the connection */
     bool reset;     /* ... with client bytes unread: a real socket would reset */
+    bool cut;       /* ... with a write in flight, whose bytes never arrive */
     size_t bufsize; /* the send buffer's size, from the input */
     size_t unread;  /* bytes in it the client has not read yet */
     size_t got_len; /* bytes of got[] the client received */
@@ -366,6 +369,7 @@ static void on_sock_closed(uv_handle_t *h) {
     if (sk.wreq) {
         uv_write_t *req = sk.wreq;
         sk.wreq = NULL; /* its bytes never reach the client */
+        sk.cut = true;
         req->cb(req, UV_ECANCELED);
     }
     if (sk.sreq) {
@@ -441,6 +445,7 @@ struct requests {
     unsigned n;
     uint8_t method[MAX_REQUESTS];
     bool complete[MAX_REQUESTS];
+    bool cut_short; /* the stream ends inside a request (its head may be incomplete) */
 };
 
 static int rq_headers(void *owner, struct http_request *req) {
@@ -468,7 +473,8 @@ static void list_requests(const char *p, size_t n, struct requests *out) {
     out->n = 0;
     http_parser_init(&parser, &limits, &ev, out);
     size_t used;
-    http_parser_execute(&parser, p, n, &used);
+    enum http_status st = http_parser_execute(&parser, p, n, &used);
+    out->cut_short = st == HTTP_OK && parser.in_message;
     http_parser_destroy(&parser);
 }
 
@@ -610,6 +616,12 @@ static void check_responses(size_t sent) {
         const char *why = check_response(got, sk.got_len, &pos, head, &close, &interim);
         /* A reset may cut off what was still in flight; what arrived must be well-formed. */
         if (why && sk.reset && strstr(why, "short")) return;
+        /* A known bug, open (docs/RELIABILITY.md, regressions/fuzz_http/
+         * cut-response-on-eof-mid-request): the client's end of stream in the middle of a
+         * request closes the connection at once, cancelling the write of an earlier
+         * response, which arrives cut short. Tolerated unless FUZZ_STRICT_EOF is set, so
+         * that fuzzing goes on past it; remove this once the server finishes that write. */
+        if (why && !strict_eof && sk.cut && rq.cut_short && strstr(why, "short")) return;
         if (why)
             fuzz_die("response %u (offset %zu of %zu received, %zu sent): %s\n%.*s", n, at,
                      sk.got_len, sent, why, (int)(sk.got_len - at > 2000 ? 2000 : sk.got_len - at),
