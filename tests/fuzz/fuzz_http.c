@@ -163,7 +163,6 @@ static unsigned svc_connections(void) {
 static char auth1[128], auth2[128];
 static bool verbose;         /* FUZZ_VERBOSE set: print what the server answered */
 static bool allow_head_body; /* FUZZ_ALLOW_HEAD_BODY set: do not check HEAD responses */
-static bool strict_eof;      /* FUZZ_STRICT_EOF set: see check_responses */
 static char *stream, *got;
 
 static void cleanup(void) {
@@ -191,7 +190,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     signal(SIGPIPE, SIG_IGN);
     verbose = getenv("FUZZ_VERBOSE") != NULL;
     allow_head_body = getenv("FUZZ_ALLOW_HEAD_BODY") != NULL;
-    strict_eof = getenv("FUZZ_STRICT_EOF") != NULL;
     if (sodium_init() < 0) fuzz_die("sodium_init");
     static const char *users[2][2] = {{"fuzz:", KEY1}, {"other:", KEY2}};
     char *out[2] = {auth1, auth2};
@@ -616,12 +614,6 @@ static void check_responses(size_t sent) {
         const char *why = check_response(got, sk.got_len, &pos, head, &close, &interim);
         /* A reset may cut off what was still in flight; what arrived must be well-formed. */
         if (why && sk.reset && strstr(why, "short")) return;
-        /* A known bug, open (docs/RELIABILITY.md, regressions/fuzz_http/
-         * cut-response-on-eof-mid-request): the client's end of stream in the middle of a
-         * request closes the connection at once, cancelling the write of an earlier
-         * response, which arrives cut short. Tolerated unless FUZZ_STRICT_EOF is set, so
-         * that fuzzing goes on past it; remove this once the server finishes that write. */
-        if (why && !strict_eof && sk.cut && rq.cut_short && strstr(why, "short")) return;
         if (why)
             fuzz_die("response %u (offset %zu of %zu received, %zu sent): %s\n%.*s", n, at,
                      sk.got_len, sent, why, (int)(sk.got_len - at > 2000 ? 2000 : sk.got_len - at),
