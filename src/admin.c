@@ -141,6 +141,45 @@ static bool take_id(struct handlers *h, struct http_response *r, uint64_t *id) {
     return false;
 }
 
+/* PUT /admin/tokens/NAME (create or replace) and DELETE (revoke). */
+static void admin_token(struct handlers *h, struct req_state *st, struct http_response *r) {
+    char key[AUTH_KEY_CHARS + 1];
+    if (st->page == A_TOKEN_REVOKE) {
+        uint64_t id = db_admin_token(h->db, st->name);
+        if (!id) {
+            reply_error(r, ERR_NOT_FOUND, NULL, "no admin token %s", st->name);
+            return;
+        }
+        r->lsn = db_delete(h->db, id);
+        LOG(LOG_INFO, "admin: revoked admin token %s", st->name);
+        reply_no_content(r);
+        return;
+    }
+    /* A token of that name is replaced: the old one stops at once. */
+    uint64_t id = db_admin_token(h->db, st->name);
+    bool replaced = id != 0;
+    if (!replaced && !take_id(h, r, &id)) return;
+    auth_new_key(key);
+    uint8_t hash[AUTH_HASH_BYTES];
+    auth_hash_key(key, strlen(key), hash);
+    union value v[RECORD_MAX_FIELDS];
+    record_defaults(&record_admin, v);
+    v[ADMIN_NAME].s.ptr = st->name;
+    v[ADMIN_NAME].s.len = (uint32_t)strlen(st->name);
+    v[ADMIN_TOKEN_HASH].s.ptr = (const char *)hash;
+    v[ADMIN_TOKEN_HASH].s.len = AUTH_HASH_BYTES;
+    r->lsn = db_put(h->db, record_build(&record_admin, id, 0, v));
+    LOG(LOG_INFO, "admin: %s admin token %s", replaced ? "replaced" : "created", st->name);
+    reply_ok_open(r);
+    r->status = replaced ? 200 : 201;
+    buf_append_str(&r->body, "{\"Name\":");
+    json_write_string(&r->body, st->name, strlen(st->name));
+    buf_append_str(&r->body, ",\"Token\":\"");
+    buf_append_str(&r->body, key);
+    buf_append_str(&r->body, "\"}}");
+    sodium_memzero(key, sizeof key);
+}
+
 void admin_complete(struct handlers *h, struct req_state *st, struct http_request *req,
                     struct http_response *r) {
     (void)req;
@@ -208,42 +247,10 @@ void admin_complete(struct handlers *h, struct req_state *st, struct http_reques
         reply_no_content(r);
         return;
     }
-    case A_TOKEN_REVOKE: {
-        uint64_t id = db_admin_token(h->db, st->name);
-        if (!id) {
-            reply_error(r, ERR_NOT_FOUND, NULL, "no admin token %s", st->name);
-            return;
-        }
-        r->lsn = db_delete(h->db, id);
-        LOG(LOG_INFO, "admin: revoked admin token %s", st->name);
-        reply_no_content(r);
+    case A_TOKEN_REVOKE:
+    case A_TOKEN:
+        admin_token(h, st, r);
         return;
-    }
-    case A_TOKEN: {
-        /* A token of that name is replaced: the old one stops at once. */
-        uint64_t id = db_admin_token(h->db, st->name);
-        bool replaced = id != 0;
-        if (!replaced && !take_id(h, r, &id)) return;
-        auth_new_key(key);
-        uint8_t hash[AUTH_HASH_BYTES];
-        auth_hash_key(key, strlen(key), hash);
-        union value v[RECORD_MAX_FIELDS];
-        record_defaults(&record_admin, v);
-        v[ADMIN_NAME].s.ptr = st->name;
-        v[ADMIN_NAME].s.len = (uint32_t)strlen(st->name);
-        v[ADMIN_TOKEN_HASH].s.ptr = (const char *)hash;
-        v[ADMIN_TOKEN_HASH].s.len = AUTH_HASH_BYTES;
-        r->lsn = db_put(h->db, record_build(&record_admin, id, 0, v));
-        LOG(LOG_INFO, "admin: %s admin token %s", replaced ? "replaced" : "created", st->name);
-        reply_ok_open(r);
-        r->status = replaced ? 200 : 201;
-        buf_append_str(&r->body, "{\"Name\":");
-        json_write_string(&r->body, st->name, strlen(st->name));
-        buf_append_str(&r->body, ",\"Token\":\"");
-        buf_append_str(&r->body, key);
-        buf_append_str(&r->body, "\"}}");
-        break;
-    }
     default:
         http_response_error(r, ERR_INTERNAL, NULL, NULL);
         return;
