@@ -90,6 +90,8 @@ struct http_request {
  */
 static inline struct slice http_request_field(const struct http_request *r, enum http_field f) {
     const struct http_kept *k = r->kept;
+    /* No kept header yet: fields.ptr may be NULL, and NULL + 0 is undefined. */
+    if (k->len[f] == 0) return (struct slice){"", 0};
     return (struct slice){k->fields.ptr + k->off[f], k->len[f]};
 }
 
