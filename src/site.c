@@ -405,18 +405,25 @@ static void submit(struct handlers *h, struct req_state *st, struct http_request
     j->ticket = server_defer(h->srv, r);
 }
 
+/* {"Status":"ok","Result":{"Username":..,"UserID":N  (left open for more members) */
+static void account_json_open(struct http_response *r, uint16_t status, const char *name,
+                              size_t len, uint64_t id) {
+    reply_ok_open(r);
+    r->status = status;
+    buf_append_str(&r->body, "{\"Username\":");
+    json_write_string(&r->body, name, len);
+    buf_append_str(&r->body, ",\"UserID\":");
+    buf_append_u64(&r->body, id);
+}
+
 static void answer_account(struct handlers *h, struct http_response *r, bool json, uint16_t status,
                            const struct record *u) {
     if (!json) {
         redirect(h, r, "/user/api");
         return;
     }
-    reply_ok_open(r);
-    r->status = status;
-    buf_append_str(&r->body, "{\"Username\":");
-    json_write_string(&r->body, record_get(u, USER_NAME).s.ptr, record_get(u, USER_NAME).s.len);
-    buf_append_str(&r->body, ",\"UserID\":");
-    buf_append_u64(&r->body, u->id);
+    union value name = record_get(u, USER_NAME);
+    account_json_open(r, status, name.s.ptr, name.s.len, u->id);
     buf_append_str(&r->body, "}}");
 }
 
@@ -715,11 +722,7 @@ static void site_post(struct handlers *h, struct req_state *st, struct http_requ
         LOG(LOG_INFO, "account: user %s issued a new API key", s->name);
         metrics_account(h->metrics, MA_KEY_ISSUED);
         if (st->json) {
-            reply_ok_open(r);
-            buf_append_str(&r->body, "{\"Username\":");
-            json_write_string(&r->body, s->name, strlen(s->name));
-            buf_append_str(&r->body, ",\"UserID\":");
-            buf_append_u64(&r->body, s->user_id);
+            account_json_open(r, 200, s->name, strlen(s->name), s->user_id);
             buf_append_str(&r->body, ",\"APIKey\":\"");
             buf_append_str(&r->body, key);
             buf_append_str(&r->body, "\"}}");
@@ -775,11 +778,7 @@ void site_complete(struct handlers *h, struct req_state *st, struct http_request
         if (!signed_in) {
             not_signed_in(h, r, st->json);
         } else if (st->json) {
-            reply_ok_open(r);
-            buf_append_str(&r->body, "{\"Username\":");
-            json_write_string(&r->body, s.name, strlen(s.name));
-            buf_append_str(&r->body, ",\"UserID\":");
-            buf_append_u64(&r->body, s.user_id);
+            account_json_open(r, 200, s.name, strlen(s.name), s.user_id);
             buf_append_str(&r->body, s.has_key ? ",\"HasKey\":true}}" : ",\"HasKey\":false}}");
         } else {
             user_api_page(h, req, r, &s, NULL, NULL);
