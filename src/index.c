@@ -35,6 +35,20 @@ static inline uint64_t mix(uint64_t x) {
 #define SHARD_MIN_CAP 16
 
 /*
+ * A shard that never held a record points at this shared, read-only table
+ * of empty slots, so an empty index costs no allocation (and none to free):
+ * lookups find nothing in it, and the first insert gives the shard its own
+ * table of the same size, at the same slot.
+ */
+static const struct index_slot no_slots[SHARD_MIN_CAP];
+static bool shard_allocated(const struct index_shard *sh) {
+    return sh->slots != no_slots;
+}
+static const struct owner no_owners[1];
+static const uint64_t no_names[1];
+#define TABLE_MIN_CAP 64 /* owners and names, once allocated */
+
+/*
  * Where an id lives: runs of ID_RUN consecutive ids share a shard and sit in
  * consecutive slots from a hashed start. Ids are handed out in order, so
  * replay and creates fill a table a few cache lines at a time instead of
@@ -56,12 +70,12 @@ void index_init(struct index *ix) {
     memset(ix, 0, sizeof *ix);
     for (int i = 0; i < INDEX_SHARDS; i++) {
         ix->shards[i].cap = SHARD_MIN_CAP;
-        ix->shards[i].slots = xcalloc(SHARD_MIN_CAP, sizeof(struct index_slot));
+        ix->shards[i].slots = (struct index_slot *)no_slots; /* never written: see no_slots */
     }
-    ix->owners_cap = 64;
-    ix->owners = xcalloc(ix->owners_cap, sizeof *ix->owners);
-    ix->names_cap = 64;
-    ix->names = xcalloc(ix->names_cap, sizeof *ix->names);
+    ix->owners_cap = 1; /* the owner and name tables too start as shared empty ones */
+    ix->owners = (struct owner *)no_owners;
+    ix->names_cap = 1;
+    ix->names = (uint64_t *)no_names;
     ix->next_id = 1;
     ix->id_min = record_node_id_min(0);
     ix->id_max = record_node_id_max(0);
@@ -70,7 +84,8 @@ void index_init(struct index *ix) {
 /* Runs body with r bound to each live record. */
 #define EACH_RECORD(ix, r, body)                                                                   \
     for (int s_ = 0; s_ < INDEX_SHARDS; s_++)                                                      \
-        for (uint32_t i_ = 0; i_ < (ix)->shards[s_].cap; i_++) {                                   \
+        for (uint32_t i_ = 0; shard_allocated(&(ix)->shards[s_]) && i_ < (ix)->shards[s_].cap;     \
+             i_++) {                                                                               \
             struct record *r = (ix)->shards[s_].slots[i_].r;                                       \
             if (!r || r == TOMBSTONE) continue;                                                    \
             body;                                                                                  \
@@ -81,13 +96,13 @@ static void table_free(struct index_slot *t, uint32_t cap);
 void index_destroy(struct index *ix) {
     EACH_RECORD(ix, r, record_free(r));
     for (int i = 0; i < INDEX_SHARDS; i++)
-        table_free(ix->shards[i].slots, ix->shards[i].cap);
+        if (shard_allocated(&ix->shards[i])) table_free(ix->shards[i].slots, ix->shards[i].cap);
     free(ix->scratch);
     for (size_t i = 0; i < ix->owners_cap; i++)
         for (int k = 0; k <= REC_KIND_MAX; k++)
             free(ix->owners[i].lists[k].ids);
-    free(ix->owners);
-    free(ix->names);
+    if (ix->owners != no_owners) free(ix->owners);
+    if (ix->names != no_names) free(ix->names);
     free(ix->foreign.ids);
     memset(ix, 0, sizeof *ix);
 }
@@ -217,7 +232,7 @@ static struct owner *owner_get(struct index *ix, uint64_t user_id, bool create) 
     if ((ix->owners_count + 1) * 2 > ix->owners_cap) {
         struct owner *old = ix->owners;
         size_t old_cap = ix->owners_cap;
-        ix->owners_cap *= 2;
+        ix->owners_cap = old_cap < TABLE_MIN_CAP ? TABLE_MIN_CAP : old_cap * 2;
         ix->owners = xcalloc(ix->owners_cap, sizeof *ix->owners);
         for (size_t j = 0; j < old_cap; j++) {
             if (!old[j].user_id) continue;
@@ -226,7 +241,7 @@ static struct owner *owner_get(struct index *ix, uint64_t user_id, bool create) 
                 k = (k + 1) & (ix->owners_cap - 1);
             ix->owners[k] = old[j];
         }
-        free(old);
+        if (old != no_owners) free(old);
         return owner_get(ix, user_id, true);
     }
     ix->owners[i].user_id = user_id;
@@ -322,14 +337,14 @@ static void name_insert(struct index *ix, const struct record *u) {
     if ((ix->names_used + 1) * 2 > ix->names_cap) {
         uint64_t *old = ix->names;
         size_t old_cap = ix->names_cap;
-        ix->names_cap *= 2;
+        ix->names_cap = old_cap < TABLE_MIN_CAP ? TABLE_MIN_CAP : old_cap * 2;
         ix->names = xcalloc(ix->names_cap, sizeof *ix->names);
         ix->names_used = 0;
         for (size_t i = 0; i < old_cap; i++) {
             const struct record *o = old[i] && old[i] != NAME_GONE ? index_get(ix, old[i]) : NULL;
             if (o) name_insert(ix, o);
         }
-        free(old);
+        if (old != no_names) free(old);
     }
     size_t mask = ix->names_cap - 1;
     size_t i = name_hash(record_get(u, USER_NAME).s.ptr, record_get(u, USER_NAME).s.len) & mask;
@@ -374,6 +389,10 @@ struct record *index_swap(struct index *ix, struct record *r) {
         sl->r = r;
     } else {
         struct index_shard *sh = shard_of(ix, id_hash(r->id));
+        if (!shard_allocated(sh)) {
+            sh->slots = xcalloc(SHARD_MIN_CAP, sizeof *sh->slots);
+            sl = &sh->slots[sl - no_slots];
+        }
         if (!sl->r) sh->used++;
         *sl = (struct index_slot){r->id, r};
         sh->count++;

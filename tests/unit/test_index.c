@@ -85,6 +85,31 @@ static int apply_varint(struct index *ix, uint8_t type, uint64_t v) {
 
 /* ---- put, swap, remove, get ---- */
 
+/* A fresh index allocates nothing until a record arrives: every lookup on its shared empty tables
+ * finds nothing, and nothing is written to them. */
+static void test_empty_index(void) {
+    struct index ix;
+    index_init(&ix);
+    for (uint64_t id = 0; id < 4096; id++)
+        CHECK(index_get(&ix, id) == NULL);
+    CHECK(index_remove(&ix, 3) == NULL);
+    CHECK_EQ_INT(index_delete(&ix, 3), -1);
+    CHECK(index_user_by_name(&ix, "nobody", 6) == NULL);
+    CHECK_EQ_UINT(index_owned(&ix, 7, REC_THEME)->len, 0);
+    index_relink(&ix);
+    index_destroy(&ix);
+    /* A second index starts as empty: the first one wrote nothing into the shared tables. */
+    index_init(&ix);
+    index_put(&ix, theme(1, 7, "one"));
+    CHECK(index_get(&ix, 1) != NULL);
+    CHECK(index_get(&ix, 2) == NULL);
+    index_destroy(&ix);
+    index_init(&ix);
+    CHECK(index_get(&ix, 1) == NULL);
+    CHECK_EQ_UINT(index_owned(&ix, 7, REC_THEME)->len, 0);
+    index_destroy(&ix);
+}
+
 static void test_put_get(void) {
     struct index ix;
     index_init(&ix);
@@ -678,6 +703,7 @@ static void test_lower_bound_above_every_id(void) {
 }
 
 static const struct check_case cases[] = {
+    CHECK_CASE(test_empty_index),
     CHECK_CASE(test_put_get),
     CHECK_CASE(test_swap_returns_replaced),
     CHECK_CASE(test_remove),
