@@ -192,11 +192,9 @@ static struct index_slot *table_regrow(struct index_slot *t, uint32_t old_cap, u
     return t;
 }
 
-static void grow(struct index *ix, struct index_shard *sh) {
+/* Rehashes sh into a table of cap slots (a power of two, at least sh->cap), dropping tombstones. */
+static void rehash(struct index *ix, struct index_shard *sh, uint32_t cap) {
     uint32_t old_cap = sh->cap, n = 0;
-    /* Rehash into a table twice the live size (at least as big), dropping tombstones. */
-    uint32_t cap = sh->cap;
-    if (sh->count * 2 >= cap) cap *= 2;
     if (ix->scratch_cap < sh->count) {
         ix->scratch_cap = sh->count * 2;
         free(ix->scratch);
@@ -204,7 +202,7 @@ static void grow(struct index *ix, struct index_shard *sh) {
     }
     for (uint32_t i = 0; i < old_cap; i++)
         if (sh->slots[i].r && sh->slots[i].r != TOMBSTONE) ix->scratch[n++] = sh->slots[i];
-    sh->slots = table_regrow(sh->slots, old_cap, cap);
+    sh->slots = table_regrow(shard_allocated(sh) ? sh->slots : NULL, old_cap, cap);
     sh->cap = cap;
     sh->used = sh->count;
     for (uint32_t i = 0; i < n; i++) {
@@ -214,6 +212,22 @@ static void grow(struct index *ix, struct index_shard *sh) {
             j = (j + 1) & (cap - 1);
         sh->slots[j] = *e;
     }
+}
+
+static void grow(struct index *ix, struct index_shard *sh) {
+    /* Twice the live size (at least as big): tombstones alone only need a rehash. */
+    rehash(ix, sh, sh->count * 2 >= sh->cap ? sh->cap * 2 : sh->cap);
+}
+
+void index_reserve(struct index *ix, size_t records) {
+    /* Per shard: the mean, 5 % for the hash's spread, and room to stay under 3/4 full. */
+    uint64_t per = records / INDEX_SHARDS + records / INDEX_SHARDS / 20 + SHARD_MIN_CAP;
+    if (per > UINT32_MAX / 2) per = UINT32_MAX / 2;
+    uint32_t cap = SHARD_MIN_CAP;
+    while ((uint64_t)cap * 3 <= per * 4)
+        cap *= 2;
+    for (int i = 0; i < INDEX_SHARDS; i++)
+        if (ix->shards[i].cap < cap) rehash(ix, &ix->shards[i], cap);
 }
 
 struct record *index_get(const struct index *ix, uint64_t id) {

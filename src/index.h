@@ -114,6 +114,13 @@ void index_set_node(struct index *ix, uint32_t node);
 /* Hands out the next id (<= id_max) or 0 when the node's id space is used up. */
 uint64_t index_take_id(struct index *ix);
 
+/*
+ * Sizes every shard's table for about `records` records, so that they arrive
+ * without the table growing (each growth rehashes and moves it). Only ever
+ * grows a table. Replay calls it once it can estimate the log's records.
+ */
+void index_reserve(struct index *ix, size_t records);
+
 /* Recomputes every theme's and address's EventID from the events (after replay). */
 void index_relink(struct index *ix);
 

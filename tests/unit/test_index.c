@@ -110,6 +110,31 @@ static void test_empty_index(void) {
     index_destroy(&ix);
 }
 
+/* Reserving sizes every shard once: the records then arrive without a table growing, and records
+ * already in keep their slots' contents. */
+static void test_reserve(void) {
+    struct index ix;
+    index_init(&ix);
+    index_put(&ix, theme(1, 7, "one"));
+    index_reserve(&ix, 100000);
+    uint32_t caps[INDEX_SHARDS];
+    for (int s = 0; s < INDEX_SHARDS; s++) {
+        caps[s] = ix.shards[s].cap;
+        CHECK(caps[s] >= 512); /* 100,000 / 256 = 391 records, under 3/4 of 512 */
+    }
+    CHECK(index_get(&ix, 1) != NULL);
+    for (uint64_t id = 2; id <= 100000; id++)
+        index_put(&ix, theme(id, 7, "x"));
+    for (int s = 0; s < INDEX_SHARDS; s++)
+        CHECK_EQ_UINT(ix.shards[s].cap, caps[s]);
+    for (uint64_t id = 1; id <= 100000; id++)
+        if (!index_get(&ix, id)) CHECK_EQ_UINT(id, 0);
+    index_reserve(&ix, 10); /* never shrinks */
+    for (int s = 0; s < INDEX_SHARDS; s++)
+        CHECK_EQ_UINT(ix.shards[s].cap, caps[s]);
+    index_destroy(&ix);
+}
+
 static void test_put_get(void) {
     struct index ix;
     index_init(&ix);
@@ -704,6 +729,7 @@ static void test_lower_bound_above_every_id(void) {
 
 static const struct check_case cases[] = {
     CHECK_CASE(test_empty_index),
+    CHECK_CASE(test_reserve),
     CHECK_CASE(test_put_get),
     CHECK_CASE(test_swap_returns_replaced),
     CHECK_CASE(test_remove),
