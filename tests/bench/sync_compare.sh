@@ -68,7 +68,7 @@ SYNC_REF=${SYNC_REF:-1c29cd6}
 [[ $REPS =~ ^[0-9]+$ && $REPS -ge 1 && $REPS -le 10 ]] || die "REPS: 1..10"
 [[ $REDIS_RUNS =~ ^[0-9]+$ && $REDIS_RUNS -le 10 ]] || die "REDIS_RUNS: 0..10"
 
-need wrk taskset python3 getconf timeout git
+need wrk taskset python3 getconf timeout git curl bc
 # Context switches and system calls per request, when perf can count them (PERF=0: never).
 PERF=${PERF:-1}
 if ((PERF)) && ! { command -v perf >/dev/null &&
@@ -192,10 +192,24 @@ mech_cmd() {
     esac
 }
 
+# "COUNT SUM_SECONDS" of eventd's fsync histogram (GET /metrics), or "0 0".
+fsync_totals() {
+    curl -s --max-time 5 "$1/metrics" | awk '
+        $1 == "eventd_fsync_duration_seconds_count" { n = $2 }
+        $1 == "eventd_fsync_duration_seconds_sum" { s = $2 }
+        END { printf "%d %.9f\n", n, s }'
+}
+
 # One wrk run: eventd_run MECH MODE CONNS REP PID URL
+# Besides req/s and CPU it prints the syncs the run made (from /metrics): how
+# many per second, the requests each covered, their mean time, and the share
+# of the run's wall time a sync was in flight (sync_busy): near 1 with batches
+# of about CONNS requests, the disk is what bounds the run (Little's law:
+# CONNS requests per sync time).
 eventd_run() {
     local mech=$1 mode=$2 c=$3 rep=$4 pid=$5 url=$6 out="$BENCH_WORK/wrk-$1-$2-$3-$4.txt"
-    local u0 k0 u1 k1 perf_pid="" cs="" sc=""
+    local u0 k0 u1 k1 perf_pid="" cs="" sc="" f0n f0s f1n f1s
+    read -r f0n f0s < <(fsync_totals "$url")
     read -r u0 k0 < <(bench_cpu_ticks "$pid")
     [[ -n ${k0:-} ]] || { note "eventd ($mech) is not running"; return 1; }
     if ((PERF)); then
@@ -215,6 +229,7 @@ eventd_run() {
     fi
     read -r u1 k1 < <(bench_cpu_ticks "$pid")
     [[ -n ${k1:-} ]] || { note "eventd ($mech) died"; return 1; }
+    read -r f1n f1s < <(fsync_totals "$url")
     local req
     req=$(bench_field "$out" requests)
     [[ -n $req && $req -gt 0 ]] || { note "$mech $mode c$c: no requests"; return 1; }
@@ -225,9 +240,14 @@ eventd_run() {
     awk -v m="$mech" -v mode="$mode" -v c="$c" -v rep="$rep" -v n="$req" -v hz="$CLK_TCK" \
         -v t=$((u1 + k1 - u0 - k0)) -v rps="$(bench_field "$out" rps)" \
         -v p50="$(bench_field "$out" p50_us)" -v p99="$(bench_field "$out" p99_us)" \
-        -v bad="$(bench_field "$out" non2xx)" -v cs="${cs:--1}" -v sc="${sc:--1}" 'BEGIN {
-        printf "EVENTD mech=%s mode=%s c=%s rep=%s rps=%.0f p50_ms=%.3f p99_ms=%.3f cpu_us=%.2f non2xx=%s cs_per_req=%s sc_per_req=%s\n",
+        -v bad="$(bench_field "$out" non2xx)" -v cs="${cs:--1}" -v sc="${sc:--1}" \
+        -v syncs=$((f1n - f0n)) -v sync_s="$(echo "$f1s - $f0s" | bc -l)" -v dur="$DURATION" 'BEGIN {
+        printf "EVENTD mech=%s mode=%s c=%s rep=%s rps=%.0f p50_ms=%.3f p99_ms=%.3f cpu_us=%.2f non2xx=%s cs_per_req=%s sc_per_req=%s",
             m, mode, c, rep, rps, p50 / 1000, p99 / 1000, t / hz * 1e6 / n, bad, cs, sc
+        if (syncs > 0)
+            printf " syncs_per_s=%.0f req_per_sync=%.1f sync_ms=%.3f sync_busy=%.2f",
+                syncs / dur, n / syncs, sync_s * 1000 / syncs, sync_s / dur
+        printf "\n"
     }' | tee -a "$RESULTS"
 }
 
@@ -323,6 +343,13 @@ if groups:
             med([float(r["cpu_us"]) for r in rs]), med([float(r["p50_ms"]) for r in rs]),
             med([float(r["p99_ms"]) for r in rs]), opt("cs_per_req"), opt("sc_per_req"),
             sum(int(r["non2xx"] or 0) for r in rs), ratio))
+        if all("sync_busy" in r for r in rs):
+            print("%-8s %5s %-12s       syncs: %.0f/s, %.1f requests each, %.3f ms each, "
+                  "a sync in flight %.0f %% of the time" % (
+                      "", "", "", med([float(r["syncs_per_s"]) for r in rs]),
+                      med([float(r["req_per_sync"]) for r in rs]),
+                      med([float(r["sync_ms"]) for r in rs]),
+                      100 * med([float(r["sync_busy"]) for r in rs])))
     if redis_med:
         print()
         for (mode, c, mech), rs in groups.items():
