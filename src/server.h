@@ -148,7 +148,8 @@ struct server {
     bool shutting_down;
     void (*on_drained)(struct server *srv); /* shutdown: every connection closed */
     char *scratch;                          /* reads of idle and draining connections land here */
-    uv_buf_t iov[3 * SERVER_MAX_BATCH];     /* the batch being written (used only inside a flush) */
+    uv_buf_t iov[3 * SERVER_MAX_BATCH + 1]; /* the batch being written (used only inside a flush):
+                                             * 3 per response, and a 100 Continue's rest */
     char bound[96];                         /* "HOST:PORT" actually listened on */
 };
 

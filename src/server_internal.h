@@ -29,6 +29,7 @@
 
 #define READ_BUF_SIZE (16 * 1024) /* bytes per kit; the kernel buffers the rest */
 #define MAX_BATCH SERVER_MAX_BATCH
+#define CONTINUE_100 "HTTP/1.1 100 Continue\r\n\r\n" /* the interim response to Expect */
 
 enum slot_state {
     SLOT_OPEN,     /* the request is being parsed */
@@ -93,6 +94,8 @@ struct conn {
                              * connection it was become stale */
     uint8_t list;           /* enum conn_list */
     uint8_t pending_closes; /* uv_close callbacks still to come */
+    uint8_t continue_left;  /* bytes of a CONTINUE_100 the socket did not take: they go
+                             * first in the next write, so it is never torn */
     bool timing;            /* req_start is set */
     bool reading;
     bool paused;      /* parser paused with unparsed bytes */

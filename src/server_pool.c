@@ -80,6 +80,7 @@ void conn_kit_put(struct conn *c) {
     c->kit = NULL;
     c->cur = NULL;
     c->head = c->count = c->nwriting = 0;
+    c->continue_left = 0;
     c->roff = c->rlen = 0;
     c->parser.req.kept = NULL;
     /* A huge request head stays a rarity: do not keep its buffers around. */
@@ -221,6 +222,7 @@ struct conn *server__conn_get(struct server *srv) {
     c->list = LIST_NONE;
     c->roff = c->rlen = 0;
     c->head = c->count = c->nwriting = 0;
+    c->continue_left = 0;
     c->drained = 0;
     c->timing = c->reading = c->paused = c->close_after = c->closing = c->discard = false;
     c->in_waiting = c->in_warm = c->draining = c->lingering = c->eof = false;

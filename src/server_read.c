@@ -137,11 +137,12 @@ static int on_headers(void *owner, struct http_request *req) {
     }
     if (!c->discard && req->expect_continue && req->has_body && req->version_minor >= 1 &&
         c->count == 1 && c->nwriting == 0) {
-        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        uv_buf_t b = uv_buf_init((char *)cont, sizeof cont - 1);
+        uv_buf_t b = uv_buf_init((char *)CONTINUE_100, sizeof CONTINUE_100 - 1);
         /* Nothing else is queued, so this cannot overtake a response. If the
-         * socket is full the client will send the body after its own timeout. */
-        uv_try_write(&c->io.stream, &b, 1);
+         * socket is full the client will send the body after its own timeout;
+         * if it took only part, the rest leads the next write (collect). */
+        int w = uv_try_write(&c->io.stream, &b, 1);
+        if (w > 0 && (size_t)w < b.len) c->continue_left = (uint8_t)(b.len - (size_t)w);
     }
     conn_arm_timer(c); /* the header deadline ends; the request deadline begins */
     return 0;

@@ -48,6 +48,11 @@ static uint32_t collect(struct conn *c, unsigned *nbuf) {
     uint32_t n = 0;
     unsigned nb = 0;
     uint64_t now = 0; /* one clock read per batch */
+    if (c->continue_left && c->count > 0 && slot_sendable(c, 0)) {
+        iov[nb++] = uv_buf_init((char *)CONTINUE_100 + sizeof CONTINUE_100 - 1 - c->continue_left,
+                                c->continue_left);
+        c->continue_left = 0;
+    }
     while (n < c->count && n < MAX_BATCH && slot_sendable(c, n)) {
         struct http_response *r = slot_at(c, n);
         bool last_queued = n + 1 == c->count && !c->parser.in_message;
