@@ -16,40 +16,14 @@
 #include "check.h"
 #include "db.h"
 #include "log.h"
+#include "scratch_dir.h"
 
 /* ---- helpers ---- */
-
-static char *tmpdir(void) {
-    char tmpl[] = "/tmp/eventd-test-db-XXXXXX";
-    char *d = mkdtemp(tmpl);
-    CHECK(d != NULL);
-    return xstrdup(d);
-}
-
-static char *path_of(const char *dir, const char *name) {
-    static char p[1024];
-    int n = snprintf(p, sizeof p, "%s/%s", dir, name);
-    CHECK(n > 0 && (size_t)n < sizeof p);
-    return p;
-}
-
-static void rmrf(char *dir) {
-    DIR *d = opendir(dir);
-    CHECK(d != NULL);
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        CHECK_EQ_INT(unlink(path_of(dir, e->d_name)), 0);
-    }
-    closedir(d);
-    CHECK_EQ_INT(rmdir(dir), 0);
-    free(dir);
-}
 
 /* Copies dir's log into a new directory: what a crash at this moment would leave on disk
  * (the page cache included, which a process crash keeps). */
 static char *copy_log(const char *dir) {
-    char *to = tmpdir();
+    char *to = tmpdir("db");
     char from_path[1024], to_path[1024];
     snprintf(from_path, sizeof from_path, "%s/%s", dir, STORE_LOG_NAME);
     snprintf(to_path, sizeof to_path, "%s/%s", to, STORE_LOG_NAME);
@@ -228,7 +202,7 @@ static void check_populated(const struct db *db, const struct fixture *f) {
 }
 
 static void test_always_failed_batch_is_undone(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("db");
     uv_loop_t loop;
     struct db db;
     open_db(&db, &loop, dir, &always);
@@ -307,7 +281,7 @@ static void test_always_failed_batch_is_undone(void) {
 
 /* Changes acknowledged before the failed batch are kept; only the batch is undone. */
 static void test_always_undo_stops_at_the_acked_lsn(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("db");
     uv_loop_t loop;
     struct db db;
     open_db(&db, &loop, dir, &always);
@@ -335,7 +309,7 @@ static void test_always_undo_stops_at_the_acked_lsn(void) {
 /* ---- "interval": a failed write or sync loses nothing ---- */
 
 static void interval_fault_run(const char *fault_var, bool written_first) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("db");
     uv_loop_t loop;
     struct db db;
     open_db(&db, &loop, dir, &interval);
@@ -401,7 +375,7 @@ static void test_interval_failed_sync_loses_nothing(void) {
 /* ---- ids ---- */
 
 static void test_ids_clean_close_gives_back_the_block(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("db");
     uv_loop_t loop;
     struct db db;
     open_db(&db, &loop, dir, &always);
@@ -423,7 +397,7 @@ static void test_ids_clean_close_gives_back_the_block(void) {
 }
 
 static void crash_run(const struct store_opts *o) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("db");
     uv_loop_t loop;
     struct db db;
     open_db(&db, &loop, dir, o);
@@ -459,7 +433,7 @@ static void test_ids_never_twice_after_crash_interval(void) {
 
 /* Past the first block: the next reservation must be on disk before its ids go out. */
 static void test_ids_across_blocks(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("db");
     uv_loop_t loop;
     struct db db;
     open_db(&db, &loop, dir, &interval);
@@ -498,7 +472,7 @@ static void test_ids_across_blocks(void) {
 
 /* "always": a reservation frame lost with a failed batch does not count; the next one does. */
 static void test_ids_lost_reservation_always(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("db");
     uv_loop_t loop;
     struct db db;
     open_db(&db, &loop, dir, &always);
@@ -567,7 +541,7 @@ static off_t log_size(const char *dir) {
 }
 
 static void test_node_ids_carry_the_node(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("db");
     uv_loop_t loop;
     struct db db;
     open_node = 5;
@@ -596,7 +570,7 @@ static void test_node_ranges_end_below_2_53(void) {
 }
 
 static void test_node_other_id_refused(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("db");
     uv_loop_t loop;
     struct db db;
     open_node = 5;
@@ -615,7 +589,7 @@ static void test_node_other_id_refused(void) {
 
 /* A directory without a node frame that holds data is node 0's; an empty one may become a shard. */
 static void test_node_zero_data_refused_as_shard(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("db");
     uv_loop_t loop;
     struct db db;
     open_db(&db, &loop, dir, &always);
@@ -630,7 +604,7 @@ static void test_node_zero_data_refused_as_shard(void) {
 }
 
 static void test_node_empty_directory_becomes_shard(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("db");
     uv_loop_t loop;
     struct db db;
     open_db(&db, &loop, dir, &always); /* node 0, nothing written but id reservations */
@@ -647,7 +621,7 @@ static void test_node_empty_directory_becomes_shard(void) {
 
 /* Compaction keeps the node frame (ids go on after it) and the records of other nodes. */
 static void test_node_survives_compaction(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("db");
     uv_loop_t loop;
     struct db db;
     open_node = 4;
@@ -675,7 +649,7 @@ static void test_node_survives_compaction(void) {
 
 /* Records of another node (an import) keep their ids and never move this node's next id. */
 static void test_node_foreign_ids_keep_next_id(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("db");
     uv_loop_t loop;
     struct db db;
     open_node = 2;

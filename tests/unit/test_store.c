@@ -11,36 +11,10 @@
 
 #include "check.h"
 #include "log.h"
+#include "scratch_dir.h"
 #include "store.h"
 
 /* ---- helpers ---- */
-
-static char *tmpdir(void) {
-    char tmpl[] = "/tmp/eventd-test-store-XXXXXX";
-    char *d = mkdtemp(tmpl);
-    CHECK(d != NULL);
-    return xstrdup(d);
-}
-
-static char *path_of(const char *dir, const char *name) {
-    static char p[1024];
-    int n = snprintf(p, sizeof p, "%s/%s", dir, name);
-    CHECK(n > 0 && (size_t)n < sizeof p);
-    return p;
-}
-
-static void rmrf(char *dir) {
-    DIR *d = opendir(dir);
-    CHECK(d != NULL);
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        CHECK_EQ_INT(unlink(path_of(dir, e->d_name)), 0);
-    }
-    closedir(d);
-    CHECK_EQ_INT(rmdir(dir), 0);
-    free(dir);
-}
 
 static long file_size(const char *path) {
     struct stat st;
@@ -172,7 +146,7 @@ static void make_log(const char *dir, uint64_t n, uint64_t *offsets) {
 /* ---- tests ---- */
 
 static void test_roundtrip(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("store");
     uint64_t off[1001];
     make_log(dir, 1000, off);
 
@@ -206,7 +180,7 @@ static void test_roundtrip(void) {
 }
 
 static void test_torn_every_offset(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("store");
     uint64_t off[6];
     make_log(dir, 5, off); /* frame 4 has a 148-byte payload */
     const char *log = path_of(dir, STORE_LOG_NAME);
@@ -242,7 +216,7 @@ static void test_torn_every_offset(void) {
 }
 
 static void test_zero_tail(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("store");
     uint64_t off[11];
     make_log(dir, 10, off);
     const char *log = path_of(dir, STORE_LOG_NAME);
@@ -302,7 +276,7 @@ static const struct {
 
 /* The last frame's sectors from a 512-byte boundary on never reached the disk: torn. */
 static void test_torn_sector_tail(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("store");
     uint64_t off[6];
     make_log(dir, 5, off); /* frame 4 has a 148-byte payload */
     struct buf b = read_file(path_of(dir, STORE_LOG_NAME));
@@ -331,7 +305,7 @@ static void test_torn_sector_tail(void) {
 }
 
 static void test_corrupt_bitflip(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("store");
     uint64_t off[11];
     make_log(dir, 10, off);
     struct buf orig = read_file(path_of(dir, STORE_LOG_NAME));
@@ -378,7 +352,7 @@ static void test_corrupt_bitflip(void) {
 }
 
 static void test_repair(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("store");
     uint64_t off[11];
     make_log(dir, 10, off);
     struct buf orig = read_file(path_of(dir, STORE_LOG_NAME));
@@ -431,7 +405,7 @@ static void test_repair(void) {
 }
 
 static void test_bad_header(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("store");
     make_log(dir, 3, NULL);
     struct buf orig = read_file(path_of(dir, STORE_LOG_NAME));
     struct {
@@ -466,7 +440,7 @@ static void test_bad_header(void) {
 }
 
 static void test_lock(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("store");
     char sub[512];
     snprintf(sub, sizeof sub, "%s/a/b", dir); /* created with its parents */
     uv_loop_t loop;
@@ -506,7 +480,7 @@ static void on_feed(uv_idle_t *h) {
 }
 
 static void test_group_commit(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("store");
     uv_loop_t loop;
     uv_loop_init(&loop);
     struct store s;
@@ -556,7 +530,7 @@ static void test_group_commit(void) {
 }
 
 static void test_interval_never(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("store");
     uv_loop_t loop;
     uv_loop_init(&loop);
     struct store s;
@@ -602,7 +576,7 @@ static void on_block_done(uv_work_t *w, int status) {
 }
 
 static void test_fault(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("store");
     uv_loop_t loop;
     uv_loop_init(&loop);
     struct store s;
@@ -705,7 +679,7 @@ static void on_compact(struct store *s, int status) {
 }
 
 static void compact_run(bool big) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("store");
     uv_loop_t loop;
     uv_loop_init(&loop);
     struct store s;
@@ -778,7 +752,7 @@ static void test_compaction(void) {
 }
 
 static void test_compaction_abort_and_fault(void) {
-    char *dir = tmpdir();
+    char *dir = tmpdir("store");
     uv_loop_t loop;
     uv_loop_init(&loop);
     struct store s;
