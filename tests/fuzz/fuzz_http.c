@@ -8,7 +8,16 @@
  * byte 1 seeds the sizes of the pieces and of the server's writes, the rest
  * is the stream. "@A1@" in the stream becomes "Basic <credentials of user
  * fuzz>", "@A2@" those of user "other", so bodies get past authentication
- * and reach the JSON decoder.
+ * and reach the JSON decoder. The account site is on (docs/ACCOUNTS.md):
+ * "@S1@" becomes the session cookie of user "web" (password
+ * "fuzz-site-password"), "@C1@" that session's CSRF token, so form posts
+ * reach the signed-in pages; the session, the password and the sign-in
+ * throttles are restored before each input.
+ *
+ * Password hashes run on libuv's threadpool with the test builds' fast
+ * limits (EVENTD_TEST_PWHASH_FAST); while one is in flight and nothing
+ * else moves, the client blocks in the loop (not a counted turn), and no
+ * input ends, and no restart happens, with a hash in flight.
  *
  * The connection is a socket simulated in memory (see "the socket" below):
  * the server's code is the production code, unchanged, but the handful of
@@ -29,10 +38,12 @@
  * (starting one costs more than most inputs). The client sends the pieces,
  * each read by the server separately if it is reading, half-closes, and
  * waits until the server closes. Then every byte received must be
- * well-formed responses: status line, headers, Content-Length equal to the
- * body, a JSON envelope for every status but 204, nothing after
- * "Connection: close". The server must also have closed the connection
- * within the bound. Any breach aborts, and libFuzzer keeps the input.
+ * well-formed responses (http_check.c): status line, headers,
+ * Content-Length equal to the body, each kind of answer in its own shape
+ * (the JSON envelope, the site's HTML pages with no markup but their own,
+ * its 303 redirects, its cookies), nothing after "Connection: close". The
+ * server must also have closed the connection within the bound. Any breach
+ * aborts, and libFuzzer keeps the input.
  *
  * The state grows with the records inputs create: the server is restarted
  * on an emptied data directory when it holds too much.
