@@ -33,6 +33,23 @@ static size_t mem_limit(void) {
     return crypto_pwhash_MEMLIMIT_INTERACTIVE;
 }
 
+const char *pwhash_decoy(void) {
+    static const char interactive[] = "$argon2id$v=19$m=65536,t=2,p=1$x/VO3ay7N2w9JHi1PcMaoA$"
+                                      "64RQAENW9o/PL/FEK1F0ZFQo5/P1WpIqCHd3oUNqbIs";
+#ifdef EVENTD_FAULT_HOOKS
+    /* The fast hashes verify in about a millisecond: an unknown user's sign-in must not take
+     * Argon2's interactive 64 MiB instead (the loop's thread, once; a test build only). */
+    static char fast_decoy[crypto_pwhash_STRBYTES];
+    if (fast()) {
+        if (!fast_decoy[0] &&
+            crypto_pwhash_str(fast_decoy, "decoy", 5, ops_limit(), mem_limit()) != 0)
+            fast_decoy[0] = 0;
+        if (fast_decoy[0]) return fast_decoy;
+    }
+#endif
+    return interactive;
+}
+
 void pwhash_init(struct pwhash *pw, uv_loop_t *loop, uint32_t concurrency, uint32_t queue_max) {
     memset(pw, 0, sizeof *pw);
     pw->loop = loop;

@@ -48,6 +48,13 @@ void pwhash_init(struct pwhash *pw, uv_loop_t *loop, uint32_t concurrency, uint3
  * 0, or -EAGAIN when the queue is full (the job was not taken).
  */
 int pwhash_submit(struct pwhash *pw, struct pwhash_job *job);
+/*
+ * A hash to verify against when the user is unknown, so that the answer
+ * takes as long as for a known one: made with the limits new hashes get
+ * (in test builds with EVENTD_TEST_PWHASH_FAST=1, the minimum ones, made
+ * at the first call).
+ */
+const char *pwhash_decoy(void);
 /* Jobs running or waiting. */
 static inline uint32_t pwhash_pending(const struct pwhash *pw) {
     return pw->running + pw->queued;

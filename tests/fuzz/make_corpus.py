@@ -27,6 +27,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "blackbox"))
 
 A1 = "@A1@"  # fuzz_http replaces these with the credentials of its two users
 A2 = "@A2@"
+S1 = "@S1@"  # ... its user "web"'s session cookie, and that session's CSRF token
+C1 = "@C1@"
 
 
 def req(method, path, body=None, auth=A1, headers=(), version="HTTP/1.1"):
@@ -36,7 +38,8 @@ def req(method, path, body=None, auth=A1, headers=(), version="HTTP/1.1"):
     lines += list(headers)
     data = body.encode() if isinstance(body, str) else body
     if data is not None:
-        lines.append("Content-Length: %d" % len(data))
+        # fuzz_http expands "@C1@" in a body to the 43-character CSRF token of its session
+        lines.append("Content-Length: %d" % (len(data) + data.count(C1.encode()) * (43 - 4)))
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + (data or b"")
 
 
@@ -135,10 +138,107 @@ HTTP = {
     + b'{"Name":',
 }
 
+# The account site (docs/ACCOUNTS.md). fuzz_http's user "web" has the password below and a
+# session: "@S1@" becomes its cookie ("eventd_session=web:TOKEN"), "@C1@" its CSRF token.
+WEB_PASSWORD = "fuzz-site-password"
+CSRF = "fuzzCSRFcookieFUZZcsrfCOOKIEfuzzCSRFcookieF"  # double submit before sign-in: any token
+FORM = "Content-Type: application/x-www-form-urlencoded"
+AS_JSON = "Content-Type: application/json"
+
+
+def form_post(path, fields, cookie="eventd_csrf=" + CSRF, headers=()):
+    from urllib.parse import urlencode
+    return req("POST", path, urlencode(fields, safe="@"), auth=None,
+               headers=[FORM, "Cookie: " + cookie] + list(headers))
+
+
+def json_post(path, fields=None, cookie=None, headers=()):
+    h = [AS_JSON] + (["Cookie: " + cookie] if cookie else []) + list(headers)
+    return req("POST", path, json.dumps(fields) if fields is not None else "", auth=None, headers=h)
+
+
+def site_get(path, cookie=None, headers=(), method="GET"):
+    return req(method, path, auth=None, headers=(["Cookie: " + cookie] if cookie else [])
+               + list(headers))
+
+
+NEW_USER = {"username": "newuser", "password": "long enough pw", "password_confirm": "long enough pw",
+            "csrf": CSRF}
+SITE = {
+    # every page
+    "site_register_page": site_get("/register"),
+    "site_register_page_csrf_cookie": site_get("/register", cookie="eventd_csrf=" + CSRF),
+    "site_signin_page": site_get("/signin"),
+    "site_user_api_no_session": site_get("/user/api"),
+    "site_user_api_page": site_get("/user/api", cookie=S1),
+    "site_user_api_json": site_get("/user/api", cookie=S1, headers=["Accept: application/json"]),
+    "site_user_api_json_no_session": site_get("/user/api", headers=["Accept: application/json"]),
+    "site_head_pages": site_get("/register", method="HEAD") + site_get("/user/api", cookie=S1,
+                                                                       method="HEAD")
+    + site_get("/user/api", method="HEAD"),
+    "site_bad_session": site_get("/user/api", cookie="eventd_session=web:" + "x" * 43)
+    + site_get("/user/api", cookie="a=b; eventd_session=nobody:" + "y" * 43 + "; c=d")
+    + site_get("/user/api", cookie="eventd_session=web"),
+    # register and sign in, as forms (with the CSRF cookie) and as JSON
+    "site_register_form": form_post("/register", NEW_USER),
+    "site_register_json": json_post("/register", {"username": "jsonuser",
+                                                  "password": "long enough pw"}),
+    "site_register_errors": form_post("/register", dict(NEW_USER, username="bad name"))
+    + form_post("/register", dict(NEW_USER, password="short", password_confirm="short"))
+    + form_post("/register", dict(NEW_USER, password_confirm="different pw!"))
+    + form_post("/register", dict(NEW_USER, username="fuzz"))
+    + form_post("/register", dict(NEW_USER, csrf="wrong"))
+    + req("POST", "/register", "username=x", auth=None, headers=["Content-Type: text/plain"]),
+    "site_register_json_errors": json_post("/register", {"username": "j", "password": 5})
+    + json_post("/register", {"username": "web", "password": "long enough pw"})
+    + json_post("/register", {"username": "j2", "password": "long enough pw",
+                              "password_confirm": "other one!!"})
+    + req("POST", "/register", '{"username":"a","username":"b"}', auth=None, headers=[AS_JSON]),
+    "site_signin_form": form_post("/signin", {"username": "web", "password": WEB_PASSWORD,
+                                              "csrf": CSRF}),
+    "site_signin_json": json_post("/signin", {"username": "web", "password": WEB_PASSWORD}),
+    "site_signin_wrong": form_post("/signin", {"username": "web", "password": "wrong password",
+                                               "csrf": CSRF})
+    + json_post("/signin", {"username": "nobody", "password": "whatever pw"})
+    + json_post("/signin", {"username": "fuzz", "password": "no password set"}),
+    "site_signin_throttled": b"".join(json_post("/signin", {"username": "web", "password": "no%d"
+                                                            % i}) for i in range(7)),
+    # with the session: the key page, a new key, revocation, sign-out
+    "site_key_issue": form_post("/user/api/key", {"csrf": C1}, cookie=S1),
+    "site_key_issue_json": json_post("/user/api/key", cookie=S1),
+    "site_key_revoke": form_post("/user/api/revoke", {"csrf": C1}, cookie=S1)
+    + json_post("/user/api/revoke", cookie=S1),
+    "site_key_bad_csrf": form_post("/user/api/key", {"csrf": CSRF}, cookie=S1)
+    + form_post("/user/api/key", {"csrf": C1}),
+    "site_signout": form_post("/signout", {"csrf": C1}, cookie=S1) + site_get("/user/api",
+                                                                              cookie=S1),
+    "site_signout_json": json_post("/signout", cookie=S1) + json_post("/signout"),
+    "site_session_flow": form_post("/signin", {"username": "web", "password": WEB_PASSWORD,
+                                               "csrf": CSRF})
+    + site_get("/user/api", cookie=S1) + form_post("/user/api/key", {"csrf": C1}, cookie=S1)
+    + form_post("/user/api/revoke", {"csrf": C1}, cookie=S1)
+    + form_post("/signout", {"csrf": C1}, cookie=S1),
+    # what the pages must escape: reflected username, CSRF field, Host
+    "site_reflected": form_post("/signin", {"username": "<script>x</script>\"'&", "password": "p",
+                                            "csrf": "<b>\"x"})
+    + form_post("/register", {"username": "a\"><p>", "password": "long enough pw",
+                              "password_confirm": "x", "csrf": CSRF})
+    + form_post("/user/api/key", {"csrf": C1}, cookie=S1).replace(b"Host: 127.0.0.1",
+                                                                 b"Host: <script>h</script>\""),
+    "site_method": req("PUT", "/register", "", auth=None) + req("DELETE", "/signout", auth=None)
+    + req("POST", "/user/api", "", auth=None, headers=[FORM]),
+    "site_form_errors": req("POST", "/signin", "username=a%zz&password=x", auth=None,
+                            headers=[FORM, "Cookie: eventd_csrf=" + CSRF])
+    + req("POST", "/signin", "username=a&username=b", auth=None, headers=[FORM])
+    + req("POST", "/signin", "username=" + "u" * 100, auth=None, headers=[FORM]),
+}
+HTTP.update(SITE)
+
 # (name, split byte 0, split byte 1): the same stream whole, byte by byte, in small pieces
 SPLITS = {"": (0, 0), "_bytewise": (1, 0), "_pieces": (13, 7)}
 SPLIT_VARIANTS = {"session_event_links", "pipelined_gets", "chunked_create", "expect_continue",
-                  "theme_create", "err_json", "connection_close"}
+                  "theme_create", "err_json", "connection_close", "site_register_form",
+                  "site_signin_form", "site_session_flow"}
 
 JSON = {  # name: (kind 0 theme / 1 address / 2 event, body)
     "theme_full": (0, THEME),
