@@ -139,8 +139,9 @@ struct store {
     uint64_t fail_since;             /* uv_now() when it began */
     uv_timer_t retry_timer;          /* while failing: the next attempt */
     struct buf unsynced;             /* interval: frames written since the last sync */
-    uint64_t sync_ns;                /* recent log fdatasync time (a moving average), in ns */
-    uint64_t loop_sync_max_ns;       /* "always" batches run on the loop below this sync_ns */
+    uint64_t sync_ns;          /* recent log fdatasync time on the loop (a moving average), ns */
+    uint64_t loop_sync_max_ns; /* "always" batches run on the loop below this sync_ns */
+    uint64_t loop_sync_at;     /* uv_now() of the last "always" sync run on the loop */
 };
 
 /*

@@ -215,6 +215,40 @@ static void test_torn_every_offset(void) {
     rmrf(dir);
 }
 
+/* Appends one frame in "always" mode and runs the loop until it is acknowledged. */
+static void append_acked(struct store *s, uv_loop_t *loop, uint64_t i) {
+    uint8_t p[300];
+    uint64_t lsn = store_append(s, 4, p, payload_of(i, p));
+    uv_run(loop, UV_RUN_DEFAULT);
+    CHECK(store_is_acked(s, lsn));
+}
+
+/*
+ * The sync time that picks the loop or the threadpool is the loop's own:
+ * threadpool syncs never move it (they count their thread's wait for a CPU),
+ * and while it is slow one batch runs on the loop as a probe once the last
+ * loop sync is LOOP_PROBE_MS (100 ms) old.
+ */
+static void test_sync_time_is_measured_on_the_loop(void) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
+    s.loop_sync_max_ns = 1; /* every sync is slow: batches go to the threadpool */
+    s.sync_ns = 1000000;
+    s.loop_sync_at = uv_now(&loop) + 1000000; /* and no probe is due */
+    for (uint64_t i = 0; i < 5; i++)
+        append_acked(&s, &loop, i);
+    CHECK_EQ_UINT(s.sync_ns, 1000000); /* threadpool syncs did not count */
+    s.loop_sync_at = 0;                /* a probe is due: the next batch syncs on the loop */
+    append_acked(&s, &loop, 5);
+    CHECK(s.sync_ns != 1000000);
+    CHECK(s.loop_sync_at >= uv_now(&loop) - 1000 && s.loop_sync_at <= uv_now(&loop));
+    close_loop(&s, &loop);
+    rmrf(dir);
+}
+
 static void test_zero_tail(void) {
     char *dir = tmpdir("store");
     uint64_t off[11];
@@ -811,6 +845,7 @@ static void test_compaction_abort_and_fault(void) {
 static const struct check_case cases[] = {
     CHECK_CASE(test_roundtrip),
     CHECK_CASE(test_torn_every_offset),
+    CHECK_CASE(test_sync_time_is_measured_on_the_loop),
     CHECK_CASE(test_zero_tail),
     CHECK_CASE(test_torn_sector_tail),
     CHECK_CASE(test_corrupt_bitflip),
