@@ -189,41 +189,14 @@ void db_on_ack(struct db *db, db_ack_cb cb, void *ctx) {
 
 /* ---- open and close ---- */
 
-/*
- * Replay applies frames through this: index_apply, and after the first
- * SIZING_FRAMES frames, whose mean size estimates how many the whole file
- * holds, index_reserve for that many. Growing the index shard by shard as
- * records arrive rehashed and moved every table several times: a quarter of
- * replay's time. Frames that delete or replace make the estimate high, by at
- * most what compaction leaves dead; later frames larger than the first ones
- * make it high too, but then the records are larger in proportion, and the
- * index's resident pages stay under 256 B per record (a 4 KiB page per run
- * of 16 ids, index.c) whatever the tables' size.
- */
-#define SIZING_FRAMES 4096
-struct sizing {
-    struct index *ix;
-    uint64_t file_bytes, frames, frame_bytes;
-};
-
-static int apply_sizing(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
-    struct sizing *z = ctx;
-    if (z->frames < SIZING_FRAMES) {
-        z->frame_bytes += STORE_FRAME_HEADER_SIZE + len;
-        if (++z->frames == SIZING_FRAMES)
-            index_reserve(z->ix, (size_t)(z->file_bytes / (z->frame_bytes / SIZING_FRAMES)));
-    }
-    return index_apply(z->ix, type, payload, len);
-}
-
 static int replay(struct db *db, char *msg, size_t msg_len) {
     struct store_replay_info info;
     memset(&info, 0, sizeof info);
     uint64_t t0 = uv_hrtime();
-    struct sizing z = {.ix = &db->index};
+    struct index_replay z = {.ix = &db->index};
     struct stat st_log;
     if (fstat(db->store.fd, &st_log) == 0) z.file_bytes = (uint64_t)st_log.st_size;
-    enum store_replay_status st = store_replay(&db->store, apply_sizing, &z, &info);
+    enum store_replay_status st = store_replay(&db->store, index_replay_apply, &z, &info);
     if (st == STORE_REPLAY_CORRUPT || st == STORE_REPLAY_IO) {
         snprintf(msg, msg_len, "%s", info.message[0] ? info.message : replay_name[st]);
         return -1;

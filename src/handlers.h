@@ -43,7 +43,7 @@ struct proxy_net {
     uint8_t addr[16];
 };
 
-struct site_job;
+struct signin_flight;
 
 struct handlers {
     struct db *db;           /* borrowed: outlives the server */
@@ -51,7 +51,7 @@ struct handlers {
     struct metrics *metrics; /* borrowed: set by the assembly (account events, /metrics); or NULL */
     struct handler_limits lim;
     struct throttle by_name, by_addr; /* failed sign-ins */
-    struct site_job *verifying;       /* sign-ins whose password is being checked (site.c) */
+    struct signin_flight *verifying;  /* sign-ins whose password is being checked */
     struct pwhash pw;                 /* Argon2id jobs on the threadpool */
     struct proxy_net proxies[HANDLERS_MAX_PROXIES];
     uint32_t nproxies;

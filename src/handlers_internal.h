@@ -116,4 +116,24 @@ bool admin_headers(struct handlers *h, struct req_state *st, struct http_request
 void admin_complete(struct handlers *h, struct req_state *st, struct http_request *req,
                     struct http_response *r);
 
+/* ---- sign-in throttling (signin_throttle.c) ---- */
+
+/* A sign-in whose password is being checked: on h->verifying meanwhile. */
+struct signin_flight {
+    const char *name; /* NUL-terminated; the throttle's name key */
+    const uint8_t *addr;
+    size_t addr_len; /* the throttle's address key */
+    struct signin_flight *prev, *next;
+};
+
+/* 0 when a sign-in of name from addr may be checked now, else the seconds to wait. */
+uint32_t signin_wait(const struct handlers *h, struct slice name, const uint8_t *addr,
+                     size_t addr_len, uint64_t now_ms);
+void signin_flight_add(struct handlers *h, struct signin_flight *f);
+void signin_flight_remove(struct handlers *h, struct signin_flight *f);
+/* The outcome of a checked sign-in: a failure counts for its name and address, a success
+ * forgets the name's failures. */
+void signin_failed(struct handlers *h, const struct signin_flight *f, uint64_t now_ms);
+void signin_succeeded(struct handlers *h, const struct signin_flight *f);
+
 #endif

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "logfile.h"
 #include "slab.h"
 
 #include "varint.h"
@@ -533,4 +534,14 @@ int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
         return 0;
     }
     }
+}
+
+int index_replay_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
+    struct index_replay *z = ctx;
+    if (z->frames < INDEX_SIZING_FRAMES) {
+        z->frame_bytes += STORE_FRAME_HEADER_SIZE + len;
+        if (++z->frames == INDEX_SIZING_FRAMES)
+            index_reserve(z->ix, (size_t)(z->file_bytes / (z->frame_bytes / INDEX_SIZING_FRAMES)));
+    }
+    return index_apply(z->ix, type, payload, len);
 }

@@ -121,6 +121,27 @@ uint64_t index_take_id(struct index *ix);
  */
 void index_reserve(struct index *ix, size_t records);
 
+/*
+ * Replay's apply callback (store_replay's ctx: a struct index_replay with
+ * ix and the log's size set, the rest zero): index_apply, and after the
+ * first INDEX_SIZING_FRAMES frames, whose mean size estimates how many the
+ * whole file holds, index_reserve for that many. Growing the index shard by
+ * shard as records arrive rehashed and moved every table several times: a
+ * quarter of replay's time. Frames that delete or replace make the estimate
+ * high, by at most what compaction leaves dead; later frames larger than the
+ * first ones make it high too, but then the records are larger in
+ * proportion, and the index's resident pages stay under 256 B per record (a
+ * 4 KiB page per run of 16 ids) whatever the tables' size.
+ */
+#define INDEX_SIZING_FRAMES 4096
+struct index_replay {
+    struct index *ix;
+    uint64_t file_bytes;  /* the log's size */
+    uint64_t frames;      /* frames seen, up to INDEX_SIZING_FRAMES */
+    uint64_t frame_bytes; /* their bytes, headers included */
+};
+int index_replay_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len);
+
 /* Recomputes every theme's and address's EventID from the events (after replay). */
 void index_relink(struct index *ix);
 

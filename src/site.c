@@ -108,45 +108,8 @@ struct site_job {
     char name[68];
     uint8_t addr[17]; /* family, address: the throttle's key */
     size_t addr_len;
-    struct site_job *prev, *next; /* h->verifying, for a sign-in */
+    struct signin_flight flight; /* on h->verifying while a sign-in is checked */
 };
-
-/*
- * Sign-ins being verified count as failures of their name until their hash
- * is done: else attempts pipelined on one connection or sent in parallel
- * would all pass the throttle before the first failure is recorded (one
- * client could try a whole hashing queue of passwords on a name, found by
- * fuzz_http). For an address they count once it has a recorded failure: an
- * address with none may be a whole office behind one NAT signing in at
- * once. So past the free failures, a name or a failing address has at most
- * one attempt in flight. The list holds at most the hashing queue's jobs,
- * so a scan of it is cheap.
- */
-static uint32_t verifying(const struct handlers *h, struct slice name, const uint8_t *addr,
-                          size_t alen, uint32_t *by_addr) {
-    uint32_t n = 0;
-    *by_addr = 0;
-    for (const struct site_job *j = h->verifying; j; j = j->next) {
-        n += strlen(j->name) == name.len && memcmp(j->name, name.ptr, name.len) == 0;
-        *by_addr += j->addr_len == alen && memcmp(j->addr, addr, alen) == 0;
-    }
-    return n;
-}
-
-static void verifying_add(struct handlers *h, struct site_job *j) {
-    j->prev = NULL;
-    j->next = h->verifying;
-    if (j->next) j->next->prev = j;
-    h->verifying = j;
-}
-
-static void verifying_remove(struct handlers *h, struct site_job *j) {
-    if (j->prev)
-        j->prev->next = j->next;
-    else if (h->verifying == j)
-        h->verifying = j->next;
-    if (j->next) j->next->prev = j->prev;
-}
 
 /* ---- small helpers ---- */
 
@@ -437,7 +400,11 @@ static void submit(struct handlers *h, struct req_state *st, struct http_request
         return;
     }
     j->ticket = server_defer(h->srv, r);
-    if (verify) verifying_add(h, j);
+    if (verify) {
+        j->flight =
+            (struct signin_flight){.name = j->name, .addr = j->addr, .addr_len = j->addr_len};
+        signin_flight_add(h, &j->flight);
+    }
 }
 
 /* {"Status":"ok","Result":{"Username":..,"UserID":N  (left open for more members) */
@@ -502,14 +469,13 @@ static void finish_signin(struct site_job *j, struct http_response *r) {
         memcmp(record_get(u, USER_PASSWORD_HASH).s.ptr, j->job.hash, strlen(j->job.hash)) == 0;
     uint64_t now = uv_now(h->db->loop);
     if (!ok) {
-        throttle_fail(&h->by_name, j->name, strlen(j->name), now);
-        throttle_fail(&h->by_addr, j->addr, j->addr_len, now);
+        signin_failed(h, &j->flight, now);
         metrics_account(h->metrics, MA_SIGNIN_FAILED);
         fail(h, r, j->json, j->page, ERR_UNAUTHORIZED, NULL, "wrong username or password", j->name,
              "");
         return;
     }
-    throttle_success(&h->by_name, j->name, strlen(j->name));
+    signin_succeeded(h, &j->flight);
     if (reply_if_storage_failing(h, r)) return;
     uint64_t lsn = session_start(h, r, u->id, j->name);
     if (!lsn) return;
@@ -521,7 +487,7 @@ static void finish_signin(struct site_job *j, struct http_response *r) {
 
 static void job_done(struct pwhash_job *pj) {
     struct site_job *j = (struct site_job *)pj;
-    if (j->job.verify) verifying_remove(j->h, j);
+    if (j->job.verify) signin_flight_remove(j->h, &j->flight);
     /* After shutdown (srv NULL) nobody waits for the answer any more. */
     struct http_response *r = j->h->srv ? server_deferred(j->h->srv, j->ticket) : NULL;
     if (r) {
@@ -685,16 +651,7 @@ static void do_signin(struct handlers *h, struct req_state *st, struct http_requ
     uint64_t now = uv_now(h->db->loop);
     uint8_t addr[17];
     size_t alen = client_addr(h, req, addr);
-    uint32_t wait_name = throttle_check(&h->by_name, name.ptr, name.len, now);
-    uint32_t wait_addr = throttle_check(&h->by_addr, addr, alen, now);
-    uint32_t wait = wait_name > wait_addr ? wait_name : wait_addr;
-    uint32_t fly_addr, fly_name = verifying(h, name, addr, alen, &fly_addr);
-    uint32_t free_failures = h->by_name.policy.free_failures;
-    uint32_t addr_failures = throttle_failures(&h->by_addr, addr, alen, now);
-    if (!wait && ((fly_name && throttle_failures(&h->by_name, name.ptr, name.len, now) + fly_name >=
-                                   free_failures) ||
-                  (fly_addr && addr_failures && addr_failures + fly_addr >= free_failures)))
-        wait = 1; /* the attempts in flight decide: they end within a second or two */
+    uint32_t wait = signin_wait(h, name, addr, alen, now);
     if (wait) {
         char msg[128];
         snprintf(msg, sizeof msg, "too many failed sign-ins; retry in %u second%s", wait,
