@@ -83,6 +83,21 @@ class Resp:
     __repr__ = describe
 
 
+class ErrorAsserts:
+    """unittest.TestCase mixin: the API's error envelope, one documented answer."""
+
+    def assertErr(self, r, status, code, field=None):
+        """r is status with Error.Code code (and Error.Field field when given) and a
+        string Message; returns the Error object."""
+        self.assertEqual(r.status, status, r.describe())
+        err = r.error()
+        self.assertEqual(err.get("Code"), code, r.describe())
+        self.assertIsInstance(err.get("Message"), str, r.describe())
+        if field is not None:
+            self.assertEqual(err.get("Field"), field, r.describe())
+        return err
+
+
 class Client:
     """One keep-alive http.client connection with Basic auth.
 

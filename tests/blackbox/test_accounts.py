@@ -26,7 +26,7 @@ import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from apiclient import HOST, ManagedDir, Resp, auth_header, run_cli  # noqa: E402
+from apiclient import HOST, ErrorAsserts, ManagedDir, Resp, auth_header, run_cli  # noqa: E402
 
 PASSWORD = "correct horse battery"
 SESSION = "eventd_session"
@@ -214,7 +214,7 @@ def tearDownModule():
         SRV.__exit__(None, None, None)
 
 
-class Base(unittest.TestCase):
+class Base(ErrorAsserts, unittest.TestCase):
     def port(self):
         return SRV.port
 
@@ -223,15 +223,6 @@ class Base(unittest.TestCase):
 
     def assertStatus(self, r, status):
         self.assertEqual(r.status, status, r.describe())
-
-    def assertErr(self, r, status, code, field=None):
-        self.assertEqual(r.status, status, r.describe())
-        err = r.error()
-        self.assertEqual(err.get("Code"), code, r.describe())
-        self.assertIsInstance(err.get("Message"), str, r.describe())
-        if field is not None:
-            self.assertEqual(err.get("Field"), field, r.describe())
-        return err
 
     def assertNoRaw(self, r, *values):
         body = r.body.decode("utf-8", "replace")

@@ -12,7 +12,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from apiclient import (ADDRESS_FIELDS, ADDRESS_TEXT, THEME_COLOURS, THEME_DEFAULTS,  # noqa: E402
-                       THEME_FIELDS, THEME_TEXT, Client, ManagedDir, add_user)
+                       THEME_FIELDS, THEME_TEXT, Client, ErrorAsserts, ManagedDir, add_user)
 
 SRV = None
 KEYS = {}
@@ -35,21 +35,12 @@ def client(user):
     return Client(SRV.port, user, KEYS[user])
 
 
-class Base(unittest.TestCase):
+class Base(ErrorAsserts, unittest.TestCase):
     user = "alice"
 
     def setUp(self):
         self.c = client(self.user)
         self.addCleanup(self.c.close)
-
-    def assertErr(self, r, status, code, field=None):
-        self.assertEqual(r.status, status, r.describe())
-        err = r.error()
-        self.assertEqual(err.get("Code"), code, r.describe())
-        self.assertIsInstance(err.get("Message"), str, r.describe())
-        if field is not None:
-            self.assertEqual(err.get("Field"), field, r.describe())
-        return err
 
     def assertOk(self, r):
         self.assertEqual(r.status, 200, r.describe())
