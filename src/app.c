@@ -39,6 +39,7 @@ int app_open(struct app *a, uv_loop_t *loop, const struct config *cfg) {
     }
     struct store_opts so = {.fsync = store_fsync_of(cfg->fsync),
                             .fsync_interval_ms = cfg->fsync_interval_ms,
+                            .loop_sync_max_us = cfg->loop_sync_max_us,
                             .repair = cfg->repair,
                             .retry_ms = cfg->storage_retry_ms,
                             .metrics = &a->metrics};

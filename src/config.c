@@ -30,6 +30,7 @@ const struct config config_defaults = {
     .list_max = 500,
     .fsync = CONFIG_FSYNC_ALWAYS,
     .fsync_interval_ms = 1000,
+    .loop_sync_max_us = 2000,
     .storage_retry_ms = 1000,
     .compact_ratio = 4.0,
     .compact_min_bytes = 16u << 20,
@@ -114,6 +115,9 @@ static const struct opt opts[] = {
      "always | interval | never: when a write is acknowledged"},
     {"fsync-interval-ms", "EVENTD_FSYNC_INTERVAL_MS", OPT_U32, OFF(fsync_interval_ms), 1, 3600000,
      "interval mode: ms between fdatasyncs"},
+    {"loop-sync-max-us", "EVENTD_LOOP_SYNC_MAX_US", OPT_U32, OFF(loop_sync_max_us), 0, 10000000,
+     "always mode: fdatasync on the event loop while syncs average under this, us; slower ones "
+     "run on a worker thread, so that a slow disk cannot hold up reads (0: always the worker)"},
     {"storage-retry-ms", "EVENTD_STORAGE_RETRY_MS", OPT_U32, OFF(storage_retry_ms), 1, 3600000,
      "while the disk refuses writes (full, failing): ms between retries; writes get 503 meanwhile"},
     {"compact-ratio", "EVENTD_COMPACT_RATIO", OPT_DOUBLE, OFF(compact_ratio), 0, 1000,

@@ -123,6 +123,11 @@ static void reply_metrics(struct handlers *h, struct http_request *req, struct h
     metrics_write_head(b, "eventd_fsyncs_total", "counter",
                        "fdatasyncs of the log completed (compactions' included).");
     metrics_write_sample(b, "eventd_fsyncs_total", NULL, NULL, (double)db->store.stats_syncs);
+    metrics_write_head(b, "eventd_fsyncs_on_loop_total", "counter",
+                       "Of those, the ones the event loop did itself (--loop-sync-max-us); the "
+                       "rest ran on a worker thread.");
+    metrics_write_sample(b, "eventd_fsyncs_on_loop_total", NULL, NULL,
+                         (double)db->store.stats_loop_syncs);
 }
 
 static enum server_headers_result on_headers(void *data, void *mem, struct http_request *req,

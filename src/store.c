@@ -41,6 +41,7 @@ static void start_jobs(struct store *s);
 
 static void on_kick(uv_idle_t *h) {
     struct store *s = h->data;
+    if (store_sync_gathering(s)) return; /* still active: the next poll does not block */
     uv_idle_stop(h);
     start_jobs(s);
 }
@@ -388,6 +389,7 @@ int store_open(struct store *s, uv_loop_t *loop, const char *dir, const struct s
     } else {
         s->opts.fsync = STORE_FSYNC_ALWAYS;
         s->opts.fsync_interval_ms = 1000;
+        s->opts.loop_sync_max_us = STORE_LOOP_SYNC_MAX_US;
     }
     if (!s->opts.fsync_interval_ms) s->opts.fsync_interval_ms = 1;
     if (!s->opts.retry_ms) s->opts.retry_ms = 1000;
@@ -455,6 +457,7 @@ fail:
 uint64_t store_append(struct store *s, uint8_t type, const void *payload, size_t len) {
     assert(len <= STORE_MAX_PAYLOAD);
     size_t n = STORE_FRAME_HEADER_SIZE + len;
+    if (!s->pending.len) s->pending_since = uv_hrtime();
     uint8_t *f = (uint8_t *)buf_reserve(&s->pending, n);
     logfile_frame_put(f, type, payload, len);
     buf_commit(&s->pending, n);

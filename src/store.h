@@ -39,9 +39,14 @@ struct metrics;
 
 enum store_fsync { STORE_FSYNC_ALWAYS, STORE_FSYNC_INTERVAL, STORE_FSYNC_NEVER };
 
+/* The default of store_opts.loop_sync_max_us (eventd's --loop-sync-max-us). */
+#define STORE_LOOP_SYNC_MAX_US 2000u
+
 struct store_opts {
     enum store_fsync fsync;
     uint32_t fsync_interval_ms; /* interval mode: ms between fdatasyncs */
+    uint32_t loop_sync_max_us;  /* always mode: sync on the loop while syncs average under this
+                                 * (0: always on a worker thread) */
     bool repair;                /* replay: move damaged data aside instead of refusing */
     uint32_t retry_ms;          /* while the disk refuses writes: ms between retries (0: 1000) */
     struct metrics *metrics;    /* each log batch's fdatasync time goes here; NULL: nowhere.
@@ -121,8 +126,9 @@ struct store {
     store_compact_cb on_compact;
     bool compact_committing;
     bool closing;
-    uint64_t stats_batches; /* jobs completed */
-    uint64_t stats_syncs;   /* fdatasyncs completed */
+    uint64_t stats_batches;    /* jobs completed */
+    uint64_t stats_syncs;      /* fdatasyncs completed */
+    uint64_t stats_loop_syncs; /* ... of which the loop thread did itself */
     /* private to store.c */
     uv_idle_t kick;                  /* starts jobs at most once per loop iteration */
     struct store_batch *compact_job; /* compaction write in flight, or NULL */
@@ -142,6 +148,7 @@ struct store {
     uint64_t sync_ns;          /* recent log fdatasync time on the loop (a moving average), ns */
     uint64_t loop_sync_max_ns; /* "always" batches run on the loop below this sync_ns */
     uint64_t loop_sync_at;     /* uv_now() of the last "always" sync run on the loop */
+    uint64_t pending_since;    /* uv_hrtime() of the first frame in pending */
 };
 
 /*

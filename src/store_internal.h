@@ -66,6 +66,9 @@ int store_job_finish(struct store *s, struct store_batch *b, bool restart);
 
 /* Sets s's sync settings (store_open). */
 void store_sync_setup(struct store *s);
+/* True while a plain "always" batch that would block the loop for its sync should
+ * first let the loop take in input that is already waiting (store.c's kick). */
+bool store_sync_gathering(struct store *s);
 /* Starts a job; store_job_finish runs on the loop when it is done (before this
  * returns for a plain "always" batch, which runs on the loop thread). */
 void store_sync_submit(struct store *s, struct store_batch *b);

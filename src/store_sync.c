@@ -7,8 +7,9 @@
  * Two places run a body:
  *   - the loop thread itself, for a plain batch in "always" mode (its write
  *     and fdatasync, nothing else) while the disk syncs fast: in the idle
- *     phase that follows the loop turn that appended its frames, as Redis
- *     does with appendfsync always. The acknowledgements wait for that sync
+ *     phase that follows the loop turn that appended its frames (once the
+ *     input already waiting has joined it: gathering, below), as Redis does
+ *     with appendfsync always. The acknowledgements wait for that sync
  *     anyway, and doing it here saves the threadpool's hand-off (two thread
  *     switches and the wake-up of the loop per batch, on the loop's own CPU):
  *     10-25 % of the CPU per durable write (docs/BENCHMARKS.md, issue 11).
@@ -21,6 +22,7 @@
  * too and did not pay: its io-wq worker switches as often as the threadpool.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,22 +34,15 @@
 
 /*
  * "always" batches run on the loop while the disk's fdatasync takes less than
- * this on average. Overlapping the sync with the parsing of the next batch
- * (the threadpool) can save at most the shorter of the two per batch, and the
- * hand-off costs the loop's CPU about 0.1 ms per batch: below 0.5 ms the loop
- * used less CPU for the same req/s, above it (a busy shared disk, 0.6-4 ms)
- * the threadpool served more requests (docs/BENCHMARKS.md, issue 11).
+ * opts.loop_sync_max_us on average (--loop-sync-max-us, default 2 ms). With the
+ * server on one core the loop served more durable writes at every sync time
+ * measured (0.4-1.3 ms): the threadpool's hand-off costs the loop's own CPU
+ * about 0.1 ms per batch, and its thread waits for that same core. What the
+ * threshold buys is a bound on how long a sync holds up everything else the
+ * loop serves (reads too): past it, a stalling disk only slows the writes.
  */
-#define LOOP_SYNC_MAX_NS 500000u
-
 void store_sync_setup(struct store *s) {
-    s->loop_sync_max_ns = LOOP_SYNC_MAX_NS;
-#ifdef EVENTD_FAULT_HOOKS
-    /* Test builds: EVENTD_SYNC_LOOP_MAX_US pins the choice, so that the fault and crash
-     * suites run each path whatever the disk's speed (0: always the threadpool). */
-    const char *v = getenv("EVENTD_SYNC_LOOP_MAX_US");
-    if (v && *v) s->loop_sync_max_ns = strtoull(v, NULL, 10) * 1000u;
-#endif
+    s->loop_sync_max_ns = (uint64_t)s->opts.loop_sync_max_us * 1000u;
 }
 
 struct store_batch *store_batch_new(struct store *s, enum job_kind kind) {
@@ -210,14 +205,18 @@ static void note_sync_time(struct store *s, const struct store_batch *b) {
     s->loop_sync_at = uv_now(s->loop);
 }
 
+static bool loop_fast(const struct store *s) {
+    return s->sync_ns < s->loop_sync_max_ns;
+}
+
 /* A plain "always" batch (its write and sync, nothing else: no cut, probe or rename), while
- * the disk syncs fast: a slow sync is better overlapped with the parsing of the next batch. */
+ * the disk syncs fast: a slow sync would hold up everything else the loop serves. */
 static bool on_loop(const struct store_batch *b) {
     const struct store *s = b->s;
     if (b->kind != JOB_LOG || s->opts.fsync != STORE_FSYNC_ALWAYS || !b->sync || b->commit ||
         b->probe || b->cut_first || b->sync_dir)
         return false;
-    if (s->sync_ns < s->loop_sync_max_ns) return true;
+    if (loop_fast(s)) return true;
     uint64_t every = s->sync_ns / 10000u; /* 100 syncs, in ms */
     if (every < LOOP_PROBE_MS) every = LOOP_PROBE_MS;
     uint64_t now = uv_now(s->loop);
@@ -225,6 +224,25 @@ static bool on_loop(const struct store_batch *b) {
 }
 
 /* ---- the mechanism ---- */
+
+/*
+ * Gathering: a batch about to sync on the loop first lets the loop take in
+ * the input that is already waiting (its epoll set is readable), so that the
+ * writes in it join this sync rather than wait for it and then pay for one of
+ * their own. Without it, 64 clients settle into two groups of 32 that take
+ * turns, two syncs per round; with it, one sync per round (docs/BENCHMARKS.md,
+ * issue 11). It waits at most the average sync time after the batch's first
+ * frame, so a stream of input that never stops costs the batch at most one
+ * more sync's time; the check is one poll() of the epoll fd per loop turn.
+ */
+bool store_sync_gathering(struct store *s) {
+    if (s->job || s->opts.fsync != STORE_FSYNC_ALWAYS || !s->pending.len || s->failing ||
+        s->needs_cut || s->dir_unsynced || s->compact_committing || !loop_fast(s))
+        return false;
+    if (uv_hrtime() - s->pending_since >= s->sync_ns) return false;
+    struct pollfd p = {.fd = uv_backend_fd(s->loop), .events = POLLIN};
+    return poll(&p, 1, 0) == 1;
+}
 
 void store_sync_submit(struct store *s, struct store_batch *b) {
     if (!on_loop(b)) {
@@ -235,6 +253,7 @@ void store_sync_submit(struct store *s, struct store_batch *b) {
      * restart from here: the next batch is the next turn's (store_append kicks it). */
     log_part(b);
     note_sync_time(s, b);
+    if (!b->err) s->stats_loop_syncs++;
     b->done = b->reaped = true;
     store_job_finish(s, b, false);
     store_batch_free(b);

@@ -15,8 +15,12 @@
 #
 # Mechanisms (MECHS):
 #   head        the binary of this tree, as it is (since issue 11: "always"
-#               batches on the loop thread while fdatasync averages under
-#               0.5 ms, else on the threadpool; "interval" on the threadpool)
+#               batches on the loop thread, gathering ready input first, while
+#               fdatasync averages under --loop-sync-max-us (2 ms), else on
+#               the threadpool; "interval" on the threadpool)
+#   head_worker, head_loop
+#               the same binary pinned to one path: --loop-sync-max-us 0
+#               (every sync on the threadpool) or 10 s (every sync on the loop)
 #   threadpool, loop, loop_dsync, uring, uring_dsync
 #               the experiment commit SYNC_REF (built once into
 #               build-bench-sync-<ref>/), where EVENTD_SYNC picks how a batch
@@ -29,7 +33,8 @@
 #   --quick   DURATION=2 REPS=1 CONNS=64 REDIS_RUNS=1 unless set: a smoke test
 # Environment: DURATION (s, default 4), REPS (default 2), CONNS (default
 # "64 256 1024"), MODES (default "always interval"), MECHS (default
-# "head threadpool loop uring"; loop_dsync and uring_dsync exist too), REDIS_RUNS (per
+# "head head_worker head_loop"; the experiment commit's threadpool, loop, loop_dsync,
+# uring and uring_dsync too), REDIS_RUNS (per
 # repetition, default 3), REDIS_N (SETs per redis-benchmark run, default 100000),
 # PARTS (default "disk redis eventd"), SYNC_REF, SYNC_TMPDIR (where the scratch
 # directory goes, default build-bench/), and those of lib.sh.
@@ -59,7 +64,7 @@ DURATION=${DURATION:-4}
 REPS=${REPS:-2}
 CONNS=${CONNS:-64 256 1024}
 MODES=${MODES:-always interval}
-MECHS=${MECHS:-head threadpool loop uring}
+MECHS=${MECHS:-head head_worker head_loop}
 REDIS_RUNS=${REDIS_RUNS:-3}
 REDIS_N=${REDIS_N:-100000}
 PARTS=${PARTS:-disk redis eventd}
@@ -184,6 +189,8 @@ build_ref() {
 mech_cmd() {
     case $1 in
     head) echo "$HEAD_BIN EVENTD_NONE=1" ;;
+    head_worker) echo "$HEAD_BIN EVENTD_LOOP_SYNC_MAX_US=0" ;;
+    head_loop) echo "$HEAD_BIN EVENTD_LOOP_SYNC_MAX_US=10000000" ;;
     threadpool | loop | loop_dsync | uring | uring_dsync)
         [[ -n $REF_BIN ]] || return 1
         echo "$REF_BIN EVENTD_SYNC=$1"
@@ -192,12 +199,14 @@ mech_cmd() {
     esac
 }
 
-# "COUNT SUM_SECONDS" of eventd's fsync histogram (GET /metrics), or "0 0".
+# "COUNT SUM_SECONDS ON_LOOP" of eventd's fsync histogram and the syncs the loop did
+# itself (GET /metrics), or "0 0 0".
 fsync_totals() {
     curl -s --max-time 5 "$1/metrics" | awk '
         $1 == "eventd_fsync_duration_seconds_count" { n = $2 }
         $1 == "eventd_fsync_duration_seconds_sum" { s = $2 }
-        END { printf "%d %.9f\n", n, s }'
+        $1 == "eventd_fsyncs_on_loop_total" { l = $2 }
+        END { printf "%d %.9f %d\n", n, s, l }'
 }
 
 # One wrk run: eventd_run MECH MODE CONNS REP PID URL
@@ -208,8 +217,8 @@ fsync_totals() {
 # CONNS requests per sync time).
 eventd_run() {
     local mech=$1 mode=$2 c=$3 rep=$4 pid=$5 url=$6 out="$BENCH_WORK/wrk-$1-$2-$3-$4.txt"
-    local u0 k0 u1 k1 perf_pid="" cs="" sc="" f0n f0s f1n f1s
-    read -r f0n f0s < <(fsync_totals "$url")
+    local u0 k0 u1 k1 perf_pid="" cs="" sc="" f0n f0s f0l f1n f1s f1l
+    read -r f0n f0s f0l < <(fsync_totals "$url")
     read -r u0 k0 < <(bench_cpu_ticks "$pid")
     [[ -n ${k0:-} ]] || { note "eventd ($mech) is not running"; return 1; }
     if ((PERF)); then
@@ -229,7 +238,7 @@ eventd_run() {
     fi
     read -r u1 k1 < <(bench_cpu_ticks "$pid")
     [[ -n ${k1:-} ]] || { note "eventd ($mech) died"; return 1; }
-    read -r f1n f1s < <(fsync_totals "$url")
+    read -r f1n f1s f1l < <(fsync_totals "$url")
     local req
     req=$(bench_field "$out" requests)
     [[ -n $req && $req -gt 0 ]] || { note "$mech $mode c$c: no requests"; return 1; }
@@ -241,12 +250,12 @@ eventd_run() {
         -v t=$((u1 + k1 - u0 - k0)) -v rps="$(bench_field "$out" rps)" \
         -v p50="$(bench_field "$out" p50_us)" -v p99="$(bench_field "$out" p99_us)" \
         -v bad="$(bench_field "$out" non2xx)" -v cs="${cs:--1}" -v sc="${sc:--1}" \
-        -v syncs=$((f1n - f0n)) -v sync_s="$(echo "$f1s - $f0s" | bc -l)" -v dur="$DURATION" 'BEGIN {
+        -v syncs=$((f1n - f0n)) -v on_loop=$((f1l - f0l)) -v sync_s="$(echo "$f1s - $f0s" | bc -l)" -v dur="$DURATION" 'BEGIN {
         printf "EVENTD mech=%s mode=%s c=%s rep=%s rps=%.0f p50_ms=%.3f p99_ms=%.3f cpu_us=%.2f non2xx=%s cs_per_req=%s sc_per_req=%s",
             m, mode, c, rep, rps, p50 / 1000, p99 / 1000, t / hz * 1e6 / n, bad, cs, sc
         if (syncs > 0)
-            printf " syncs_per_s=%.0f req_per_sync=%.1f sync_ms=%.3f sync_busy=%.2f",
-                syncs / dur, n / syncs, sync_s * 1000 / syncs, sync_s / dur
+            printf " syncs_per_s=%.0f req_per_sync=%.1f sync_ms=%.3f sync_busy=%.2f on_loop=%.2f",
+                syncs / dur, n / syncs, sync_s * 1000 / syncs, sync_s / dur, on_loop / syncs
         printf "\n"
     }' | tee -a "$RESULTS"
 }
@@ -292,6 +301,8 @@ for ((rep = 1; rep <= REPS; rep++)); do
     if [[ " $PARTS " == *" eventd "* ]]; then
         for mode in $MODES; do
             for mech in $MECHS; do
+                # Pinning the sync path changes nothing outside "always": head's run stands in.
+                [[ $mode != always && $mech == head_* ]] && continue
                 eventd_rep "$mech" "$mode" "$rep" || FAILED=1
             done
         done
@@ -334,8 +345,9 @@ if groups:
     for (mode, c, mech), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         rps = [float(r["rps"]) for r in rs]
         ratio = ""
-        if mode == "always" and (c, mech) in interval:
-            ratio = "%.2f" % (med(rps) / interval[(c, mech)])
+        base = interval.get((c, mech), interval.get((c, "head")))
+        if mode == "always" and base:
+            ratio = "%.2f" % (med(rps) / base)
         opt = lambda k: ("%6.2f" % med([float(r[k]) for r in rs])) if all(
             float(r.get(k, -1)) >= 0 for r in rs) else "%6s" % "-"
         print("%-8s %5d %-12s %4d %9.0f %8.0f-%-8.0f %8.2f %8.3f %8.3f %s %s %6d %9s" % (
@@ -345,11 +357,12 @@ if groups:
             sum(int(r["non2xx"] or 0) for r in rs), ratio))
         if all("sync_busy" in r for r in rs):
             print("%-8s %5s %-12s       syncs: %.0f/s, %.1f requests each, %.3f ms each, "
-                  "a sync in flight %.0f %% of the time" % (
+                  "a sync in flight %.0f %% of the time, %.0f %% of them on the loop" % (
                       "", "", "", med([float(r["syncs_per_s"]) for r in rs]),
                       med([float(r["req_per_sync"]) for r in rs]),
                       med([float(r["sync_ms"]) for r in rs]),
-                      100 * med([float(r["sync_busy"]) for r in rs])))
+                      100 * med([float(r["sync_busy"]) for r in rs]),
+                      100 * med([float(r.get("on_loop", 0)) for r in rs])))
     if redis_med:
         print()
         for (mode, c, mech), rs in groups.items():

@@ -62,10 +62,10 @@ def check_binary():
 
 def clean_env(extra=None):
     """The current environment without any EVENTD_* server variables, plus extra."""
-    # EVENTD_SYNC_LOOP_MAX_US is the test run's choice (ctest runs the storage and fault
+    # EVENTD_LOOP_SYNC_MAX_US is the test run's choice (ctest runs the storage and fault
     # suites once with each of the store's sync paths), not a server setting to clear.
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("EVENTD_") or k == "EVENTD_SYNC_LOOP_MAX_US"}
+           if not k.startswith("EVENTD_") or k == "EVENTD_LOOP_SYNC_MAX_US"}
     # Test builds hash new passwords with libsodium's minimum limits (src/pwhash.c):
     # a test that measures the real cost passes EVENTD_TEST_PWHASH_FAST="0".
     env["EVENTD_TEST_PWHASH_FAST"] = "1"

@@ -97,6 +97,19 @@ class MetricsTests(unittest.TestCase):
             s = samples(scrape(srv.port))
             self.assertGreaterEqual(s[("eventd_fsync_duration_seconds_count", "")], 1)
 
+    def test_loop_sync_max_us_picks_where_syncs_run(self):
+        # 0: every sync on a worker thread; 10 s: every plain batch on the loop.
+        total, on_loop = ("eventd_fsyncs_total", ""), ("eventd_fsyncs_on_loop_total", "")
+        for limit, want in (("0", 0), ("10000000", 3)):
+            args = ["--fsync", "always", "--loop-sync-max-us", limit]
+            with self.subTest(limit=limit), Server(users=["alice"], extra_args=args) as srv:
+                before = samples(scrape(srv.port))
+                for _ in range(3):
+                    self.assertEqual(post_theme(srv, "alice").status, 200)
+                s = samples(scrape(srv.port))
+                self.assertEqual(s[total] - before[total], 3)
+                self.assertEqual(s[on_loop] - before[on_loop], want)
+
     def test_failed_signin_counts_as_signin_failed(self):
         with Server() as srv:
             key = ("eventd_account_events_total", '{event="signin_failed"}')

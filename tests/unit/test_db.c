@@ -78,7 +78,9 @@ static void on_tick(uv_timer_t *t) {
         CHECK(cond);                                                                               \
     } while (0)
 
-static const struct store_opts always = {.fsync = STORE_FSYNC_ALWAYS, .fsync_interval_ms = 1000};
+static const struct store_opts always = {.fsync = STORE_FSYNC_ALWAYS,
+                                         .fsync_interval_ms = 1000,
+                                         .loop_sync_max_us = STORE_LOOP_SYNC_MAX_US};
 static const struct store_opts interval = {
     .fsync = STORE_FSYNC_INTERVAL, .fsync_interval_ms = 20, .retry_ms = 10};
 

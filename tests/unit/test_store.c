@@ -103,7 +103,9 @@ static void check_frame(size_t at, uint8_t type, uint64_t i) {
     CHECK(memcmp(got.payload[at].ptr, p, len) == 0);
 }
 
-static const struct store_opts always = {.fsync = STORE_FSYNC_ALWAYS, .fsync_interval_ms = 1000};
+static const struct store_opts always = {.fsync = STORE_FSYNC_ALWAYS,
+                                         .fsync_interval_ms = 1000,
+                                         .loop_sync_max_us = STORE_LOOP_SYNC_MAX_US};
 
 static void open_replay(struct store *s, uv_loop_t *loop, const char *dir,
                         const struct store_opts *o, enum store_replay_status want) {
@@ -246,6 +248,104 @@ static void test_sync_time_is_measured_on_the_loop(void) {
     CHECK(s.sync_ns != 1000000);
     CHECK(s.loop_sync_at >= uv_now(&loop) - 1000 && s.loop_sync_at <= uv_now(&loop));
     close_loop(&s, &loop);
+    rmrf(dir);
+}
+
+/*
+ * Gathering: a batch about to sync on the loop first takes in the input that
+ * is already waiting (a readable pipe here stands for a client's socket).
+ */
+static struct {
+    struct store *s;
+    uv_poll_t poll;
+    int fds[2];
+    bool drain; /* read the byte (input taken in) or leave it (input that never stops) */
+    uint64_t calls, lsn;
+} input;
+
+static void on_input(uv_poll_t *h, int status, int events) {
+    (void)h, (void)status, (void)events;
+    input.calls++;
+    if (!input.drain) return;
+    char c;
+    CHECK_EQ_INT(read(input.fds[0], &c, 1), 1);
+    uint8_t p[300];
+    input.lsn = store_append(input.s, 4, p, payload_of(input.calls, p));
+    uv_poll_stop(&input.poll);
+}
+
+/* Opens an "always" store on the loop path whose syncs average sync_ns, with a pipe
+ * holding one byte of input that on_input watches. */
+static void gather_setup(struct store *s, uv_loop_t *loop, const char *dir, uint64_t sync_ns,
+                         bool drain) {
+    uv_loop_init(loop);
+    open_replay(s, loop, dir, &always, STORE_REPLAY_EMPTY);
+    s->loop_sync_max_ns = 60000000000u; /* the loop path, whatever this disk's speed */
+    s->sync_ns = sync_ns;
+    memset(&input, 0, sizeof input);
+    input.s = s;
+    input.drain = drain;
+    CHECK_EQ_INT(pipe(input.fds), 0);
+    CHECK_EQ_INT(uv_poll_init(loop, &input.poll, input.fds[0]), 0);
+    CHECK_EQ_INT(uv_poll_start(&input.poll, UV_READABLE, on_input), 0);
+    uv_run(loop, UV_RUN_NOWAIT); /* libuv adds the fd to its epoll set in its next poll */
+    CHECK_EQ_UINT(input.calls, 0);
+    CHECK_EQ_INT(write(input.fds[1], "x", 1), 1);
+}
+
+static void gather_teardown(struct store *s, uv_loop_t *loop) {
+    uv_close((uv_handle_t *)&input.poll, NULL);
+    close_loop(s, loop);
+    close(input.fds[0]);
+    close(input.fds[1]);
+}
+
+/* A write that arrives while the first one's batch waits for its turn joins its sync. */
+static void test_gathering_joins_ready_input(void) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
+    struct store s;
+    gather_setup(&s, &loop, dir, 30000000000u, true); /* a 30 s cap: never reached here */
+    uint8_t p[300];
+    uint64_t first = store_append(&s, 4, p, payload_of(0, p));
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_UINT(input.calls, 1);
+    CHECK(store_is_acked(&s, first) && store_is_acked(&s, input.lsn));
+    CHECK_EQ_UINT(s.stats_syncs, 1); /* one sync for both, not one each */
+    CHECK_EQ_UINT(s.stats_batches, 1);
+    gather_teardown(&s, &loop);
+    rmrf(dir);
+}
+
+/* With no input waiting the batch syncs in the turn that made it; input that never stops
+ * holds it up for at most the average sync time. */
+static void test_gathering_is_bounded(void) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
+    struct store s;
+    uv_loop_init(&loop);
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
+    s.loop_sync_max_ns = 60000000000u;
+    s.sync_ns = 30000000000u;
+    uint8_t p[300];
+    uint64_t lsn = store_append(&s, 4, p, payload_of(0, p));
+    uv_run(&loop, UV_RUN_NOWAIT);
+    CHECK(store_is_acked(&s, lsn)); /* nothing to gather: synced at once */
+    close_loop(&s, &loop);
+    rmrf(dir);
+
+    dir = tmpdir("store");
+    gather_setup(&s, &loop, dir, 20000000u, false); /* 20 ms */
+    lsn = store_append(&s, 4, p, payload_of(1, p));
+    uint64_t t0 = uv_hrtime(), turns = 0;
+    while (!store_is_acked(&s, lsn) && uv_hrtime() - t0 < 60000000000u) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        turns++;
+    }
+    CHECK(store_is_acked(&s, lsn));      /* while the pipe still has input */
+    CHECK(turns > 1 && input.calls > 1); /* it did gather first */
+    CHECK_EQ_UINT(s.stats_syncs, 1);
+    gather_teardown(&s, &loop);
     rmrf(dir);
 }
 
@@ -846,6 +946,8 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_roundtrip),
     CHECK_CASE(test_torn_every_offset),
     CHECK_CASE(test_sync_time_is_measured_on_the_loop),
+    CHECK_CASE(test_gathering_joins_ready_input),
+    CHECK_CASE(test_gathering_is_bounded),
     CHECK_CASE(test_zero_tail),
     CHECK_CASE(test_torn_sector_tail),
     CHECK_CASE(test_corrupt_bitflip),
