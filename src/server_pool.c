@@ -18,7 +18,6 @@
 #include "server_internal.h"
 
 #define CONN_SLAB 64     /* connection slots per allocation: idle ones pack densely */
-#define POOL_CAP 256     /* free kits and free handler states kept at most */
 #define HEADER_KEEP 8192 /* a kit's head buffers larger than this in all are freed */
 
 struct server_slab {
@@ -89,10 +88,8 @@ void conn_kit_put(struct conn *c) {
         http_kept_destroy(kept);
         http_kept_init(kept);
     }
-    if (srv->nkits >= POOL_CAP) {
-        kit_free(srv, k);
-        return;
-    }
+    /* No cap here: the sweep frees what the last period did not need. A cap (it was 256)
+     * made 1,024 clients waiting on one sync free and rebuild a kit per request. */
     k->next = srv->kits;
     srv->kits = k;
     srv->nkits++;
@@ -135,10 +132,6 @@ void conn_state_put(struct conn *c) {
     c->hstate = NULL;
     /* Drop what it knows of this connection (its credentials) now, not at reuse. */
     if (srv->handler.state_reset) srv->handler.state_reset(srv->handler.data, s->mem);
-    if (srv->nstates >= POOL_CAP) {
-        state_free(srv, s);
-        return;
-    }
     s->h.next = srv->states;
     srv->states = s;
     srv->nstates++;
