@@ -69,6 +69,8 @@ void store_sync_setup(struct store *s);
 /* True while a plain "always" batch that would block the loop for its sync should
  * first let the loop take in input that is already waiting (store.c's kick). */
 bool store_sync_gathering(struct store *s);
+/* The loop's sync-time average after one more loop sync of sample ns (max_ns: the threshold). */
+uint64_t store_sync_average(uint64_t avg, uint64_t sample, uint64_t max_ns);
 /* Starts a job; store_job_finish runs on the loop when it is done (before this
  * returns for a plain "always" batch, which runs on the loop thread). */
 void store_sync_submit(struct store *s, struct store_batch *b);

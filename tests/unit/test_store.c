@@ -13,6 +13,7 @@
 #include "log.h"
 #include "scratch_dir.h"
 #include "store.h"
+#include "store_internal.h"
 
 /* ---- helpers ---- */
 
@@ -249,6 +250,20 @@ static void test_sync_time_is_measured_on_the_loop(void) {
     CHECK(s.loop_sync_at >= uv_now(&loop) - 1000 && s.loop_sync_at <= uv_now(&loop));
     close_loop(&s, &loop);
     rmrf(dir);
+}
+
+/* One stray slow sync leaves the batches on the loop; two in a row send them to the
+ * threadpool; a fast disk's syncs bring them back. */
+static void test_one_slow_sync_keeps_the_loop(void) {
+    const uint64_t ms = 1000000, max = 2 * ms;
+    uint64_t avg = store_sync_average(ms / 2, 11 * ms, max);
+    CHECK_EQ_UINT(avg, 1375000); /* (3 x 0.5 + 4) / 4: the 11 ms counted as 4 */
+    CHECK(avg < max);
+    avg = store_sync_average(avg, 11 * ms, max);
+    CHECK(avg >= max);
+    for (int i = 0; i < 3; i++)
+        avg = store_sync_average(avg, ms / 2, max);
+    CHECK(avg < max);
 }
 
 /*
@@ -946,6 +961,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_roundtrip),
     CHECK_CASE(test_torn_every_offset),
     CHECK_CASE(test_sync_time_is_measured_on_the_loop),
+    CHECK_CASE(test_one_slow_sync_keeps_the_loop),
     CHECK_CASE(test_gathering_joins_ready_input),
     CHECK_CASE(test_gathering_is_bounded),
     CHECK_CASE(test_zero_tail),
