@@ -39,7 +39,8 @@
 # PARTS (default "disk redis eventd"), SYNC_REF, SYNC_TMPDIR (where the scratch
 # directory goes, default build-bench/), and those of lib.sh.
 # Bounded: every run has a timeout; the default set takes about 7 minutes (plus
-# two Release builds the first time). The experiment commit needs liburing-dev.
+# a Release build the first time). The experiment commit's mechanisms build it
+# too, and need liburing-dev.
 # Exit status: 0 when every part ran, 1 when something failed to start or run.
 set -uo pipefail
 
