@@ -200,14 +200,17 @@ mech_cmd() {
     esac
 }
 
-# "COUNT SUM_SECONDS ON_LOOP" of eventd's fsync histogram and the syncs the loop did
-# itself (GET /metrics), or "0 0 0".
+# "COUNT SUM_SECONDS ON_LOOP LE1MS LE2_5MS" of eventd's fsync histogram, the syncs
+# the loop did itself and the histogram's counts up to 1 and 2.5 ms (GET /metrics),
+# or "0 0 0 0 0".
 fsync_totals() {
     curl -s --max-time 5 "$1/metrics" | awk '
         $1 == "eventd_fsync_duration_seconds_count" { n = $2 }
         $1 == "eventd_fsync_duration_seconds_sum" { s = $2 }
         $1 == "eventd_fsyncs_on_loop_total" { l = $2 }
-        END { printf "%d %.9f %d\n", n, s, l }'
+        $1 == "eventd_fsync_duration_seconds_bucket{le=\"0.001\"}" { b1 = $2 }
+        $1 == "eventd_fsync_duration_seconds_bucket{le=\"0.0025\"}" { b2 = $2 }
+        END { printf "%d %.9f %d %d %d\n", n, s, l, b1, b2 }'
 }
 
 # One wrk run: eventd_run MECH MODE CONNS REP PID URL
@@ -215,11 +218,13 @@ fsync_totals() {
 # many per second, the requests each covered, their mean time, and the share
 # of the run's wall time a sync was in flight (sync_busy): near 1 with batches
 # of about CONNS requests, the disk is what bounds the run (Little's law:
-# CONNS requests per sync time).
+# CONNS requests per sync time); the share of syncs the loop did itself; and
+# the share that took over 1 and 2.5 ms (the sync's tail under load, which
+# bounds the requests' p99: docs/BENCHMARKS.md, issue 11's final run).
 eventd_run() {
     local mech=$1 mode=$2 c=$3 rep=$4 pid=$5 url=$6 out="$BENCH_WORK/wrk-$1-$2-$3-$4.txt"
-    local u0 k0 u1 k1 perf_pid="" cs="" sc="" f0n f0s f0l f1n f1s f1l
-    read -r f0n f0s f0l < <(fsync_totals "$url")
+    local u0 k0 u1 k1 perf_pid="" cs="" sc="" f0n f0s f0l f0a f0b f1n f1s f1l f1a f1b
+    read -r f0n f0s f0l f0a f0b < <(fsync_totals "$url")
     read -r u0 k0 < <(bench_cpu_ticks "$pid")
     [[ -n ${k0:-} ]] || { note "eventd ($mech) is not running"; return 1; }
     if ((PERF)); then
@@ -239,7 +244,7 @@ eventd_run() {
     fi
     read -r u1 k1 < <(bench_cpu_ticks "$pid")
     [[ -n ${k1:-} ]] || { note "eventd ($mech) died"; return 1; }
-    read -r f1n f1s f1l < <(fsync_totals "$url")
+    read -r f1n f1s f1l f1a f1b < <(fsync_totals "$url")
     local req
     req=$(bench_field "$out" requests)
     [[ -n $req && $req -gt 0 ]] || { note "$mech $mode c$c: no requests"; return 1; }
@@ -251,12 +256,14 @@ eventd_run() {
         -v t=$((u1 + k1 - u0 - k0)) -v rps="$(bench_field "$out" rps)" \
         -v p50="$(bench_field "$out" p50_us)" -v p99="$(bench_field "$out" p99_us)" \
         -v bad="$(bench_field "$out" non2xx)" -v cs="${cs:--1}" -v sc="${sc:--1}" \
-        -v syncs=$((f1n - f0n)) -v on_loop=$((f1l - f0l)) -v sync_s="$(echo "$f1s - $f0s" | bc -l)" -v dur="$DURATION" 'BEGIN {
+        -v syncs=$((f1n - f0n)) -v on_loop=$((f1l - f0l)) -v le1=$((f1a - f0a)) \
+        -v le2=$((f1b - f0b)) -v sync_s="$(echo "$f1s - $f0s" | bc -l)" -v dur="$DURATION" 'BEGIN {
         printf "EVENTD mech=%s mode=%s c=%s rep=%s rps=%.0f p50_ms=%.3f p99_ms=%.3f cpu_us=%.2f non2xx=%s cs_per_req=%s sc_per_req=%s",
             m, mode, c, rep, rps, p50 / 1000, p99 / 1000, t / hz * 1e6 / n, bad, cs, sc
         if (syncs > 0)
-            printf " syncs_per_s=%.0f req_per_sync=%.1f sync_ms=%.3f sync_busy=%.2f on_loop=%.2f",
-                syncs / dur, n / syncs, sync_s * 1000 / syncs, sync_s / dur, on_loop / syncs
+            printf " syncs_per_s=%.0f req_per_sync=%.1f sync_ms=%.3f sync_busy=%.2f on_loop=%.2f over_1ms=%.4f over_2_5ms=%.4f",
+                syncs / dur, n / syncs, sync_s * 1000 / syncs, sync_s / dur, on_loop / syncs,
+                (syncs - le1) / syncs, (syncs - le2) / syncs
         printf "\n"
     }' | tee -a "$RESULTS"
 }
@@ -358,12 +365,15 @@ if groups:
             sum(int(r["non2xx"] or 0) for r in rs), ratio))
         if all("sync_busy" in r for r in rs):
             print("%-8s %5s %-12s       syncs: %.0f/s, %.1f requests each, %.3f ms each, "
-                  "a sync in flight %.0f %% of the time, %.0f %% of them on the loop" % (
+                  "a sync in flight %.0f %% of the time, %.0f %% of them on the loop, "
+                  "%.1f %% over 1 ms, %.1f %% over 2.5 ms" % (
                       "", "", "", med([float(r["syncs_per_s"]) for r in rs]),
                       med([float(r["req_per_sync"]) for r in rs]),
                       med([float(r["sync_ms"]) for r in rs]),
                       100 * med([float(r["sync_busy"]) for r in rs]),
-                      100 * med([float(r.get("on_loop", 0)) for r in rs])))
+                      100 * med([float(r.get("on_loop", 0)) for r in rs]),
+                      100 * med([float(r.get("over_1ms", 0)) for r in rs]),
+                      100 * med([float(r.get("over_2_5ms", 0)) for r in rs])))
     if redis_med:
         print()
         for (mode, c, mech), rs in groups.items():
