@@ -295,6 +295,7 @@ static void gather_setup(struct store *s, uv_loop_t *loop, const char *dir, uint
                          bool drain) {
     uv_loop_init(loop);
     open_replay(s, loop, dir, &always, STORE_REPLAY_EMPTY);
+    uv_run(loop, UV_RUN_DEFAULT);       /* nothing of the open still in flight */
     s->loop_sync_max_ns = 60000000000u; /* the loop path, whatever this disk's speed */
     s->sync_ns = sync_ns;
     memset(&input, 0, sizeof input);
@@ -340,6 +341,7 @@ static void test_gathering_is_bounded(void) {
     struct store s;
     uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
+    uv_run(&loop, UV_RUN_DEFAULT);
     s.loop_sync_max_ns = 60000000000u;
     s.sync_ns = 30000000000u;
     uint8_t p[300];
