@@ -98,7 +98,8 @@ static bool token_ok(struct handlers *h, struct slice hdr) {
 
 bool admin_headers(struct handlers *h, struct req_state *st, struct http_request *req,
                    struct http_response *r, enum server_headers_result *res) {
-    bool local = req->peer.family == 0;
+    /* The listener that accepted the connection says it, never an address. */
+    bool local = req->peer.local;
     if (!local && !h->lim.admin_on_listener) return false; /* not served here: 404 later */
     if (req->path.len < sizeof prefix - 1 || memcmp(req->path.ptr, prefix, sizeof prefix - 1) != 0)
         return false;

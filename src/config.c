@@ -18,6 +18,8 @@ const struct config config_defaults = {
     .max_header_bytes = 8192,
     .max_body_bytes = 1048576,
     .max_connections = 10000,
+    .max_connections_per_address = 256,
+    .evict_half_sent_ms = 2000,
     .max_pipeline = 32,
     .header_timeout_ms = 10000,
     .request_timeout_ms = 30000,
@@ -90,6 +92,14 @@ static const struct opt opts[] = {
      "request body limit, bytes (413 above)"},
     {"max-connections", "EVENTD_MAX_CONNECTIONS", OPT_U32, OFF(max_connections), 1, 1000000,
      "open connections limit (503 above)"},
+    {"max-connections-per-address", "EVENTD_MAX_CONNECTIONS_PER_ADDRESS", OPT_U32,
+     OFF(max_connections_per_address), 0, 1000000,
+     "open connections per client IPv4 address or IPv6 /64 (503 above; 0: no cap; "
+     "--trusted-proxies are exempt)"},
+    {"evict-half-sent-ms", "EVENTD_EVICT_HALF_SENT_MS", OPT_U32, OFF(evict_half_sent_ms), 0,
+     3600000,
+     "at --max-connections with nothing idle, the request arriving longest is closed for a new "
+     "client once it has been arriving this long, ms"},
     {"max-pipeline", "EVENTD_MAX_PIPELINE", OPT_U32, OFF(max_pipeline), 1, 1024,
      "queued responses per connection before it stops being read"},
     {"header-timeout-ms", "EVENTD_HEADER_TIMEOUT_MS", OPT_U32, OFF(header_timeout_ms), 1, 3600000,

@@ -11,7 +11,6 @@
  */
 #include "handlers.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -104,6 +103,18 @@ static void reply_metrics(struct handlers *h, struct http_request *req, struct h
     const struct server *srv = h->srv;
     metrics_write_gauge(b, "eventd_connections_open", "Open client connections.",
                         srv ? (double)(srv->nconns - srv->nclosing) : 0);
+    metrics_write_head(b, "eventd_connections_refused_total", "counter",
+                       "Connections closed unserved, by reason: cap (--max-connections, nothing "
+                       "to close), per_address (--max-connections-per-address), peer_unknown "
+                       "(reset before accept), peer_credentials (admin socket, another uid).");
+    for (unsigned i = 0; i < SERVER_REFUSALS; i++)
+        metrics_write_sample(b, "eventd_connections_refused_total", "reason",
+                             server_refusal_label(i), srv ? (double)srv->stats_refused[i] : 0);
+    metrics_write_head(b, "eventd_connections_evicted_total", "counter",
+                       "Connections closed at --max-connections with a half-sent request, to "
+                       "admit a new client.");
+    metrics_write_sample(b, "eventd_connections_evicted_total", NULL, NULL,
+                         srv ? (double)srv->stats_evicted_half_sent : 0);
     metrics_write_gauge(b, "eventd_log_bytes", "Bytes in the log file (eventd.log).",
                         (double)db->store.file_size);
     metrics_write_gauge(b, "eventd_log_live_bytes",
@@ -185,62 +196,20 @@ static void on_complete(void *data, void *mem, struct http_request *req, struct 
     if (st->body.kind != BODY_NONE) account_body_end(&st->body);
 }
 
-/* "10.0.0.0/8", "::1", "192.168.1.7/32" -> net; returns 0 or -1. */
-static int parse_net(const char *s, size_t len, struct proxy_net *net) {
-    char tmp[64];
-    if (len == 0 || len >= sizeof tmp) return -1;
-    memcpy(tmp, s, len);
-    tmp[len] = 0;
-    char *slash = strchr(tmp, '/');
-    long bits = -1;
-    if (slash) {
-        *slash = 0;
-        char *end;
-        bits = strtol(slash + 1, &end, 10);
-        if (*end || end == slash + 1) return -1;
-    }
-    memset(net, 0, sizeof *net);
-    if (inet_pton(AF_INET, tmp, net->addr) == 1) {
-        net->family = 4;
-        if (bits < 0) bits = 32;
-        if (bits > 32) return -1;
-    } else if (inet_pton(AF_INET6, tmp, net->addr) == 1) {
-        net->family = 6;
-        if (bits < 0) bits = 128;
-        if (bits > 128) return -1;
-    } else {
-        return -1;
-    }
-    net->bits = (uint8_t)bits;
-    return 0;
-}
-
 int handlers_init(struct handlers *h, uv_loop_t *loop, struct db *db,
                   const struct handler_limits *lim, struct server_handler *out, char *msg,
                   size_t msg_len) {
     memset(h, 0, sizeof *h);
     h->db = db;
     h->lim = *lim;
-    const char *p = lim->trusted_proxies ? lim->trusted_proxies : "";
-    while (*p) {
-        const char *comma = strchr(p, ',');
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        while (n && *p == ' ')
-            p++, n--;
-        while (n && p[n - 1] == ' ')
-            n--;
-        if (n) {
-            if (h->nproxies == HANDLERS_MAX_PROXIES ||
-                parse_net(p, n, &h->proxies[h->nproxies]) < 0) {
-                snprintf(msg, msg_len,
-                         "--trusted-proxies: '%.*s' is not an address or CIDR block (at most %d)",
-                         (int)n, p, HANDLERS_MAX_PROXIES);
-                return -1;
-            }
-            h->nproxies++;
-        }
-        p += comma ? (size_t)(comma - p) + 1 : strlen(p);
+    char why[160];
+    int n = net_block_parse_list(lim->trusted_proxies, h->proxies, HANDLERS_MAX_PROXIES, why,
+                                 sizeof why);
+    if (n < 0) {
+        snprintf(msg, msg_len, "--trusted-proxies: %s", why);
+        return -1;
     }
+    h->nproxies = (uint32_t)n;
     struct throttle_policy pol = throttle_default_policy;
     pol.free_failures = lim->signin_free_failures;
     if (throttle_init(&h->by_name, THROTTLE_ENTRIES, &pol) < 0 ||

@@ -11,6 +11,7 @@
 
 #include "db.h"
 #include "metrics.h"
+#include "netaddr.h"
 #include "pwhash.h"
 #include "server.h"
 #include "throttle.h"
@@ -36,13 +37,6 @@ struct handler_limits {
 
 #define HANDLERS_MAX_PROXIES 16
 
-/* A trusted proxy: an address block. */
-struct proxy_net {
-    uint8_t family; /* 4 or 6 */
-    uint8_t bits;   /* prefix length */
-    uint8_t addr[16];
-};
-
 struct signin_flight;
 
 struct handlers {
@@ -50,10 +44,10 @@ struct handlers {
     struct server *srv;      /* borrowed: set by the assembly once the server exists */
     struct metrics *metrics; /* borrowed: set by the assembly (account events, /metrics); or NULL */
     struct handler_limits lim;
-    struct throttle by_name, by_addr; /* failed sign-ins */
-    struct signin_flight *verifying;  /* sign-ins whose password is being checked */
-    struct pwhash pw;                 /* Argon2id jobs on the threadpool */
-    struct proxy_net proxies[HANDLERS_MAX_PROXIES];
+    struct throttle by_name, by_addr;               /* failed sign-ins */
+    struct signin_flight *verifying;                /* sign-ins whose password is being checked */
+    struct pwhash pw;                               /* Argon2id jobs on the threadpool */
+    struct net_block proxies[HANDLERS_MAX_PROXIES]; /* --trusted-proxies */
     uint32_t nproxies;
 };
 

@@ -75,9 +75,13 @@ struct http_request {
     struct slice query;      /* into target, without the '?'; valid as path */
     uint8_t cur_header;      /* which interesting header the parser is in */
     /* Who is connected (set by the server when it accepts; kept for the
-     * whole connection): family 4 or 6 with the address in network order,
-     * or 0 for the local Unix socket listener. */
+     * whole connection). local says which listener accepted the connection:
+     * the local Unix socket (then family is 0) or the TCP listener (then
+     * family is 4 or 6 with the address in network order: a TCP connection
+     * whose peer cannot be read is closed before any request is parsed).
+     * Only local, never the address, tells the admin socket apart. */
     struct {
+        bool local;
         uint8_t family;
         uint8_t addr[16];
     } peer;

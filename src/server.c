@@ -7,6 +7,7 @@
  */
 #include "server.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -50,6 +51,8 @@ void conn_close(struct conn *c) {
     if (c->closing) return;
     c->closing = true;
     c->srv->nclosing++;
+    if (c->counted) net_counts_remove(&c->srv->per_addr, c->peer_key);
+    c->counted = false;
     unwait(c);
     conn_list_leave(c);
     c->pending_closes = 2;
@@ -145,37 +148,104 @@ static void reject(struct server *srv) {
 }
 
 /*
+ * A half-sent request: the connection is inside a request whose headers or
+ * body are still coming, with no earlier answer queued before it.
+ */
+static bool half_sent(const struct conn *c) {
+    if (!c->parser.in_message || c->draining) return false;
+    return c->count == 0 || (c->count == 1 && c->cur && c->cur == slot_at((struct conn *)c, 0));
+}
+
+/* The connection whose half-sent request started first, if that was at least
+ * --evict-half-sent-ms ago, or NULL. O(connections): only at the cap with nothing idle. */
+static struct conn *oldest_half_sent(struct server *srv) {
+    struct conn *best = NULL;
+    for (struct server_link *q = srv->conns.next; q != &srv->conns; q = q->next) {
+        struct conn *c = CONN_OF(q, link);
+        if (!c->closing && half_sent(c) && (!best || c->req_start < best->req_start)) best = c;
+    }
+    uint64_t min_age = srv->cfg->evict_half_sent_ms;
+    if (best && uv_now(srv->loop) - best->req_start < min_age) return NULL;
+    return best;
+}
+
+/*
  * At the cap, make room as nginx reuses idle keep-alive connections: close
- * the oldest lingering connection, else the longest-idle one. Returns false
- * if every connection is busy. Closing ones no longer count.
+ * the oldest lingering connection, else the longest-idle one, else the one
+ * whose request has been arriving the longest, if for --evict-half-sent-ms
+ * at least (slow clients holding their slots with half-sent requests must
+ * not keep new clients out; a request that just started is left alone). Returns
+ * false if every connection is busy with a complete request. Closing ones
+ * no longer count.
  */
 static bool make_room(struct server *srv) {
     if (srv->nconns - srv->nclosing < srv->cfg->max_connections) return true;
     struct server_link *q = !q_empty(&srv->lingering) ? &srv->lingering : &srv->idle;
-    if (q_empty(q)) return false;
-    struct conn *c = CONN_OF(q->next, ilink);
-    LOG(LOG_DEBUG, "at --max-connections %u: closing a %s connection (idle %llu ms)",
-        srv->cfg->max_connections, c->lingering ? "lingering" : "idle",
-        (unsigned long long)(uv_now(srv->loop) - c->idle_at));
+    struct conn *c = NULL;
+    if (!q_empty(q)) {
+        c = CONN_OF(q->next, ilink);
+        LOG(LOG_DEBUG, "at --max-connections %u: closing a %s connection (idle %llu ms)",
+            srv->cfg->max_connections, c->lingering ? "lingering" : "idle",
+            (unsigned long long)(uv_now(srv->loop) - c->idle_at));
+    } else if ((c = oldest_half_sent(srv))) {
+        LOG(LOG_DEBUG, "at --max-connections %u: closing a half-sent request (%llu ms old)",
+            srv->cfg->max_connections, (unsigned long long)(uv_now(srv->loop) - c->req_start));
+        srv->stats_evicted_half_sent++;
+    } else {
+        return false;
+    }
     conn_close(c);
     return true;
 }
 
-/* Records who is connected, for the handler (throttling, trusted proxies). */
-static void note_peer(struct conn *c, bool local) {
+/*
+ * Records who is connected, for the handler (throttling, trusted proxies)
+ * and the per-address cap. A TCP peer whose address cannot be read (it
+ * reset the connection before we accepted it) is not served: false.
+ */
+static bool note_peer(struct conn *c, bool local) {
     struct http_request *req = &c->parser.req;
     memset(&req->peer, 0, sizeof req->peer);
-    if (local) return;
+    req->peer.local = local;
+    if (local) return true;
     struct sockaddr_storage sa;
     int len = sizeof sa;
-    if (uv_tcp_getpeername(&c->io.tcp, (struct sockaddr *)&sa, &len) < 0) return;
+    if (uv_tcp_getpeername(&c->io.tcp, (struct sockaddr *)&sa, &len) < 0) return false;
     if (sa.ss_family == AF_INET) {
         req->peer.family = 4;
         memcpy(req->peer.addr, &((struct sockaddr_in *)&sa)->sin_addr, 4);
     } else if (sa.ss_family == AF_INET6) {
         req->peer.family = 6;
         memcpy(req->peer.addr, &((struct sockaddr_in6 *)&sa)->sin6_addr, 16);
+    } else {
+        return false;
     }
+    return true;
+}
+
+/* A local client is served only with our own uid, or root's. */
+static bool peer_credentials_ok(struct conn *c) {
+    uv_os_fd_t fd;
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (uv_fileno(&c->io.handle, &fd) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+        return false;
+    return cred.uid == geteuid() || cred.uid == 0;
+}
+
+/* Counts c under its client's key; false when that client is at its cap. */
+static bool count_peer(struct server *srv, struct conn *c) {
+    const struct http_request *req = &c->parser.req;
+    uint32_t cap = srv->cfg->max_connections_per_address;
+    if (cap == 0) return true;
+    for (uint32_t i = 0; i < srv->nexempt; i++)
+        if (net_block_contains(&srv->exempt[i], req->peer.family, req->peer.addr)) return true;
+    net_client_key(req->peer.family, req->peer.addr, c->peer_key);
+    if (net_counts_get(&srv->per_addr, c->peer_key) >= cap) return false;
+    net_counts_add(&srv->per_addr, c->peer_key);
+    c->counted = true;
+    return true;
 }
 
 /* A connection slot for a new client (over the cap only when told to). */
@@ -191,10 +261,51 @@ static struct conn *conn_new(struct server *srv, bool local) {
     return c;
 }
 
-/* The client is connected: start serving it. */
+/* Closes a connection refused before its first byte was read, and counts why. */
+static void refuse(struct conn *c, enum server_refusal why) {
+    c->srv->stats_refused[why]++;
+    LOG(LOG_DEBUG, "connection refused: %s", server_refusal_label(why));
+    conn_close(c);
+}
+
+/*
+ * Over its address's cap: a 503 naming the limit, then the connection
+ * closes as after any error answer (lingering, so the client reads it).
+ */
+static void refuse_per_address(struct conn *c) {
+    struct server *srv = c->srv;
+    srv->stats_refused[SERVER_REFUSED_PER_ADDRESS]++;
+    c->idle_since = uv_now(srv->loop);
+    conn_wake(c, 0);
+    c->parser.error = ERR_UNAVAILABLE;
+    conn_answer_error(c);
+    struct http_response *r = slot_at(c, c->count - 1);
+    http_response_error(r, ERR_UNAVAILABLE, NULL,
+                        "too many open connections from your address "
+                        "(--max-connections-per-address)");
+    r->extra = "Retry-After: 1\r\n";
+    conn_arm_timer(c);
+    conn_flush(c);
+}
+
+/* The client is connected: start serving it (or refuse it: see on_connection). */
 static void conn_begin(struct conn *c, bool local) {
-    if (!local) uv_tcp_nodelay(&c->io.tcp, 1);
-    note_peer(c, local);
+    if (!note_peer(c, local)) {
+        refuse(c, SERVER_REFUSED_PEER_UNKNOWN);
+        return;
+    }
+    if (local && !peer_credentials_ok(c)) {
+        LOG(LOG_WARN, "admin socket: refused a client of another user (SO_PEERCRED)");
+        refuse(c, SERVER_REFUSED_PEER_CREDENTIALS);
+        return;
+    }
+    if (!local) {
+        uv_tcp_nodelay(&c->io.tcp, 1);
+        if (!count_peer(c->srv, c)) {
+            refuse_per_address(c);
+            return;
+        }
+    }
     c->idle_since = uv_now(c->srv->loop);
     conn_start_reading(c);
     conn_arm_timer(c);
@@ -213,6 +324,7 @@ static void on_connection(uv_stream_t *l, int status) {
         LOG(LOG_WARN, "connection refused: %u connections open, none idle (--max-connections)",
             srv->nconns);
         if (!local) {
+            srv->stats_refused[SERVER_REFUSED_CAP]++;
             reject(srv);
             return;
         }
@@ -272,6 +384,12 @@ int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg,
     q_init(&srv->warm);
     q_init(&srv->lingering);
     q_init(&srv->free_conns);
+    net_counts_init(&srv->per_addr);
+    char why[160];
+    int n = net_block_parse_list(cfg->trusted_proxies, srv->exempt,
+                                 sizeof srv->exempt / sizeof srv->exempt[0], why, sizeof why);
+    if (n < 0) return UV_EINVAL;
+    srv->nexempt = (uint32_t)n;
     srv->scratch = xmalloc(READ_BUF_SIZE);
     /* Generated request ids: a random prefix keeps them apart across
      * processes and restarts; a counter, within the process. */
@@ -401,18 +519,37 @@ static void on_shutdown_timeout(uv_timer_t *t) {
 }
 
 int server_listen_local(struct server *srv, const char *path) {
-    int rc;
+    /* Bound in a fresh directory of mode 0700 (mkdtemp), so that nobody else
+     * can reach the socket between bind and chmod; the rename then puts it,
+     * 0600 already, in place (replacing one left by a process that died: the
+     * data directory's lock says no other server runs). */
+    char dir[4096], tmp[4096 + 8];
+    const char *slash = strrchr(path, '/');
+    int dlen = slash ? (int)(slash - path) : 1;
+    if (snprintf(dir, sizeof dir, "%.*s/.admin-XXXXXX", dlen, slash ? path : ".") >=
+        (int)sizeof dir)
+        return UV_ENAMETOOLONG;
+    if (!mkdtemp(dir)) return uv_translate_sys_error(errno);
+    snprintf(tmp, sizeof tmp, "%s/sock", dir);
     uv_pipe_init(srv->loop, &srv->local, 0);
     srv->local.data = srv;
     srv->has_local = true;
-    /* A socket left by a process that died: the data directory's lock says
-     * no other server runs, so the name is ours to take. */
-    unlink(path);
-    if ((rc = uv_pipe_bind(&srv->local, path)) < 0) return rc;
-    /* Only the owner of the data directory may talk to it. */
-    if ((rc = uv_pipe_chmod(&srv->local, UV_READABLE | UV_WRITABLE)) < 0) return rc;
-    chmod(path, 0600);
-    return uv_listen((uv_stream_t *)&srv->local, 64, on_connection);
+    int rc = uv_pipe_bind(&srv->local, tmp);
+    if (rc == 0 && chmod(tmp, 0600) < 0) rc = uv_translate_sys_error(errno);
+    if (rc == 0) rc = uv_listen((uv_stream_t *)&srv->local, 64, on_connection);
+    if (rc == 0 && rename(tmp, path) < 0) rc = uv_translate_sys_error(errno);
+    unlink(tmp); /* after a failure; gone already after the rename */
+    rmdir(dir);
+    return rc;
+}
+
+const char *server_refusal_label(enum server_refusal r) {
+    static const char *const labels[] = {
+#define X(e, label) label,
+        SERVER_REFUSAL_MAP(X)
+#undef X
+    };
+    return labels[r];
 }
 
 void server_shutdown(struct server *srv, void (*on_drained)(struct server *srv)) {
@@ -450,6 +587,7 @@ void server_shutdown(struct server *srv, void (*on_drained)(struct server *srv))
 
 void server_destroy(struct server *srv) {
     server__pool_destroy(srv);
+    net_counts_destroy(&srv->per_addr);
     free(srv->scratch);
     srv->scratch = NULL;
     if (!uv_is_closing((uv_handle_t *)&srv->shutdown_timer))

@@ -52,6 +52,7 @@
 
 #include "config.h"
 #include "http.h"
+#include "netaddr.h"
 
 enum server_headers_result {
     SERVER_READ_BODY, /* the handler wants the body (on_body, then on_complete) */
@@ -96,6 +97,22 @@ struct server_sent {
     const uint8_t *addr;           /* network order */
 };
 typedef void (*server_sent_cb)(void *ctx, const struct server_sent *s);
+
+/* Why a connection was refused (the /metrics label of each). */
+#define SERVER_REFUSAL_MAP(X)                                                                      \
+    X(CAP, "cap")                   /* --max-connections, nothing idle or half-sent to close */    \
+    X(PER_ADDRESS, "per_address")   /* --max-connections-per-address */                            \
+    X(PEER_UNKNOWN, "peer_unknown") /* a TCP peer whose address cannot be read (reset) */          \
+    X(PEER_CREDENTIALS, "peer_credentials") /* admin socket: another uid than ours or root */
+
+enum server_refusal {
+#define X(e, label) SERVER_REFUSED_##e,
+    SERVER_REFUSAL_MAP(X)
+#undef X
+        SERVER_REFUSALS
+};
+/* The /metrics label of a refusal, e.g. "per_address". */
+const char *server_refusal_label(enum server_refusal r);
 
 struct conn;
 struct server_kit;
@@ -151,6 +168,11 @@ struct server {
     uv_buf_t iov[3 * SERVER_MAX_BATCH + 1]; /* the batch being written (used only inside a flush):
                                              * 3 per response, and a 100 Continue's rest */
     char bound[96];                         /* "HOST:PORT" actually listened on */
+    struct net_counts per_addr;             /* open TCP connections by client key */
+    struct net_block exempt[16];            /* --trusted-proxies: no per-address cap */
+    uint32_t nexempt;
+    uint64_t stats_refused[SERVER_REFUSALS]; /* connections refused, by enum server_refusal */
+    uint64_t stats_evicted_half_sent;        /* busy connections closed at the cap */
 };
 
 /*
@@ -161,8 +183,12 @@ struct server {
 int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg,
                  const struct server_handler *handler);
 /*
- * Also listens on a Unix socket at path (mode 0600), for local tools. Its
- * requests have req->peer.family 0. Returns 0 or a negative libuv error.
+ * Also listens on a Unix socket at path, for local tools (the admin API).
+ * The socket is private from its first moment: it is bound inside a new
+ * directory of mode 0700 beside path, made 0600 there, and only then
+ * renamed to path. A client is served only if its credentials (SO_PEERCRED)
+ * are the server's own uid or root. Its requests have req->peer.local set.
+ * Returns 0 or a negative libuv error.
  */
 int server_listen_local(struct server *srv, const char *path);
 

@@ -107,6 +107,8 @@ struct conn {
     bool draining;  /* an error answer ends the connection: input is discarded */
     bool lingering; /* ... the answer is written, the write side shut down */
     bool eof;       /* the client shut down its side */
+    bool counted;   /* counted in srv->per_addr under peer_key */
+    uint8_t peer_key[NET_KEY_BYTES];
 };
 
 #define CONN_OF(p, field) ((struct conn *)((char *)(p)-offsetof(struct conn, field)))

@@ -224,18 +224,9 @@ static void fail(struct handlers *h, struct http_response *r, bool json, uint8_t
 }
 
 /* The client address for throttling: the peer, or behind a trusted proxy the forwarded one. */
-static bool in_net(const struct proxy_net *n, uint8_t family, const uint8_t *a) {
-    if (n->family != family) return false;
-    unsigned full = n->bits / 8, rest = n->bits % 8;
-    if (memcmp(n->addr, a, full) != 0) return false;
-    if (!rest) return true;
-    uint8_t mask = (uint8_t)(0xff << (8 - rest));
-    return (n->addr[full] & mask) == (a[full] & mask);
-}
-
 static bool trusted(const struct handlers *h, uint8_t family, const uint8_t *a) {
     for (uint32_t i = 0; i < h->nproxies; i++)
-        if (in_net(&h->proxies[i], family, a)) return true;
+        if (net_block_contains(&h->proxies[i], family, a)) return true;
     return false;
 }
 

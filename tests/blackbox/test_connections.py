@@ -112,7 +112,8 @@ class IdleMemoryTests(unittest.TestCase):
                           "quarantine); the plain build runs this test")
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         self.assertGreater(soft, MEM_CONNS + 100, "RLIMIT_NOFILE too low for the test")
-        with Server(users=["alice"], extra_args=["--fsync", "never"]) as srv:
+        with Server(users=["alice"], extra_args=["--fsync", "never",
+                                                   "--max-connections-per-address", "0"]) as srv:
             auth = auth_header("alice", srv.keys["alice"])
             # A body the decoder reads in full, refused without storing anything, so
             # memory growth is the connections' alone.
