@@ -7,7 +7,10 @@
  * mode 0600: whoever can open it can read the data directory anyway), and,
  * only with --admin-on-listener, a client of the listener that presents an
  * admin token (Authorization: Bearer), stored as a BLAKE2b hash like API
- * keys and compared in constant time against every token.
+ * keys and compared in constant time against every token. The token is
+ * checked again when the request completes, so one revoked while a body
+ * came changes nothing. Answers that carry a key or a token say
+ * Cache-Control: no-store.
  */
 #include <sodium.h>
 #include <stdio.h>
@@ -78,22 +81,39 @@ static bool route(struct req_state *st, struct http_request *req, struct http_re
     return true;
 }
 
-/* A Bearer token matching one of the admin tokens; every token is compared. */
-static bool token_ok(struct handlers *h, struct slice hdr) {
-    if (hdr.len < 8 || strncasecmp(hdr.ptr, "Bearer ", 7) != 0) return false;
-    const char *t = hdr.ptr + 7, *end = hdr.ptr + hdr.len;
-    while (t < end && *t == ' ')
-        t++;
-    uint8_t got[AUTH_HASH_BYTES];
-    auth_hash_key(t, (size_t)(end - t), got);
+/*
+ * The id of the admin token that a Bearer header value presents, or 0; its
+ * hash goes to hash. Every token is compared. The token is read by the rule
+ * of Basic credentials (auth_credentials): a trailing space or tab is no
+ * part of it.
+ */
+static uint64_t token_match(struct handlers *h, struct slice hdr, uint8_t hash[AUTH_HASH_BYTES]) {
+    struct slice t;
+    if (!auth_credentials(hdr, "Bearer", &t)) return 0;
+    auth_hash_key(t.ptr, t.len, hash);
     const struct id_list *l = index_owned(&h->db->index, UINT64_MAX, REC_ADMIN);
-    int found = 0;
+    uint64_t found = 0;
     for (uint32_t i = 0; i < l->len; i++) {
         const struct record *a = index_get(&h->db->index, l->ids[i]);
         if (!a || record_get(a, ADMIN_TOKEN_HASH).s.len != AUTH_HASH_BYTES) continue;
-        found |= sodium_memcmp(record_get(a, ADMIN_TOKEN_HASH).s.ptr, got, AUTH_HASH_BYTES) == 0;
+        uint64_t same =
+            sodium_memcmp(record_get(a, ADMIN_TOKEN_HASH).s.ptr, hash, AUTH_HASH_BYTES) == 0;
+        found |= l->ids[i] & (0 - same);
     }
     return found;
+}
+
+/* The token that let the request in is still an admin token (revocation means now). */
+static bool token_still_valid(const struct handlers *h, const struct req_state *st) {
+    const struct record *a = db_get(h->db, st->admin_token_id);
+    return a && a->type == REC_ADMIN && record_get(a, ADMIN_TOKEN_HASH).s.len == AUTH_HASH_BYTES &&
+           memcmp(record_get(a, ADMIN_TOKEN_HASH).s.ptr, st->admin_token_hash, AUTH_HASH_BYTES) ==
+               0;
+}
+
+static void unauthorized(struct http_response *r, const char *msg) {
+    http_response_error(r, ERR_UNAUTHORIZED, NULL, msg);
+    r->extra = "WWW-Authenticate: Bearer realm=\"eventd-admin\"\r\n";
 }
 
 bool admin_headers(struct handlers *h, struct req_state *st, struct http_request *req,
@@ -104,12 +124,15 @@ bool admin_headers(struct handlers *h, struct req_state *st, struct http_request
     if (req->path.len < sizeof prefix - 1 || memcmp(req->path.ptr, prefix, sizeof prefix - 1) != 0)
         return false;
     *res = SERVER_ANSWERED;
-    if (!local &&
-        !token_ok(h, (struct slice){req->kept->authorization.ptr, req->kept->authorization.len})) {
-        http_response_error(r, ERR_UNAUTHORIZED, NULL,
-                            "the admin API needs Authorization: Bearer with an admin token");
-        r->extra = "WWW-Authenticate: Bearer realm=\"eventd-admin\"\r\n";
-        return true;
+    st->admin_token_id = 0;
+    if (!local) {
+        st->admin_token_id = token_match(
+            h, (struct slice){req->kept->authorization.ptr, req->kept->authorization.len},
+            st->admin_token_hash);
+        if (!st->admin_token_id) {
+            unauthorized(r, "the admin API needs Authorization: Bearer with an admin token");
+            return true;
+        }
     }
     if (!route(st, req, r)) return true;
     bool writes = st->page != A_LIST && st->page != A_GET;
@@ -178,12 +201,18 @@ static void admin_token(struct handlers *h, struct req_state *st, struct http_re
     buf_append_str(&r->body, ",\"Token\":\"");
     buf_append_str(&r->body, key);
     buf_append_str(&r->body, "\"}}");
+    r->extra = hdr_no_store;
     sodium_memzero(key, sizeof key);
 }
 
 void admin_complete(struct handlers *h, struct req_state *st, struct http_request *req,
                     struct http_response *r) {
     (void)req;
+    if (st->admin_token_id && !token_still_valid(h, st)) {
+        unauthorized(r, "the admin token was replaced or revoked while the request came; "
+                        "nothing was changed");
+        return;
+    }
     bool about_user = st->page != A_LIST && st->page != A_TOKEN && st->page != A_TOKEN_REVOKE;
     const struct record *u =
         about_user ? index_user_by_name(&h->db->index, st->name, strlen(st->name)) : NULL;
@@ -224,6 +253,7 @@ void admin_complete(struct handlers *h, struct req_state *st, struct http_reques
         r->status = 201;
         write_user(&r->body, db_get(h->db, id), key);
         buf_append_char(&r->body, '}');
+        r->extra = hdr_no_store;
         break;
     }
     case A_ROTATE:
@@ -234,6 +264,7 @@ void admin_complete(struct handlers *h, struct req_state *st, struct http_reques
         reply_ok_open(r);
         write_user(&r->body, db_get(h->db, u->id), key);
         buf_append_char(&r->body, '}');
+        r->extra = hdr_no_store;
         break;
     case A_REMOVE: {
         uint64_t id = u->id;

@@ -269,13 +269,28 @@ enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
     return SERVER_READ_BODY;
 }
 
-/* Runs the endpoint of a complete request. */
+/*
+ * Runs the endpoint of a complete request. Revocation means now: the key
+ * that was checked when the headers came must still be the user's key when
+ * the request is committed, so a key rotated, revoked or removed while the
+ * body came writes nothing. authenticate left that key's hash in st, so
+ * this costs one compare.
+ */
 void api_complete(struct handlers *h, struct req_state *st, struct http_request *req,
                   struct http_response *r) {
     const struct record *user = db_get(h->db, st->user_id);
     if (!user || user->type != REC_USER) {
         /* The user was removed (or its creation undone) while the body came. */
         http_response_error(r, ERR_UNAUTHORIZED, NULL, "invalid credentials");
+        r->extra = hdr_www_authenticate;
+        return;
+    }
+    union value kh = record_get(user, USER_KEY_HASH);
+    if (st->auth_user_id != st->user_id || kh.s.len != AUTH_HASH_BYTES ||
+        memcmp(kh.s.ptr, st->auth_hash, AUTH_HASH_BYTES) != 0) {
+        http_response_error(r, ERR_UNAUTHORIZED, NULL,
+                            "invalid credentials: the API key was replaced or revoked while "
+                            "the request came; nothing was changed");
         r->extra = hdr_www_authenticate;
         return;
     }

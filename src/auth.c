@@ -33,6 +33,22 @@ const char *auth_check_username(const char *name) {
     return NULL;
 }
 
+bool auth_credentials(struct slice h, const char *scheme, struct slice *out) {
+    /* The scheme is case-insensitive; then one or more spaces and the token.
+     * llhttp drops the whitespace before a header value but keeps the one
+     * after it. */
+    size_t n = strlen(scheme);
+    if (h.len < n + 2 || strncasecmp(h.ptr, scheme, n) != 0 || h.ptr[n] != ' ') return false;
+    const char *t = h.ptr + n + 1, *end = h.ptr + h.len;
+    while (t < end && *t == ' ')
+        t++;
+    while (end > t && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    if (t == end) return false;
+    *out = (struct slice){t, (size_t)(end - t)};
+    return true;
+}
+
 /* Some user, picked by the name's bytes, or NULL when there is none. */
 static const struct record *decoy(const struct index *ix, const char *name, size_t len) {
     const struct id_list *users = index_owned(ix, UINT64_MAX, REC_USER);
@@ -44,13 +60,9 @@ static const struct record *decoy(const struct index *ix, const char *name, size
 }
 
 const struct record *auth_check(const struct index *ix, struct slice h) {
-    /* "Basic" is case-insensitive; then one or more spaces and the token. */
-    if (h.len < 7 || strncasecmp(h.ptr, "Basic ", 6) != 0) return NULL;
-    const char *b64 = h.ptr + 6, *end = h.ptr + h.len;
-    while (b64 < end && *b64 == ' ')
-        b64++;
-    while (end > b64 && (end[-1] == ' ' || end[-1] == '\t'))
-        end--;
+    struct slice cred;
+    if (!auth_credentials(h, "Basic", &cred)) return NULL;
+    const char *b64 = cred.ptr, *end = cred.ptr + cred.len;
     unsigned char raw[256];
     size_t raw_len;
     const char *stop;

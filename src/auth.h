@@ -30,6 +30,15 @@ void auth_hash_key(const char *ptr, size_t len, uint8_t out[AUTH_HASH_BYTES]);
 /* A username is 1..64 characters of [A-Za-z0-9._-]. Returns NULL or the reason. */
 const char *auth_check_username(const char *name);
 /*
+ * The credentials in an Authorization header value of this scheme ("Basic",
+ * "Bearer"; the admin token's and the API key's one rule): the scheme,
+ * matched without regard to case, then one or more spaces, then the
+ * credentials, with any spaces and tabs after them left out. Returns true
+ * with *out pointing into header (valid as header), or false when the value
+ * is of another scheme or carries nothing after it.
+ */
+bool auth_credentials(struct slice header, const char *scheme, struct slice *out);
+/*
  * Checks an Authorization header value ("Basic <base64(user:key)>") against
  * the users in ix. Returns the user record, or NULL for missing, malformed
  * or wrong credentials. The record is the index's, valid as index_get's

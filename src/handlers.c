@@ -24,6 +24,7 @@
 
 const char hdr_www_authenticate[] = "WWW-Authenticate: Basic realm=\"eventd\"\r\n";
 const char hdr_retry_after[] = "Retry-After: 1\r\n";
+const char hdr_no_store[] = "Cache-Control: no-store\r\n";
 
 bool reply_if_storage_failing(struct handlers *h, struct http_response *r) {
     int err = db_writable(h->db);

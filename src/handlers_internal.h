@@ -58,6 +58,10 @@ struct req_state {
     uint8_t page;  /* site.c / admin.c route */
     bool json;     /* answer JSON */
     char name[68]; /* admin: the path's username */
+    /* admin on the listener: the token that let the request in (0: the
+     * admin socket, no token), and its hash, checked again at completion */
+    uint64_t admin_token_id;
+    uint8_t admin_token_hash[AUTH_HASH_BYTES];
     struct account_body body;
 };
 
@@ -65,6 +69,7 @@ struct req_state {
 
 extern const char hdr_retry_after[]; /* "Retry-After: 1\r\n" */
 extern const char hdr_www_authenticate[];
+extern const char hdr_no_store[]; /* "Cache-Control: no-store\r\n": answers that carry a secret */
 
 void reply_error(struct http_response *r, enum err e, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

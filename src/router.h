@@ -5,7 +5,9 @@
  * and the same for address and event. Ids are read by record_parse_id:
  * plain decimal positive integers up to 2^53-1 (exact in a JavaScript
  * number); anything else in the id position is not a path we serve (404).
- * GET /healthz sits outside the base path. Pure: no I/O.
+ * GET /healthz sits outside the base path. HEAD is served wherever GET is,
+ * as the same action (the server drops the body), and every Allow line
+ * lists it. Pure: no I/O.
  */
 #ifndef EVENTD_ROUTER_H
 #define EVENTD_ROUTER_H

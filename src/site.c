@@ -718,6 +718,7 @@ static void site_post(struct handlers *h, struct req_state *st, struct http_requ
             buf_append_str(&r->body, ",\"APIKey\":\"");
             buf_append_str(&r->body, key);
             buf_append_str(&r->body, "\"}}");
+            r->extra = hdr_no_store; /* the pages carry it in page_headers */
         } else {
             user_api_page(h, req, r, s, key,
                           "Your new API key is below. Copy it now: it is shown only once.");

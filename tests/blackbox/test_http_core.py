@@ -348,14 +348,14 @@ class RoutingTests(SharedServer):
 
     def test_wrong_method_405_with_allow(self):
         cases = [
-            ("PATCH", "/v2/theme/1", {"GET", "PUT", "DELETE"}),
-            ("POST", "/v2/theme/1", {"GET", "PUT", "DELETE"}),
-            ("DELETE", "/v2/theme", {"GET", "POST"}),
-            ("PUT", "/v2/theme", {"GET", "POST"}),
-            ("PATCH", "/v2/address/1", {"GET", "PUT", "POST", "DELETE"}),
-            ("DELETE", "/v2/address", {"GET", "POST"}),
-            ("POST", "/v2/event/1", {"GET", "PUT", "DELETE"}),
-            ("PUT", "/v2/event", {"GET", "POST"}),
+            ("PATCH", "/v2/theme/1", {"GET", "HEAD", "PUT", "DELETE"}),
+            ("POST", "/v2/theme/1", {"GET", "HEAD", "PUT", "DELETE"}),
+            ("DELETE", "/v2/theme", {"GET", "HEAD", "POST"}),
+            ("PUT", "/v2/theme", {"GET", "HEAD", "POST"}),
+            ("PATCH", "/v2/address/1", {"GET", "HEAD", "PUT", "POST", "DELETE"}),
+            ("DELETE", "/v2/address", {"GET", "HEAD", "POST"}),
+            ("POST", "/v2/event/1", {"GET", "HEAD", "PUT", "DELETE"}),
+            ("PUT", "/v2/event", {"GET", "HEAD", "POST"}),
         ]
         for method, path, allow in cases:
             with self.subTest(method=method, path=path):

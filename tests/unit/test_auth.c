@@ -247,6 +247,25 @@ static void test_header_is_a_slice(void) {
     index_destroy(&ix);
 }
 
+/* The one whitespace rule of Basic and Bearer: the scheme in any case, spaces before the
+ * credentials, spaces and tabs after them; nothing else is trimmed. */
+static void test_credentials_rule(void) {
+    struct slice c;
+    CHECK(auth_credentials(SLICE_LIT("Bearer tok"), "Bearer", &c));
+    CHECK_EQ_MEM(c.ptr, c.len, "tok");
+    CHECK(auth_credentials(SLICE_LIT("bearer   tok \t "), "Bearer", &c));
+    CHECK_EQ_MEM(c.ptr, c.len, "tok");
+    CHECK(auth_credentials(SLICE_LIT("BASIC a b\t"), "Basic", &c));
+    CHECK_EQ_MEM(c.ptr, c.len, "a b");
+    CHECK(!auth_credentials(SLICE_LIT("Bearer"), "Bearer", &c));
+    CHECK(!auth_credentials(SLICE_LIT("Bearer "), "Bearer", &c));
+    CHECK(!auth_credentials(SLICE_LIT("Bearer  \t"), "Bearer", &c));
+    CHECK(!auth_credentials(SLICE_LIT("Bearer\ttok"), "Bearer", &c));
+    CHECK(!auth_credentials(SLICE_LIT("Bearertok"), "Bearer", &c));
+    CHECK(!auth_credentials(SLICE_LIT("Basic tok"), "Bearer", &c));
+    CHECK(!auth_credentials(SLICE_LIT("Bearer tok"), "Basic", &c));
+}
+
 /* ---- usernames ---- */
 
 static void test_username_lengths(void) {
@@ -284,6 +303,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_malformed_headers),
     CHECK_CASE(test_tolerated_header_forms),
     CHECK_CASE(test_header_is_a_slice),
+    CHECK_CASE(test_credentials_rule),
     CHECK_CASE(test_username_lengths),
     CHECK_CASE(test_username_characters),
 };

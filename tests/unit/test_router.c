@@ -31,8 +31,29 @@ static void test_routes(void) {
 static void test_method_not_allowed(void) {
     struct route r;
     CHECK_EQ_INT(match("/v2/theme/7", HTTP_POST, &r), ERR_METHOD_NOT_ALLOWED);
-    CHECK_EQ_STR(r.allow, "Allow: GET, PUT, DELETE\r\n");
+    CHECK_EQ_STR(r.allow, "Allow: GET, HEAD, PUT, DELETE\r\n");
     CHECK_EQ_INT(match("/v2/theme", HTTP_DELETE, &r), ERR_METHOD_NOT_ALLOWED);
+    CHECK_EQ_STR(r.allow, "Allow: GET, HEAD, POST\r\n");
+    CHECK_EQ_INT(match("/v2/address/7", HTTP_PATCH, &r), ERR_METHOD_NOT_ALLOWED);
+    CHECK_EQ_STR(r.allow, "Allow: GET, HEAD, PUT, POST, DELETE\r\n");
+    CHECK_EQ_INT(match("/healthz", HTTP_POST, &r), ERR_METHOD_NOT_ALLOWED);
+    CHECK_EQ_STR(r.allow, "Allow: GET, HEAD\r\n");
+}
+
+/* HEAD is GET without the body: the same action wherever GET is served. */
+static void test_head_is_get(void) {
+    struct route r;
+    CHECK_EQ_INT(match("/v2/theme", HTTP_HEAD, &r), ERR_NONE);
+    CHECK_EQ_INT(r.action, ACT_LIST);
+    CHECK_EQ_INT(match("/v2/event/9", HTTP_HEAD, &r), ERR_NONE);
+    CHECK_EQ_INT(r.action, ACT_GET);
+    CHECK_EQ_INT(r.type, REC_EVENT);
+    CHECK_EQ_INT((int)r.id, 9);
+    CHECK_EQ_INT(match("/v2/address/7", HTTP_HEAD, &r), ERR_NONE);
+    CHECK_EQ_INT(r.action, ACT_GET);
+    CHECK_EQ_INT(match("/healthz", HTTP_HEAD, &r), ERR_NONE);
+    CHECK_EQ_INT(r.action, ACT_HEALTH);
+    CHECK_EQ_INT(match("/v2/theme/0", HTTP_HEAD, &r), ERR_NOT_FOUND);
 }
 
 /* Not ours: bad ids, unknown kinds, trailing slashes, other versions. */
@@ -74,8 +95,8 @@ static void test_empty_base(void) {
 }
 
 static const struct check_case cases[] = {
-    CHECK_CASE(test_routes),     CHECK_CASE(test_method_not_allowed), CHECK_CASE(test_not_found),
-    CHECK_CASE(test_largest_id), CHECK_CASE(test_empty_base),
+    CHECK_CASE(test_routes),    CHECK_CASE(test_method_not_allowed), CHECK_CASE(test_head_is_get),
+    CHECK_CASE(test_not_found), CHECK_CASE(test_largest_id),         CHECK_CASE(test_empty_base),
 };
 
 int main(int argc, char **argv) {

@@ -1,0 +1,348 @@
+#!/usr/bin/env python3
+"""Credentials, black box (issue 17's informational items and revocation):
+
+- Cache-Control: no-store on every answer that carries a secret: the admin
+  API's user creation, key rotation and admin token creation (on the socket
+  and on the listener), and the site's JSON key answer.
+- One whitespace rule for Basic and Bearer: spaces or tabs after the
+  credentials are no part of them, for an API key and an admin token alike.
+- Revocation means now: a request whose key (or admin token, or session) is
+  rotated, revoked or removed after its headers came and before its body is
+  complete is 401 and changes nothing.  The tests make that order certain:
+  the request asks "Expect: 100-continue", the "100 Continue" comes only
+  once the server has checked the headers, then the key is changed (its
+  answer has come), then the body is sent.
+"""
+
+import json
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from apiclient import ManagedDir, run_cli  # noqa: E402
+from harness import auth_header, build_request, connect, read_response, send_raw  # noqa: E402
+from test_admin import sock_call  # noqa: E402
+
+PASSWORD = "correct horse battery staple 7"
+JSON_T = "application/json"
+_n = [0]
+
+
+def uname(prefix="cred"):
+    _n[0] += 1
+    return "%s%d-%d" % (prefix, os.getpid() % 10000, _n[0])
+
+
+def last_line(text):
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+D = None
+SRV = None
+TOKEN = None
+
+
+def setUpModule():
+    global D, SRV, TOKEN
+    D = ManagedDir(prefix="eventd-bb-cred-")
+    cp = run_cli(["admin", "token", "ops", "--data", D.path], timeout=20.0)
+    if cp.returncode != 0:
+        D.cleanup()
+        raise AssertionError("eventd admin token ops: %r %r" % (cp.stdout, cp.stderr))
+    TOKEN = last_line(cp.stdout)
+    SRV = harness.Server(data_dir=D.path, extra_args=["--admin-on-listener"])
+    SRV.__enter__()
+    if not harness.wait_until(lambda: os.path.exists(os.path.join(D.path, "admin.sock")), 5):
+        SRV.__exit__(None, None, None)
+        D.cleanup()
+        raise AssertionError("no admin.sock; stderr:\n%s" % SRV.stderr_text())
+
+
+def tearDownModule():
+    if SRV is not None:
+        SRV.__exit__(None, None, None)
+    if D is not None:
+        D.cleanup()
+
+
+class Base(unittest.TestCase):
+    def admin(self, method, path):
+        return sock_call(D.path, method, path)
+
+    def new_user(self):
+        name = uname()
+        r = self.admin("PUT", "/admin/users/" + name)
+        self.assertEqual(r.status, 201, r.describe())
+        return name, r.result()["APIKey"]
+
+    def api(self, method, path, name, key, body=None):
+        return harness.request(SRV.port, method, path, body,
+                               {"Authorization": auth_header(name, key)})
+
+    def register(self):
+        """A site user signed in with JSON; returns (name, session cookie header)."""
+        name = uname("site")
+        r = harness.request(SRV.port, "POST", "/register",
+                            {"username": name, "password": PASSWORD})
+        self.assertEqual(r.status, 201, r)
+        cookies = [v.split(";")[0] for k, v in r.header_list
+                   if k.lower() == "set-cookie" and v.startswith("eventd_session=")]
+        self.assertEqual(len(cookies), 1, r)
+        return name, cookies[0]
+
+    def site_json(self, path, cookie):
+        return harness.request(SRV.port, "POST", path, b"{}",
+                               {"Cookie": cookie, "Content-Type": JSON_T})
+
+
+class NoStore(Base):
+    def test_admin_user_creation_is_no_store(self):
+        r = self.admin("PUT", "/admin/users/" + uname())
+        self.assertEqual(r.status, 201, r.describe())
+        self.assertEqual(r.header("cache-control"), "no-store", r.describe())
+
+    def test_admin_key_rotation_is_no_store(self):
+        name, _ = self.new_user()
+        r = self.admin("POST", "/admin/users/%s/key" % name)
+        self.assertEqual(r.status, 200, r.describe())
+        self.assertEqual(r.header("cache-control"), "no-store", r.describe())
+
+    def test_admin_token_creation_is_no_store(self):
+        r = self.admin("PUT", "/admin/tokens/" + uname("tok"))
+        self.assertEqual(r.status, 201, r.describe())
+        self.assertEqual(r.header("cache-control"), "no-store", r.describe())
+
+    def test_admin_token_replacement_is_no_store(self):
+        name = uname("tok")
+        self.assertEqual(self.admin("PUT", "/admin/tokens/" + name).status, 201)
+        r = self.admin("PUT", "/admin/tokens/" + name)
+        self.assertEqual(r.status, 200, r.describe())
+        self.assertEqual(r.header("cache-control"), "no-store", r.describe())
+
+    def test_admin_user_creation_on_the_listener_is_no_store(self):
+        r = harness.request(SRV.port, "PUT", "/admin/users/" + uname(),
+                            headers={"Authorization": "Bearer " + TOKEN})
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(r.header("cache-control"), "no-store", r)
+
+    def test_site_json_key_answer_is_no_store(self):
+        _, cookie = self.register()
+        r = self.site_json("/user/api/key", cookie)
+        self.assertEqual(r.status, 200, r)
+        self.assertIn("APIKey", r.json()["Result"], r)
+        self.assertEqual(r.header("cache-control"), "no-store", r)
+
+
+class Whitespace(Base):
+    """Spaces or tabs after the credentials: the same answer for Basic and Bearer."""
+
+    def basic(self, suffix):
+        name, key = self.new_user()
+        return harness.request(SRV.port, "GET", "/v2/theme", headers={
+            "Authorization": auth_header(name, key) + suffix})
+
+    def bearer(self, value):
+        return harness.request(SRV.port, "GET", "/admin/users",
+                               headers={"Authorization": value})
+
+    def test_basic_with_a_trailing_space_is_200(self):
+        self.assertEqual(self.basic(" ").status, 200)
+
+    def test_bearer_with_a_trailing_space_is_200(self):
+        r = self.bearer("Bearer %s " % TOKEN)
+        self.assertEqual(r.status, 200, r)
+
+    def test_basic_with_a_trailing_tab_is_200(self):
+        self.assertEqual(self.basic("\t").status, 200)
+
+    def test_bearer_with_a_trailing_tab_is_200(self):
+        r = self.bearer("Bearer %s\t" % TOKEN)
+        self.assertEqual(r.status, 200, r)
+
+    def test_bearer_with_spaces_before_the_token_is_200(self):
+        r = self.bearer("bearer   %s" % TOKEN)
+        self.assertEqual(r.status, 200, r)
+
+    def test_bearer_with_a_space_inside_the_token_is_401(self):
+        r = self.bearer("Bearer %s %s" % (TOKEN[:10], TOKEN[10:]))
+        self.assertEqual(r.status, 401, r)
+
+    def test_bearer_without_a_token_is_401(self):
+        r = self.bearer("Bearer  ")
+        self.assertEqual(r.status, 401, r)
+
+
+class Revocation(Base):
+    """A credential changed between the headers and the end of the body."""
+
+    def start(self, method, path, body, headers):
+        """Sends the head with Expect: 100-continue and waits for the 100: the server has
+        checked the headers. Returns the socket; send the body with finish()."""
+        h = dict(headers)
+        h["Expect"] = "100-continue"
+        h["Content-Length"] = str(len(body))
+        h.setdefault("Content-Type", JSON_T)
+        s = connect(SRV.port)
+        send_raw(s, build_request(method, path, None, h))
+        cont = read_response(s)
+        self.assertEqual(cont.status, 100, "the headers were not accepted: %r" % cont)
+        return s
+
+    def finish(self, s, body):
+        try:
+            send_raw(s, body)
+            return read_response(s)
+        finally:
+            s.close()
+
+    def v2_start(self, method, path, name, key, obj):
+        body = json.dumps(obj).encode()
+        return self.start(method, path, body, {"Authorization": auth_header(name, key)}), body
+
+    def rotate(self, name):
+        r = self.admin("POST", "/admin/users/%s/key" % name)
+        self.assertEqual(r.status, 200, r.describe())
+        return r.result()["APIKey"]
+
+    def themes(self, name, key):
+        r = self.api("GET", "/v2/theme", name, key)
+        self.assertEqual(r.status, 200, r)
+        return r.json()["Result"]["Items"]
+
+    def test_key_rotated_before_the_body_create_is_401_and_creates_nothing(self):
+        name, key = self.new_user()
+        s, body = self.v2_start("POST", "/v2/theme", name, key, {"Theme": {"Name": "late"}})
+        new = self.rotate(name)
+        r = self.finish(s, body)
+        self.assertEqual(r.status, 401, r)
+        self.assertEqual(r.json()["Error"]["Code"], "unauthorized", r)
+        self.assertEqual(r.header("www-authenticate"), 'Basic realm="eventd"', r)
+        self.assertEqual(self.themes(name, new), [])
+
+    def test_key_rotated_by_the_cli_before_the_body_create_is_401(self):
+        name, key = self.new_user()
+        s, body = self.v2_start("POST", "/v2/theme", name, key, {"Theme": {"Name": "late"}})
+        cp = run_cli(["user", "rotate", name, "--data", D.path], timeout=20.0)
+        self.assertEqual(cp.returncode, 0, (cp.stdout, cp.stderr))
+        r = self.finish(s, body)
+        self.assertEqual(r.status, 401, r)
+        self.assertEqual(self.themes(name, last_line(cp.stdout)), [])
+
+    def test_key_rotated_before_the_body_update_is_401_and_changes_nothing(self):
+        name, key = self.new_user()
+        r = self.api("POST", "/v2/event", name, key, {"Event": {"Name": "before"}})
+        self.assertEqual(r.status, 200, r)
+        eid = r.json()["Result"]["ID"]
+        s, body = self.v2_start("PUT", "/v2/event/%d" % eid, name, key,
+                                {"Event": {"Name": "after"}})
+        new = self.rotate(name)
+        r = self.finish(s, body)
+        self.assertEqual(r.status, 401, r)
+        r = self.api("GET", "/v2/event/%d" % eid, name, new)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["Result"]["Name"], "before", r)
+
+    def test_key_rotated_before_the_body_delete_is_401_and_deletes_nothing(self):
+        name, key = self.new_user()
+        r = self.api("POST", "/v2/address", name, key, {"Address": {"Name": "home"}})
+        self.assertEqual(r.status, 200, r)
+        aid = r.json()["Result"]["ID"]
+        s = self.start("DELETE", "/v2/address/%d" % aid, b"{}",
+                       {"Authorization": auth_header(name, key)})
+        new = self.rotate(name)
+        r = self.finish(s, b"{}")
+        self.assertEqual(r.status, 401, r)
+        self.assertEqual(self.api("GET", "/v2/address/%d" % aid, name, new).status, 200)
+
+    def test_key_revoked_on_the_site_before_the_body_is_401_and_creates_nothing(self):
+        name, cookie = self.register()
+        r = self.site_json("/user/api/key", cookie)
+        self.assertEqual(r.status, 200, r)
+        key = r.json()["Result"]["APIKey"]
+        s, body = self.v2_start("POST", "/v2/theme", name, key, {"Theme": {}})
+        r = harness.request(SRV.port, "POST", "/user/api/revoke", b"{}",
+                            {"Cookie": cookie, "Content-Type": JSON_T})
+        self.assertEqual(r.status, 204, r)
+        r = self.finish(s, body)
+        self.assertEqual(r.status, 401, r)
+        r = self.site_json("/user/api/key", cookie)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.themes(name, r.json()["Result"]["APIKey"]), [])
+
+    def test_user_removed_before_the_body_is_401(self):
+        name, key = self.new_user()
+        s, body = self.v2_start("POST", "/v2/theme", name, key, {"Theme": {}})
+        self.assertEqual(self.admin("DELETE", "/admin/users/" + name).status, 204)
+        r = self.finish(s, body)
+        self.assertEqual(r.status, 401, r)
+
+    def test_after_the_401_the_connection_takes_only_the_new_key(self):
+        # The connection's credential cache follows the rotation: the old key
+        # is 401 on it, the new one 200.
+        name, key = self.new_user()
+        s, body = self.v2_start("POST", "/v2/theme", name, key, {"Theme": {}})
+        new = self.rotate(name)
+        try:
+            send_raw(s, body)
+            self.assertEqual(read_response(s).status, 401)
+            send_raw(s, build_request("GET", "/v2/theme",
+                                      headers={"Authorization": auth_header(name, key)}))
+            self.assertEqual(read_response(s).status, 401)
+            send_raw(s, build_request("GET", "/v2/theme",
+                                      headers={"Authorization": auth_header(name, new)}))
+            self.assertEqual(read_response(s).status, 200)
+        finally:
+            s.close()
+
+    def test_a_key_unchanged_meanwhile_still_writes(self):
+        name, key = self.new_user()
+        other, _ = self.new_user()
+        s, body = self.v2_start("POST", "/v2/theme", name, key, {"Theme": {"Name": "kept"}})
+        self.rotate(other)  # someone else's key changes: this request is not concerned
+        r = self.finish(s, body)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual([t["Name"] for t in self.themes(name, key)], ["kept"])
+
+    def test_admin_token_revoked_before_the_body_is_401_and_creates_nothing(self):
+        tok = uname("tok")
+        r = self.admin("PUT", "/admin/tokens/" + tok)
+        self.assertEqual(r.status, 201, r.describe())
+        victim = uname()
+        s = self.start("PUT", "/admin/users/" + victim, b"{}",
+                       {"Authorization": "Bearer " + r.result()["Token"]})
+        self.assertEqual(self.admin("DELETE", "/admin/tokens/" + tok).status, 204)
+        r = self.finish(s, b"{}")
+        self.assertEqual(r.status, 401, r)
+        self.assertEqual(r.header("www-authenticate"), 'Bearer realm="eventd-admin"', r)
+        self.assertEqual(self.admin("GET", "/admin/users/" + victim).status, 404)
+
+    def test_admin_token_replaced_before_the_body_is_401(self):
+        tok = uname("tok")
+        r = self.admin("PUT", "/admin/tokens/" + tok)
+        self.assertEqual(r.status, 201, r.describe())
+        victim = uname()
+        s = self.start("PUT", "/admin/users/" + victim, b"{}",
+                       {"Authorization": "Bearer " + r.result()["Token"]})
+        self.assertEqual(self.admin("PUT", "/admin/tokens/" + tok).status, 200)
+        r = self.finish(s, b"{}")
+        self.assertEqual(r.status, 401, r)
+        self.assertEqual(self.admin("GET", "/admin/users/" + victim).status, 404)
+
+    def test_site_session_ended_before_the_body_is_401_and_issues_no_key(self):
+        name, cookie = self.register()
+        s = self.start("POST", "/user/api/key", b"{}", {"Cookie": cookie})
+        r = harness.request(SRV.port, "POST", "/signout", b"{}",
+                            {"Cookie": cookie, "Content-Type": JSON_T})
+        self.assertEqual(r.status, 204, r)
+        r = self.finish(s, b"{}")
+        self.assertEqual(r.status, 401, r)
+        r = self.admin("GET", "/admin/users/" + name)
+        self.assertEqual(r.status, 200, r.describe())
+        self.assertFalse(r.result()["HasKey"], r.describe())
+
+
+if __name__ == "__main__":
+    unittest.main()
