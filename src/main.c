@@ -82,6 +82,25 @@ static int run(struct app *app, const char *cmd, int npos, const char **pos,
     return cli_compact(&app->db, &app->cfg);
 }
 
+/* The words of the user and admin commands; false after printing the usage. */
+static bool usage_ok(const char *cmd, int npos, const char **pos) {
+    if (!strcmp(cmd, "user") && (npos == 0 || (strcmp(pos[0], "list") && npos < 2))) {
+        fprintf(stderr, "eventd: usage: eventd user add|rotate|remove|purge|limits NAME, or "
+                        "eventd user list\n");
+        return false;
+    }
+    if ((limit_records || limit_bytes) && strcmp(pos[0], "limits")) {
+        fprintf(stderr, "eventd: --max-records and --max-bytes go with eventd user limits NAME\n");
+        return false;
+    }
+    if (!strcmp(cmd, "admin") &&
+        (npos != 2 || (strcmp(pos[0], "token") && strcmp(pos[0], "revoke")))) {
+        fprintf(stderr, "eventd: usage: eventd admin token|revoke NAME\n");
+        return false;
+    }
+    return true;
+}
+
 int main(int argc, char **argv) {
     int first = 1;
     const char *cmd = "serve";
@@ -124,21 +143,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (rc < 0) return 2;
-    if (!strcmp(cmd, "user") && (npos == 0 || (strcmp(pos[0], "list") && npos < 2))) {
-        fprintf(stderr, "eventd: usage: eventd user add|rotate|remove|purge|limits NAME, or "
-                        "eventd user list\n");
-        return 2;
-    }
-    if ((limit_records || limit_bytes) && strcmp(pos[0], "limits")) {
-        fprintf(stderr, "eventd: --max-records and --max-bytes go with eventd user limits NAME\n");
-        return 2;
-    }
-
-    if (!strcmp(cmd, "admin") &&
-        (npos != 2 || (strcmp(pos[0], "token") && strcmp(pos[0], "revoke")))) {
-        fprintf(stderr, "eventd: usage: eventd admin token|revoke NAME\n");
-        return 2;
-    }
+    if (!usage_ok(cmd, npos, pos)) return 2;
 
     /* Only serve and "user add" start a data directory; the others read one, and a
      * mistyped --data must not leave an empty directory behind. */
