@@ -12,9 +12,13 @@
 
 #include "handlers_internal.h"
 
+static int j_string(void *ctx, const unsigned char *s, size_t n);
+
 static int j_null(void *ctx) {
     struct account_body *b = ctx;
     if (b->json_depth != 1) b->json_error = true;
+    if (!b->json_error && b->numbers && b->json_field >= 0)
+        return j_string(ctx, (const unsigned char *)"", 0); /* null: the empty value */
     return !b->json_error;
 }
 
@@ -30,7 +34,8 @@ static int j_bool(void *ctx, int v) {
     return j_bad(ctx);
 }
 static int j_num(void *ctx, const char *s, size_t n) {
-    (void)s, (void)n;
+    struct account_body *b = ctx;
+    if (b->numbers) return j_string(ctx, (const unsigned char *)s, n); /* as its text */
     return j_bad(ctx);
 }
 
@@ -100,6 +105,7 @@ bool account_body_begin(struct account_body *b, struct http_request *req, struct
                         const struct form_field *ff, size_t nfields) {
     struct slice ct = http_request_field(req, HF_CONTENT_TYPE);
     form_begin(&b->form, ff, nfields);
+    b->numbers = false;
     b->json_error = false;
     b->json_any = false;
     b->json_depth = 0;

@@ -19,7 +19,11 @@
 #include "handlers_internal.h"
 #include "log.h"
 
-enum admin_route { A_LIST, A_GET, A_CREATE, A_REMOVE, A_ROTATE, A_TOKEN, A_TOKEN_REVOKE };
+enum admin_route { A_LIST, A_GET, A_CREATE, A_REMOVE, A_ROTATE, A_TOKEN, A_TOKEN_REVOKE, A_LIMITS };
+
+/* PUT /admin/users/NAME/limits: a user's own quota limits (docs/ACCOUNTS.md). */
+static const struct form_field limit_fields[] = {{"MaxRecords", 20}, {"MaxBytes", 20}};
+static const int limit_field_ids[] = {USER_MAX_RECORDS, USER_MAX_BYTES};
 
 static const char prefix[] = "/admin/";
 
@@ -45,10 +49,15 @@ static bool route(struct req_state *st, struct http_request *req, struct http_re
         const char *slash = memchr(name.ptr, '/', name.len);
         if (slash) {
             struct slice tail = {slash, (size_t)(name.ptr + name.len - slash)};
-            if (!slice_eq(tail, "/key", 4)) return refuse(r, ERR_NOT_FOUND, NULL);
-            if (m != HTTP_POST) return refuse(r, ERR_METHOD_NOT_ALLOWED, "Allow: POST\r\n");
+            if (slice_eq(tail, "/limits", 7)) {
+                if (m != HTTP_PUT) return refuse(r, ERR_METHOD_NOT_ALLOWED, "Allow: PUT\r\n");
+                st->page = A_LIMITS;
+            } else {
+                if (!slice_eq(tail, "/key", 4)) return refuse(r, ERR_NOT_FOUND, NULL);
+                if (m != HTTP_POST) return refuse(r, ERR_METHOD_NOT_ALLOWED, "Allow: POST\r\n");
+                st->page = A_ROTATE;
+            }
             name.len = (size_t)(slash - name.ptr);
-            st->page = A_ROTATE;
         } else if (get) {
             st->page = A_GET;
         } else if (m == HTTP_PUT) {
@@ -136,12 +145,44 @@ bool admin_headers(struct handlers *h, struct req_state *st, struct http_request
     }
     if (!route(st, req, r)) return true;
     bool writes = st->page != A_LIST && st->page != A_GET;
-    if (writes && reply_if_storage_failing(h, r)) return true;
-    *res = SERVER_READ_BODY; /* answered at completion; a body is read and ignored */
+    /* New users and tokens add data: the storage guard may refuse them. Removals, new keys
+     * and limits replace or free what is there, and must work when space is short. */
+    bool adds = st->page == A_CREATE || st->page == A_TOKEN;
+    if (adds ? reply_if_no_room(h, r) : writes && reply_if_storage_failing(h, r)) return true;
+    if (st->page == A_LIMITS) {
+        if (!account_body_begin(&st->body, req, r, limit_fields, 2)) return true;
+        st->body.numbers = true;
+    }
+    *res = SERVER_READ_BODY; /* answered at completion; other bodies are read and ignored */
     return true;
 }
 
-static void write_user(struct buf *b, const struct record *u, const char *key) {
+/* A user's own limit as stored (record.h: limit + 1, 0 for the server's default), as JSON. */
+static void write_own_limit(struct buf *b, const char *key, uint64_t stored) {
+    buf_append_str(b, key);
+    if (stored)
+        buf_append_u64(b, stored - 1);
+    else
+        buf_append_str(b, "null");
+}
+
+/* ,"Quota":{...}: usage, the limits in effect (0: none) and the user's own (null: default). */
+static void write_quota(struct handlers *h, struct buf *b, const struct record *u) {
+    struct index_usage use = index_usage(&h->db->index, u->id);
+    buf_append_str(b, ",\"Quota\":{\"Records\":");
+    buf_append_u64(b, use.records);
+    buf_append_str(b, ",\"MaxRecords\":");
+    buf_append_u64(b, record_user_limit(u, USER_MAX_RECORDS, h->lim.max_records_per_user));
+    buf_append_str(b, ",\"Bytes\":");
+    buf_append_u64(b, use.bytes);
+    buf_append_str(b, ",\"MaxBytes\":");
+    buf_append_u64(b, record_user_limit(u, USER_MAX_BYTES, h->lim.max_bytes_per_user));
+    write_own_limit(b, ",\"OwnMaxRecords\":", record_get(u, USER_MAX_RECORDS).i);
+    write_own_limit(b, ",\"OwnMaxBytes\":", record_get(u, USER_MAX_BYTES).i);
+    buf_append_char(b, '}');
+}
+
+static void write_user(struct handlers *h, struct buf *b, const struct record *u, const char *key) {
     buf_append_str(b, "{\"Username\":");
     json_write_string(b, record_get(u, USER_NAME).s.ptr, record_get(u, USER_NAME).s.len);
     buf_append_str(b, ",\"UserID\":");
@@ -154,8 +195,42 @@ static void write_user(struct buf *b, const struct record *u, const char *key) {
     }
     buf_append_str(b, record_get(u, USER_KEY_HASH).s.len == AUTH_HASH_BYTES ? ",\"HasKey\":true"
                                                                             : ",\"HasKey\":false");
-    buf_append_str(b, record_get(u, USER_PASSWORD_HASH).s.len ? ",\"HasPassword\":true}"
-                                                              : ",\"HasPassword\":false}");
+    buf_append_str(b, record_get(u, USER_PASSWORD_HASH).s.len ? ",\"HasPassword\":true"
+                                                              : ",\"HasPassword\":false");
+    write_quota(h, b, u);
+    buf_append_char(b, '}');
+}
+
+/*
+ * PUT /admin/users/NAME/limits: {"MaxRecords":N,"MaxBytes":N} (or a form);
+ * a member absent keeps that limit, null (or "") gives it back the server's
+ * default, N sets the user's own, 0 meaning no limit. Answers the user.
+ */
+static void set_limits(struct handlers *h, struct req_state *st, const struct record *u,
+                       struct http_response *r) {
+    if (!account_body_finish(&st->body, r)) return;
+    uint64_t stored[2];
+    for (int i = 0; i < 2; i++) {
+        stored[i] = record_get(u, limit_field_ids[i]).i;
+        struct slice v;
+        if (!form_get(&st->body.form, (size_t)i, &v)) continue;
+        uint64_t n = 0;
+        bool zero = v.len == 1 && v.ptr[0] == '0';
+        if (v.len && !zero && u64_parse(v.ptr, v.len, RECORD_LIMIT_MAX, &n) < 0) {
+            reply_error(r, ERR_INVALID_FIELD, limit_fields[i].name,
+                        "%s must be null (the server's default) or an integer from 0 (no limit) "
+                        "to %llu",
+                        limit_fields[i].name, (unsigned long long)RECORD_LIMIT_MAX);
+            return;
+        }
+        stored[i] = v.len ? n + 1 : 0;
+    }
+    uint64_t id = u->id;
+    r->lsn = db_put_user_limits(h->db, id, stored[0], stored[1]);
+    LOG(LOG_INFO, "admin: limits of user %s set", st->name);
+    reply_ok_open(r);
+    write_user(h, &r->body, db_get(h->db, id), NULL);
+    buf_append_char(&r->body, '}');
 }
 
 static bool take_id(struct handlers *h, struct http_response *r, uint64_t *id) {
@@ -228,14 +303,14 @@ void admin_complete(struct handlers *h, struct req_state *st, struct http_reques
         buf_append_str(&r->body, "{\"Items\":[");
         for (uint32_t i = 0; i < l->len; i++) {
             if (i) buf_append_char(&r->body, ',');
-            write_user(&r->body, index_get(&h->db->index, l->ids[i]), NULL);
+            write_user(h, &r->body, index_get(&h->db->index, l->ids[i]), NULL);
         }
         buf_append_str(&r->body, "]}}");
         return;
     }
     case A_GET:
         reply_ok_open(r);
-        write_user(&r->body, u, NULL);
+        write_user(h, &r->body, u, NULL);
         buf_append_char(&r->body, '}');
         return;
     case A_CREATE: {
@@ -251,7 +326,7 @@ void admin_complete(struct handlers *h, struct req_state *st, struct http_reques
         metrics_account(h->metrics, MA_KEY_ISSUED);
         reply_ok_open(r);
         r->status = 201;
-        write_user(&r->body, db_get(h->db, id), key);
+        write_user(h, &r->body, db_get(h->db, id), key);
         buf_append_char(&r->body, '}');
         r->extra = hdr_no_store;
         break;
@@ -262,7 +337,7 @@ void admin_complete(struct handlers *h, struct req_state *st, struct http_reques
         LOG(LOG_INFO, "admin: new API key for user %s", st->name);
         metrics_account(h->metrics, MA_KEY_ISSUED);
         reply_ok_open(r);
-        write_user(&r->body, db_get(h->db, u->id), key);
+        write_user(h, &r->body, db_get(h->db, u->id), key);
         buf_append_char(&r->body, '}');
         r->extra = hdr_no_store;
         break;
@@ -279,6 +354,9 @@ void admin_complete(struct handlers *h, struct req_state *st, struct http_reques
         reply_no_content(r);
         return;
     }
+    case A_LIMITS:
+        set_limits(h, st, u, r);
+        return;
     case A_TOKEN_REVOKE:
     case A_TOKEN:
         admin_token(h, st, r);

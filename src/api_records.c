@@ -28,6 +28,43 @@ static bool is_write(uint8_t action) {
     return action == ACT_CREATE || action == ACT_UPDATE || action == ACT_DELETE;
 }
 
+/* A write refused before it changes anything (503, or 507 unless it deletes); true if so. */
+static bool write_refused(struct handlers *h, uint8_t action, struct http_response *r) {
+    if (!is_write(action)) return false;
+    return action == ACT_DELETE ? reply_if_storage_failing(h, r) : reply_if_no_room(h, r);
+}
+
+/*
+ * The user's quota (docs/ACCOUNTS.md): a write that adds `add` records and
+ * replaces a record of old_size bytes (0 for none) by one of new_size must
+ * keep the user within its limits; a write that shrinks always may. One
+ * lookup, no allocation. Returns false after answering 403.
+ */
+static bool within_quota(struct handlers *h, uint64_t user_id, uint64_t add, uint64_t old_size,
+                         uint64_t new_size, struct http_response *r) {
+    const struct record *u = db_get(h->db, user_id);
+    uint64_t max_records = record_user_limit(u, USER_MAX_RECORDS, h->lim.max_records_per_user);
+    uint64_t max_bytes = record_user_limit(u, USER_MAX_BYTES, h->lim.max_bytes_per_user);
+    if (!(max_records && add) && !(max_bytes && new_size > old_size)) return true;
+    struct index_usage use = index_usage(&h->db->index, user_id);
+    if (max_records && add && use.records + add > max_records) {
+        reply_error(r, ERR_QUOTA, "MaxRecords",
+                    "quota exceeded: this account holds %llu records and may hold %llu "
+                    "(MaxRecords); delete some to make room",
+                    (unsigned long long)use.records, (unsigned long long)max_records);
+        return false;
+    }
+    if (max_bytes && new_size > old_size && use.bytes - old_size + new_size > max_bytes) {
+        reply_error(r, ERR_QUOTA, "MaxBytes",
+                    "quota exceeded: this account holds %llu bytes of records and may hold %llu "
+                    "(MaxBytes); this write needs %llu more: delete or shorten records",
+                    (unsigned long long)use.bytes, (unsigned long long)max_bytes,
+                    (unsigned long long)(new_size - old_size));
+        return false;
+    }
+    return true;
+}
+
 /*
  * The user behind the request's credentials, or NULL. A header identical to
  * the one that verified last on this connection is trusted again only if
@@ -87,6 +124,7 @@ static void do_create(struct handlers *h, struct req_state *st, struct http_resp
     for (int i = 0; i < k->nfields; i++)
         if (st->dec.present & (UINT64_C(1) << i)) vals[i] = st->dec.vals[i];
     if (k->type == REC_EVENT && !events_check_links(h, st->user_id, r, vals, 0)) return;
+    if (!within_quota(h, st->user_id, 1, 0, record_size_of(k, vals), r)) return;
     uint64_t id;
     int rc = db_take_id(h->db, &id);
     if (rc == -ERANGE) {
@@ -126,6 +164,7 @@ static void do_update(struct handlers *h, struct req_state *st, struct http_resp
     for (int i = 0; i < k->nfields; i++)
         if (st->dec.present & (UINT64_C(1) << i)) vals[i] = st->dec.vals[i];
     if (k->type == REC_EVENT && !events_check_links(h, st->user_id, r, vals, old->id)) return;
+    if (!within_quota(h, st->user_id, 0, record_size(old), record_size_of(k, vals), r)) return;
     r->lsn = db_put(h->db, record_build(k, old->id, old->user_id, vals));
     reply_no_content(r);
 }
@@ -259,7 +298,7 @@ enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
         return SERVER_ANSWERED;
     }
     st->user_id = user->id;
-    if (is_write(st->route.action) && reply_if_storage_failing(h, r)) return SERVER_ANSWERED;
+    if (write_refused(h, st->route.action, r)) return SERVER_ANSWERED;
     if (st->route.action == ACT_CREATE || st->route.action == ACT_UPDATE) {
         arena_reset(&st->arena);
         json_decoder_begin(&st->dec, record_kind(st->route.type), &st->arena,
@@ -294,7 +333,7 @@ void api_complete(struct handlers *h, struct req_state *st, struct http_request 
         r->extra = hdr_www_authenticate;
         return;
     }
-    if (is_write(st->route.action) && reply_if_storage_failing(h, r)) return;
+    if (write_refused(h, st->route.action, r)) return;
     switch (st->route.action) {
     case ACT_CREATE:
         do_create(h, st, r);

@@ -50,7 +50,17 @@ int app_open(struct app *a, uv_loop_t *loop, const struct config *cfg) {
         return -1;
     }
     a->metrics.replay_ns = uv_hrtime() - t0;
+    db_set_guard(&a->db, app_max_live_bytes(cfg), cfg->min_free_disk_bytes);
     return 0;
+}
+
+uint64_t app_max_live_bytes(const struct config *cfg) {
+    if (cfg->max_live_bytes) return cfg->max_live_bytes;
+    /* Half of what the process may use: the rest is for the index's tables, buffers,
+     * connections and a compaction (docs/STORAGE.md). */
+    uint64_t mem = uv_get_total_memory(), limit = uv_get_constrained_memory();
+    if (limit && limit < mem) mem = limit;
+    return mem / 2;
 }
 
 /* The data layer's acknowledgements release (or fail) the responses waiting for them. */
@@ -141,7 +151,9 @@ int app_serve(struct app *a) {
                                  .pwhash_concurrency = a->cfg.pwhash_concurrency,
                                  .pwhash_queue = a->cfg.pwhash_queue,
                                  .trusted_proxies = a->cfg.trusted_proxies,
-                                 .metrics = a->cfg.metrics};
+                                 .metrics = a->cfg.metrics,
+                                 .max_records_per_user = a->cfg.max_records_per_user,
+                                 .max_bytes_per_user = a->cfg.max_bytes_per_user};
     struct server_handler handler;
     char msg[256];
     if (handlers_init(&a->handlers, a->loop, &a->db, &lim, &handler, msg, sizeof msg) < 0) {

@@ -38,6 +38,8 @@ struct app {
  * the reason on stderr and returns -1 when it cannot.
  */
 int app_open(struct app *a, uv_loop_t *loop, const struct config *cfg);
+/* The guard's live data limit: --max-live-bytes, or for 0 half the memory eventd may use. */
+uint64_t app_max_live_bytes(const struct config *cfg);
 /* Serves until SIGTERM/SIGINT; returns the process exit status. */
 int app_serve(struct app *a);
 /*

@@ -119,6 +119,71 @@ int cli_user(struct db *db, int npos, const char **pos) {
     return 0;
 }
 
+/* ---- quota limits ---- */
+
+int cli_parse_limit(const char *flag, const char *v, uint64_t *stored) {
+    uint64_t n = 0;
+    if (!strcmp(v, "default")) {
+        *stored = 0;
+        return 0;
+    }
+    if (strcmp(v, "0") && u64_parse(v, strlen(v), RECORD_LIMIT_MAX, &n) < 0) {
+        fprintf(stderr,
+                "eventd: %s %s: must be 'default' (the server's) or a whole number from 0 (no "
+                "limit) to %llu\n",
+                flag, v, (unsigned long long)RECORD_LIMIT_MAX);
+        return -1;
+    }
+    *stored = n + 1;
+    return 0;
+}
+
+/* "5" or "no limit" */
+static const char *limit_text(uint64_t v, char *buf, size_t n) {
+    if (!v) return "no limit";
+    snprintf(buf, n, "%llu", (unsigned long long)v);
+    return buf;
+}
+
+void cli_print_quota(const char *name, uint64_t records, uint64_t max_records, bool own_records,
+                     uint64_t bytes, uint64_t max_bytes, bool own_bytes) {
+    char a[24], b[24];
+    printf("user %s: %llu records (limit: %s, %s), %llu bytes (limit: %s, %s)\n", name,
+           (unsigned long long)records, limit_text(max_records, a, sizeof a),
+           own_records ? "its own" : "the server's default", (unsigned long long)bytes,
+           limit_text(max_bytes, b, sizeof b), own_bytes ? "its own" : "the server's default");
+}
+
+int cli_user_limits(struct db *db, const struct config *cfg, const char *name,
+                    const char *max_records, const char *max_bytes) {
+    const char *why = auth_check_username(name);
+    if (why) {
+        fprintf(stderr, "eventd: bad username '%s': %s\n", name, why);
+        return 2;
+    }
+    const struct record *u = index_user_by_name(&db->index, name, strlen(name));
+    if (!u) {
+        fprintf(stderr, "eventd: no user '%s'\n", name);
+        return 1;
+    }
+    uint64_t stored[2] = {record_get(u, USER_MAX_RECORDS).i, record_get(u, USER_MAX_BYTES).i};
+    if ((max_records && cli_parse_limit("--max-records", max_records, &stored[0]) < 0) ||
+        (max_bytes && cli_parse_limit("--max-bytes", max_bytes, &stored[1]) < 0))
+        return 2;
+    uint64_t uid = u->id;
+    if (max_records || max_bytes) {
+        db_put_user_limits(db, uid, stored[0], stored[1]);
+        if (save(db) < 0) return 1;
+        u = db_get(db, uid);
+    }
+    struct index_usage use = index_usage(&db->index, uid);
+    cli_print_quota(name, use.records,
+                    record_user_limit(u, USER_MAX_RECORDS, cfg->max_records_per_user),
+                    stored[0] != 0, use.bytes,
+                    record_user_limit(u, USER_MAX_BYTES, cfg->max_bytes_per_user), stored[1] != 0);
+    return 0;
+}
+
 int cli_admin_token(struct db *db, const char *verb, const char *name) {
     const char *why = auth_check_username(name);
     if (why) {

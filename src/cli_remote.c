@@ -58,9 +58,12 @@ static int on_string(void *ctx, const unsigned char *s, size_t len) {
 static int on_number(void *ctx, const char *s, size_t len) {
     return pick(ctx, s, len);
 }
+static int on_null(void *ctx) {
+    return pick(ctx, "null", 4);
+}
 
-static const yajl_callbacks callbacks = {NULL, NULL,   NULL, NULL, on_number, on_string,
-                                         NULL, on_key, NULL, NULL, NULL};
+static const yajl_callbacks callbacks = {on_null, NULL,   NULL, NULL, on_number, on_string,
+                                         NULL,    on_key, NULL, NULL, NULL};
 
 /* The first picked value of key, or NULL. */
 static const char *get(const struct picker *p, const char *key) {
@@ -94,23 +97,29 @@ bool cli_server_running(const char *dir) {
     return true;
 }
 
-/* One exchange; returns the status (or -1 after a message) and the picked members. */
-static int call(const char *dir, const char *method, const char *path, struct picker *out) {
+/*
+ * One exchange, with a JSON body unless json is NULL; returns the status
+ * (or -1 after a message) and the picked members.
+ */
+static int call(const char *dir, const char *method, const char *path, const char *json,
+                struct picker *out) {
     int fd = connect_socket(dir);
     if (fd < 0) {
         fprintf(stderr, "eventd: cannot reach the server through %s/%s: %s\n", dir,
                 APP_ADMIN_SOCKET, strerror(-fd));
         return -1;
     }
-    char req[512];
+    char req[768];
+    if (!json) json = "";
     int n = snprintf(req, sizeof req,
-                     "%s %s HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n"
-                     "Connection: close\r\n\r\n",
-                     method, path);
+                     "%s %s HTTP/1.1\r\nHost: localhost\r\nContent-Length: %zu\r\n%s"
+                     "Connection: close\r\n\r\n%s",
+                     method, path, strlen(json), *json ? "Content-Type: application/json\r\n" : "",
+                     json);
     char *ans = NULL;
     size_t len = 0;
     int status = -1;
-    if (write(fd, req, (size_t)n) != n) goto io_error;
+    if (n < 0 || (size_t)n >= sizeof req || write(fd, req, (size_t)n) != n) goto io_error;
     ans = malloc(ANSWER_MAX + 1);
     if (!ans) goto io_error;
     for (;;) {
@@ -151,7 +160,7 @@ int cli_user_remote(const char *dir, int npos, const char **pos) {
     char path[160];
     int status, rc = 1;
     if (!strcmp(verb, "list")) {
-        status = call(dir, "GET", "/admin/users", &p);
+        status = call(dir, "GET", "/admin/users", NULL, &p);
         if (status == 200) {
             printf("%-8s %s\n", "ID", "NAME");
             const char *name = NULL;
@@ -176,13 +185,18 @@ int cli_user_remote(const char *dir, int npos, const char **pos) {
     }
     if (!strcmp(verb, "add")) {
         snprintf(path, sizeof path, "/admin/users/%s", name);
-        status = call(dir, "PUT", path, &p);
+        status = call(dir, "PUT", path, NULL, &p);
     } else if (!strcmp(verb, "rotate")) {
         snprintf(path, sizeof path, "/admin/users/%s/key", name);
-        status = call(dir, "POST", path, &p);
-    } else {
+        status = call(dir, "POST", path, NULL, &p);
+    } else if (!strcmp(verb, "remove")) {
         snprintf(path, sizeof path, "/admin/users/%s", name);
-        status = call(dir, "DELETE", path, &p);
+        status = call(dir, "DELETE", path, NULL, &p);
+    } else {
+        /* Never a removal by default: a mistyped verb must not delete anyone. */
+        fprintf(stderr, "eventd: usage: eventd user add|rotate|remove|purge|limits NAME, or "
+                        "eventd user list\n");
+        return 2;
     }
     const char *key = get(&p, "APIKey");
     if ((status == 201 || status == 200) && key) {
@@ -208,7 +222,7 @@ int cli_admin_token_remote(const char *dir, const char *verb, const char *name) 
     char path[160];
     snprintf(path, sizeof path, "/admin/tokens/%s", name);
     bool revoke = !strcmp(verb, "revoke");
-    int status = call(dir, revoke ? "DELETE" : "PUT", path, &p), rc = 1;
+    int status = call(dir, revoke ? "DELETE" : "PUT", path, NULL, &p), rc = 1;
     const char *token = get(&p, "Token");
     if (!revoke && (status == 201 || status == 200) && token) {
         printf("%s admin token %s (shown only once):\n%s\n", status == 200 ? "new" : "created",
@@ -219,6 +233,56 @@ int cli_admin_token_remote(const char *dir, const char *verb, const char *name) 
         rc = 0;
     } else if (revoke && status == 404) {
         fprintf(stderr, "eventd: no admin token '%s'\n", name);
+    } else if (status > 0) {
+        print_error(&p, status);
+    }
+    free(p.items);
+    return rc;
+}
+
+/* A picked number, or 0. */
+static uint64_t number(const struct picker *p, const char *key) {
+    const char *v = get(p, key);
+    return v ? strtoull(v, NULL, 10) : 0;
+}
+
+int cli_user_limits_remote(const char *dir, const char *name, const char *max_records,
+                           const char *max_bytes) {
+    const char *why = auth_check_username(name);
+    if (why) {
+        fprintf(stderr, "eventd: bad username '%s': %s\n", name, why);
+        return 2;
+    }
+    /* Values are checked here as offline, then sent as JSON: null for "default". */
+    const char *flags[2] = {"--max-records", "--max-bytes"}, *vals[2] = {max_records, max_bytes};
+    const char *keys[2] = {"MaxRecords", "MaxBytes"};
+    char body[160] = "{", path[160];
+    for (int i = 0; i < 2; i++) {
+        uint64_t stored;
+        if (!vals[i]) continue;
+        if (cli_parse_limit(flags[i], vals[i], &stored) < 0) return 2;
+        size_t at = strlen(body);
+        snprintf(body + at, sizeof body - at, "%s\"%s\":%s", at > 1 ? "," : "", keys[i],
+                 stored ? vals[i] : "null");
+    }
+    strcat(body, "}");
+    struct picker p = {0};
+    int status, rc = 1;
+    if (max_records || max_bytes) {
+        snprintf(path, sizeof path, "/admin/users/%s/limits", name);
+        status = call(dir, "PUT", path, body, &p);
+    } else {
+        snprintf(path, sizeof path, "/admin/users/%s", name);
+        status = call(dir, "GET", path, NULL, &p);
+    }
+    const char *own_r = get(&p, "OwnMaxRecords"), *own_b = get(&p, "OwnMaxBytes");
+    if (status == 200 && own_r && own_b) {
+        cli_print_quota(name, number(&p, "Records"), number(&p, "MaxRecords"),
+                        strcmp(own_r, "null") != 0, number(&p, "Bytes"), number(&p, "MaxBytes"),
+                        strcmp(own_b, "null") != 0);
+        rc = 0;
+    } else if (status == 404) {
+        fprintf(stderr, "eventd: no user '%s'\n", name);
     } else if (status > 0) {
         print_error(&p, status);
     }

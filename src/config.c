@@ -52,6 +52,10 @@ const struct config config_defaults = {
     .metrics = true,
     .access_log = true,
     .log_level = LOG_INFO,
+    .max_records_per_user = 100000,
+    .max_bytes_per_user = 64u << 20,
+    .min_free_disk_bytes = 64u << 20,
+    .max_live_bytes = 0,
 };
 
 enum opt_type {
@@ -59,6 +63,7 @@ enum opt_type {
     OPT_TEXT,   /* a string that may be empty */
     OPT_PREFIX, /* empty, or a path as OPT_PATH */
     OPT_U32,
+    OPT_U64,
     OPT_DOUBLE,
     OPT_BOOL,
     OPT_FSYNC,
@@ -167,6 +172,21 @@ static const struct opt opts[] = {
      "write one JSON line per response to stderr"},
     {"log-level", "EVENTD_LOG_LEVEL", OPT_LEVEL, OFF(log_level), 0, 0,
      "debug | info | warn | error | off"},
+    {"max-records-per-user", "EVENTD_MAX_RECORDS_PER_USER", OPT_U32, OFF(max_records_per_user), 0,
+     4294967295.0,
+     "themes, addresses and events one user may have; more get 403 quota_exceeded (0: no limit; "
+     "the admin API sets a user's own)"},
+    {"max-bytes-per-user", "EVENTD_MAX_BYTES_PER_USER", OPT_U64, OFF(max_bytes_per_user), 0,
+     9007199254740991.0,
+     "bytes of log frames those records of one user may hold; more get 403 quota_exceeded (0: no "
+     "limit)"},
+    {"min-free-disk-bytes", "EVENTD_MIN_FREE_DISK_BYTES", OPT_U64, OFF(min_free_disk_bytes), 0,
+     9007199254740991.0,
+     "writes that add data get 507 while the data directory's disk has less free than this (0: "
+     "no check); deletions still work"},
+    {"max-live-bytes", "EVENTD_MAX_LIVE_BYTES", OPT_U64, OFF(max_live_bytes), 0, 9007199254740991.0,
+     "writes that add data get 507 while the live records (held in memory) reach this many "
+     "bytes (0: half the memory eventd may use, its cgroup's limit or the machine's)"},
 };
 
 #define NOPTS (sizeof opts / sizeof opts[0])
@@ -251,6 +271,15 @@ static const char *set(struct config *cfg, const struct opt *o, const char *v) {
         *(uint32_t *)p = (uint32_t)n;
         return NULL;
     }
+    case OPT_U64: {
+        errno = 0;
+        if (*v == '-' || *v == '+' || *v == ' ') return "must be a whole number";
+        unsigned long long n = strtoull(v, &end, 10);
+        if (errno || end == v || *end) return "must be a whole number";
+        if ((double)n < o->min || (double)n > o->max) return "is out of range";
+        *(uint64_t *)p = (uint64_t)n;
+        return NULL;
+    }
     case OPT_DOUBLE: {
         errno = 0;
         double d = strtod(v, &end);
@@ -282,7 +311,7 @@ static const char *set(struct config *cfg, const struct opt *o, const char *v) {
 }
 
 static void describe_range(const struct opt *o, char *out, size_t n) {
-    if (o->type == OPT_U32 || o->type == OPT_DOUBLE)
+    if (o->type == OPT_U32 || o->type == OPT_U64 || o->type == OPT_DOUBLE)
         snprintf(out, n, " (%.10g..%.10g)", o->min, o->max);
     else
         out[0] = '\0';
@@ -393,6 +422,9 @@ static void show_default(const struct opt *o, char *out, size_t n) {
         break;
     case OPT_U32:
         snprintf(out, n, "%u", *(const uint32_t *)p);
+        break;
+    case OPT_U64:
+        snprintf(out, n, "%llu", (unsigned long long)*(const uint64_t *)p);
         break;
     case OPT_DOUBLE:
         snprintf(out, n, "%g", *(const double *)p);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "auth.h"
 #include "log.h"
@@ -72,7 +73,10 @@ static void undo_after(struct db *db, uint64_t lsn) {
 static uint64_t append_varint(struct db *db, uint8_t type, uint64_t v, bool compact) {
     uint8_t p[VARINT_MAX];
     size_t n = varint_put(p, v);
-    if (!compact) return store_append(&db->store, type, p, n);
+    if (!compact) {
+        db->appended += STORE_FRAME_HEADER_SIZE + n;
+        return store_append(&db->store, type, p, n);
+    }
     store_compact_add(&db->store, type, p, n);
     return 0;
 }
@@ -130,6 +134,7 @@ static uint64_t changed(struct db *db, uint64_t lsn, uint64_t id, struct record 
 uint64_t db_put(struct db *db, struct record *r) {
     buf_reset(&db->scratch);
     record_encode(r, &db->scratch);
+    db->appended += STORE_FRAME_HEADER_SIZE + db->scratch.len;
     uint64_t lsn = store_append(&db->store, r->type, db->scratch.ptr, db->scratch.len);
     uint64_t id = r->id;
     return changed(db, lsn, id, index_swap(&db->index, r));
@@ -146,6 +151,11 @@ uint64_t db_put_account(struct db *db, uint64_t id, struct slice name, struct sl
                         struct slice password_hash) {
     union value v[RECORD_MAX_FIELDS];
     record_defaults(&record_user, v);
+    const struct record *old = db_get(db, id);
+    if (old && old->type == REC_USER) {
+        v[USER_MAX_RECORDS] = record_get(old, USER_MAX_RECORDS);
+        v[USER_MAX_BYTES] = record_get(old, USER_MAX_BYTES);
+    }
     v[USER_NAME].s.ptr = name.ptr;
     v[USER_NAME].s.len = (uint32_t)name.len;
     v[USER_KEY_HASH].s.ptr = key_hash.ptr;
@@ -167,6 +177,59 @@ uint64_t db_put_user(struct db *db, uint64_t id, const char *name, const char *k
     }
     return db_put_account(db, id, (struct slice){name, strlen(name)},
                           (struct slice){(const char *)hash, AUTH_HASH_BYTES}, pw);
+}
+
+uint64_t db_put_user_limits(struct db *db, uint64_t id, uint64_t max_records, uint64_t max_bytes) {
+    const struct record *old = db_get(db, id);
+    union value v[RECORD_MAX_FIELDS];
+    record_values(old, v);
+    v[USER_MAX_RECORDS].i = max_records;
+    v[USER_MAX_BYTES].i = max_bytes;
+    return db_put(db, record_build(&record_user, id, 0, v));
+}
+
+/* ---- the guard ---- */
+
+void db_set_guard(struct db *db, uint64_t max_live_bytes, uint64_t min_free_disk) {
+    db->guard.max_live_bytes = max_live_bytes;
+    db->guard.min_free_disk = min_free_disk;
+    db->guard.checked = false;
+}
+
+/* Reads the free space of the log's filesystem (what an unprivileged writer may use). */
+static void read_free_disk(struct db *db, uint64_t now) {
+    struct db_guard *g = &db->guard;
+    struct statvfs vfs;
+    g->checked = true;
+    g->checked_ms = now;
+    g->appended_at_check = db->appended;
+    if (fstatvfs(db->store.fd, &vfs) < 0) {
+        /* Unknown: let writes through rather than refuse them on a guess. */
+        LOG(LOG_WARN, "free disk check: fstatvfs: %s", strerror(errno));
+        g->free_at_check = UINT64_MAX;
+        return;
+    }
+    g->free_at_check = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
+}
+
+int db_room(struct db *db) {
+    struct db_guard *g = &db->guard;
+    int rc = 0;
+    if (g->max_live_bytes && db->index.live_bytes >= g->max_live_bytes) rc = -ENOMEM;
+    if (!rc && g->min_free_disk) {
+        uint64_t now = uv_now(db->loop);
+        if (!g->checked || now - g->checked_ms >= DB_DISK_CHECK_MS) read_free_disk(db, now);
+        uint64_t since = db->appended - g->appended_at_check;
+        uint64_t free = g->free_at_check > since ? g->free_at_check - since : 0;
+        if (free < g->min_free_disk) rc = -ENOSPC;
+    }
+    if (rc && !g->warned) {
+        LOG(LOG_WARN, "refusing writes that add data: %s",
+            rc == -ENOMEM ? "the live data reached --max-live-bytes"
+                          : "the free disk is below --min-free-disk-bytes");
+    }
+    g->warned = rc != 0;
+    return rc;
 }
 
 static void on_store_notify(struct store *s, uint64_t lsn, int status) {

@@ -55,6 +55,25 @@ struct db_undo {
     struct record *old; /* what the change replaced (owned), or NULL if id was absent */
 };
 
+/*
+ * The server-wide guard (db_room): writes that add data are refused while
+ * the live data is over max_live_bytes or the data directory's filesystem
+ * has less than min_free_disk free, before memory or the disk runs out.
+ * The free space is read with fstatvfs at most every DB_DISK_CHECK_MS (when
+ * a write asks); in between, what this process appended since is taken off
+ * the last reading, so eventd's own writes count at once.
+ */
+#define DB_DISK_CHECK_MS 1000
+struct db_guard {
+    uint64_t max_live_bytes;    /* 0: no limit */
+    uint64_t min_free_disk;     /* bytes; 0: not checked */
+    uint64_t free_at_check;     /* bytes free for us at the last reading */
+    uint64_t appended_at_check; /* db->appended then */
+    uint64_t checked_ms;        /* uv_now then */
+    bool checked;               /* a reading was taken */
+    bool warned;                /* the refusal was logged since the guard last let writes in */
+};
+
 struct db {
     uv_loop_t *loop;
     struct store store;
@@ -80,6 +99,8 @@ struct db {
     db_compact_cb on_compacted;
     void *compact_ctx;
     bool open;
+    uint64_t appended; /* frame bytes this process appended to the log */
+    struct db_guard guard;
 };
 
 /*
@@ -107,6 +128,16 @@ static inline int db_writable(const struct db *db) {
     return store_failing(&db->store);
 }
 
+/* Sets the guard's thresholds (struct db_guard; 0 turns a check off). */
+void db_set_guard(struct db *db, uint64_t max_live_bytes, uint64_t min_free_disk);
+/*
+ * 0 when a write that adds data may go ahead, -ENOMEM when the live data
+ * is at max_live_bytes, -ENOSPC when the free disk is below min_free_disk.
+ * Deletions never ask: they free space. A system call at most every
+ * DB_DISK_CHECK_MS, else a few comparisons.
+ */
+int db_room(struct db *db);
+
 /*
  * The next id for a new record. Returns 0, -ERANGE when the node's id space
  * (2^43 ids for a shard, 2^53 unsharded) is used up, or -EAGAIN when the next reserved block is not
@@ -121,10 +152,16 @@ uint64_t db_delete(struct db *db, uint64_t id);
 /*
  * Creates or replaces user id: its name, the hash of its API key (empty: no
  * key) and the Argon2id hash of its password (empty: none). The slices are
- * copied. Returns its LSN.
+ * copied; a replaced user keeps its own quota limits. Returns its LSN.
  */
 uint64_t db_put_account(struct db *db, uint64_t id, struct slice name, struct slice key_hash,
                         struct slice password_hash);
+/*
+ * Replaces user id (which must exist) with its own quota limits set: field
+ * USER_MAX_RECORDS and USER_MAX_BYTES values as stored (record.h: limit + 1,
+ * 0 for the server's default). Returns its LSN.
+ */
+uint64_t db_put_user_limits(struct db *db, uint64_t id, uint64_t max_records, uint64_t max_bytes);
 /* The id of the admin token named name, or 0. */
 uint64_t db_admin_token(const struct db *db, const char *name);
 /* Creates or replaces user id with this name and the hash of key, keeping its password. */

@@ -63,6 +63,8 @@ const char *http_reason(int status) {
         return "Service Unavailable";
     case 505:
         return "HTTP Version Not Supported";
+    case 507:
+        return "Insufficient Storage";
     default:
         return "Unknown";
     }

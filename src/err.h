@@ -19,6 +19,7 @@
     X(INVALID_QUERY, "invalid_query", 400, "a query parameter has an invalid value")               \
     X(UNAUTHORIZED, "unauthorized", 401, "missing or invalid credentials")                         \
     X(CSRF, "csrf", 403, "the form's CSRF token is missing or wrong; reload the page")             \
+    X(QUOTA, "quota_exceeded", 403, "the user's quota does not allow this; delete records first")  \
     X(NOT_FOUND, "not_found", 404, "no such resource")                                             \
     X(METHOD_NOT_ALLOWED, "method_not_allowed", 405, "method not allowed on this path")            \
     X(TIMEOUT, "request_timeout", 408, "the request was not received in time")                     \
@@ -30,6 +31,7 @@
     X(INTERNAL, "internal", 500, "internal error")                                                 \
     X(UNAVAILABLE, "unavailable", 503, "the service cannot take this request now")                 \
     X(STORAGE, "storage_error", 503, "the write could not be made durable; it was not saved")      \
+    X(NO_ROOM, "insufficient_storage", 507, "the server is short of memory or disk for new data")  \
     X(VERSION, "http_version_not_supported", 505, "HTTP version not supported")
 
 enum err {

@@ -35,6 +35,23 @@ bool reply_if_storage_failing(struct handlers *h, struct http_response *r) {
     return true;
 }
 
+bool reply_if_no_room(struct handlers *h, struct http_response *r) {
+    if (reply_if_storage_failing(h, r)) return true;
+    int rc = db_room(h->db);
+    if (!rc) return false;
+    if (rc == -ENOMEM)
+        reply_error(r, ERR_NO_ROOM, NULL,
+                    "the server holds its limit of live data (max-live-bytes %llu); nothing was "
+                    "changed: deletions still work",
+                    (unsigned long long)h->db->guard.max_live_bytes);
+    else
+        reply_error(r, ERR_NO_ROOM, NULL,
+                    "the server's disk is below its free space limit (min-free-disk-bytes %llu); "
+                    "nothing was changed: deletions still work",
+                    (unsigned long long)h->db->guard.min_free_disk);
+    return true;
+}
+
 void reply_ok_open(struct http_response *r) {
     r->status = 200;
     buf_reset(&r->body);

@@ -33,6 +33,9 @@ struct handler_limits {
     uint32_t pwhash_concurrency, pwhash_queue;
     const char *trusted_proxies; /* comma-separated addresses/CIDR blocks, or "" */
     bool metrics;                /* serve GET /metrics */
+    /* quotas: a user's own limits (record.h) override these; 0: no limit */
+    uint64_t max_records_per_user; /* themes, addresses and events */
+    uint64_t max_bytes_per_user;   /* their record_size bytes */
 };
 
 #define HANDLERS_MAX_PROXIES 16

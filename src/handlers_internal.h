@@ -36,6 +36,7 @@ struct account_body {
     int json_field; /* the field the next JSON value is for, -1 for an unknown key */
     bool json_error;
     bool json_any; /* a byte of JSON came: an empty body is an empty object */
+    bool numbers;  /* JSON numbers are taken as their text, null as "" (set after begin) */
 };
 enum { BODY_NONE, BODY_FORM, BODY_JSON };
 
@@ -78,6 +79,12 @@ void reply_ok_open(struct http_response *r);
 void reply_no_content(struct http_response *r);
 /* While the disk refuses writes, a write is answered 503 before it changes anything. */
 bool reply_if_storage_failing(struct handlers *h, struct http_response *r);
+/*
+ * A write that adds data (not a deletion): reply_if_storage_failing, then
+ * the server-wide guard (db_room): 507 naming the setting that refuses it.
+ * True when it answered.
+ */
+bool reply_if_no_room(struct handlers *h, struct http_response *r);
 
 /* ---- /v2 records (api_records.c) ---- */
 

@@ -24,6 +24,7 @@
 struct owner {
     uint64_t user_id; /* 0: empty slot */
     struct id_list lists[REC_KIND_MAX + 1];
+    uint64_t quota_bytes; /* record_size of its records of the kinds the quota counts */
 };
 
 static inline uint64_t mix(uint64_t x) {
@@ -398,7 +399,13 @@ struct record *index_swap(struct index *ix, struct record *r) {
         if (old->type != r->type || old->user_id != r->user_id) {
             struct owner *o = owner_get(ix, owner_key(old), false);
             if (o) list_remove(&o->lists[old->type], old->id);
-            list_insert(&owner_get(ix, owner_key(r), true)->lists[r->type], r->id);
+            if (o && record_type_in_quota(old->type)) o->quota_bytes -= record_size(old);
+            o = owner_get(ix, owner_key(r), true);
+            list_insert(&o->lists[r->type], r->id);
+            if (record_type_in_quota(r->type)) o->quota_bytes += record_size(r);
+        } else if (record_type_in_quota(r->type)) {
+            struct owner *o = owner_get(ix, owner_key(r), false);
+            if (o) o->quota_bytes += (uint64_t)record_size(r) - record_size(old);
         }
         ix->events += (size_t)(r->type == REC_EVENT) - (size_t)(old->type == REC_EVENT);
         sl->r = r;
@@ -413,7 +420,9 @@ struct record *index_swap(struct index *ix, struct record *r) {
         sh->count++;
         ix->count++;
         if (r->type == REC_EVENT) ix->events++;
-        list_insert(&owner_get(ix, owner_key(r), true)->lists[r->type], r->id);
+        struct owner *o = owner_get(ix, owner_key(r), true);
+        list_insert(&o->lists[r->type], r->id);
+        if (record_type_in_quota(r->type)) o->quota_bytes += record_size(r);
         if (foreign(ix, r->id)) list_insert(&ix->foreign, r->id);
         if (sh->used * 4 >= sh->cap * 3) grow(ix, sh);
     }
@@ -444,6 +453,7 @@ struct record *index_remove(struct index *ix, uint64_t id) {
     if (r->type == REC_USER) name_remove(ix, r);
     struct owner *o = owner_get(ix, owner_key(r), false);
     if (o) list_remove(&o->lists[r->type], r->id);
+    if (o && record_type_in_quota(r->type)) o->quota_bytes -= record_size(r);
     if (foreign(ix, id)) list_remove(&ix->foreign, id);
     {
         uint64_t size = record_size(r);
@@ -467,6 +477,16 @@ const struct id_list *index_owned(const struct index *ix, uint64_t user_id, uint
     static const struct id_list empty;
     struct owner *o = owner_get((struct index *)ix, user_id, false);
     return o && type <= REC_KIND_MAX ? &o->lists[type] : &empty;
+}
+
+struct index_usage index_usage(const struct index *ix, uint64_t user_id) {
+    struct index_usage u = {0, 0};
+    const struct owner *o = owner_get((struct index *)ix, user_id, false);
+    if (!o) return u;
+    for (uint8_t t = 1; t <= REC_KIND_MAX; t++)
+        if (record_type_in_quota(t)) u.records += o->lists[t].len;
+    u.bytes = o->quota_bytes;
+    return u;
 }
 
 static bool foreign(const struct index *ix, uint64_t id) {

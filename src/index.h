@@ -104,6 +104,18 @@ struct record *index_user_by_name(const struct index *ix, const char *ptr, size_
 const struct id_list *index_owned(const struct index *ix, uint64_t user_id, uint8_t type);
 
 /*
+ * What a user's quota counts (docs/ACCOUNTS.md): its live records of the
+ * kinds record_type_in_quota names, and the sum of their record_size. Kept
+ * up to date by every put, swap and removal (replay and undo included), so
+ * reading it is one lookup.
+ */
+struct index_usage {
+    uint64_t records;
+    uint64_t bytes;
+};
+struct index_usage index_usage(const struct index *ix, uint64_t user_id);
+
+/*
  * Makes node the owner of this index's id space (record.h): next_id moves
  * into node's range, and from now on only ids in that range raise it, so
  * records imported from other nodes keep their ids without taking this

@@ -30,6 +30,9 @@ static void usage(FILE *out) {
         "  eventd user remove NAME [--data DIR] remove a user (its records stay)\n"
         "  eventd user purge NAME [--data DIR]  remove a user and every record it owns\n"
         "  eventd user list [--data DIR]        list users\n"
+        "  eventd user limits NAME [--max-records N|default] [--max-bytes N|default] [--data DIR]\n"
+        "                                       set a user's own quota (0: no limit), show its "
+        "use\n"
         "  eventd admin token NAME [--data DIR] make an admin API token (replacing one of\n"
         "                                       that name); prints it once\n"
         "  eventd admin revoke NAME [--data DIR] the admin token stops working\n"
@@ -64,14 +67,38 @@ static const char *take_flag(int *argc, char **argv, int first, const char *name
 }
 
 /* Runs command cmd on the opened app; returns the exit status. */
+/* eventd user limits: the command's own flags (not settings), taken out of argv first. */
+static const char *limit_records, *limit_bytes;
+
 static int run(struct app *app, const char *cmd, int npos, const char **pos,
                const char *export_user) {
     if (!strcmp(cmd, "serve")) return app_serve(app);
+    if (!strcmp(cmd, "user") && !strcmp(pos[0], "limits"))
+        return cli_user_limits(&app->db, &app->cfg, pos[1], limit_records, limit_bytes);
     if (!strcmp(cmd, "user")) return cli_user(&app->db, npos, pos);
     if (!strcmp(cmd, "export")) return cli_export(&app->db, export_user);
     if (!strcmp(cmd, "import")) return cli_import(&app->db);
     if (!strcmp(cmd, "admin")) return cli_admin_token(&app->db, pos[0], pos[1]);
     return cli_compact(&app->db, &app->cfg);
+}
+
+/* The words of the user and admin commands; false after printing the usage. */
+static bool usage_ok(const char *cmd, int npos, const char **pos) {
+    if (!strcmp(cmd, "user") && (npos == 0 || (strcmp(pos[0], "list") && npos < 2))) {
+        fprintf(stderr, "eventd: usage: eventd user add|rotate|remove|purge|limits NAME, or "
+                        "eventd user list\n");
+        return false;
+    }
+    if ((limit_records || limit_bytes) && strcmp(pos[0], "limits")) {
+        fprintf(stderr, "eventd: --max-records and --max-bytes go with eventd user limits NAME\n");
+        return false;
+    }
+    if (!strcmp(cmd, "admin") &&
+        (npos != 2 || (strcmp(pos[0], "token") && strcmp(pos[0], "revoke")))) {
+        fprintf(stderr, "eventd: usage: eventd admin token|revoke NAME\n");
+        return false;
+    }
+    return true;
 }
 
 int main(int argc, char **argv) {
@@ -101,6 +128,10 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    if (!strcmp(cmd, "user")) {
+        limit_records = take_flag(&argc, argv, first, "--max-records");
+        limit_bytes = take_flag(&argc, argv, first, "--max-bytes");
+    }
 
     struct config cfg;
     const char *pos[4];
@@ -112,17 +143,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (rc < 0) return 2;
-    if (!strcmp(cmd, "user") && (npos == 0 || (strcmp(pos[0], "list") && npos < 2))) {
-        fprintf(stderr,
-                "eventd: usage: eventd user add|rotate|remove|purge NAME, or eventd user list\n");
-        return 2;
-    }
-
-    if (!strcmp(cmd, "admin") &&
-        (npos != 2 || (strcmp(pos[0], "token") && strcmp(pos[0], "revoke")))) {
-        fprintf(stderr, "eventd: usage: eventd admin token|revoke NAME\n");
-        return 2;
-    }
+    if (!usage_ok(cmd, npos, pos)) return 2;
 
     /* Only serve and "user add" start a data directory; the others read one, and a
      * mistyped --data must not leave an empty directory behind. */
@@ -147,6 +168,8 @@ int main(int argc, char **argv) {
                 cfg.data_dir);
         return 1;
     }
+    if (running && !strcmp(cmd, "user") && !strcmp(pos[0], "limits"))
+        return cli_user_limits_remote(cfg.data_dir, pos[1], limit_records, limit_bytes);
     if (running)
         return !strcmp(cmd, "user") ? cli_user_remote(cfg.data_dir, npos, pos)
                                     : cli_admin_token_remote(cfg.data_dir, pos[0], pos[1]);

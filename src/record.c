@@ -18,6 +18,10 @@ static const struct field user_fields[] = {
     [USER_KEY_HASH] = {"KeyHash", FT_BYTES, 0, 0, "", 0, 0},
     /* crypto_pwhash_str's text; empty: the account has no password (made by an operator) */
     [USER_PASSWORD_HASH] = {"PasswordHash", FT_BYTES, 0, 0, "", 0, 0},
+    /* The user's own quota limits (record.h, record_user_limit); 0: the server's default.
+     * Appended fields: a user of an older log reads them as 0. */
+    [USER_MAX_RECORDS] = {"MaxRecords", FT_INT, 0, 0, NULL, 0, 0},
+    [USER_MAX_BYTES] = {"MaxBytes", FT_INT, 0, 0, NULL, 0, 0},
 };
 
 static const struct field session_fields[] = {
@@ -244,6 +248,18 @@ static bool is_default(const struct field *f, const union value *def, const unio
     }
 }
 
+/* What a field adds to record_size: the payload's varint length and bytes, or 8. */
+static inline size_t field_size(const struct field *f, const union value *v) {
+    return is_bytes(f->type) ? v->s.len + 2 : 8;
+}
+
+uint32_t record_size_of(const struct kind_desc *k, const union value *vals) {
+    size_t size = 30; /* as record_size */
+    for (int i = 0; i < k->nfields; i++)
+        size += field_size(&k->fields[i], &vals[i]);
+    return (uint32_t)size;
+}
+
 struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t user_id,
                             const union value *vals) {
     if (!meta_ready) meta_init();
@@ -256,7 +272,7 @@ struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t use
     size_t strings = 0, cells = 0;
     size_t size = 30; /* as record_size */
     for (int i = 0; i < k->nfields; i++) {
-        size += is_bytes(k->fields[i].type) ? vals[i].s.len + 2 : 8;
+        size += field_size(&k->fields[i], &vals[i]);
         if (is_default(&k->fields[i], &defs[i], &vals[i])) continue;
         set |= UINT32_C(1) << i;
         cells++;

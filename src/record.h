@@ -43,6 +43,11 @@ static inline bool record_type_is_system(uint8_t type) {
     return type == REC_USER || type == REC_ADMIN;
 }
 
+/* The kinds a user's quota counts (docs/ACCOUNTS.md): its data, not its sessions. */
+static inline bool record_type_in_quota(uint8_t type) {
+    return type == REC_THEME || type == REC_ADDRESS || type == REC_EVENT;
+}
+
 /* Largest id handed out: ids must stay exact in a JavaScript number. */
 #define RECORD_ID_MAX ((UINT64_C(1) << 53) - 1)
 
@@ -146,6 +151,8 @@ static inline uint64_t record_ref(const struct record *r, int i) {
 }
 /* Bytes of r's log payload (an estimate within a few bytes), for compaction accounting. */
 uint32_t record_size(const struct record *r);
+/* record_size of the record that record_build(k, any id, any user, vals) would give. */
+uint32_t record_size_of(const struct kind_desc *k, const union value *vals);
 
 /* The descriptor of a record type, or NULL if the type is not a record kind.
  * Descriptors and field tables are static: valid forever. */
@@ -201,7 +208,19 @@ const char *record_check_value(const struct kind_desc *k, int i, const union val
 bool record_utf8_valid(const char *ptr, size_t len);
 
 /* Field ids used by handlers (indexes into the tables). */
-enum { USER_NAME, USER_KEY_HASH, USER_PASSWORD_HASH };
+enum { USER_NAME, USER_KEY_HASH, USER_PASSWORD_HASH, USER_MAX_RECORDS, USER_MAX_BYTES };
+/*
+ * A user's own quota limit (USER_MAX_RECORDS, USER_MAX_BYTES) is stored as
+ * limit + 1, so that the field's default, 0, means "the server's default"
+ * (and users of logs older than these fields have it); a limit of 0 means
+ * no limit, as for the server-wide settings.
+ */
+#define RECORD_LIMIT_MAX RECORD_ID_MAX /* largest own limit: exact in a JavaScript number */
+/* The limit in effect for field i of user u, given the server's default. */
+static inline uint64_t record_user_limit(const struct record *u, int i, uint64_t server_default) {
+    uint64_t own = record_get(u, i).i;
+    return own ? own - 1 : server_default;
+}
 enum { SESSION_TOKEN_HASH, SESSION_EXPIRES, SESSION_CSRF };
 enum { ADMIN_NAME, ADMIN_TOKEN_HASH };
 enum {

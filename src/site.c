@@ -433,7 +433,7 @@ static void finish_register(struct site_job *j, struct http_response *r) {
              "");
         return;
     }
-    if (reply_if_storage_failing(h, r)) return;
+    if (reply_if_no_room(h, r)) return;
     uint64_t id;
     if (db_take_id(h->db, &id) < 0) {
         http_response_error(r, ERR_UNAVAILABLE, NULL, "no id for a new user; retry");
@@ -632,7 +632,7 @@ static void do_register(struct handlers *h, struct req_state *st, struct http_re
              csrf.ptr);
         return;
     }
-    if (reply_if_storage_failing(h, r)) return;
+    if (reply_if_no_room(h, r)) return;
     submit(h, st, req, r, false, NULL);
 }
 

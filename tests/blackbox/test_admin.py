@@ -197,7 +197,10 @@ class Socket(Base):
         r = self.admin("GET", "/admin/users/" + name)
         self.assertStatus(r, 200)
         self.assertEqual(r.result(), {"Username": name, "UserID": res["UserID"],
-                                      "HasKey": True, "HasPassword": False})
+                                      "HasKey": True, "HasPassword": False,
+                                      "Quota": {"Records": 0, "MaxRecords": 100000,
+                                                "Bytes": 0, "MaxBytes": 64 << 20,
+                                                "OwnMaxRecords": None, "OwnMaxBytes": None}})
 
     def test_get_one_of_a_site_user_has_a_password_and_no_key(self):
         name = uname("site")

@@ -84,8 +84,10 @@ class FaultBase(unittest.TestCase):
             env["EVENTD_FAULT_TIMES"] = str(times)
         # the environment form of --storage-retry-ms (the flag: RetrySetting)
         env["EVENTD_STORAGE_RETRY_MS"] = str(retry_ms)
+        # --min-free-disk-bytes 0: these faults are what the disk does when the storage
+        # guard (test_quota) is off or cannot see it coming.
         args = ["--fsync", self.mode, "--max-string-bytes", str(MAX_STRING),
-                "--shutdown-timeout-ms", "1000"]
+                "--shutdown-timeout-ms", "1000", "--min-free-disk-bytes", "0"]
         if self.mode == "interval":
             args += ["--fsync-interval-ms", "20"]
         srv = harness.Server(data_dir=self.dir, extra_args=args, env=env)

@@ -76,9 +76,33 @@ static void test_split_listen(void) {
     CHECK_EQ_INT(port, 80);
 }
 
+/* The quota and guard settings: defaults, 64-bit values up to 2^53 - 1, nothing above. */
+static void test_quota_settings(void) {
+    struct config c;
+    char *none[] = {NULL};
+    CHECK_EQ_INT(parse(&c, 0, none), 0);
+    CHECK_EQ_UINT(c.max_records_per_user, 100000);
+    CHECK_EQ_UINT(c.max_bytes_per_user, 64u << 20);
+    CHECK_EQ_UINT(c.min_free_disk_bytes, 64u << 20);
+    CHECK_EQ_UINT(c.max_live_bytes, 0);
+    char *big[] = {"--min-free-disk-bytes", "9007199254740991", "--max-live-bytes=5000000000"};
+    CHECK_EQ_INT(parse(&c, 3, big), 0);
+    CHECK_EQ_UINT(c.min_free_disk_bytes, UINT64_C(9007199254740991));
+    CHECK_EQ_UINT(c.max_live_bytes, UINT64_C(5000000000));
+    char *over[] = {"--max-bytes-per-user", "9007199254740992"};
+    CHECK_EQ_INT(parse(&c, 2, over), -1);
+    char *neg[] = {"--max-bytes-per-user", "-1"};
+    CHECK_EQ_INT(parse(&c, 2, neg), -1);
+    setenv("EVENTD_MAX_RECORDS_PER_USER", "3", 1);
+    CHECK_EQ_INT(parse(&c, 0, none), 0);
+    CHECK_EQ_UINT(c.max_records_per_user, 3);
+    unsetenv("EVENTD_MAX_RECORDS_PER_USER");
+}
+
 static const struct check_case cases[] = {
-    CHECK_CASE(test_defaults), CHECK_CASE(test_flags), CHECK_CASE(test_env_and_precedence),
-    CHECK_CASE(test_rejects),  CHECK_CASE(test_help),  CHECK_CASE(test_split_listen),
+    CHECK_CASE(test_quota_settings),     CHECK_CASE(test_defaults), CHECK_CASE(test_flags),
+    CHECK_CASE(test_env_and_precedence), CHECK_CASE(test_rejects),  CHECK_CASE(test_help),
+    CHECK_CASE(test_split_listen),
 };
 
 int main(int argc, char **argv) {

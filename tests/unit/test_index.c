@@ -698,6 +698,77 @@ static void test_apply_rejects_unowned_record(void) {
     index_destroy(&ix);
 }
 
+/* ---- quota usage ---- */
+
+static struct record *session(uint64_t id, uint64_t user) {
+    union value v[RECORD_MAX_FIELDS];
+    record_defaults(&record_session, v);
+    return record_build(&record_session, id, user, v);
+}
+
+/* A user's themes, addresses and events count; its sessions and other users' records do not. */
+static void test_usage_counts_data_not_sessions(void) {
+    struct index ix;
+    index_init(&ix);
+    struct record *t = theme(2, 1, "t"), *a = address(3, 1), *e = event(4, 1, 2, 3);
+    uint64_t bytes = (uint64_t)record_size(t) + record_size(a) + record_size(e);
+    index_put(&ix, user(1, "u", "h"));
+    index_put(&ix, t);
+    index_put(&ix, a);
+    index_put(&ix, e);
+    index_put(&ix, session(5, 1));
+    index_put(&ix, theme(6, 7, "another user's"));
+    struct index_usage u = index_usage(&ix, 1);
+    CHECK_EQ_UINT(u.records, 3);
+    CHECK_EQ_UINT(u.bytes, bytes);
+    index_destroy(&ix);
+}
+
+static void test_usage_of_a_user_without_records_is_zero(void) {
+    struct index ix;
+    index_init(&ix);
+    struct index_usage u = index_usage(&ix, 42);
+    CHECK_EQ_UINT(u.records, 0);
+    CHECK_EQ_UINT(u.bytes, 0);
+    index_destroy(&ix);
+}
+
+/* A replacement counts its new size; a removal gives everything back. */
+static void test_usage_follows_swap_and_remove(void) {
+    struct index ix;
+    index_init(&ix);
+    index_put(&ix, theme(2, 1, "short"));
+    struct record *longer = theme(2, 1, "a much longer name than before");
+    uint32_t size = record_size(longer);
+    record_free(index_swap(&ix, longer));
+    CHECK_EQ_UINT(index_usage(&ix, 1).records, 1);
+    CHECK_EQ_UINT(index_usage(&ix, 1).bytes, size);
+    /* db's undo puts the old record back with a swap: the count follows. */
+    struct record *old = index_swap(&ix, theme(2, 1, "short"));
+    CHECK_EQ_UINT(index_usage(&ix, 1).bytes, record_size(index_get(&ix, 2)));
+    record_free(old);
+    CHECK_EQ_INT(index_delete(&ix, 2), 0);
+    CHECK_EQ_UINT(index_usage(&ix, 1).records, 0);
+    CHECK_EQ_UINT(index_usage(&ix, 1).bytes, 0);
+    index_destroy(&ix);
+}
+
+/* Replay (index_apply of the frames) gives the usage the live changes gave. */
+static void test_usage_after_replay(void) {
+    struct index ix;
+    index_init(&ix);
+    CHECK_EQ_INT(apply_record(&ix, user(1, "u", "h")), 0);
+    CHECK_EQ_INT(apply_record(&ix, theme(2, 1, "one")), 0);
+    CHECK_EQ_INT(apply_record(&ix, theme(3, 1, "two")), 0);
+    CHECK_EQ_INT(apply_record(&ix, theme(2, 1, "one, renamed")), 0);
+    CHECK_EQ_INT(apply_varint(&ix, REC_DELETE, 3), 0);
+    struct record *want = theme(2, 1, "one, renamed");
+    CHECK_EQ_UINT(index_usage(&ix, 1).records, 1);
+    CHECK_EQ_UINT(index_usage(&ix, 1).bytes, record_size(want));
+    record_free(want);
+    index_destroy(&ix);
+}
+
 /* The lower bound: the one search behind list pages and removal. */
 static uint64_t lb_ids[] = {3, 5, 9, 12};
 static const struct id_list lb_list = {lb_ids, 4, 4};
@@ -750,6 +821,10 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_apply_rejects_malformed),
     CHECK_CASE(test_apply_rejects_delete_beyond_id_space),
     CHECK_CASE(test_apply_rejects_unowned_record),
+    CHECK_CASE(test_usage_counts_data_not_sessions),
+    CHECK_CASE(test_usage_of_a_user_without_records_is_zero),
+    CHECK_CASE(test_usage_follows_swap_and_remove),
+    CHECK_CASE(test_usage_after_replay),
     CHECK_CASE(test_lower_bound_empty_list),
     CHECK_CASE(test_lower_bound_below_every_id),
     CHECK_CASE(test_lower_bound_exact_id),

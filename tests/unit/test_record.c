@@ -283,14 +283,61 @@ static void test_record_size(void) {
     }
 }
 
+/* A user frame written before the quota fields existed (3 fields) replays with the
+ * server's default limits: fields beyond the stored count take their defaults. */
+static void test_user_of_an_old_log_has_default_limits(void) {
+    static const uint8_t old[] = {7, 0, 3, 5, 'a', 'l', 'i', 'c', 'e', 2, 'k', 'h', 0};
+    struct record *u = record_decode(REC_USER, old, sizeof old);
+    CHECK(u != NULL);
+    CHECK_EQ_MEM(record_get(u, USER_NAME).s.ptr, record_get(u, USER_NAME).s.len, "alice");
+    CHECK_EQ_UINT(record_get(u, USER_MAX_RECORDS).i, 0);
+    CHECK_EQ_UINT(record_user_limit(u, USER_MAX_RECORDS, 100000), 100000);
+    CHECK_EQ_UINT(record_user_limit(u, USER_MAX_BYTES, 64), 64);
+    record_free(u);
+}
+
+/* Own limits are stored as limit + 1: 1 is "no limit" (0), 0 the server's default. */
+static void test_user_own_limits(void) {
+    union value v[RECORD_MAX_FIELDS];
+    record_defaults(&record_user, v);
+    v[USER_MAX_RECORDS].i = 1;
+    v[USER_MAX_BYTES].i = 5001;
+    struct record *u = record_build(&record_user, 7, 0, v);
+    CHECK_EQ_UINT(record_user_limit(u, USER_MAX_RECORDS, 100000), 0);
+    CHECK_EQ_UINT(record_user_limit(u, USER_MAX_BYTES, 64), 5000);
+    record_free(u);
+}
+
+/* The size a quota check computes before building is the built record's. */
+static void test_record_size_of_matches_build(void) {
+    union value v[RECORD_MAX_FIELDS];
+    record_defaults(&record_address, v);
+    v[ADDR_NAME].s.ptr = "somewhere";
+    v[ADDR_NAME].s.len = 9;
+    v[ADDR_LAT].d = 51.5;
+    struct record *r = record_build(&record_address, 9, 1, v);
+    CHECK_EQ_UINT(record_size_of(&record_address, v), record_size(r));
+    record_free(r);
+}
+
 static const struct check_case cases[] = {
-    CHECK_CASE(test_record_size),        CHECK_CASE(test_defaults_take_no_space),
-    CHECK_CASE(test_payload_round_trip), CHECK_CASE(test_decode_unknown_type),
-    CHECK_CASE(test_field_index),        CHECK_CASE(test_defaults),
-    CHECK_CASE(test_utf8_valid),         CHECK_CASE(test_check_color),
-    CHECK_CASE(test_check_range),        CHECK_CASE(test_check_text),
-    CHECK_CASE(test_check_length),       CHECK_CASE(test_check_unchecked_types),
-    CHECK_CASE(test_parse_id),           CHECK_CASE(test_u64_parse_bound),
+    CHECK_CASE(test_user_of_an_old_log_has_default_limits),
+    CHECK_CASE(test_user_own_limits),
+    CHECK_CASE(test_record_size_of_matches_build),
+    CHECK_CASE(test_record_size),
+    CHECK_CASE(test_defaults_take_no_space),
+    CHECK_CASE(test_payload_round_trip),
+    CHECK_CASE(test_decode_unknown_type),
+    CHECK_CASE(test_field_index),
+    CHECK_CASE(test_defaults),
+    CHECK_CASE(test_utf8_valid),
+    CHECK_CASE(test_check_color),
+    CHECK_CASE(test_check_range),
+    CHECK_CASE(test_check_text),
+    CHECK_CASE(test_check_length),
+    CHECK_CASE(test_check_unchecked_types),
+    CHECK_CASE(test_parse_id),
+    CHECK_CASE(test_u64_parse_bound),
 };
 
 int main(int argc, char **argv) {
