@@ -141,7 +141,11 @@ int app_serve(struct app *a) {
                                  .pwhash_concurrency = a->cfg.pwhash_concurrency,
                                  .pwhash_queue = a->cfg.pwhash_queue,
                                  .trusted_proxies = a->cfg.trusted_proxies,
-                                 .metrics = a->cfg.metrics};
+                                 .metrics = a->cfg.metrics,
+                                 .throttle_entries = a->cfg.throttle_entries,
+                                 .register_per_address = a->cfg.register_per_address,
+                                 .register_per_minute = a->cfg.register_per_minute,
+                                 .pwhash_register_queue = a->cfg.pwhash_register_queue};
     struct server_handler handler;
     char msg[256];
     if (handlers_init(&a->handlers, a->loop, &a->db, &lim, &handler, msg, sizeof msg) < 0) {

@@ -60,12 +60,16 @@ struct config {
     uint32_t password_min_bytes;
     uint32_t session_ttl_s;
     uint32_t signin_free_failures;
-    uint32_t pwhash_concurrency; /* password hashes at once on the threadpool */
-    uint32_t pwhash_queue;       /* ... and waiting beyond them (503 past that) */
-    const char *trusted_proxies; /* comma-separated addresses / CIDR blocks */
-    bool metrics;                /* serve GET /metrics */
-    bool access_log;             /* one JSON line per response on stderr */
-    uint32_t log_level;          /* enum log_level */
+    uint32_t pwhash_concurrency;    /* password hashes at once on the threadpool */
+    uint32_t pwhash_queue;          /* ... and waiting beyond them (503 past that) */
+    const char *trusted_proxies;    /* comma-separated addresses / CIDR blocks */
+    bool metrics;                   /* serve GET /metrics */
+    bool access_log;                /* one JSON line per response on stderr */
+    uint32_t log_level;             /* enum log_level */
+    uint32_t throttle_entries;      /* keys each throttle table holds (sign-in names, addresses) */
+    uint32_t register_per_address;  /* registrations per client address before each waits */
+    uint32_t register_per_minute;   /* registrations the server takes a minute (and at once) */
+    uint32_t pwhash_register_queue; /* registrations' hashes waiting (503 past that) */
 };
 
 extern const struct config config_defaults;

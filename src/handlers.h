@@ -32,6 +32,9 @@ struct handler_limits {
     uint32_t pwhash_concurrency, pwhash_queue;
     const char *trusted_proxies; /* comma-separated addresses/CIDR blocks, or "" */
     bool metrics;                /* serve GET /metrics */
+    uint32_t throttle_entries;   /* keys per throttle table */
+    uint32_t register_per_address, register_per_minute;
+    uint32_t pwhash_register_queue;
 };
 
 #define HANDLERS_MAX_PROXIES 16
@@ -51,6 +54,8 @@ struct handlers {
     struct metrics *metrics; /* borrowed: set by the assembly (account events, /metrics); or NULL */
     struct handler_limits lim;
     struct throttle by_name, by_addr; /* failed sign-ins */
+    struct throttle reg_by_addr;      /* registrations by client address */
+    struct throttle_rate reg_rate;    /* registrations of the whole server */
     struct signin_flight *verifying;  /* sign-ins whose password is being checked */
     struct pwhash pw;                 /* Argon2id jobs on the threadpool */
     struct proxy_net proxies[HANDLERS_MAX_PROXIES];
