@@ -161,9 +161,9 @@ static const struct opt opts[] = {
      "write one JSON line per response to stderr"},
     {"log-level", "EVENTD_LOG_LEVEL", OPT_LEVEL, OFF(log_level), 0, 0,
      "debug | info | warn | error | off"},
-    {"throttle-entries", "EVENTD_THROTTLE_ENTRIES", OPT_U32, OFF(throttle_entries), 16, 16777216,
+    {"throttle-entries", "EVENTD_THROTTLE_ENTRIES", OPT_U32, OFF(throttle_entries), 16, 1048576,
      "keys each throttle table holds (failed sign-ins by name, by address; registrations by "
-     "address), about 44 bytes each"},
+     "address), about 108 bytes each with the slots of evicted throttled keys"},
     {"register-per-address", "EVENTD_REGISTER_PER_ADDRESS", OPT_U32, OFF(register_per_address), 1,
      1000000,
      "registrations per client address (IPv6: per /64) before each must wait: 1 min, doubling "

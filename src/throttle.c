@@ -31,6 +31,8 @@ struct throttle_entry {
     uint8_t list;        /* level: LIGHT, or 1 + doublings of the delay (capped) */
 };
 
+#define SLOTS_PER_BUCKET 4
+
 _Static_assert(sizeof(((struct throttle *)0)->hash_key) == crypto_shorthash_KEYBYTES,
                "hash_key holds a crypto_shorthash key");
 
@@ -65,6 +67,8 @@ int throttle_init(struct throttle *t, size_t capacity, const struct throttle_pol
         t->nbuckets <<= 1;
     t->entries = xcalloc(t->capacity, sizeof *t->entries);
     t->buckets = xmalloc(t->nbuckets * sizeof *t->buckets);
+    t->nslots = t->nbuckets * SLOTS_PER_BUCKET;
+    t->slots = xcalloc(t->nslots, sizeof *t->slots);
     for (uint32_t i = 0; i < t->nbuckets; i++)
         t->buckets[i] = NONE;
     for (uint32_t i = 0; i < t->capacity; i++)
@@ -85,6 +89,8 @@ int throttle_init(struct throttle *t, size_t capacity, const struct throttle_pol
 void throttle_destroy(struct throttle *t) {
     free(t->entries);
     free(t->buckets);
+    free(t->slots);
+    t->slots = NULL;
     sodium_memzero(t->hash_key, sizeof t->hash_key);
     t->entries = NULL;
     t->buckets = NULL;
@@ -107,8 +113,35 @@ static uint32_t lookup(const struct throttle *t, uint64_t h) {
     return i;
 }
 
+static bool decayed_at(const struct throttle *t, uint64_t last_ms, uint64_t now) {
+    return now > last_ms && now - last_ms >= t->policy.window_ms;
+}
+
 static bool decayed(const struct throttle *t, const struct throttle_entry *e, uint64_t now) {
-    return now > e->last_ms && now - e->last_ms >= t->policy.window_ms;
+    return decayed_at(t, e->last_ms, now);
+}
+
+/* The slot of a key's hash: bits other than the bucket's. */
+static struct throttle_slot *slot_of(const struct throttle *t, uint64_t h) {
+    return &t->slots[(uint32_t)(h >> 32) & (t->nslots - 1)];
+}
+
+/* The failures that count for hash h at now and the latest one's time: its entry's, or for a
+ * key without one, its slot's. Returns the count (0: none). */
+static uint32_t state(const struct throttle *t, uint64_t h, uint64_t now, uint64_t *last_ms) {
+    uint32_t i = lookup(t, h);
+    uint32_t count = 0;
+    uint64_t last = 0;
+    if (i != NONE) {
+        count = t->entries[i].count;
+        last = t->entries[i].last_ms;
+    } else {
+        count = slot_of(t, h)->count;
+        last = slot_of(t, h)->last_ms;
+    }
+    if (count && decayed_at(t, last, now)) count = 0;
+    *last_ms = last;
+    return count;
 }
 
 static void list_unlink(struct throttle *t, uint32_t i) {
@@ -168,7 +201,8 @@ static void evict(struct throttle *t, uint64_t now) {
         remove_entry(t, t->tail[LIGHT]);
         return;
     }
-    /* Every entry is throttled: the wait that ends first; on a tie the lower level. */
+    /* Every entry is throttled: the wait that ends first (on a tie the lower level) goes, its
+     * count kept in its slot, so that the key is still throttled without an entry. */
     uint32_t best = NONE;
     uint64_t best_end = 0;
     for (uint32_t l = 1; l < t->nlists; l++) {
@@ -181,22 +215,25 @@ static void evict(struct throttle *t, uint64_t now) {
             best_end = end;
         }
     }
+    const struct throttle_entry *e = &t->entries[best];
+    struct throttle_slot *s = slot_of(t, e->hash);
+    if (!s->count || decayed_at(t, s->last_ms, now)) *s = (struct throttle_slot){0, 0};
+    if (e->count > s->count) s->count = e->count;
+    if (e->last_ms > s->last_ms) s->last_ms = e->last_ms;
     remove_entry(t, best);
 }
 
 uint32_t throttle_failures(const struct throttle *t, const void *key, size_t len, uint64_t now_ms) {
-    uint32_t i = lookup(t, hash_of(t, key, len));
-    if (i == NONE || decayed(t, &t->entries[i], now_ms)) return 0;
-    return t->entries[i].count;
+    uint64_t last;
+    return state(t, hash_of(t, key, len), now_ms, &last);
 }
 
 uint32_t throttle_check(const struct throttle *t, const void *key, size_t len, uint64_t now_ms) {
-    uint32_t i = lookup(t, hash_of(t, key, len));
-    if (i == NONE) return 0;
-    const struct throttle_entry *e = &t->entries[i];
-    if (decayed(t, e, now_ms)) return 0;
-    uint64_t until = e->last_ms + delay_ms(t, e->count);
-    uint64_t now = now_ms > e->last_ms ? now_ms : e->last_ms; /* a clock that stepped back */
+    uint64_t last;
+    uint32_t count = state(t, hash_of(t, key, len), now_ms, &last);
+    if (!count) return 0;
+    uint64_t until = last + delay_ms(t, count);
+    uint64_t now = now_ms > last ? now_ms : last; /* a clock that stepped back */
     if (now >= until) return 0;
     return (uint32_t)((until - now + 999) / 1000);
 }
@@ -216,7 +253,9 @@ void throttle_fail(struct throttle *t, const void *key, size_t len, uint64_t now
         t->free_head = e->chain;
         t->used++;
         e->hash = h;
-        e->count = 0;
+        /* A key evicted while throttled starts again from its slot's count. */
+        const struct throttle_slot *s = slot_of(t, h);
+        e->count = s->count && !decayed_at(t, s->last_ms, now_ms) ? s->count : 0;
         uint32_t *bucket = &t->buckets[h & (t->nbuckets - 1)];
         e->chain = *bucket;
         *bucket = i;

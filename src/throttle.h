@@ -25,12 +25,21 @@
  *      failures (unthrottled), so a flood of new keys evicts itself and
  *      never resets a throttled key while an unthrottled one exists;
  *   3. else, every entry being throttled, the one whose wait ends soonest
- *      (ties: the fewer failures, then the least recent). That entry loses
- *      the least protection: a key under attack has the longest wait, so
- *      flushing it takes capacity keys pushed past its own count first.
- * Refusing the new key instead (treating it as throttled) was rejected:
- * then whoever fills the table with throttled keys (capacity * free_failures
- * failures, e.g. from a few thousand addresses) locks every other key out.
+ *      (ties: the fewer failures, then the least recent), and its count is
+ *      not lost: it is folded into a slot of a second array, 4 slots per
+ *      bucket, indexed by other bits of the same keyed hash, which keeps
+ *      the most failures and the latest failure of the keys folded in. A
+ *      key without an entry is counted by its slot, and an entry made for
+ *      it starts from there. So no flood can reset a throttled key: the
+ *      price is that a key sharing a slot with an evicted throttled key is
+ *      throttled with it (over-throttling, never under), for at most a
+ *      window. Attackers cannot aim at a slot (the hash is keyed), so to
+ *      throttle a share f of the keys not in the table they must evict
+ *      about slots * ln(1/(1-f)) throttled entries, each of free_failures
+ *      failures, within a window.
+ * The alternatives were rejected: evicting outright lets capacity *
+ * free_failures failures flush any key (issue 17); refusing new keys (or
+ * treating them as throttled) lets the same failures lock everyone out.
  * Entries sit on one recency list per level (unthrottled, then one per
  * doubling of the wait until the cap), so 3 looks at one tail per level.
  *
@@ -56,6 +65,12 @@ extern const struct throttle_policy throttle_default_policy;
 
 struct throttle_entry;
 
+/* The count kept for keys evicted while throttled (see "Eviction" above); public for tests. */
+struct throttle_slot {
+    uint64_t last_ms; /* latest failure of the keys folded in, ms */
+    uint32_t count;   /* the most failures among them; 0: empty */
+};
+
 /* Recency lists: the unthrottled level, 63 doublings of the delay, the capped delay. */
 #define THROTTLE_LISTS 65
 
@@ -63,6 +78,8 @@ struct throttle {
     struct throttle_policy policy;
     struct throttle_entry *entries; /* capacity of them */
     uint32_t *buckets;              /* nbuckets chain heads */
+    struct throttle_slot *slots;    /* nslots counts of evicted throttled keys */
+    uint32_t nslots;                /* 4 * nbuckets */
     uint32_t capacity;
     uint32_t nbuckets; /* a power of two >= capacity */
     uint32_t used;     /* entries in the table */
