@@ -153,7 +153,12 @@ int app_serve(struct app *a) {
                                  .trusted_proxies = a->cfg.trusted_proxies,
                                  .metrics = a->cfg.metrics,
                                  .max_records_per_user = a->cfg.max_records_per_user,
-                                 .max_bytes_per_user = a->cfg.max_bytes_per_user};
+                                 .max_bytes_per_user = a->cfg.max_bytes_per_user,
+
+                                 .throttle_entries = a->cfg.throttle_entries,
+                                 .register_per_address = a->cfg.register_per_address,
+                                 .register_per_minute = a->cfg.register_per_minute,
+                                 .pwhash_register_queue = a->cfg.pwhash_register_queue};
     struct server_handler handler;
     char msg[256];
     if (handlers_init(&a->handlers, a->loop, &a->db, &lim, &handler, msg, sizeof msg) < 0) {

@@ -56,6 +56,10 @@ const struct config config_defaults = {
     .max_bytes_per_user = 64u << 20,
     .min_free_disk_bytes = 64u << 20,
     .max_live_bytes = 0,
+    .throttle_entries = 4096,
+    .register_per_address = 10,
+    .register_per_minute = 60,
+    .pwhash_register_queue = 8,
 };
 
 enum opt_type {
@@ -163,7 +167,7 @@ static const struct opt opts[] = {
      "password hashes run at once on libuv's threadpool (0: one core fewer than the machine "
      "has, at least 1, at most 2)"},
     {"pwhash-queue", "EVENTD_PWHASH_QUEUE", OPT_U32, OFF(pwhash_queue), 0, 100000,
-     "password hashes waiting beyond those; more get 503"},
+     "sign-ins' password checks waiting beyond those; more get 503"},
     {"trusted-proxies", "EVENTD_TRUSTED_PROXIES", OPT_TEXT, OFF(trusted_proxies), 0, 0,
      "comma-separated addresses or CIDR blocks whose X-Forwarded-For is believed"},
     {"metrics", "EVENTD_METRICS", OPT_BOOL, OFF(metrics), 0, 0,
@@ -187,6 +191,19 @@ static const struct opt opts[] = {
     {"max-live-bytes", "EVENTD_MAX_LIVE_BYTES", OPT_U64, OFF(max_live_bytes), 0, 9007199254740991.0,
      "writes that add data get 507 while the live records (held in memory) reach this many "
      "bytes (0: half the memory eventd may use, its cgroup's limit or the machine's)"},
+    {"throttle-entries", "EVENTD_THROTTLE_ENTRIES", OPT_U32, OFF(throttle_entries), 16, 1048576,
+     "keys each throttle table holds (failed sign-ins by name, by address; registrations by "
+     "address), about 108 bytes each with the slots of evicted throttled keys"},
+    {"register-per-address", "EVENTD_REGISTER_PER_ADDRESS", OPT_U32, OFF(register_per_address), 1,
+     1000000,
+     "registrations per client address (IPv6: per /64) before each must wait: 1 min, doubling "
+     "to 1 h; 429 meanwhile"},
+    {"register-per-minute", "EVENTD_REGISTER_PER_MINUTE", OPT_U32, OFF(register_per_minute), 1,
+     1000000, "registrations the whole server takes a minute, as many at once at most; 429 beyond"},
+    {"pwhash-register-queue", "EVENTD_PWHASH_REGISTER_QUEUE", OPT_U32, OFF(pwhash_register_queue),
+     0, 100000,
+     "registrations' password hashes waiting, apart from the sign-ins' --pwhash-queue and "
+     "after them; more get 503"},
 };
 
 #define NOPTS (sizeof opts / sizeof opts[0])

@@ -20,7 +20,6 @@
 #include "handlers_internal.h"
 
 #define ARENA_BLOCK 16384
-#define THROTTLE_ENTRIES 4096
 
 const char hdr_www_authenticate[] = "WWW-Authenticate: Basic realm=\"eventd\"\r\n";
 const char hdr_retry_after[] = "Retry-After: 1\r\n";
@@ -157,6 +156,13 @@ static void reply_metrics(struct handlers *h, struct http_request *req, struct h
                        "rest ran on a worker thread.");
     metrics_write_sample(b, "eventd_fsyncs_on_loop_total", NULL, NULL,
                          (double)db->store.stats_loop_syncs);
+    metrics_write_head(b, "eventd_password_hashes_total", "counter",
+                       "Argon2id hashes and checks done, by lane: signin (every sign-in, known "
+                       "user or not), register (every registration, free name or taken).");
+    metrics_write_sample(b, "eventd_password_hashes_total", "lane", "signin",
+                         (double)h->pw.done[PWHASH_LANE_SIGNIN]);
+    metrics_write_sample(b, "eventd_password_hashes_total", "lane", "register",
+                         (double)h->pw.done[PWHASH_LANE_REGISTER]);
 }
 
 static enum server_headers_result on_headers(void *data, void *mem, struct http_request *req,
@@ -230,11 +236,19 @@ int handlers_init(struct handlers *h, uv_loop_t *loop, struct db *db,
     h->nproxies = (uint32_t)n;
     struct throttle_policy pol = throttle_default_policy;
     pol.free_failures = lim->signin_free_failures;
-    if (throttle_init(&h->by_name, THROTTLE_ENTRIES, &pol) < 0 ||
-        throttle_init(&h->by_addr, THROTTLE_ENTRIES, &pol) < 0) {
-        snprintf(msg, msg_len, "could not set up sign-in throttling");
+    /* Registrations: the free ones, then 1 min doubling to 1 h; forgotten after a day. */
+    struct throttle_policy reg = {.free_failures = lim->register_per_address,
+                                  .base_delay_ms = 60 * 1000,
+                                  .max_delay_ms = 60 * 60 * 1000,
+                                  .window_ms = 24 * 60 * 60 * 1000};
+    if (lim->register_per_minute == 0 ||
+        throttle_init(&h->by_name, lim->throttle_entries, &pol) < 0 ||
+        throttle_init(&h->by_addr, lim->throttle_entries, &pol) < 0 ||
+        throttle_init(&h->reg_by_addr, lim->throttle_entries, &reg) < 0) {
+        snprintf(msg, msg_len, "could not set up sign-in and registration throttling");
         return -1;
     }
+    throttle_rate_init(&h->reg_rate, lim->register_per_minute, lim->register_per_minute);
     /* Hashing is CPU-bound: by default it leaves the loop a core of its own
      * and libuv's threadpool (4 threads) two threads for the log. */
     uint32_t conc = lim->pwhash_concurrency;
@@ -242,7 +256,7 @@ int handlers_init(struct handlers *h, uv_loop_t *loop, struct db *db,
         unsigned cores = uv_available_parallelism();
         conc = cores > 3 ? 2 : cores > 1 ? cores - 1 : 1;
     }
-    pwhash_init(&h->pw, loop, conc, lim->pwhash_queue);
+    pwhash_init(&h->pw, loop, conc, lim->pwhash_queue, lim->pwhash_register_queue);
     site_init();
     memset(out, 0, sizeof *out);
     out->data = h;
@@ -259,4 +273,5 @@ int handlers_init(struct handlers *h, uv_loop_t *loop, struct db *db,
 void handlers_destroy(struct handlers *h) {
     throttle_destroy(&h->by_name);
     throttle_destroy(&h->by_addr);
+    throttle_destroy(&h->reg_by_addr);
 }

@@ -36,6 +36,9 @@ struct handler_limits {
     /* quotas: a user's own limits (record.h) override these; 0: no limit */
     uint64_t max_records_per_user; /* themes, addresses and events */
     uint64_t max_bytes_per_user;   /* their record_size bytes */
+    uint32_t throttle_entries;     /* keys per throttle table */
+    uint32_t register_per_address, register_per_minute;
+    uint32_t pwhash_register_queue;
 };
 
 #define HANDLERS_MAX_PROXIES 16
@@ -48,6 +51,8 @@ struct handlers {
     struct metrics *metrics; /* borrowed: set by the assembly (account events, /metrics); or NULL */
     struct handler_limits lim;
     struct throttle by_name, by_addr;               /* failed sign-ins */
+    struct throttle reg_by_addr;                    /* registrations by client address */
+    struct throttle_rate reg_rate;                  /* registrations of the whole server */
     struct signin_flight *verifying;                /* sign-ins whose password is being checked */
     struct pwhash pw;                               /* Argon2id jobs on the threadpool */
     struct net_block proxies[HANDLERS_MAX_PROXIES]; /* --trusted-proxies */

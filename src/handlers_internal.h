@@ -128,7 +128,7 @@ bool admin_headers(struct handlers *h, struct req_state *st, struct http_request
 void admin_complete(struct handlers *h, struct req_state *st, struct http_request *req,
                     struct http_response *r);
 
-/* ---- sign-in throttling (signin_throttle.c) ---- */
+/* ---- sign-in and registration throttling (signin_throttle.c) ---- */
 
 /* A sign-in whose password is being checked: on h->verifying meanwhile. */
 struct signin_flight {
@@ -147,5 +147,17 @@ void signin_flight_remove(struct handlers *h, struct signin_flight *f);
  * forgets the name's failures. */
 void signin_failed(struct handlers *h, const struct signin_flight *f, uint64_t now_ms);
 void signin_succeeded(struct handlers *h, const struct signin_flight *f);
+
+/* 0 when a registration from addr may be hashed now, else the seconds to wait; *server_wide
+ * tells whether the server's rate refused it (else the address's count). */
+uint32_t register_wait(const struct handlers *h, const uint8_t *addr, size_t addr_len,
+                       uint64_t now_ms, bool *server_wide);
+/* A registration from addr was queued for hashing: it counts for addr and the server. */
+void register_counted(struct handlers *h, const uint8_t *addr, size_t addr_len, uint64_t now_ms);
+
+/* The request's client address as the throttles key it (net_client_key: IPv4, or IPv6 cut
+ * to its /64): the peer, or behind one of --trusted-proxies the rightmost untrusted address
+ * of X-Forwarded-For. Returns the key's length (NET_KEY_BYTES). */
+size_t site_client_addr(const struct handlers *h, const struct http_request *req, uint8_t out[17]);
 
 #endif

@@ -63,6 +63,7 @@ enum metrics_route {
 /* The event labels of eventd_account_events_total. */
 #define METRICS_ACCOUNT_EVENTS(X)                                                                  \
     X(REGISTRATION, "registration")                                                                \
+    X(REGISTRATION_THROTTLED, "registration_throttled")                                            \
     X(SIGNIN_OK, "signin_ok")                                                                      \
     X(SIGNIN_FAILED, "signin_failed")                                                              \
     X(SIGNIN_THROTTLED, "signin_throttled")                                                        \

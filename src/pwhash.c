@@ -50,11 +50,13 @@ const char *pwhash_decoy(void) {
     return interactive;
 }
 
-void pwhash_init(struct pwhash *pw, uv_loop_t *loop, uint32_t concurrency, uint32_t queue_max) {
+void pwhash_init(struct pwhash *pw, uv_loop_t *loop, uint32_t concurrency, uint32_t queue_max,
+                 uint32_t register_queue_max) {
     memset(pw, 0, sizeof *pw);
     pw->loop = loop;
     pw->concurrency = concurrency ? concurrency : 1;
-    pw->queue_max = queue_max;
+    pw->queue_max[PWHASH_LANE_SIGNIN] = queue_max;
+    pw->queue_max[PWHASH_LANE_REGISTER] = register_queue_max;
 }
 
 /* Threadpool: the slow part. */
@@ -76,13 +78,17 @@ static void after(uv_work_t *w, int status) {
     struct pwhash_job *job = w->data;
     struct pwhash *pw = job->pw;
     pw->running--;
+    pw->done[job->lane]++;
     if (status < 0) job->result = -1; /* cancelled: never, as nothing cancels */
-    if (pw->head) {
-        struct pwhash_job *next = pw->head;
-        pw->head = next->next;
-        if (!pw->head) pw->tail = NULL;
-        pw->queued--;
+    /* The sign-in lane first: registrations wait while a sign-in does. */
+    for (unsigned l = 0; l < PWHASH_LANES; l++) {
+        struct pwhash_job *next = pw->head[l];
+        if (!next) continue;
+        pw->head[l] = next->next;
+        if (!pw->head[l]) pw->tail[l] = NULL;
+        pw->queued[l]--;
         start(pw, next);
+        break;
     }
     job->done(job);
 }
@@ -100,6 +106,8 @@ static void start(struct pwhash *pw, struct pwhash_job *job) {
 }
 
 int pwhash_submit(struct pwhash *pw, struct pwhash_job *job) {
+    unsigned l = job->lane < PWHASH_LANES ? job->lane : PWHASH_LANE_REGISTER;
+    job->lane = (uint8_t)l;
     job->pw = pw;
     job->next = NULL;
     job->result = -1;
@@ -107,12 +115,12 @@ int pwhash_submit(struct pwhash *pw, struct pwhash_job *job) {
         start(pw, job);
         return 0;
     }
-    if (pw->queued >= pw->queue_max) return -EAGAIN;
-    if (pw->tail)
-        pw->tail->next = job;
+    if (pw->queued[l] >= pw->queue_max[l]) return -EAGAIN;
+    if (pw->tail[l])
+        pw->tail[l]->next = job;
     else
-        pw->head = job;
-    pw->tail = job;
-    pw->queued++;
+        pw->head[l] = job;
+    pw->tail[l] = job;
+    pw->queued[l]++;
     return 0;
 }

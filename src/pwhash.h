@@ -2,8 +2,16 @@
  * pwhash: Argon2id password hashing and verification (libsodium's
  * crypto_pwhash_str, interactive limits) on libuv's threadpool, so the loop
  * never waits for them. At most `concurrency` run at once, leaving the
- * threadpool's other threads to the log's writes; up to queue_max more wait
- * in order; beyond that a job is refused (the caller answers 503).
+ * threadpool's other threads to the log's writes.
+ *
+ * Jobs wait in one of two lanes, each bounded on its own: the sign-in lane
+ * (lane 0, a zeroed job's: sign-ins, and whatever checks or sets the
+ * password of an existing user) and the registration lane. A thread that
+ * frees takes the oldest job of the sign-in lane, and one of the
+ * registration lane only when no sign-in waits. So a flood of registrations
+ * fills its own lane and is refused there; it can neither take a sign-in's
+ * place in the queue nor make one wait longer than for the jobs already
+ * running. Beyond its lane's limit a job is refused (the caller answers 503).
  *
  * A job is the caller's memory (embed struct pwhash_job in its own struct);
  * its callback runs on the loop thread once the work is done, and the job
@@ -24,10 +32,13 @@ struct pwhash;
 struct pwhash_job;
 typedef void (*pwhash_cb)(struct pwhash_job *job);
 
+enum pwhash_lane { PWHASH_LANE_SIGNIN = 0, PWHASH_LANE_REGISTER = 1, PWHASH_LANES };
+
 struct pwhash_job {
     uv_work_t work;
     struct pwhash *pw;
     struct pwhash_job *next;
+    uint8_t lane;                           /* enum pwhash_lane */
     bool verify;                            /* verify password against hash; else hash it */
     char password[PWHASH_MAX_PASSWORD + 1]; /* NUL-terminated; wiped when done */
     char hash[crypto_pwhash_STRBYTES];      /* verify: the stored hash; hash: the result */
@@ -38,14 +49,17 @@ struct pwhash_job {
 struct pwhash {
     uv_loop_t *loop;
     uint32_t concurrency, running;
-    uint32_t queue_max, queued;
-    struct pwhash_job *head, *tail; /* waiting, oldest first */
+    uint32_t queue_max[PWHASH_LANES], queued[PWHASH_LANES];
+    struct pwhash_job *head[PWHASH_LANES], *tail[PWHASH_LANES]; /* waiting, oldest first */
+    uint64_t done[PWHASH_LANES]; /* jobs whose hash or check ran, by lane (/metrics) */
 };
 
-void pwhash_init(struct pwhash *pw, uv_loop_t *loop, uint32_t concurrency, uint32_t queue_max);
+/* queue_max: jobs that may wait in the sign-in lane; register_queue_max: in the other. */
+void pwhash_init(struct pwhash *pw, uv_loop_t *loop, uint32_t concurrency, uint32_t queue_max,
+                 uint32_t register_queue_max);
 /*
- * Queues job (password and, to verify, hash filled in; done set). Returns
- * 0, or -EAGAIN when the queue is full (the job was not taken).
+ * Queues job (password and, to verify, hash filled in; lane and done set).
+ * Returns 0, or -EAGAIN when its lane is full (the job was not taken).
  */
 int pwhash_submit(struct pwhash *pw, struct pwhash_job *job);
 /*
@@ -57,7 +71,7 @@ int pwhash_submit(struct pwhash *pw, struct pwhash_job *job);
 const char *pwhash_decoy(void);
 /* Jobs running or waiting. */
 static inline uint32_t pwhash_pending(const struct pwhash *pw) {
-    return pw->running + pw->queued;
+    return pw->running + pw->queued[PWHASH_LANE_SIGNIN] + pw->queued[PWHASH_LANE_REGISTER];
 }
 
 #endif

@@ -12,7 +12,6 @@
  * Sessions are records (REC_SESSION) owned by their user: the hash of the
  * cookie's token, the expiry and the token the forms carry against CSRF.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <sodium.h>
 #include <stdarg.h>
@@ -223,51 +222,6 @@ static void fail(struct handlers *h, struct http_response *r, bool json, uint8_t
     render(h, r, (uint16_t)err_status(e), sp, v, sizeof v / sizeof v[0]);
 }
 
-/* The client address for throttling: the peer, or behind a trusted proxy the forwarded one. */
-static bool trusted(const struct handlers *h, uint8_t family, const uint8_t *a) {
-    for (uint32_t i = 0; i < h->nproxies; i++)
-        if (net_block_contains(&h->proxies[i], family, a)) return true;
-    return false;
-}
-
-static size_t client_addr(const struct handlers *h, const struct http_request *req,
-                          uint8_t out[17]) {
-    out[0] = req->peer.family;
-    memcpy(out + 1, req->peer.addr, 16);
-    if (!req->peer.family || !trusted(h, req->peer.family, req->peer.addr)) return 17;
-    /* Rightmost first: each proxy appends the address it got the request from. */
-    struct slice x = http_request_field(req, HF_FORWARDED_FOR);
-    const char *end = x.ptr + x.len;
-    while (end > x.ptr) {
-        const char *start = end;
-        while (start > x.ptr && start[-1] != ',')
-            start--;
-        const char *a = start, *b = end;
-        while (a < b && (*a == ' ' || *a == '\t'))
-            a++;
-        while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
-            b--;
-        char tmp[64];
-        uint8_t addr[16];
-        uint8_t fam = 0;
-        if ((size_t)(b - a) < sizeof tmp) {
-            memcpy(tmp, a, (size_t)(b - a));
-            tmp[b - a] = 0;
-            if (inet_pton(AF_INET, tmp, addr) == 1)
-                fam = 4;
-            else if (inet_pton(AF_INET6, tmp, addr) == 1)
-                fam = 6;
-        }
-        if (!fam) break; /* garbage: the last proxy's peer is all we know */
-        memset(out + 1, 0, 16);
-        out[0] = fam;
-        memcpy(out + 1, addr, fam == 4 ? 4 : 16);
-        if (!trusted(h, fam, addr)) break;
-        end = start > x.ptr ? start - 1 : x.ptr;
-    }
-    return 17;
-}
-
 /* ---- sessions ---- */
 
 /* The session of the request's cookie, if valid. */
@@ -366,8 +320,8 @@ static struct slice field(const struct req_state *st, int i) {
 
 static void job_done(struct pwhash_job *pj);
 
-/* Queues the hash or verification; answers 503 when the queue is full. */
-static void submit(struct handlers *h, struct req_state *st, struct http_request *req,
+/* Queues the hash or verification; false after answering 503 when its lane is full. */
+static bool submit(struct handlers *h, struct req_state *st, struct http_request *req,
                    struct http_response *r, bool verify, const char *hash) {
     struct site_job *j = xcalloc(1, sizeof *j);
     j->h = h;
@@ -380,7 +334,8 @@ static void submit(struct handlers *h, struct req_state *st, struct http_request
     j->job.verify = verify;
     if (verify) snprintf(j->job.hash, sizeof j->job.hash, "%s", hash);
     j->job.done = job_done;
-    j->addr_len = client_addr(h, req, j->addr);
+    j->job.lane = st->page == P_REGISTER_POST ? PWHASH_LANE_REGISTER : PWHASH_LANE_SIGNIN;
+    j->addr_len = site_client_addr(h, req, j->addr);
     if (pwhash_submit(&h->pw, &j->job) < 0) {
         sodium_memzero(j, sizeof *j);
         free(j);
@@ -388,7 +343,7 @@ static void submit(struct handlers *h, struct req_state *st, struct http_request
              "too many sign-ins and registrations at once; retry in a second",
              field(st, F_USERNAME).ptr, field(st, F_CSRF).ptr);
         r->extra = hdr_retry_after;
-        return;
+        return false;
     }
     j->ticket = server_defer(h->srv, r);
     if (verify) {
@@ -396,6 +351,7 @@ static void submit(struct handlers *h, struct req_state *st, struct http_request
             (struct signin_flight){.name = j->name, .addr = j->addr, .addr_len = j->addr_len};
         signin_flight_add(h, &j->flight);
     }
+    return true;
 }
 
 /* {"Status":"ok","Result":{"Username":..,"UserID":N  (left open for more members) */
@@ -627,13 +583,23 @@ static void do_register(struct handlers *h, struct req_state *st, struct http_re
              "the password confirmation differs from the password", name.ptr, csrf.ptr);
         return;
     }
-    if (index_user_by_name(&h->db->index, name.ptr, name.len)) {
-        fail(h, r, st->json, st->page, ERR_CONFLICT, "username", "this username is taken", name.ptr,
-             csrf.ptr);
+    /* A taken name is found only once the hash is done (finish_register): until then a
+     * probe for it is throttled, queued and hashed like any registration. */
+    uint8_t addr[17];
+    size_t alen = site_client_addr(h, req, addr);
+    uint64_t now = uv_now(h->db->loop);
+    bool server_wide;
+    uint32_t wait = register_wait(h, addr, alen, now, &server_wide);
+    if (wait) {
+        snprintf(msg, sizeof msg, "too many registrations %s; retry in %u second%s",
+                 server_wide ? "on this server" : "from this address", wait, wait == 1 ? "" : "s");
+        metrics_account(h->metrics, MA_REGISTRATION_THROTTLED);
+        fail(h, r, st->json, st->page, ERR_TOO_MANY, NULL, msg, name.ptr, csrf.ptr);
+        add_header(r, "Retry-After: %u\r\n", wait);
         return;
     }
     if (reply_if_no_room(h, r)) return;
-    submit(h, st, req, r, false, NULL);
+    if (submit(h, st, req, r, false, NULL)) register_counted(h, addr, alen, now);
 }
 
 static void do_signin(struct handlers *h, struct req_state *st, struct http_request *req,
@@ -641,7 +607,7 @@ static void do_signin(struct handlers *h, struct req_state *st, struct http_requ
     struct slice name = field(st, F_USERNAME), csrf = field(st, F_CSRF);
     uint64_t now = uv_now(h->db->loop);
     uint8_t addr[17];
-    size_t alen = client_addr(h, req, addr);
+    size_t alen = site_client_addr(h, req, addr);
     uint32_t wait = signin_wait(h, name, addr, alen, now);
     if (wait) {
         char msg[128];

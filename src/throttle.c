@@ -1,10 +1,14 @@
 /*
- * throttle: the table behind failed sign-in throttling (see throttle.h).
+ * throttle: the table behind the site's throttling, and the server-wide
+ * token bucket (see throttle.h).
  *
  * Entries live in one array: chained from a power-of-two bucket array by
  * index (the hash is keyed, so chains stay short whatever keys arrive), and
- * linked into one of two recency lists, most recent failure at the head.
- * Every operation is O(1) expected; eviction never scans the table.
+ * linked into the recency list of their level, most recent failure at the
+ * head. All entries of a level wait equally long after their latest failure
+ * (the capped level: the cap), so a list's tail is also the entry of that
+ * level whose wait ends first. Every operation is O(1) expected; eviction
+ * looks at one tail per level (at most THROTTLE_LISTS), never scans the table.
  */
 #include "throttle.h"
 
@@ -16,7 +20,7 @@
 #define NONE UINT32_MAX
 #define MAX_CAPACITY (1u << 24)
 
-enum { LIGHT = 0, HEAVY = 1 }; /* under / over the free failures */
+enum { LIGHT = 0 }; /* the level of the keys under their free failures */
 
 struct throttle_entry {
     uint64_t hash;
@@ -24,8 +28,10 @@ struct throttle_entry {
     uint32_t count;      /* failures that count; 0 marks a free entry */
     uint32_t chain;      /* next in the bucket chain, or in the free list */
     uint32_t prev, next; /* recency list neighbours (prev is more recent) */
-    uint8_t list;        /* LIGHT or HEAVY */
+    uint8_t list;        /* level: LIGHT, or 1 + doublings of the delay (capped) */
 };
+
+#define SLOTS_PER_BUCKET 4
 
 _Static_assert(sizeof(((struct throttle *)0)->hash_key) == crypto_shorthash_KEYBYTES,
                "hash_key holds a crypto_shorthash key");
@@ -36,6 +42,17 @@ const struct throttle_policy throttle_default_policy = {
     .max_delay_ms = 15 * 60 * 1000,
     .window_ms = 60 * 60 * 1000,
 };
+
+/* The wait the entry imposes after its latest failure, ms. */
+static uint64_t delay_ms(const struct throttle *t, uint32_t count) {
+    const struct throttle_policy *p = &t->policy;
+    if (count < p->free_failures) return 0;
+    uint32_t doublings = count - p->free_failures;
+    if (doublings >= 63) return p->max_delay_ms;
+    uint64_t d = p->base_delay_ms;
+    if (d > p->max_delay_ms >> doublings) return p->max_delay_ms;
+    return d << doublings;
+}
 
 int throttle_init(struct throttle *t, size_t capacity, const struct throttle_policy *policy) {
     if (capacity == 0 || capacity > MAX_CAPACITY) return -EINVAL;
@@ -50,13 +67,21 @@ int throttle_init(struct throttle *t, size_t capacity, const struct throttle_pol
         t->nbuckets <<= 1;
     t->entries = xcalloc(t->capacity, sizeof *t->entries);
     t->buckets = xmalloc(t->nbuckets * sizeof *t->buckets);
+    t->nslots = t->nbuckets * SLOTS_PER_BUCKET;
+    t->slots = xcalloc(t->nslots, sizeof *t->slots);
     for (uint32_t i = 0; i < t->nbuckets; i++)
         t->buckets[i] = NONE;
     for (uint32_t i = 0; i < t->capacity; i++)
         t->entries[i].chain = i + 1 < t->capacity ? i + 1 : NONE;
     t->free_head = 0;
     t->used = 0;
-    t->head[LIGHT] = t->head[HEAVY] = t->tail[LIGHT] = t->tail[HEAVY] = NONE;
+    /* Level 1 + d waits base << d; the first d whose delay is the cap is the last level. */
+    uint32_t d = 0;
+    while (d < 63 && delay_ms(t, policy->free_failures + d) < policy->max_delay_ms)
+        d++;
+    t->nlists = 2 + d;
+    for (uint32_t i = 0; i < THROTTLE_LISTS; i++)
+        t->head[i] = t->tail[i] = NONE;
     crypto_shorthash_keygen(t->hash_key);
     return 0;
 }
@@ -64,6 +89,8 @@ int throttle_init(struct throttle *t, size_t capacity, const struct throttle_pol
 void throttle_destroy(struct throttle *t) {
     free(t->entries);
     free(t->buckets);
+    free(t->slots);
+    t->slots = NULL;
     sodium_memzero(t->hash_key, sizeof t->hash_key);
     t->entries = NULL;
     t->buckets = NULL;
@@ -86,19 +113,35 @@ static uint32_t lookup(const struct throttle *t, uint64_t h) {
     return i;
 }
 
-static bool decayed(const struct throttle *t, const struct throttle_entry *e, uint64_t now) {
-    return now > e->last_ms && now - e->last_ms >= t->policy.window_ms;
+static bool decayed_at(const struct throttle *t, uint64_t last_ms, uint64_t now) {
+    return now > last_ms && now - last_ms >= t->policy.window_ms;
 }
 
-/* The wait the entry imposes after its latest failure, ms. */
-static uint64_t delay_ms(const struct throttle *t, uint32_t count) {
-    const struct throttle_policy *p = &t->policy;
-    if (count < p->free_failures) return 0;
-    uint32_t doublings = count - p->free_failures;
-    if (doublings >= 63) return p->max_delay_ms;
-    uint64_t d = p->base_delay_ms;
-    if (d > p->max_delay_ms >> doublings) return p->max_delay_ms;
-    return d << doublings;
+static bool decayed(const struct throttle *t, const struct throttle_entry *e, uint64_t now) {
+    return decayed_at(t, e->last_ms, now);
+}
+
+/* The slot of a key's hash: bits other than the bucket's. */
+static struct throttle_slot *slot_of(const struct throttle *t, uint64_t h) {
+    return &t->slots[(uint32_t)(h >> 32) & (t->nslots - 1)];
+}
+
+/* The failures that count for hash h at now and the latest one's time: its entry's, or for a
+ * key without one, its slot's. Returns the count (0: none). */
+static uint32_t state(const struct throttle *t, uint64_t h, uint64_t now, uint64_t *last_ms) {
+    uint32_t i = lookup(t, h);
+    uint32_t count = 0;
+    uint64_t last = 0;
+    if (i != NONE) {
+        count = t->entries[i].count;
+        last = t->entries[i].last_ms;
+    } else {
+        count = slot_of(t, h)->count;
+        last = slot_of(t, h)->last_ms;
+    }
+    if (count && decayed_at(t, last, now)) count = 0;
+    *last_ms = last;
+    return count;
 }
 
 static void list_unlink(struct throttle *t, uint32_t i) {
@@ -138,28 +181,59 @@ static void remove_entry(struct throttle *t, uint32_t i) {
     t->used--;
 }
 
+/* The recency list of an entry with count failures. */
+static uint8_t level_of(const struct throttle *t, uint32_t count) {
+    if (count < t->policy.free_failures) return LIGHT;
+    uint32_t d = count - t->policy.free_failures;
+    return (uint8_t)(d < t->nlists - 2 ? d + 1 : t->nlists - 1);
+}
+
 /* Frees one entry of a full table, by the order documented in throttle.h. */
 static void evict(struct throttle *t, uint64_t now) {
-    uint32_t heavy = t->tail[HEAVY], light = t->tail[LIGHT];
-    if (heavy != NONE && decayed(t, &t->entries[heavy], now))
-        remove_entry(t, heavy);
-    else
-        remove_entry(t, light != NONE ? light : heavy);
+    for (uint32_t l = 0; l < t->nlists; l++) {
+        uint32_t i = t->tail[l];
+        if (i != NONE && decayed(t, &t->entries[i], now)) {
+            remove_entry(t, i);
+            return;
+        }
+    }
+    if (t->tail[LIGHT] != NONE) {
+        remove_entry(t, t->tail[LIGHT]);
+        return;
+    }
+    /* Every entry is throttled: the wait that ends first (on a tie the lower level) goes, its
+     * count kept in its slot, so that the key is still throttled without an entry. */
+    uint32_t best = NONE;
+    uint64_t best_end = 0;
+    for (uint32_t l = 1; l < t->nlists; l++) {
+        uint32_t i = t->tail[l];
+        if (i == NONE) continue;
+        const struct throttle_entry *e = &t->entries[i];
+        uint64_t end = e->last_ms + delay_ms(t, e->count);
+        if (best == NONE || end < best_end) {
+            best = i;
+            best_end = end;
+        }
+    }
+    const struct throttle_entry *e = &t->entries[best];
+    struct throttle_slot *s = slot_of(t, e->hash);
+    if (!s->count || decayed_at(t, s->last_ms, now)) *s = (struct throttle_slot){0, 0};
+    if (e->count > s->count) s->count = e->count;
+    if (e->last_ms > s->last_ms) s->last_ms = e->last_ms;
+    remove_entry(t, best);
 }
 
 uint32_t throttle_failures(const struct throttle *t, const void *key, size_t len, uint64_t now_ms) {
-    uint32_t i = lookup(t, hash_of(t, key, len));
-    if (i == NONE || decayed(t, &t->entries[i], now_ms)) return 0;
-    return t->entries[i].count;
+    uint64_t last;
+    return state(t, hash_of(t, key, len), now_ms, &last);
 }
 
 uint32_t throttle_check(const struct throttle *t, const void *key, size_t len, uint64_t now_ms) {
-    uint32_t i = lookup(t, hash_of(t, key, len));
-    if (i == NONE) return 0;
-    const struct throttle_entry *e = &t->entries[i];
-    if (decayed(t, e, now_ms)) return 0;
-    uint64_t until = e->last_ms + delay_ms(t, e->count);
-    uint64_t now = now_ms > e->last_ms ? now_ms : e->last_ms; /* a clock that stepped back */
+    uint64_t last;
+    uint32_t count = state(t, hash_of(t, key, len), now_ms, &last);
+    if (!count) return 0;
+    uint64_t until = last + delay_ms(t, count);
+    uint64_t now = now_ms > last ? now_ms : last; /* a clock that stepped back */
     if (now >= until) return 0;
     return (uint32_t)((until - now + 999) / 1000);
 }
@@ -179,17 +253,41 @@ void throttle_fail(struct throttle *t, const void *key, size_t len, uint64_t now
         t->free_head = e->chain;
         t->used++;
         e->hash = h;
-        e->count = 0;
+        /* A key evicted while throttled starts again from its slot's count. */
+        const struct throttle_slot *s = slot_of(t, h);
+        e->count = s->count && !decayed_at(t, s->last_ms, now_ms) ? s->count : 0;
         uint32_t *bucket = &t->buckets[h & (t->nbuckets - 1)];
         e->chain = *bucket;
         *bucket = i;
     }
     if (e->count < UINT32_MAX) e->count++;
     e->last_ms = now_ms;
-    list_push(t, i, e->count >= t->policy.free_failures ? HEAVY : LIGHT);
+    list_push(t, i, level_of(t, e->count));
 }
 
 void throttle_success(struct throttle *t, const void *key, size_t len) {
     uint32_t i = lookup(t, hash_of(t, key, len));
     if (i != NONE) remove_entry(t, i);
+}
+
+void throttle_rate_init(struct throttle_rate *r, uint32_t per_minute, uint32_t burst) {
+    if (per_minute == 0) per_minute = 1;
+    if (burst == 0) burst = 1;
+    r->interval_us = 60ull * 1000 * 1000 / per_minute;
+    if (r->interval_us == 0) r->interval_us = 1;
+    r->tolerance_us = (uint64_t)(burst - 1) * r->interval_us;
+    r->tat_us = 0;
+}
+
+uint32_t throttle_rate_check(const struct throttle_rate *r, uint64_t now_ms) {
+    uint64_t now = now_ms * 1000;
+    /* A token is there when the bucket is no more than burst - 1 tokens short. */
+    if (r->tat_us <= now + r->tolerance_us) return 0;
+    uint64_t wait = r->tat_us - now - r->tolerance_us;
+    return (uint32_t)((wait + 999999) / 1000000);
+}
+
+void throttle_rate_take(struct throttle_rate *r, uint64_t now_ms) {
+    uint64_t now = now_ms * 1000;
+    r->tat_us = (r->tat_us > now ? r->tat_us : now) + r->interval_us;
 }

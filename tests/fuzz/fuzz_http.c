@@ -209,7 +209,11 @@ static void svc_start(void) {
                                  .signin_free_failures = 5,
                                  .pwhash_concurrency = 1,
                                  .pwhash_queue = 4,
-                                 .trusted_proxies = ""};
+                                 .trusted_proxies = "",
+                                 .throttle_entries = 4096,
+                                 .register_per_address = 10,
+                                 .register_per_minute = 60,
+                                 .pwhash_register_queue = 4};
     struct server_handler sa;
     if (handlers_init(&handlers, &loop, &db, &lim, &sa, msg, sizeof msg) < 0)
         fuzz_die("handlers_init: %s", msg);

@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""Registration abuse and the throttle tables, black box (issue 17, docs/ACCOUNTS.md):
+
+- registrations are throttled per client address (an IPv6 address by its /64)
+  and server-wide: 429 too_many_requests with Retry-After;
+- registrations hash in their own lane of the hashing queue: a flood of them
+  never makes a known user's sign-in 503;
+- a taken name costs what a free one does (throttled, queued and hashed the
+  same; the 409 comes only once the hash is done), under load too;
+- the sign-in throttle keys an IPv6 client by its /64, and an IPv4-mapped
+  address as the IPv4 address it is.
+
+Every server here trusts X-Forwarded-For from 127.0.0.1, so each test picks
+the client addresses it speaks from. The harness lifts the registration
+limits (the other suites register hundreds of accounts from 127.0.0.1); the
+tests of those limits pass their own flags."""
+
+import http.client
+import json
+import os
+import sys
+import threading
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from apiclient import HOST, ErrorAsserts, Resp  # noqa: E402
+from test_accounts import JSON_T, PASSWORD, call, signin_json, uname  # noqa: E402
+
+TRUST = ("--trusted-proxies", "127.0.0.1")
+
+
+def register_json(port, name, xff, password=PASSWORD):
+    return call(port, "POST", "/register",
+                json.dumps({"username": name, "password": password}).encode(),
+                {"Content-Type": JSON_T, "X-Forwarded-For": xff})
+
+
+def pipelined(port, bodies):
+    """(path, body dict, xff) requests sent at once on one connection; returns the
+    responses in order. All of them are parsed before the first hash is done: the loop
+    reads them in one go, and a hash's answer comes back through the loop."""
+    reqs = [harness.build_request("POST", path, json.dumps(body).encode(),
+                                  {"Content-Type": JSON_T, "X-Forwarded-For": xff})
+            for path, body, xff in bodies]
+    s = harness.connect(port, timeout=60)
+    try:
+        s.sendall(b"".join(reqs))
+        return [harness.read_response(s, timeout=60) for _ in bodies]
+    finally:
+        s.close()
+
+
+def metric(port, name, labels):
+    """The value of one sample of GET /metrics (AssertionError when missing)."""
+    r = call(port, "GET", "/metrics")
+    want = "%s{%s} " % (name, labels)
+    for line in r.body.decode().splitlines():
+        if line.startswith(want):
+            return float(line[len(want):])
+    raise AssertionError("no %s{%s} in /metrics:\n%s" % (name, labels, r.body.decode()))
+
+
+class Base(ErrorAsserts, unittest.TestCase):
+    server_args = ()
+    server_env = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = harness.Server(extra_args=list(TRUST) + list(cls.server_args),
+                                 env=cls.server_env)
+        cls.srv.__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.__exit__(None, None, None)
+
+    def port(self):
+        return self.srv.port
+
+    def assertStatus(self, r, status):
+        self.assertEqual(r.status, status, r.describe() if hasattr(r, "describe") else r)
+
+
+class PerAddress(Base):
+    """--register-per-address 3: the fourth registration from one address waits 60 s."""
+    server_args = ("--register-per-address", "3")
+
+    def register_n(self, xff, n, names=None):
+        for i in range(n):
+            name = names[i] if names else uname("pa")
+            self.assertStatus(register_json(self.port(), name, xff), 201)
+
+    def test_fourth_registration_from_one_address_is_429_with_retry_after_60(self):
+        self.register_n("198.51.100.1", 3)
+        r = register_json(self.port(), uname("pa"), "198.51.100.1")
+        self.assertErr(r, 429, "too_many_requests")
+        self.assertEqual(r.header("retry-after"), "60", r.describe())
+
+    def test_a_refused_registration_creates_nothing(self):
+        self.register_n("198.51.100.2", 3)
+        name = uname("pa")
+        self.assertStatus(register_json(self.port(), name, "198.51.100.2"), 429)
+        self.assertStatus(signin_json(self.port(), name, xff="203.0.113.2"), 401)
+
+    def test_another_address_still_registers(self):
+        self.register_n("198.51.100.3", 3)
+        self.assertStatus(register_json(self.port(), uname("pa"), "198.51.100.3"), 429)
+        self.assertStatus(register_json(self.port(), uname("pa"), "198.51.100.4"), 201)
+
+    def test_a_taken_name_from_a_throttled_address_is_429_like_a_free_one(self):
+        taken = uname("pa")
+        self.register_n("198.51.100.5", 3, [taken, uname("pa"), uname("pa")])
+        r = register_json(self.port(), taken, "198.51.100.5")
+        self.assertErr(r, 429, "too_many_requests")
+        free = register_json(self.port(), uname("pa"), "198.51.100.5")
+        self.assertEqual(r.json(), free.json())
+
+    def test_addresses_of_one_ipv6_64_share_the_count(self):
+        self.register_n("2001:db8:1:2::1", 1)
+        self.register_n("2001:db8:1:2::2", 1)
+        self.register_n("2001:db8:1:2:ffff:ffff:ffff:ffff", 1)
+        r = register_json(self.port(), uname("pa"), "2001:db8:1:2:abcd::9")
+        self.assertErr(r, 429, "too_many_requests")
+
+    def test_the_next_ipv6_64_is_counted_apart(self):
+        self.register_n("2001:db8:1:4::1", 3)
+        self.assertStatus(register_json(self.port(), uname("pa"), "2001:db8:1:5::1"), 201)
+
+    def test_the_form_answer_is_the_page_with_429_and_retry_after(self):
+        self.register_n("198.51.100.6", 3)
+        b_jar = call(self.port(), "GET", "/register", headers={"X-Forwarded-For": "198.51.100.6"})
+        cookie = [v for k, v in b_jar.header_list if k.lower() == "set-cookie"][0].split(";")[0]
+        token = cookie.split("=", 1)[1]
+        body = "username=%s&password=%s&password_confirm=%s&csrf=%s" % (
+            uname("pa"), "correct+horse+battery", "correct+horse+battery", token)
+        r = call(self.port(), "POST", "/register", body.encode(),
+                 {"Content-Type": "application/x-www-form-urlencoded", "Cookie": cookie,
+                  "X-Forwarded-For": "198.51.100.6"})
+        self.assertStatus(r, 429)
+        self.assertEqual(r.header("retry-after"), "60", r.describe())
+        self.assertIn("too many registrations from this address", r.body.decode(), r.describe())
+
+
+class ServerWide(Base):
+    """--register-per-minute 2: a third registration within the minute waits, from anywhere."""
+    server_args = ("--register-per-minute", "2")
+
+    def test_third_registration_of_the_minute_is_429_from_a_new_address(self):
+        self.assertStatus(register_json(self.port(), uname("sw"), "198.51.100.11"), 201)
+        self.assertStatus(register_json(self.port(), uname("sw"), "198.51.100.12"), 201)
+        r = register_json(self.port(), uname("sw"), "198.51.100.13")
+        self.assertErr(r, 429, "too_many_requests")
+        self.assertIn("on this server", r.error()["Message"], r.describe())
+        wait = int(r.header("retry-after", "0"))
+        self.assertTrue(1 <= wait <= 30, r.describe())
+
+
+class Lanes(Base):
+    """One hash at a time, one sign-in and one registration waiting."""
+    server_args = ("--pwhash-concurrency", "1", "--pwhash-queue", "1",
+                   "--pwhash-register-queue", "1")
+
+    def test_registrations_filling_their_lane_leave_a_known_users_sign_in_200(self):
+        name = uname("known")
+        self.assertStatus(register_json(self.port(), name, "203.0.113.30"), 201)
+        regs = [("/register", {"username": uname("flood"), "password": PASSWORD},
+                 "198.51.100.%d" % (31 + i)) for i in range(4)]
+        out = pipelined(self.port(), regs + [
+            ("/signin", {"username": name, "password": PASSWORD}, "203.0.113.30")])
+        self.assertEqual([r.status for r in out], [201, 201, 503, 503, 200],
+                         [r.body[:200] for r in out])
+
+
+class LanesUnderAFlood(Base):
+    """Threads registering from one address with the real Argon2id cost, for as long as a
+    known user signs in from another one five times: every sign-in is 200. (Before, the
+    registrations kept the shared queue full and the sign-ins got 503.)"""
+    server_args = ("--pwhash-concurrency", "1", "--pwhash-queue", "2")
+    server_env = {"EVENTD_TEST_PWHASH_FAST": "0"}
+    FLOODERS = 12  # more than the registrations' lane holds (1 running + 8 waiting)
+    MAX_EACH = 300  # registrations per flooding thread at most (most are quick 503s)
+    SIGNINS = 5
+
+    def test_a_registration_flood_never_makes_a_known_users_sign_in_503(self):
+        name = uname("known")
+        self.assertStatus(register_json(self.port(), name, "203.0.113.40"), 201)
+        stop = threading.Event()
+        refused = threading.Event()
+        counts = {}
+        lock = threading.Lock()
+
+        def flood():
+            c = http.client.HTTPConnection(HOST, self.port(), timeout=60)
+            try:
+                for _ in range(self.MAX_EACH):
+                    if stop.is_set():
+                        return
+                    c.request("POST", "/register",
+                              json.dumps({"username": uname("fl"), "password": PASSWORD}),
+                              {"Content-Type": JSON_T, "X-Forwarded-For": "198.51.100.40"})
+                    r = c.getresponse()
+                    r.read()
+                    with lock:
+                        counts[r.status] = counts.get(r.status, 0) + 1
+                    if r.status == 503:
+                        refused.set()
+            finally:
+                c.close()
+
+        threads = [threading.Thread(target=flood, daemon=True) for _ in range(self.FLOODERS)]
+        for t in threads:
+            t.start()
+        try:
+            self.assertTrue(refused.wait(60), "the flood never filled the registrations' lane")
+            statuses = [signin_json(self.port(), name, xff="203.0.113.41").status
+                        for _ in range(self.SIGNINS)]
+            flooding = not all(not t.is_alive() for t in threads)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(timeout=120)
+        self.assertTrue(flooding, "the flood ended before the sign-ins: %r" % counts)
+        self.assertEqual(statuses, [200] * self.SIGNINS, counts)
+
+
+class TakenNameCost(Base):
+    def test_a_taken_name_is_hashed_like_a_free_one(self):
+        name = uname("tk")
+        before = metric(self.port(), "eventd_password_hashes_total", 'lane="register"')
+        self.assertStatus(register_json(self.port(), name, "198.51.100.50"), 201)
+        after_free = metric(self.port(), "eventd_password_hashes_total", 'lane="register"')
+        r = register_json(self.port(), name, "198.51.100.51")
+        self.assertErr(r, 409, "conflict")
+        after_taken = metric(self.port(), "eventd_password_hashes_total", 'lane="register"')
+        self.assertEqual((after_free - before, after_taken - after_free), (1, 1))
+
+
+class TakenNameUnderLoad(Base):
+    """One hash at a time, no registration waiting: while one runs, the rest are 503."""
+    server_args = ("--pwhash-concurrency", "1", "--pwhash-register-queue", "0")
+
+    def test_a_taken_name_gets_the_same_503_as_a_free_one_while_the_lane_is_full(self):
+        taken = uname("tk")
+        self.assertStatus(register_json(self.port(), taken, "198.51.100.60"), 201)
+        out = pipelined(self.port(), [
+            ("/register", {"username": uname("tk"), "password": PASSWORD}, "198.51.100.61"),
+            ("/register", {"username": uname("tk"), "password": PASSWORD}, "198.51.100.62"),
+            ("/register", {"username": taken, "password": PASSWORD}, "198.51.100.63")])
+        self.assertEqual([r.status for r in out], [201, 503, 503], [r.body for r in out])
+        self.assertEqual(out[2].body, out[1].body)
+        self.assertEqual(out[2].header("retry-after"), out[1].header("retry-after"))
+
+
+class SigninIpv6(Base):
+    """The sign-in throttle counts an IPv6 client by its /64 (5 free failures)."""
+
+    def test_failures_from_one_64_throttle_another_address_of_it(self):
+        name = uname("v6")
+        self.assertStatus(register_json(self.port(), name, "203.0.113.70"), 201)
+        for i in range(5):
+            r = signin_json(self.port(), uname("nobody"), "wrong password!",
+                            "2001:db8:7:8::%x" % (i + 1))
+            self.assertStatus(r, 401)
+        r = signin_json(self.port(), name, xff="2001:db8:7:8:ffff::1")
+        self.assertErr(r, 429, "too_many_requests")
+
+    def test_another_64_is_counted_apart(self):
+        name = uname("v6")
+        self.assertStatus(register_json(self.port(), name, "203.0.113.71"), 201)
+        for i in range(5):
+            self.assertStatus(signin_json(self.port(), uname("nobody"), "wrong password!",
+                                          "2001:db8:7:9::%x" % (i + 1)), 401)
+        self.assertStatus(signin_json(self.port(), name, xff="2001:db8:7:a::1"), 200)
+
+    def test_an_ipv4_mapped_address_is_its_ipv4_address(self):
+        name = uname("v6")
+        self.assertStatus(register_json(self.port(), name, "203.0.113.72"), 201)
+        for i in range(5):
+            self.assertStatus(signin_json(self.port(), uname("nobody"), "wrong password!",
+                                          "::ffff:198.51.100.80"), 401)
+        r = signin_json(self.port(), name, xff="198.51.100.80")
+        self.assertErr(r, 429, "too_many_requests")
+
+
+class Settings(unittest.TestCase):
+    def test_the_new_settings_are_in_help(self):
+        cp = harness.run_cli(["serve", "--help"])
+        out = cp.stdout + cp.stderr
+        for flag in ("--register-per-address", "--register-per-minute",
+                     "--pwhash-register-queue", "--throttle-entries"):
+            with self.subTest(flag=flag):
+                self.assertTrue(flag in out, "%s is not in --help" % flag)
+
+    def test_register_per_minute_zero_is_refused(self):
+        cp = harness.run_cli(["serve", "--register-per-minute", "0", "--data", "/nonexistent"])
+        self.assertEqual(cp.returncode, 2, cp.stderr)
+        self.assertIn("--register-per-minute", cp.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
