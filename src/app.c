@@ -141,9 +141,16 @@ int app_serve(struct app *a) {
                                  .pwhash_concurrency = a->cfg.pwhash_concurrency,
                                  .pwhash_queue = a->cfg.pwhash_queue,
                                  .trusted_proxies = a->cfg.trusted_proxies,
-                                 .metrics = a->cfg.metrics};
+                                 .metrics = a->cfg.metrics,
+                                 .site_origin = a->cfg.site_origin};
+    char secret_path[4096];
+    if (a->cfg.site_secret_file[0])
+        snprintf(secret_path, sizeof secret_path, "%s", a->cfg.site_secret_file);
+    else
+        snprintf(secret_path, sizeof secret_path, "%s/%s", a->cfg.data_dir, APP_SITE_SECRET);
+    lim.site_secret_path = secret_path;
     struct server_handler handler;
-    char msg[256];
+    char msg[512];
     if (handlers_init(&a->handlers, a->loop, &a->db, &lim, &handler, msg, sizeof msg) < 0) {
         fprintf(stderr, "eventd: %s\n", msg);
         return 2;

@@ -50,6 +50,8 @@ const struct config config_defaults = {
     .metrics = true,
     .access_log = true,
     .log_level = LOG_INFO,
+    .site_origin = "",
+    .site_secret_file = "",
 };
 
 enum opt_type {
@@ -157,6 +159,12 @@ static const struct opt opts[] = {
      "write one JSON line per response to stderr"},
     {"log-level", "EVENTD_LOG_LEVEL", OPT_LEVEL, OFF(log_level), 0, 0,
      "debug | info | warn | error | off"},
+    {"site-origin", "EVENTD_SITE_ORIGIN", OPT_TEXT, OFF(site_origin), 0, 0,
+     "the site's public origin (https://HOST[:PORT]) that form posts' Origin must be; "
+     "empty: the request's Host"},
+    {"site-secret-file", "EVENTD_SITE_SECRET_FILE", OPT_TEXT, OFF(site_secret_file), 0, 0,
+     "file of the secret that signs the sign-in forms' CSRF tokens (64 hex digits, created "
+     "0600 if missing); empty: DATA/site.key"},
 };
 
 #define NOPTS (sizeof opts / sizeof opts[0])

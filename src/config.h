@@ -66,6 +66,12 @@ struct config {
     bool metrics;                /* serve GET /metrics */
     bool access_log;             /* one JSON line per response on stderr */
     uint32_t log_level;          /* enum log_level */
+
+    /* The account site's forms: the public origin their posts' Origin must be
+     * ("https://host", or "": the request's Host), and the file of the secret
+     * that signs their CSRF tokens ("": DATA/site.key). */
+    const char *site_origin;
+    const char *site_secret_file;
 };
 
 extern const struct config config_defaults;

@@ -241,6 +241,7 @@ int handlers_init(struct handlers *h, uv_loop_t *loop, struct db *db,
         }
         p += comma ? (size_t)(comma - p) + 1 : strlen(p);
     }
+    if (site_init(h, msg, msg_len) < 0) return -1;
     struct throttle_policy pol = throttle_default_policy;
     pol.free_failures = lim->signin_free_failures;
     if (throttle_init(&h->by_name, THROTTLE_ENTRIES, &pol) < 0 ||
@@ -256,7 +257,6 @@ int handlers_init(struct handlers *h, uv_loop_t *loop, struct db *db,
         conc = cores > 3 ? 2 : cores > 1 ? cores - 1 : 1;
     }
     pwhash_init(&h->pw, loop, conc, lim->pwhash_queue);
-    site_init();
     memset(out, 0, sizeof *out);
     out->data = h;
     out->state_size = sizeof(struct req_state);
