@@ -160,13 +160,19 @@ static bool eq_nocase(struct slice a, const char *b, size_t n) {
 }
 
 bool site_origin_ok(const struct handlers *h, const struct http_request *req) {
+    bool same_origin = false;
     if (req->kept->seen[HF_FETCH_SITE]) {
         struct slice site = http_request_field(req, HF_FETCH_SITE);
         /* "same-site" is another port or a sibling host: not this origin. */
-        if (!eq_nocase(site, "same-origin", 11) && !eq_nocase(site, "none", 4)) return false;
+        same_origin = eq_nocase(site, "same-origin", 11) || eq_nocase(site, "none", 4);
+        if (!same_origin) return false;
     }
     if (!req->kept->seen[HF_ORIGIN]) return true;
     struct slice o = http_request_field(req, HF_ORIGIN);
+    /* A browser sends "null" for its own form under Referrer-Policy:
+     * no-referrer (the site's pages say so): then Sec-Fetch-Site decides,
+     * and without it (a sandboxed frame, a data: URL) nothing vouches. */
+    if (eq_nocase(o, "null", 4)) return same_origin;
     const char *want = h->lim.site_origin;
     if (want && *want) return eq_nocase(o, want, strlen(want));
     /* No configured origin: https, or also http unless the cookies say

@@ -67,8 +67,9 @@ bool site_csrf_pre_ok(const struct handlers *h, const struct http_request *req, 
 /*
  * The request does not come from another site: Sec-Fetch-Site, when sent,
  * is "same-origin" or "none", and Origin, when sent, is --site-origin or,
- * without it, http(s):// and the request's Host. A request with neither
- * header (a script, an old browser) passes: the token decides.
+ * without it, http(s):// and the request's Host; Origin "null" passes only
+ * with such a Sec-Fetch-Site. A request with neither header (a script, an
+ * old browser) passes: the token decides.
  */
 bool site_origin_ok(const struct handlers *h, const struct http_request *req);
 /* NULL when o is a valid --site-origin ("" or http(s)://HOST[:PORT]), else the reason. */

@@ -226,6 +226,15 @@ class OriginCheck(Base):
         _, r = self.signin_with({"Origin": "null"})
         self.assertStatus(r, 403)
 
+    def test_signin_with_origin_null_and_sec_fetch_site_same_origin_is_303(self):
+        # What a browser sends for the site's own form (Referrer-Policy: no-referrer).
+        _, r = self.signin_with({"Origin": "null", "Sec-Fetch-Site": "same-origin"})
+        self.assertStatus(r, 303)
+
+    def test_signin_with_origin_null_and_sec_fetch_site_cross_site_is_403(self):
+        _, r = self.signin_with({"Origin": "null", "Sec-Fetch-Site": "cross-site"})
+        self.assertStatus(r, 403)
+
     def test_signin_from_the_same_origin_is_303(self):
         _, r = self.signin_with({"Origin": "http://127.0.0.1:%d" % self.port,
                                  "Sec-Fetch-Site": "same-origin"})
