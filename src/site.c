@@ -83,7 +83,9 @@ int site_init(struct handlers *h, char *msg, size_t msg_len) {
         snprintf(msg, msg_len, "--site-origin: '%.255s' %s", h->lim.site_origin, why);
         return -1;
     }
-    if (site_secret_init(h, h->lim.site_secret_path, msg, msg_len) < 0) return -1;
+    /* Without the site no form is ever signed: no file is made. */
+    if (site_secret_init(h, h->lim.site ? h->lim.site_secret_path : NULL, msg, msg_len) < 0)
+        return -1;
     char css[64], js[64];
     csp_hash(css, site_css);
     csp_hash(js, site_copy_script);
