@@ -158,9 +158,17 @@ int app_serve(struct app *a) {
                                  .throttle_entries = a->cfg.throttle_entries,
                                  .register_per_address = a->cfg.register_per_address,
                                  .register_per_minute = a->cfg.register_per_minute,
-                                 .pwhash_register_queue = a->cfg.pwhash_register_queue};
+                                 .pwhash_register_queue = a->cfg.pwhash_register_queue,
+
+                                 .site_origin = a->cfg.site_origin};
+    char secret_path[4096];
+    if (a->cfg.site_secret_file[0])
+        snprintf(secret_path, sizeof secret_path, "%s", a->cfg.site_secret_file);
+    else
+        snprintf(secret_path, sizeof secret_path, "%s/%s", a->cfg.data_dir, APP_SITE_SECRET);
+    lim.site_secret_path = secret_path;
     struct server_handler handler;
-    char msg[256];
+    char msg[512];
     if (handlers_init(&a->handlers, a->loop, &a->db, &lim, &handler, msg, sizeof msg) < 0) {
         fprintf(stderr, "eventd: %s\n", msg);
         return 2;

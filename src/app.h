@@ -32,6 +32,7 @@ struct app {
 };
 
 #define APP_ADMIN_SOCKET "admin.sock" /* in the data directory */
+#define APP_SITE_SECRET "site.key"    /* in the data directory, without --site-secret-file */
 
 /*
  * Opens the data directory (taking its lock) and replays the log. Prints

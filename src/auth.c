@@ -49,8 +49,7 @@ bool auth_credentials(struct slice h, const char *scheme, struct slice *out) {
     return true;
 }
 
-/* Some user, picked by the name's bytes, or NULL when there is none. */
-static const struct record *decoy(const struct index *ix, const char *name, size_t len) {
+const struct record *auth_decoy_user(const struct index *ix, const char *name, size_t len) {
     const struct id_list *users = index_owned(ix, UINT64_MAX, REC_USER);
     if (!users->len) return NULL;
     uint32_t h = 2166136261u;
@@ -83,7 +82,7 @@ const struct record *auth_check(const struct index *ix, struct slice h) {
      * decoy chosen by the name, as cold in cache as a real one), compare its
      * name and its key hash, and throw the result away. Without it a wrong
      * key for a real user takes ~160 ns longer (tests/bench/bench_auth). */
-    const struct record *against = u ? u : decoy(ix, (const char *)raw, name_len);
+    const struct record *against = u ? u : auth_decoy_user(ix, (const char *)raw, name_len);
     static const uint8_t dummy[AUTH_HASH_BYTES];
     const uint8_t *want = dummy;
     if (against && record_get(against, USER_KEY_HASH).s.len == AUTH_HASH_BYTES) {

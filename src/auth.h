@@ -46,5 +46,11 @@ bool auth_credentials(struct slice header, const char *scheme, struct slice *out
  * its id, a db undo included), so never across loop turns: keep its id.
  */
 const struct record *auth_check(const struct index *ix, struct slice header);
+/*
+ * Some user, picked by the bytes of name (len bytes), or NULL when there is
+ * none: an unknown name's check does its work against this one, so that it
+ * costs what a known name's does. Valid as auth_check's result.
+ */
+const struct record *auth_decoy_user(const struct index *ix, const char *name, size_t len);
 
 #endif

@@ -60,6 +60,8 @@ const struct config config_defaults = {
     .register_per_address = 10,
     .register_per_minute = 60,
     .pwhash_register_queue = 8,
+    .site_origin = "",
+    .site_secret_file = "",
 };
 
 enum opt_type {
@@ -204,6 +206,12 @@ static const struct opt opts[] = {
      0, 100000,
      "registrations' password hashes waiting, apart from the sign-ins' --pwhash-queue and "
      "after them; more get 503"},
+    {"site-origin", "EVENTD_SITE_ORIGIN", OPT_TEXT, OFF(site_origin), 0, 0,
+     "the site's public origin (https://HOST[:PORT]) that form posts' Origin must be; "
+     "empty: the request's Host"},
+    {"site-secret-file", "EVENTD_SITE_SECRET_FILE", OPT_TEXT, OFF(site_secret_file), 0, 0,
+     "file of the secret that signs the sign-in forms' CSRF tokens (64 hex digits, created "
+     "0600 if missing); empty: DATA/site.key"},
 };
 
 #define NOPTS (sizeof opts / sizeof opts[0])

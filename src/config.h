@@ -77,6 +77,12 @@ struct config {
     uint32_t register_per_address;  /* registrations per client address before each waits */
     uint32_t register_per_minute;   /* registrations the server takes a minute (and at once) */
     uint32_t pwhash_register_queue; /* registrations' hashes waiting (503 past that) */
+
+    /* The account site's forms: the public origin their posts' Origin must be
+     * ("https://host", or "": the request's Host), and the file of the secret
+     * that signs their CSRF tokens ("": DATA/site.key). */
+    const char *site_origin;
+    const char *site_secret_file;
 };
 
 extern const struct config config_defaults;

@@ -234,6 +234,7 @@ int handlers_init(struct handlers *h, uv_loop_t *loop, struct db *db,
         return -1;
     }
     h->nproxies = (uint32_t)n;
+    if (site_init(h, msg, msg_len) < 0) return -1;
     struct throttle_policy pol = throttle_default_policy;
     pol.free_failures = lim->signin_free_failures;
     /* Registrations: the free ones, then 1 min doubling to 1 h; forgotten after a day. */
@@ -257,7 +258,6 @@ int handlers_init(struct handlers *h, uv_loop_t *loop, struct db *db,
         conc = cores > 3 ? 2 : cores > 1 ? cores - 1 : 1;
     }
     pwhash_init(&h->pw, loop, conc, lim->pwhash_queue, lim->pwhash_register_queue);
-    site_init();
     memset(out, 0, sizeof *out);
     out->data = h;
     out->state_size = sizeof(struct req_state);

@@ -39,6 +39,13 @@ struct handler_limits {
     uint32_t throttle_entries;     /* keys per throttle table */
     uint32_t register_per_address, register_per_minute;
     uint32_t pwhash_register_queue;
+
+    /* The account site's forms (docs/ACCOUNTS.md "CSRF"): the public origin
+     * ("" or "https://host[:port]"; outlives the handlers), and the secret's
+     * file (NULL or "": a random secret for this process only; read by
+     * handlers_init only). */
+    const char *site_origin;
+    const char *site_secret_path;
 };
 
 #define HANDLERS_MAX_PROXIES 16
@@ -57,12 +64,13 @@ struct handlers {
     struct pwhash pw;                               /* Argon2id jobs on the threadpool */
     struct net_block proxies[HANDLERS_MAX_PROXIES]; /* --trusted-proxies */
     uint32_t nproxies;
+    uint8_t site_secret[32]; /* signs the pre-sign-in CSRF tokens (site_csrf.c) */
 };
 
 /*
  * Fills h (caller-owned storage) and out with the callbacks that serve the
  * API over db. Returns 0, or -1 after writing the reason (a bad
- * trusted_proxies entry) to msg.
+ * trusted_proxies entry or site_origin, an unreadable secret file) to msg.
  */
 int handlers_init(struct handlers *h, uv_loop_t *loop, struct db *db,
                   const struct handler_limits *lim, struct server_handler *out, char *msg,

@@ -113,8 +113,10 @@ void account_body_end(struct account_body *b);
 
 /* ---- the account site (site.c) ---- */
 
-/* Computes the pages' Content-Security-Policy (the inline assets' hashes). */
-void site_init(void);
+/* Computes the pages' Content-Security-Policy (the inline assets' hashes),
+ * checks --site-origin and loads (or makes) the CSRF secret. Returns 0, or
+ * -1 after writing the reason to msg. */
+int site_init(struct handlers *h, char *msg, size_t msg_len);
 /* Returns true when path is the site's (then *res is set). */
 bool site_headers(struct handlers *h, struct req_state *st, struct http_request *req,
                   struct http_response *r, enum server_headers_result *res);

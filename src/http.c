@@ -45,6 +45,8 @@ static const struct {
     [HF_FORWARDED_FOR] = {"x-forwarded-for", 15},
     [HF_REQUEST_ID] = {"x-request-id", 12},
     [HF_HOST] = {"host", 4}, /* matched as H_HOST first: kept as well as checked */
+    [HF_ORIGIN] = {"origin", 6},
+    [HF_FETCH_SITE] = {"sec-fetch-site", 14},
 };
 
 enum { HOST_VALUE, HOST_TRAILING_WS };

@@ -29,6 +29,8 @@ enum http_field {
     HF_FORWARDED_FOR, /* X-Forwarded-For */
     HF_REQUEST_ID,    /* X-Request-ID */
     HF_HOST,          /* Host (checked by the parser: at most one, well formed) */
+    HF_ORIGIN,        /* Origin (the account site's form posts) */
+    HF_FETCH_SITE,    /* Sec-Fetch-Site (the same) */
     HF_COUNT
 };
 

@@ -51,6 +51,9 @@
     X(SITE_ACCOUNT, "site_account")                                                                \
     X(SITE_KEY_ISSUE, "site_key_issue")                                                            \
     X(SITE_KEY_REVOKE, "site_key_revoke")                                                          \
+    X(SITE_PASSWORD_FORM, "site_password_form")                                                    \
+    X(SITE_PASSWORD, "site_password")                                                              \
+    X(SITE_SIGNOUT_ALL, "site_signout_all")                                                        \
     X(ADMIN, "admin")
 
 enum metrics_route {
@@ -69,6 +72,8 @@ enum metrics_route {
     X(SIGNIN_THROTTLED, "signin_throttled")                                                        \
     X(KEY_ISSUED, "key_issued")                                                                    \
     X(KEY_REVOKED, "key_revoked")                                                                  \
+    X(PASSWORD_CHANGED, "password_changed")                                                        \
+    X(SIGNOUT_ALL, "signout_all")                                                                  \
     X(ADMIN_CALL, "admin_call")
 
 enum metrics_account_event {

@@ -9,8 +9,9 @@
  * the world may have changed (the name taken by a faster registration, the
  * user removed): the answer is decided then, from the index as it is.
  *
- * Sessions are records (REC_SESSION) owned by their user: the hash of the
- * cookie's token, the expiry and the token the forms carry against CSRF.
+ * Sessions and cookies are site_session.c's, the CSRF token before sign-in
+ * and the Origin check site_csrf.c's: every form post passes the Origin
+ * check and carries its CSRF token (the session's once signed in).
  */
 #include <errno.h>
 #include <sodium.h>
@@ -20,14 +21,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "handlers_internal.h"
 #include "log.h"
+#include "password_policy.h"
+#include "site_internal.h"
 #include "site_pages.h"
-
-#define TOKEN_CHARS 43 /* 256 bits, unpadded base64url */
-#define SESSIONS_PER_USER 8
-#define COOKIE_SESSION "eventd_session"
-#define COOKIE_CSRF "eventd_csrf"
 
 enum page {
     P_REGISTER_GET,
@@ -38,6 +35,9 @@ enum page {
     P_USER_API_GET,
     P_KEY_POST,
     P_REVOKE_POST,
+    P_PASSWORD_GET,
+    P_PASSWORD_POST,
+    P_SIGNOUT_ALL,
 };
 
 static const struct {
@@ -50,14 +50,16 @@ static const struct {
     {"/user/api", P_USER_API_GET + 1, 0},
     {"/user/api/key", 0, P_KEY_POST + 1},
     {"/user/api/revoke", 0, P_REVOKE_POST + 1},
+    {"/user/password", P_PASSWORD_GET + 1, P_PASSWORD_POST + 1},
+    {"/signout/all", 0, P_SIGNOUT_ALL + 1},
 };
 
-enum { F_USERNAME, F_PASSWORD, F_CONFIRM, F_CSRF };
 static const struct form_field fields[] = {
     [F_USERNAME] = {"username", 64},
     [F_PASSWORD] = {"password", PWHASH_MAX_PASSWORD},
     [F_CONFIRM] = {"password_confirm", PWHASH_MAX_PASSWORD},
     [F_CSRF] = {"csrf", 64},
+    [F_CURRENT] = {"current_password", PWHASH_MAX_PASSWORD},
 };
 
 /*
@@ -74,7 +76,15 @@ static void csp_hash(char out[64], const char *text) {
     sodium_bin2base64(out, 64, h, sizeof h, sodium_base64_VARIANT_ORIGINAL);
 }
 
-void site_init(void) {
+int site_init(struct handlers *h, char *msg, size_t msg_len) {
+    const char *why = site_origin_setting_check(h->lim.site_origin);
+    if (why) {
+        snprintf(msg, msg_len, "--site-origin: '%.255s' %s", h->lim.site_origin, why);
+        return -1;
+    }
+    /* Without the site no form is ever signed: no file is made. */
+    if (site_secret_init(h, h->lim.site ? h->lim.site_secret_path : NULL, msg, msg_len) < 0)
+        return -1;
     char css[64], js[64];
     csp_hash(css, site_css);
     csp_hash(js, site_copy_script);
@@ -87,15 +97,8 @@ void site_init(void) {
                      "frame-ancestors 'none'; base-uri 'none'\r\n",
                      css, js);
     page_headers_len = n > 0 && (size_t)n < sizeof page_headers ? (size_t)n : 0;
+    return 0;
 }
-
-/* A signed-in session: the user and the session record. */
-struct session {
-    uint64_t user_id, session_id;
-    char name[68];
-    char csrf[TOKEN_CHARS + 1];
-    bool has_key;
-};
 
 /* The request, copied out of the connection for the threadpool's answer. */
 struct site_job {
@@ -118,33 +121,9 @@ static struct slice site_rel(struct handlers *h, struct slice path, bool *ok) {
     return (struct slice){path.ptr + n, path.len - n};
 }
 
-static void new_token(char out[TOKEN_CHARS + 1]) {
-    unsigned char raw[32];
-    randombytes_buf(raw, sizeof raw);
-    sodium_bin2base64(out, TOKEN_CHARS + 1, raw, sizeof raw,
-                      sodium_base64_VARIANT_URLSAFE_NO_PADDING);
-}
-
-/* The value of cookie name in the Cookie header, or an empty slice. */
-static struct slice cookie(const struct http_request *req, const char *name) {
-    struct slice c = http_request_field(req, HF_COOKIE);
-    size_t nl = strlen(name);
-    const char *p = c.ptr, *end = c.ptr + c.len;
-    while (p < end) {
-        while (p < end && (*p == ' ' || *p == ';'))
-            p++;
-        const char *semi = memchr(p, ';', (size_t)(end - p));
-        const char *stop = semi ? semi : end;
-        if ((size_t)(stop - p) > nl && memcmp(p, name, nl) == 0 && p[nl] == '=')
-            return (struct slice){p + nl + 1, (size_t)(stop - p - nl - 1)};
-        p = stop;
-    }
-    return (struct slice){"", 0};
-}
-
 static bool token_eq(struct slice a, const char *b) {
     size_t n = strlen(b);
-    return a.len == n && n == TOKEN_CHARS && sodium_memcmp(a.ptr, b, n) == 0;
+    return a.len == n && n == SITE_TOKEN_CHARS && sodium_memcmp(a.ptr, b, n) == 0;
 }
 
 static bool wants_json(const struct http_request *req) {
@@ -163,12 +142,6 @@ static void add_header(struct http_response *r, const char *fmt, ...) {
     int n = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     if (n > 0 && (size_t)n < sizeof line) buf_append(&r->headers, line, (size_t)n);
-}
-
-static void set_cookie(struct handlers *h, struct http_response *r, const char *name,
-                       const char *value, uint32_t max_age) {
-    add_header(r, "Set-Cookie: %s=%s; Path=/; Max-Age=%u; HttpOnly; SameSite=Strict%s\r\n", name,
-               value, max_age, h->lim.cookie_secure ? "; Secure" : "");
 }
 
 static void redirect(struct handlers *h, struct http_response *r, const char *to) {
@@ -198,9 +171,8 @@ static void render(struct handlers *h, struct http_response *r, uint16_t status,
     site_page_render(&r->body, page, all, k);
 }
 
-/* A failure: JSON error, or the page again with the reason. */
-static void fail(struct handlers *h, struct http_response *r, bool json, uint8_t page, enum err e,
-                 const char *field, const char *msg, const char *name, const char *csrf) {
+void site_fail(struct handlers *h, struct http_response *r, bool json, uint8_t page, enum err e,
+               const char *field, const char *msg, const char *name, const char *csrf) {
     if (json) {
         http_response_error(r, e, field, msg);
         return;
@@ -213,104 +185,17 @@ static void fail(struct handlers *h, struct http_response *r, bool json, uint8_t
                            html_var_str("password_min", min),
                            html_var_str("title", "Something went wrong"),
                            html_var_str("message", msg)};
-    enum site_page sp = page == P_REGISTER_POST ? SITE_REGISTER
-                        : page == P_SIGNIN_POST ? SITE_SIGNIN
-                        : page == P_KEY_POST    ? SITE_USER_API
-                        : page == P_REVOKE_POST ? SITE_USER_API
-                                                : SITE_MESSAGE;
+    enum site_page sp = page == P_REGISTER_POST   ? SITE_REGISTER
+                        : page == P_SIGNIN_POST   ? SITE_SIGNIN
+                        : page == P_KEY_POST      ? SITE_USER_API
+                        : page == P_REVOKE_POST   ? SITE_USER_API
+                        : page == P_PASSWORD_POST ? SITE_PASSWORD
+                                                  : SITE_MESSAGE;
     if (sp == SITE_USER_API) sp = SITE_MESSAGE; /* no session data here: a plain message */
     render(h, r, (uint16_t)err_status(e), sp, v, sizeof v / sizeof v[0]);
 }
 
-/* ---- sessions ---- */
-
-/* The session of the request's cookie, if valid. */
-static bool session_get(struct handlers *h, const struct http_request *req, struct session *s) {
-    struct slice c = cookie(req, COOKIE_SESSION);
-    const char *colon = memchr(c.ptr, ':', c.len);
-    if (!colon) return false;
-    struct slice name = {c.ptr, (size_t)(colon - c.ptr)};
-    struct slice tok = {colon + 1, c.len - name.len - 1};
-    if (tok.len != TOKEN_CHARS || name.len == 0 || name.len > 64) return false;
-    const struct record *u = index_user_by_name(&h->db->index, name.ptr, name.len);
-    if (!u) return false;
-    uint8_t hash[AUTH_HASH_BYTES];
-    auth_hash_key(tok.ptr, tok.len, hash);
-    const struct id_list *l = index_owned(&h->db->index, u->id, REC_SESSION);
-    uint64_t now = (uint64_t)time(NULL);
-    for (uint32_t i = 0; i < l->len; i++) {
-        const struct record *ses = index_get(&h->db->index, l->ids[i]);
-        if (!ses || record_get(ses, SESSION_TOKEN_HASH).s.len != AUTH_HASH_BYTES) continue;
-        if (sodium_memcmp(record_get(ses, SESSION_TOKEN_HASH).s.ptr, hash, AUTH_HASH_BYTES) != 0)
-            continue;
-        if (record_get(ses, SESSION_EXPIRES).i <= now) return false;
-        s->user_id = u->id;
-        s->session_id = ses->id;
-        snprintf(s->name, sizeof s->name, "%.*s", (int)record_get(u, USER_NAME).s.len,
-                 record_get(u, USER_NAME).s.ptr);
-        snprintf(s->csrf, sizeof s->csrf, "%.*s", (int)record_get(ses, SESSION_CSRF).s.len,
-                 record_get(ses, SESSION_CSRF).s.ptr);
-        s->has_key = record_get(u, USER_KEY_HASH).s.len == AUTH_HASH_BYTES;
-        return true;
-    }
-    return false;
-}
-
-/*
- * Starts a session for user u: the record, and the cookie in r. Ends the
- * user's expired sessions and, beyond SESSIONS_PER_USER, the oldest.
- * Returns the LSN to wait for, or 0 after answering 503 (no id).
- */
-static uint64_t session_start(struct handlers *h, struct http_response *r, uint64_t user_id,
-                              const char *name) {
-    uint64_t now = (uint64_t)time(NULL), lsn = 0;
-    const struct id_list *l = index_owned(&h->db->index, user_id, REC_SESSION);
-    /* Collect first: deleting changes the list. */
-    uint64_t old[64];
-    uint32_t nold = 0, live = 0;
-    for (uint32_t i = 0; i < l->len && nold < 64; i++) {
-        const struct record *ses = index_get(&h->db->index, l->ids[i]);
-        if (ses && record_get(ses, SESSION_EXPIRES).i > now)
-            live++;
-        else
-            old[nold++] = l->ids[i];
-    }
-    for (uint32_t i = 0; i < l->len && live >= SESSIONS_PER_USER && nold < 64; i++) {
-        const struct record *ses = index_get(&h->db->index, l->ids[i]);
-        if (ses && record_get(ses, SESSION_EXPIRES).i > now) {
-            old[nold++] = l->ids[i]; /* ids ascend: the oldest first */
-            live--;
-        }
-    }
-    for (uint32_t i = 0; i < nold; i++)
-        lsn = db_delete(h->db, old[i]);
-    uint64_t id;
-    if (db_take_id(h->db, &id) < 0) {
-        http_response_error(r, ERR_UNAVAILABLE, NULL, "no id for a new session; retry");
-        r->extra = hdr_retry_after;
-        return 0;
-    }
-    char token[TOKEN_CHARS + 1], csrf[TOKEN_CHARS + 1];
-    new_token(token);
-    new_token(csrf);
-    uint8_t hash[AUTH_HASH_BYTES];
-    auth_hash_key(token, TOKEN_CHARS, hash);
-    union value v[RECORD_MAX_FIELDS];
-    record_defaults(&record_session, v);
-    v[SESSION_TOKEN_HASH].s.ptr = (const char *)hash;
-    v[SESSION_TOKEN_HASH].s.len = AUTH_HASH_BYTES;
-    v[SESSION_EXPIRES].i = now + h->lim.session_ttl_s;
-    v[SESSION_CSRF].s.ptr = csrf;
-    v[SESSION_CSRF].s.len = TOKEN_CHARS;
-    lsn = db_put(h->db, record_build(&record_session, id, user_id, v));
-    char value[68 + TOKEN_CHARS + 2];
-    snprintf(value, sizeof value, "%s:%s", name, token);
-    set_cookie(h, r, COOKIE_SESSION, value, h->lim.session_ttl_s);
-    sodium_memzero(token, sizeof token);
-    return lsn;
-}
-
-static struct slice field(const struct req_state *st, int i) {
+struct slice site_field(const struct req_state *st, int i) {
     struct slice s;
     if (!form_get(&st->body.form, (size_t)i, &s)) return (struct slice){"", 0};
     return s;
@@ -327,7 +212,7 @@ static bool submit(struct handlers *h, struct req_state *st, struct http_request
     j->h = h;
     j->page = st->page;
     j->json = st->json;
-    struct slice name = field(st, F_USERNAME), pw = field(st, F_PASSWORD);
+    struct slice name = site_field(st, F_USERNAME), pw = site_field(st, F_PASSWORD);
     snprintf(j->name, sizeof j->name, "%.*s", (int)name.len, name.ptr);
     memcpy(j->job.password, pw.ptr, pw.len);
     j->job.password[pw.len] = 0;
@@ -339,9 +224,9 @@ static bool submit(struct handlers *h, struct req_state *st, struct http_request
     if (pwhash_submit(&h->pw, &j->job) < 0) {
         sodium_memzero(j, sizeof *j);
         free(j);
-        fail(h, r, st->json, st->page, ERR_UNAVAILABLE, NULL,
-             "too many sign-ins and registrations at once; retry in a second",
-             field(st, F_USERNAME).ptr, field(st, F_CSRF).ptr);
+        site_fail(h, r, st->json, st->page, ERR_UNAVAILABLE, NULL,
+                  "too many sign-ins and registrations at once; retry in a second",
+                  site_field(st, F_USERNAME).ptr, site_field(st, F_CSRF).ptr);
         r->extra = hdr_retry_after;
         return false;
     }
@@ -354,19 +239,21 @@ static bool submit(struct handlers *h, struct req_state *st, struct http_request
     return true;
 }
 
-/* {"Status":"ok","Result":{"Username":..,"UserID":N  (left open for more members) */
+/* {"Status":"ok","Result":{"Username":..,"UserID":N  (left open for more members);
+ * not to be stored by any cache (an account's data, a new key). */
 static void account_json_open(struct http_response *r, uint16_t status, const char *name,
                               size_t len, uint64_t id) {
     reply_ok_open(r);
     r->status = status;
+    buf_append_str(&r->headers, "Cache-Control: no-store\r\n");
     buf_append_str(&r->body, "{\"Username\":");
     json_write_string(&r->body, name, len);
     buf_append_str(&r->body, ",\"UserID\":");
     buf_append_u64(&r->body, id);
 }
 
-static void answer_account(struct handlers *h, struct http_response *r, bool json, uint16_t status,
-                           const struct record *u) {
+void site_answer_account(struct handlers *h, struct http_response *r, bool json, uint16_t status,
+                         const struct record *u) {
     if (!json) {
         redirect(h, r, "/user/api");
         return;
@@ -379,14 +266,14 @@ static void answer_account(struct handlers *h, struct http_response *r, bool jso
 static void finish_register(struct site_job *j, struct http_response *r) {
     struct handlers *h = j->h;
     if (j->job.result < 0) {
-        fail(h, r, j->json, j->page, ERR_INTERNAL, NULL, "the password could not be hashed",
-             j->name, "");
+        site_fail(h, r, j->json, j->page, ERR_INTERNAL, NULL, "the password could not be hashed",
+                  j->name, "");
         return;
     }
     if (index_user_by_name(&h->db->index, j->name, strlen(j->name))) {
         /* Taken while the password was being hashed. */
-        fail(h, r, j->json, j->page, ERR_CONFLICT, "username", "this username is taken", j->name,
-             "");
+        site_fail(h, r, j->json, j->page, ERR_CONFLICT, "username", "this username is taken",
+                  j->name, "");
         return;
     }
     if (reply_if_no_room(h, r)) return;
@@ -398,12 +285,12 @@ static void finish_register(struct site_job *j, struct http_response *r) {
     }
     db_put_account(h->db, id, (struct slice){j->name, strlen(j->name)}, (struct slice){"", 0},
                    (struct slice){j->job.hash, strlen(j->job.hash)});
-    uint64_t lsn = session_start(h, r, id, j->name);
+    uint64_t lsn = site_session_start(h, r, id, j->name);
     if (!lsn) return;
     LOG(LOG_INFO, "account: registered user %s (id %llu)", j->name, (unsigned long long)id);
     metrics_account(h->metrics, MA_REGISTRATION);
     r->user_id = id;
-    answer_account(h, r, j->json, 201, db_get(h->db, id));
+    site_answer_account(h, r, j->json, 201, db_get(h->db, id));
     r->lsn = lsn;
 }
 
@@ -418,17 +305,17 @@ static void finish_signin(struct site_job *j, struct http_response *r) {
     if (!ok) {
         signin_failed(h, &j->flight, now);
         metrics_account(h->metrics, MA_SIGNIN_FAILED);
-        fail(h, r, j->json, j->page, ERR_UNAUTHORIZED, NULL, "wrong username or password", j->name,
-             "");
+        site_fail(h, r, j->json, j->page, ERR_UNAUTHORIZED, NULL, "wrong username or password",
+                  j->name, "");
         return;
     }
     signin_succeeded(h, &j->flight);
     if (reply_if_storage_failing(h, r)) return;
-    uint64_t lsn = session_start(h, r, u->id, j->name);
+    uint64_t lsn = site_session_start(h, r, u->id, j->name);
     if (!lsn) return;
     metrics_account(h->metrics, MA_SIGNIN_OK);
     r->user_id = u->id;
-    answer_account(h, r, j->json, 200, db_get(h->db, u->id));
+    site_answer_account(h, r, j->json, 200, db_get(h->db, u->id));
     r->lsn = lsn;
 }
 
@@ -451,28 +338,33 @@ static void job_done(struct pwhash_job *pj) {
 
 /* ---- pages ---- */
 
-/* Pages before sign-in carry a CSRF token that must match a cookie (double submit). */
+/*
+ * Pages before sign-in carry a CSRF token: the MAC of the CSRF cookie under
+ * the server secret (site_csrf.c). A cookie already there is kept, so that
+ * forms open in several tabs all stay valid.
+ */
 static void page_with_csrf(struct handlers *h, const struct http_request *req,
                            struct http_response *r, enum site_page page) {
-    char csrf[TOKEN_CHARS + 1];
-    struct slice have = cookie(req, COOKIE_CSRF);
-    bool reuse = have.len == TOKEN_CHARS;
+    char cookie[SITE_TOKEN_CHARS + 1], csrf[SITE_TOKEN_CHARS + 1];
+    struct slice have = site_cookie(h, req, SITE_COOKIE_CSRF);
+    bool reuse = have.len == SITE_TOKEN_CHARS;
     for (size_t i = 0; reuse && i < have.len; i++) {
         char c = have.ptr[i];
         reuse = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
                 c == '-' || c == '_';
     }
     if (reuse) {
-        memcpy(csrf, have.ptr, TOKEN_CHARS);
-        csrf[TOKEN_CHARS] = 0;
+        memcpy(cookie, have.ptr, SITE_TOKEN_CHARS);
+        cookie[SITE_TOKEN_CHARS] = 0;
     } else {
-        new_token(csrf);
+        site_new_token(cookie);
     }
+    site_csrf_form_token(h, cookie, csrf);
     char min[16];
     snprintf(min, sizeof min, "%u", h->lim.password_min_bytes);
     struct html_var v[] = {html_var_str("csrf", csrf), html_var_str("password_min", min)};
     render(h, r, 200, page, v, 2);
-    if (!reuse) set_cookie(h, r, COOKIE_CSRF, csrf, 86400);
+    if (!reuse) site_set_cookie(h, r, SITE_COOKIE_CSRF, cookie, 86400);
 }
 
 static void user_api_page(struct handlers *h, const struct http_request *req,
@@ -489,6 +381,14 @@ static void user_api_page(struct handlers *h, const struct http_request *req,
         html_var_str("api_url", url),  html_var_str("has_key", (s->has_key || key) ? "1" : ""),
         html_var_str("notice", notice)};
     render(h, r, 200, SITE_USER_API, v, sizeof v / sizeof v[0]);
+}
+
+static void password_page(struct handlers *h, struct http_response *r, const struct session *s) {
+    char min[16];
+    snprintf(min, sizeof min, "%u", h->lim.password_min_bytes);
+    struct html_var v[] = {html_var_str("csrf", s->csrf), html_var_str("username", s->name),
+                           html_var_str("password_min", min)};
+    render(h, r, 200, SITE_PASSWORD, v, sizeof v / sizeof v[0]);
 }
 
 static void not_signed_in(struct handlers *h, struct http_response *r, bool json) {
@@ -532,10 +432,12 @@ bool site_headers(struct handlers *h, struct req_state *st, struct http_request 
         [P_USER_API_GET] = MR_SITE_ACCOUNT,
         [P_KEY_POST] = MR_SITE_KEY_ISSUE,
         [P_REVOKE_POST] = MR_SITE_KEY_REVOKE,
+        [P_PASSWORD_GET] = MR_SITE_PASSWORD_FORM,
+        [P_PASSWORD_POST] = MR_SITE_PASSWORD,
+        [P_SIGNOUT_ALL] = MR_SITE_SIGNOUT_ALL,
     };
     r->route = page_route[st->page];
-    if (st->page == P_REGISTER_POST || st->page == P_SIGNIN_POST || st->page == P_SIGNOUT ||
-        st->page == P_KEY_POST || st->page == P_REVOKE_POST) {
+    if (m == HTTP_POST) {
         if (!account_body_begin(&st->body, req, r, fields, sizeof fields / sizeof fields[0]))
             return true;
         if (st->body.kind == BODY_JSON) st->json = true;
@@ -546,41 +448,43 @@ bool site_headers(struct handlers *h, struct req_state *st, struct http_request 
     return true;
 }
 
-/* A form post's CSRF token is right (the JSON variant needs none). */
-static bool csrf_ok(const struct req_state *st, const struct http_request *req,
+/* A form post's CSRF token is right (the JSON variant needs none): the
+ * session's once signed in, before that the MAC of the CSRF cookie. */
+static bool csrf_ok(struct handlers *h, const struct req_state *st, const struct http_request *req,
                     const struct session *s) {
     if (st->body.kind == BODY_JSON) return true;
-    struct slice got = field(st, F_CSRF);
+    struct slice got = site_field(st, F_CSRF);
     if (s) return token_eq(got, s->csrf);
-    struct slice want = cookie(req, COOKIE_CSRF);
-    char w[TOKEN_CHARS + 1];
-    if (want.len != TOKEN_CHARS) return false;
-    memcpy(w, want.ptr, TOKEN_CHARS);
-    w[TOKEN_CHARS] = 0;
-    return token_eq(got, w);
+    return site_csrf_pre_ok(h, req, got);
 }
 
 static void do_register(struct handlers *h, struct req_state *st, struct http_request *req,
                         struct http_response *r) {
-    struct slice name = field(st, F_USERNAME), pw = field(st, F_PASSWORD),
-                 confirm = field(st, F_CONFIRM), csrf = field(st, F_CSRF);
+    struct slice name = site_field(st, F_USERNAME), pw = site_field(st, F_PASSWORD),
+                 confirm = site_field(st, F_CONFIRM), csrf = site_field(st, F_CSRF);
     const char *why = auth_check_username(name.ptr);
     if (why) {
-        fail(h, r, st->json, st->page, ERR_INVALID_FIELD, "username", why, name.ptr, csrf.ptr);
+        site_fail(h, r, st->json, st->page, ERR_INVALID_FIELD, "username", why, name.ptr, csrf.ptr);
         return;
     }
     char msg[128];
     if (pw.len < h->lim.password_min_bytes) {
         snprintf(msg, sizeof msg, "the password must have at least %u characters",
                  h->lim.password_min_bytes);
-        fail(h, r, st->json, st->page, ERR_INVALID_FIELD, "password", msg, name.ptr, csrf.ptr);
+        site_fail(h, r, st->json, st->page, ERR_INVALID_FIELD, "password", msg, name.ptr, csrf.ptr);
+        return;
+    }
+    const char *weak = password_policy_check(pw.ptr, pw.len, name.ptr, name.len);
+    if (weak) {
+        site_fail(h, r, st->json, st->page, ERR_INVALID_FIELD, "password", weak, name.ptr,
+                  csrf.ptr);
         return;
     }
     bool confirm_given = form_get(&st->body.form, F_CONFIRM, &confirm);
     if ((!st->json || confirm_given) &&
         (confirm.len != pw.len || memcmp(confirm.ptr, pw.ptr, pw.len) != 0)) {
-        fail(h, r, st->json, st->page, ERR_INVALID_FIELD, "password_confirm",
-             "the password confirmation differs from the password", name.ptr, csrf.ptr);
+        site_fail(h, r, st->json, st->page, ERR_INVALID_FIELD, "password_confirm",
+                  "the password confirmation differs from the password", name.ptr, csrf.ptr);
         return;
     }
     /* A taken name is found only once the hash is done (finish_register): until then a
@@ -594,7 +498,7 @@ static void do_register(struct handlers *h, struct req_state *st, struct http_re
         snprintf(msg, sizeof msg, "too many registrations %s; retry in %u second%s",
                  server_wide ? "on this server" : "from this address", wait, wait == 1 ? "" : "s");
         metrics_account(h->metrics, MA_REGISTRATION_THROTTLED);
-        fail(h, r, st->json, st->page, ERR_TOO_MANY, NULL, msg, name.ptr, csrf.ptr);
+        site_fail(h, r, st->json, st->page, ERR_TOO_MANY, NULL, msg, name.ptr, csrf.ptr);
         add_header(r, "Retry-After: %u\r\n", wait);
         return;
     }
@@ -604,7 +508,7 @@ static void do_register(struct handlers *h, struct req_state *st, struct http_re
 
 static void do_signin(struct handlers *h, struct req_state *st, struct http_request *req,
                       struct http_response *r) {
-    struct slice name = field(st, F_USERNAME), csrf = field(st, F_CSRF);
+    struct slice name = site_field(st, F_USERNAME), csrf = site_field(st, F_CSRF);
     uint64_t now = uv_now(h->db->loop);
     uint8_t addr[17];
     size_t alen = site_client_addr(h, req, addr);
@@ -614,7 +518,7 @@ static void do_signin(struct handlers *h, struct req_state *st, struct http_requ
         snprintf(msg, sizeof msg, "too many failed sign-ins; retry in %u second%s", wait,
                  wait == 1 ? "" : "s");
         metrics_account(h->metrics, MA_SIGNIN_THROTTLED);
-        fail(h, r, st->json, st->page, ERR_TOO_MANY, NULL, msg, name.ptr, csrf.ptr);
+        site_fail(h, r, st->json, st->page, ERR_TOO_MANY, NULL, msg, name.ptr, csrf.ptr);
         add_header(r, "Retry-After: %u\r\n", wait);
         return;
     }
@@ -633,15 +537,75 @@ static void do_signin(struct handlers *h, struct req_state *st, struct http_requ
     submit(h, st, req, r, true, hash);
 }
 
+/* Ends this session, or with all every session of the user: cookie cleared. */
+static void do_signout(struct handlers *h, struct req_state *st, struct http_response *r,
+                       const struct session *s, bool all) {
+    if (reply_if_storage_failing(h, r)) return;
+    if (all) {
+        r->lsn = site_session_end_all(h, s->user_id);
+        LOG(LOG_INFO, "account: user %s signed out everywhere", s->name);
+        metrics_account(h->metrics, MA_SIGNOUT_ALL);
+    } else {
+        r->lsn = db_delete(h->db, s->session_id);
+    }
+    site_set_cookie(h, r, SITE_COOKIE_SESSION, "", 0);
+    if (st->json)
+        reply_no_content(r);
+    else
+        redirect(h, r, "/signin");
+}
+
+static void issue_key(struct handlers *h, struct req_state *st, struct http_request *req,
+                      struct http_response *r, const struct session *s) {
+    if (reply_if_storage_failing(h, r)) return;
+    char key[AUTH_KEY_CHARS + 1];
+    auth_new_key(key);
+    r->lsn = db_put_user(h->db, s->user_id, s->name, key);
+    LOG(LOG_INFO, "account: user %s issued a new API key", s->name);
+    metrics_account(h->metrics, MA_KEY_ISSUED);
+    if (st->json) {
+        account_json_open(r, 200, s->name, strlen(s->name), s->user_id);
+        buf_append_str(&r->body, ",\"APIKey\":\"");
+        buf_append_str(&r->body, key);
+        buf_append_str(&r->body, "\"}}");
+    } else {
+        user_api_page(h, req, r, s, key,
+                      "Your new API key is below. Copy it now: it is shown only once.");
+    }
+    sodium_memzero(key, sizeof key);
+}
+
+/* Revokes the API key only: sessions are signed in with the password, not
+ * the key, so they go on (docs/ACCOUNTS.md); "sign out everywhere" ends them. */
+static void revoke_key(struct handlers *h, struct req_state *st, struct http_response *r,
+                       const struct session *s) {
+    if (reply_if_storage_failing(h, r)) return;
+    const struct record *u = db_get(h->db, s->user_id);
+    r->lsn = db_put_account(h->db, s->user_id, (struct slice){s->name, strlen(s->name)},
+                            (struct slice){"", 0},
+                            (struct slice){record_get(u, USER_PASSWORD_HASH).s.ptr,
+                                           record_get(u, USER_PASSWORD_HASH).s.len});
+    LOG(LOG_INFO, "account: user %s revoked its API key", s->name);
+    metrics_account(h->metrics, MA_KEY_REVOKED);
+    if (st->json)
+        reply_no_content(r);
+    else
+        redirect(h, r, "/user/api");
+}
+
 /* The form posts (and their JSON variants); s: the session, if signed in. */
 static void site_post(struct handlers *h, struct req_state *st, struct http_request *req,
                       struct http_response *r, const struct session *s) {
-    bool needs_session =
-        st->page == P_SIGNOUT || st->page == P_KEY_POST || st->page == P_REVOKE_POST;
+    if (!site_origin_ok(h, req)) {
+        site_fail(h, r, st->json, st->page, ERR_CSRF, "csrf",
+                  "this form was posted from another site", site_field(st, F_USERNAME).ptr, "");
+        return;
+    }
+    bool needs_session = st->page != P_REGISTER_POST && st->page != P_SIGNIN_POST;
     if (needs_session && !s) {
-        if (st->page == P_SIGNOUT) {
+        if (st->page == P_SIGNOUT || st->page == P_SIGNOUT_ALL) {
             /* Signed out already: say so the same way. */
-            set_cookie(h, r, COOKIE_SESSION, "", 0);
+            site_set_cookie(h, r, SITE_COOKIE_SESSION, "", 0);
             if (st->json)
                 reply_no_content(r);
             else
@@ -651,9 +615,9 @@ static void site_post(struct handlers *h, struct req_state *st, struct http_requ
         not_signed_in(h, r, st->json);
         return;
     }
-    if (!csrf_ok(st, req, needs_session ? s : NULL)) {
-        fail(h, r, st->json, st->page, ERR_CSRF, "csrf", err_message(ERR_CSRF),
-             field(st, F_USERNAME).ptr, "");
+    if (!csrf_ok(h, st, req, needs_session ? s : NULL)) {
+        site_fail(h, r, st->json, st->page, ERR_CSRF, "csrf", err_message(ERR_CSRF),
+                  site_field(st, F_USERNAME).ptr, "");
         return;
     }
     switch (st->page) {
@@ -664,49 +628,18 @@ static void site_post(struct handlers *h, struct req_state *st, struct http_requ
         do_signin(h, st, req, r);
         return;
     case P_SIGNOUT:
-        if (reply_if_storage_failing(h, r)) return;
-        r->lsn = db_delete(h->db, s->session_id);
-        set_cookie(h, r, COOKIE_SESSION, "", 0);
-        if (st->json)
-            reply_no_content(r);
-        else
-            redirect(h, r, "/signin");
+    case P_SIGNOUT_ALL:
+        do_signout(h, st, r, s, st->page == P_SIGNOUT_ALL);
         return;
-    case P_KEY_POST: {
-        if (reply_if_storage_failing(h, r)) return;
-        char key[AUTH_KEY_CHARS + 1];
-        auth_new_key(key);
-        r->lsn = db_put_user(h->db, s->user_id, s->name, key);
-        LOG(LOG_INFO, "account: user %s issued a new API key", s->name);
-        metrics_account(h->metrics, MA_KEY_ISSUED);
-        if (st->json) {
-            account_json_open(r, 200, s->name, strlen(s->name), s->user_id);
-            buf_append_str(&r->body, ",\"APIKey\":\"");
-            buf_append_str(&r->body, key);
-            buf_append_str(&r->body, "\"}}");
-            r->extra = hdr_no_store; /* the pages carry it in page_headers */
-        } else {
-            user_api_page(h, req, r, s, key,
-                          "Your new API key is below. Copy it now: it is shown only once.");
-        }
-        sodium_memzero(key, sizeof key);
+    case P_KEY_POST:
+        issue_key(h, st, req, r, s);
         return;
-    }
-    case P_REVOKE_POST: {
-        if (reply_if_storage_failing(h, r)) return;
-        const struct record *u = db_get(h->db, s->user_id);
-        r->lsn = db_put_account(h->db, s->user_id, (struct slice){s->name, strlen(s->name)},
-                                (struct slice){"", 0},
-                                (struct slice){record_get(u, USER_PASSWORD_HASH).s.ptr,
-                                               record_get(u, USER_PASSWORD_HASH).s.len});
-        LOG(LOG_INFO, "account: user %s revoked its API key", s->name);
-        metrics_account(h->metrics, MA_KEY_REVOKED);
-        if (st->json)
-            reply_no_content(r);
-        else
-            redirect(h, r, "/user/api");
+    case P_REVOKE_POST:
+        revoke_key(h, st, r, s);
         return;
-    }
+    case P_PASSWORD_POST:
+        site_password_change(h, st, req, r, s, st->page);
+        return;
     default:
         http_response_error(r, ERR_INTERNAL, NULL, NULL);
     }
@@ -716,15 +649,13 @@ void site_complete(struct handlers *h, struct req_state *st, struct http_request
                    struct http_response *r) {
     if (st->body.kind != BODY_NONE && !account_body_finish(&st->body, r)) {
         if (!st->json) {
-            struct slice msg = {NULL, 0};
-            (void)msg;
-            fail(h, r, false, st->page, ERR_INVALID_FIELD, NULL, st->body.form.err_msg,
-                 field(st, F_USERNAME).ptr, field(st, F_CSRF).ptr);
+            site_fail(h, r, false, st->page, ERR_INVALID_FIELD, NULL, st->body.form.err_msg,
+                      site_field(st, F_USERNAME).ptr, site_field(st, F_CSRF).ptr);
         }
         return;
     }
     struct session s;
-    bool signed_in = session_get(h, req, &s);
+    bool signed_in = site_session_get(h, req, &s);
     if (signed_in) r->user_id = s.user_id;
     switch (st->page) {
     case P_REGISTER_GET:
@@ -742,6 +673,12 @@ void site_complete(struct handlers *h, struct req_state *st, struct http_request
         } else {
             user_api_page(h, req, r, &s, NULL, NULL);
         }
+        return;
+    case P_PASSWORD_GET:
+        if (!signed_in)
+            not_signed_in(h, r, st->json);
+        else
+            password_page(h, r, &s);
         return;
     default:
         break;

@@ -128,7 +128,8 @@ static const char register_tpl[] =
     "required{{#password_min}} minlength=\"{{password_min}}\" "
     "aria-describedby=\"password-hint\"{{/password_min}}>\n"
     "{{#password_min}}"
-    "<p class=\"hint\" id=\"password-hint\">At least {{password_min}} characters.</p>\n"
+    "<p class=\"hint\" id=\"password-hint\">At least {{password_min}} characters; not your "
+    "username or a common password.</p>\n"
     "{{/password_min}}"
     "<label for=\"password_confirm\">Repeat the password</label>\n"
     "<input id=\"password_confirm\" name=\"password_confirm\" type=\"password\" "
@@ -194,9 +195,46 @@ static const char user_api_tpl[] =
     "{{/has_key}}"
     "</div>\n"
     "</section>\n"
+    "<section class=\"card\" aria-labelledby=\"security-title\">\n"
+    "<h2 id=\"security-title\">Password and sessions</h2>\n"
+    "<p><a href=\"{{base}}/user/password\">Change your password</a> (this signs out every "
+    "other browser).</p>\n"
+    "<form method=\"post\" action=\"{{base}}/signout/all\">\n"
+    CSRF
+    "<button type=\"submit\" class=\"danger\">Sign out everywhere</button>\n"
+    "</form>\n"
+    "</section>\n"
     "<form class=\"signout\" method=\"post\" action=\"{{base}}/signout\">\n"
     CSRF
     "<button type=\"submit\" class=\"secondary\">Sign out</button>\n"
+    "</form>\n"
+    FOOT;
+
+static const char password_tpl[] =
+    HEAD("Change your password")
+    "<h1>Change your password</h1>\n"
+    ALERTS
+    "<form class=\"card\" method=\"post\" action=\"{{base}}/user/password\">\n"
+    CSRF
+    "<input type=\"hidden\" name=\"username\" value=\"{{username}}\" autocomplete=\"username\">\n"
+    "<p>Signed in as <strong>{{username}}</strong>. Every other browser signed in to this "
+    "account is signed out when the password changes.</p>\n"
+    "<label for=\"current_password\">Current password</label>\n"
+    "<input id=\"current_password\" name=\"current_password\" type=\"password\" "
+    "autocomplete=\"current-password\" required>\n"
+    "<label for=\"password\">New password</label>\n"
+    "<input id=\"password\" name=\"password\" type=\"password\" autocomplete=\"new-password\" "
+    "required{{#password_min}} minlength=\"{{password_min}}\" "
+    "aria-describedby=\"password-hint\"{{/password_min}}>\n"
+    "{{#password_min}}"
+    "<p class=\"hint\" id=\"password-hint\">At least {{password_min}} characters; not your "
+    "username or a common password.</p>\n"
+    "{{/password_min}}"
+    "<label for=\"password_confirm\">Repeat the new password</label>\n"
+    "<input id=\"password_confirm\" name=\"password_confirm\" type=\"password\" "
+    "autocomplete=\"new-password\" required>\n"
+    "<div class=\"actions\"><button type=\"submit\">Change the password</button>"
+    "<a href=\"{{base}}/user/api\">Cancel</a></div>\n"
     "</form>\n"
     FOOT;
 
@@ -217,6 +255,8 @@ static const char *const signin_vars[] = {"base", "csrf", "error", "notice", "us
 static const char *const user_api_vars[] = {"base",    "csrf",    "error",   "notice", "username",
                                             "user_id", "api_key", "api_url", "has_key"};
 static const char *const message_vars[] = {"base", "error", "notice", "title", "message"};
+static const char *const password_vars[] = {"base",   "csrf",     "error",
+                                            "notice", "username", "password_min"};
 
 #define PAGE(name, tpl, vars)                                                                      \
     { name, tpl, vars, sizeof(vars) / sizeof((vars)[0]) }
@@ -226,6 +266,7 @@ const struct site_page_def site_pages[SITE_PAGE_COUNT] = {
     [SITE_SIGNIN] = PAGE("signin", signin_tpl, signin_vars),
     [SITE_USER_API] = PAGE("user_api", user_api_tpl, user_api_vars),
     [SITE_MESSAGE] = PAGE("message", message_tpl, message_vars),
+    [SITE_PASSWORD] = PAGE("password", password_tpl, password_vars),
 };
 
 void site_page_render(struct buf *out, enum site_page page, const struct html_var *vars,

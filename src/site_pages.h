@@ -19,8 +19,12 @@
  *             issued it: shown in id="api-key" with a copy button and a curl
  *             line against api_url, e.g. "http://host:port/v2"); has_key
  *             (non-empty when the user has a key: shows the revoke button).
- *             POST {base}/user/api/key, {base}/user/api/revoke and
- *             {base}/signout, each with csrf.
+ *             POST {base}/user/api/key, {base}/user/api/revoke,
+ *             {base}/signout and {base}/signout/all, each with csrf; a link
+ *             to {base}/user/password.
+ *   password  POST {base}/user/password: current_password, password,
+ *             password_confirm, csrf. Variables: username (shown, and the
+ *             hidden username field password managers read), password_min.
  *   message   title and message: a generic page, used for errors.
  */
 #ifndef EVENTD_SITE_PAGES_H
@@ -36,11 +40,12 @@ enum site_page {
     SITE_SIGNIN,
     SITE_USER_API,
     SITE_MESSAGE,
+    SITE_PASSWORD,
     SITE_PAGE_COUNT,
 };
 
 struct site_page_def {
-    const char *name;        /* "register", "signin", "user_api", "message" */
+    const char *name;        /* "register", "signin", "user_api", "message", "password" */
     const char *tpl;         /* the html.h template */
     const char *const *vars; /* the variables it uses: every one the template names */
     size_t nvars;

@@ -21,6 +21,7 @@ const { spawn } = require('child_process');
 
 const CHROMIUM = '/usr/bin/chromium';
 const PASSWORD = 'correct horse battery';
+const NEW_PASSWORD = 'a brand new passphrase'; // after the password change (desktop)
 const PHONE = { width: 390, height: 844 };
 const WATCHDOG_MS = 150000;
 const STEP_MS = 15000;
@@ -205,6 +206,23 @@ async function desktop(browser, base, port, name) {
     status = await createTheme(port, name, key);
     check(status === 401, 'POST /v2/theme with the revoked key is 401', status);
 
+    // The password change (the browser sends Origin and Sec-Fetch-Site: the
+    // server's check must let its own pages through), then sign out everywhere.
+    await page.click('a[href$="/user/password"]');
+    must(pathOf(page) === '/user/password', 'the link opens /user/password', page.url());
+    await shot(page, '6-password');
+    await page.fill('input[name="current_password"]', PASSWORD);
+    await page.fill('input[name="password"]', NEW_PASSWORD);
+    await page.fill('input[name="password_confirm"]', NEW_PASSWORD);
+    await submit(page, '/user/password');
+    must(pathOf(page) === '/user/api', 'changing the password lands on /user/api', page.url());
+    await submit(page, '/signout/all');
+    must(pathOf(page) === '/signin', 'signing out everywhere lands on /signin', page.url());
+    await page.fill('input[name="username"]', name);
+    await page.fill('input[name="password"]', NEW_PASSWORD);
+    await submit(page, '/signin');
+    check(pathOf(page) === '/user/api', 'the new password signs in', page.url());
+
     check(problems.length === 0, 'no external requests, script or CSP errors',
         problems.join('; '));
     await context.close();
@@ -222,7 +240,7 @@ async function phone(browser, base, name) {
     await noSideScroll(page, '/signin');
     await shot(page, 'phone-signin');
     await page.fill('input[name="username"]', name);
-    await page.fill('input[name="password"]', PASSWORD);
+    await page.fill('input[name="password"]', NEW_PASSWORD);
     await submit(page, '/signin');
     must(pathOf(page) === '/user/api', 'phone: signing in lands on /user/api', page.url());
     await submit(page, '/user/api/key');

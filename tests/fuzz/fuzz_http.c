@@ -12,7 +12,8 @@
  * "@S1@" becomes the session cookie of user "web" (password
  * "fuzz-site-password"), "@C1@" that session's CSRF token, so form posts
  * reach the signed-in pages; the session, the password and the sign-in
- * throttles are restored before each input.
+ * throttles are restored before each input. The site secret is fixed (32
+ * bytes of 0x5a), so the seeds' pre-sign-in forms carry valid CSRF tokens.
  *
  * Password hashes run on libuv's threadpool with the test builds' fast
  * limits (EVENTD_TEST_PWHASH_FAST); while one is in flight and nothing
@@ -138,7 +139,9 @@ static void add_user(const char *name, const char *key) {
  */
 static void svc_prepare(void) {
     const struct record *u = site_user_id ? db_get(&db, site_user_id) : NULL;
-    if (!u || u->type != REC_USER || record_get(u, USER_PASSWORD_HASH).s.len == 0) {
+    union value ph = u ? record_get(u, USER_PASSWORD_HASH) : (union value){0};
+    if (!u || u->type != REC_USER || ph.s.len != strlen(site_pw_hash) ||
+        memcmp(ph.s.ptr, site_pw_hash, ph.s.len) != 0) { /* gone, or its password changed */
         if (!site_user_id) site_user_id = take_id();
         db_put_account(&db, site_user_id, (struct slice){SITE_USER, strlen(SITE_USER)},
                        (struct slice){"", 0}, (struct slice){site_pw_hash, strlen(site_pw_hash)});
@@ -217,6 +220,9 @@ static void svc_start(void) {
     struct server_handler sa;
     if (handlers_init(&handlers, &loop, &db, &lim, &sa, msg, sizeof msg) < 0)
         fuzz_die("handlers_init: %s", msg);
+    /* A fixed site secret, so that seeds carry a valid pre-sign-in CSRF pair
+     * (make_corpus.py computes the form token). */
+    memset(handlers.site_secret, 0x5a, sizeof handlers.site_secret);
     int rc = server_start(&srv, &loop, &cfg, &sa);
     if (rc < 0) fuzz_die("server_start: %s", uv_strerror(rc));
     handlers.srv = &srv;

@@ -141,7 +141,22 @@ HTTP = {
 # The account site (docs/ACCOUNTS.md). fuzz_http's user "web" has the password below and a
 # session: "@S1@" becomes its cookie ("eventd_session=web:TOKEN"), "@C1@" its CSRF token.
 WEB_PASSWORD = "fuzz-site-password"
-CSRF = "fuzzCSRFcookieFUZZcsrfCOOKIEfuzzCSRFcookieF"  # double submit before sign-in: any token
+CSRF = "fuzzCSRFcookieFUZZcsrfCOOKIEfuzzCSRFcookieF"  # the CSRF cookie before sign-in
+# ... and its form token: the cookie's crypto_auth (HMAC-SHA-512-256) under fuzz_http's
+# fixed site secret (FUZZ_SITE_SECRET there: 32 bytes of 0x5a), as src/site_csrf.c makes it.
+FUZZ_SITE_SECRET = b"\x5a" * 32
+
+
+def csrf_form_token(cookie):
+    import base64
+    import hashlib
+    import hmac
+    mac = hmac.new(FUZZ_SITE_SECRET, b"eventd pre-sign-in csrf v1:" + cookie.encode(),
+                   hashlib.sha512).digest()[:32]
+    return base64.urlsafe_b64encode(mac).decode().rstrip("=")
+
+
+CSRF_FORM = csrf_form_token(CSRF)
 FORM = "Content-Type: application/x-www-form-urlencoded"
 AS_JSON = "Content-Type: application/json"
 
@@ -163,7 +178,7 @@ def site_get(path, cookie=None, headers=(), method="GET"):
 
 
 NEW_USER = {"username": "newuser", "password": "long enough pw", "password_confirm": "long enough pw",
-            "csrf": CSRF}
+            "csrf": CSRF_FORM}
 SITE = {
     # every page
     "site_register_page": site_get("/register"),
@@ -195,10 +210,10 @@ SITE = {
                               "password_confirm": "other one!!"})
     + req("POST", "/register", '{"username":"a","username":"b"}', auth=None, headers=[AS_JSON]),
     "site_signin_form": form_post("/signin", {"username": "web", "password": WEB_PASSWORD,
-                                              "csrf": CSRF}),
+                                              "csrf": CSRF_FORM}),
     "site_signin_json": json_post("/signin", {"username": "web", "password": WEB_PASSWORD}),
     "site_signin_wrong": form_post("/signin", {"username": "web", "password": "wrong password",
-                                               "csrf": CSRF})
+                                               "csrf": CSRF_FORM})
     + json_post("/signin", {"username": "nobody", "password": "whatever pw"})
     + json_post("/signin", {"username": "fuzz", "password": "no password set"}),
     "site_signin_throttled": b"".join(json_post("/signin", {"username": "web", "password": "no%d"
@@ -214,7 +229,7 @@ SITE = {
                                                                               cookie=S1),
     "site_signout_json": json_post("/signout", cookie=S1) + json_post("/signout"),
     "site_session_flow": form_post("/signin", {"username": "web", "password": WEB_PASSWORD,
-                                               "csrf": CSRF})
+                                               "csrf": CSRF_FORM})
     + site_get("/user/api", cookie=S1) + form_post("/user/api/key", {"csrf": C1}, cookie=S1)
     + form_post("/user/api/revoke", {"csrf": C1}, cookie=S1)
     + form_post("/signout", {"csrf": C1}, cookie=S1),
@@ -222,9 +237,35 @@ SITE = {
     "site_reflected": form_post("/signin", {"username": "<script>x</script>\"'&", "password": "p",
                                             "csrf": "<b>\"x"})
     + form_post("/register", {"username": "a\"><p>", "password": "long enough pw",
-                              "password_confirm": "x", "csrf": CSRF})
+                              "password_confirm": "x", "csrf": CSRF_FORM})
     + form_post("/user/api/key", {"csrf": C1}, cookie=S1).replace(b"Host: 127.0.0.1",
                                                                  b"Host: <script>h</script>\""),
+    # issue 17: a planted cookie with a matching value, other origins, the password policy,
+    # the password change, sign out everywhere
+    "site_csrf_planted": form_post("/register", dict(NEW_USER, csrf=CSRF)),
+    "site_cross_origin": form_post("/signin", {"username": "web", "password": WEB_PASSWORD,
+                                               "csrf": CSRF_FORM},
+                                   headers=["Origin: http://127.0.0.1:9"])
+    + form_post("/user/api/key", {"csrf": C1}, cookie=S1, headers=["Sec-Fetch-Site: cross-site"])
+    + form_post("/signin", {"username": "web", "password": WEB_PASSWORD, "csrf": CSRF_FORM},
+                headers=["Origin: http://127.0.0.1", "Sec-Fetch-Site: same-origin"]),
+    "site_password_policy": json_post("/register", {"username": "policy1", "password": "password123"})
+    + json_post("/register", {"username": "policy2", "password": "my policy2 pw"})
+    + json_post("/register", {"username": "policy3", "password": "aaaaaaaaaa"}),
+    "site_password_page": site_get("/user/password", cookie=S1) + site_get("/user/password"),
+    "site_password_change": form_post("/user/password", {"current_password": WEB_PASSWORD,
+                                                         "password": "a new fuzz password",
+                                                         "password_confirm": "a new fuzz password",
+                                                         "csrf": C1}, cookie=S1),
+    "site_password_change_json": json_post("/user/password", {"current_password": "wrong one!",
+                                                              "password": "a new fuzz password"},
+                                           cookie=S1)
+    + json_post("/user/password", {"current_password": WEB_PASSWORD, "password": "web"},
+                cookie=S1)
+    + json_post("/user/password", {"current_password": WEB_PASSWORD,
+                                   "password": "a new fuzz password"}, cookie=S1),
+    "site_signout_all": form_post("/signout/all", {"csrf": C1}, cookie=S1)
+    + json_post("/signout/all", cookie=S1) + json_post("/signout/all"),
     "site_method": req("PUT", "/register", "", auth=None) + req("DELETE", "/signout", auth=None)
     + req("POST", "/user/api", "", auth=None, headers=[FORM]),
     "site_form_errors": req("POST", "/signin", "username=a%zz&password=x", auth=None,

@@ -451,6 +451,10 @@ class LoadBalancer(unittest.TestCase):
                 "cookie": ("GET", "/account?%s-cookie" % tag,
                            {"Cookie": "theme=dark; eventd_session=%s:0123456789abcdef" % name},
                            None),
+                # with --cookie-secure the cookie is __Host- prefixed (docs/ACCOUNTS.md)
+                "host_cookie": ("GET", "/account?%s-hostcookie" % tag,
+                                {"Cookie": "theme=dark; __Host-eventd_session=%s:0123456789abcdef"
+                                 % name}, None),
             }
             for what, (method, path, headers, body) in sent.items():
                 c = http.client.HTTPConnection(HOST, self.lb.port, timeout=10)

@@ -121,7 +121,22 @@ static void test_register_form(void) {
     CHECK(strstr(out.ptr, "minlength") == NULL);
     render_with(SITE_REGISTER, "password_min", "12", NULL);
     CHECK(strstr(out.ptr, " minlength=\"12\" aria-describedby=\"password-hint\">"));
-    CHECK(strstr(out.ptr, "At least 12 characters."));
+    CHECK(strstr(out.ptr, "At least 12 characters; not your username or a common password."));
+}
+
+static void test_password_form(void) {
+    render_with(SITE_PASSWORD, "base", "/acct", "csrf", "TOKEN", "username", "alice",
+                "password_min", "12", NULL);
+    CHECK(strstr(out.ptr, "<form class=\"card\" method=\"post\" action=\"/acct/user/password\">"));
+    CHECK(strstr(out.ptr, "<input type=\"hidden\" name=\"csrf\" value=\"TOKEN\">"));
+    CHECK(strstr(out.ptr, "<input type=\"hidden\" name=\"username\" value=\"alice\" "
+                          "autocomplete=\"username\">"));
+    CHECK(strstr(out.ptr, "name=\"current_password\" type=\"password\" "
+                          "autocomplete=\"current-password\" required"));
+    CHECK(strstr(out.ptr, "name=\"password\" type=\"password\" autocomplete=\"new-password\" "
+                          "required minlength=\"12\""));
+    CHECK(strstr(out.ptr, "name=\"password_confirm\" type=\"password\""));
+    CHECK(strstr(out.ptr, "<a href=\"/acct/user/api\">Cancel</a>"));
 }
 
 static void test_signin_form(void) {
@@ -157,6 +172,10 @@ static void test_user_api_with_key(void) {
                           "<button type=\"submit\" class=\"danger\">Revoke the current key"));
     CHECK(strstr(out.ptr, "action=\"/acct/signout\">\n"
                           "<input type=\"hidden\" name=\"csrf\" value=\"TOKEN\">"));
+    CHECK(strstr(out.ptr, "action=\"/acct/signout/all\">\n"
+                          "<input type=\"hidden\" name=\"csrf\" value=\"TOKEN\">\n"
+                          "<button type=\"submit\" class=\"danger\">Sign out everywhere"));
+    CHECK(strstr(out.ptr, "<a href=\"/acct/user/password\">Change your password</a>"));
 }
 
 static void test_user_api_without_key(void) {
@@ -322,6 +341,10 @@ static int write_samples(const char *dir) {
     write_page(dir, "signin", SITE_SIGNIN, SAMPLE_COMMON, "notice", "You are signed out.", NULL);
     write_page(dir, "signin-throttled", SITE_SIGNIN, SAMPLE_COMMON, "username", "alice", "error",
                "Too many failed sign-ins: try again in 8 seconds.", NULL);
+    write_page(dir, "password", SITE_PASSWORD, SAMPLE_COMMON, "username", "alice", "password_min",
+               "12", NULL);
+    write_page(dir, "password-error", SITE_PASSWORD, SAMPLE_COMMON, "username", "alice",
+               "password_min", "12", "error", "the current password is wrong", NULL);
     write_page(dir, "user_api", SITE_USER_API, SAMPLE_COMMON, "username", "alice", "user_id", "17",
                NULL);
     write_page(dir, "user_api-key", SITE_USER_API, SAMPLE_COMMON, "username", "alice", "user_id",
@@ -362,6 +385,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_empty_values),
     CHECK_CASE(test_alerts_shown),
     CHECK_CASE(test_register_form),
+    CHECK_CASE(test_password_form),
     CHECK_CASE(test_signin_form),
     CHECK_CASE(test_user_api_with_key),
     CHECK_CASE(test_user_api_without_key),
