@@ -25,7 +25,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from apiclient import HOST, ErrorAsserts, Resp  # noqa: E402
-from test_accounts import JSON_T, PASSWORD, call, signin_json, uname  # noqa: E402
+from test_accounts import JSON_T, PASSWORD, call, hidden_csrf, signin_json, uname  # noqa: E402
 
 TRUST = ("--trusted-proxies", "127.0.0.1")
 
@@ -131,7 +131,7 @@ class PerAddress(Base):
         self.register_n("198.51.100.6", 3)
         b_jar = call(self.port(), "GET", "/register", headers={"X-Forwarded-For": "198.51.100.6"})
         cookie = [v for k, v in b_jar.header_list if k.lower() == "set-cookie"][0].split(";")[0]
-        token = cookie.split("=", 1)[1]
+        token = hidden_csrf(b_jar.body)
         body = "username=%s&password=%s&password_confirm=%s&csrf=%s" % (
             uname("pa"), "correct+horse+battery", "correct+horse+battery", token)
         r = call(self.port(), "POST", "/register", body.encode(),
