@@ -49,6 +49,7 @@
  * The state grows with the records inputs create: the server is restarted
  * on an emptied data directory when it holds too much.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <signal.h>
 #include <sodium.h>
@@ -135,7 +136,7 @@ static void add_user(const char *name, const char *key) {
  * Before each input: user "web" has its password and its session, which
  * earlier inputs may have signed out, displaced (a ninth sign-in ends the
  * oldest) or outlived, and no sign-in is throttled by earlier inputs'
- * failures (every simulated connection has the same, unknown, peer).
+ * failures (every simulated connection has the same peer).
  */
 static void svc_prepare(void) {
     const struct record *u = site_user_id ? db_get(&db, site_user_id) : NULL;
@@ -411,6 +412,19 @@ int __wrap_uv_accept(uv_stream_t *server, uv_stream_t *client) {
     if (!sk.accepting) return __real_uv_accept(server, client);
     sk.accepting = false;
     sk.h = client; /* a TCP handle without a descriptor: libuv closes it as such */
+    return 0;
+}
+
+/* The simulated peer: 192.0.2.7:40000 (TEST-NET-1). A TCP peer whose address cannot be
+ * read is never served (server.c), so the simulated connection must have one. */
+int __real_uv_tcp_getpeername(const uv_tcp_t *h, struct sockaddr *name, int *namelen);
+int __wrap_uv_tcp_getpeername(const uv_tcp_t *h, struct sockaddr *name, int *namelen) {
+    if ((const uv_stream_t *)h != sk.h) return __real_uv_tcp_getpeername(h, name, namelen);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(40000)};
+    sa.sin_addr.s_addr = htonl(0xc0000207);
+    if (*namelen < (int)sizeof sa) return UV_EINVAL;
+    memcpy(name, &sa, sizeof sa);
+    *namelen = sizeof sa;
     return 0;
 }
 
