@@ -154,18 +154,27 @@ void cli_print_quota(const char *name, uint64_t records, uint64_t max_records, b
            limit_text(max_bytes, b, sizeof b), own_bytes ? "its own" : "the server's default");
 }
 
-int cli_user_limits(struct db *db, const struct config *cfg, const char *name,
-                    const char *max_records, const char *max_bytes) {
+/* The user of that name, or NULL after saying why on stderr (*rc: 2 bad name, 1 none). */
+static const struct record *existing_user(struct db *db, const char *name, int *rc) {
     const char *why = auth_check_username(name);
     if (why) {
         fprintf(stderr, "eventd: bad username '%s': %s\n", name, why);
-        return 2;
+        *rc = 2;
+        return NULL;
     }
     const struct record *u = index_user_by_name(&db->index, name, strlen(name));
     if (!u) {
         fprintf(stderr, "eventd: no user '%s'\n", name);
-        return 1;
+        *rc = 1;
     }
+    return u;
+}
+
+int cli_user_limits(struct db *db, const struct config *cfg, const char *name,
+                    const char *max_records, const char *max_bytes) {
+    int rc;
+    const struct record *u = existing_user(db, name, &rc);
+    if (!u) return rc;
     uint64_t stored[2] = {record_get(u, USER_MAX_RECORDS).i, record_get(u, USER_MAX_BYTES).i};
     if ((max_records && cli_parse_limit("--max-records", max_records, &stored[0]) < 0) ||
         (max_bytes && cli_parse_limit("--max-bytes", max_bytes, &stored[1]) < 0))
@@ -300,16 +309,9 @@ static void put_frame(struct buf *out, struct buf *scratch, const struct record 
 }
 
 int cli_export(struct db *db, const char *name) {
-    const char *why = auth_check_username(name);
-    if (why) {
-        fprintf(stderr, "eventd: bad username '%s': %s\n", name, why);
-        return 2;
-    }
-    const struct record *u = index_user_by_name(&db->index, name, strlen(name));
-    if (!u) {
-        fprintf(stderr, "eventd: no user '%s'\n", name);
-        return 1;
-    }
+    int rc;
+    const struct record *u = existing_user(db, name, &rc);
+    if (!u) return rc;
     if (isatty(STDOUT_FILENO)) {
         fprintf(stderr, "eventd: the export is binary: redirect stdout to a file\n");
         return 2;
@@ -325,7 +327,7 @@ int cli_export(struct db *db, const char *name) {
         for (uint32_t i = 0; i < l->len; i++, count++)
             put_frame(&out, &scratch, db_get(db, l->ids[i]));
     }
-    int rc = logfile_write_all(STDOUT_FILENO, out.ptr, out.len);
+    rc = logfile_write_all(STDOUT_FILENO, out.ptr, out.len);
     buf_destroy(&out);
     buf_destroy(&scratch);
     if (rc < 0) {
