@@ -25,10 +25,11 @@ RUNTIME="build-essential cmake pkg-config libuv1-dev libyajl-dev libsodium-dev n
 # the browser test (tests/browser: headless Chromium driven by playwright-core from npm);
 # redis-server and redis-tools for tests/bench/sync_compare.sh (Redis with appendfsync
 # always, the anchor of issue 11), and liburing-dev for the io_uring variant that script
-# builds from the experiment commit (eventd itself does not link it).
+# builds from the experiment commit (eventd itself does not link it); strace for the
+# admin-socket test (test_admin_reach.py holds every chmod up with its fault injection).
 TEST="python3 curl wrk nginx-light haproxy valgrind clang clang-format libclang-rt-14-dev
 podman runc netavark iptables debootstrap debian-archive-keyring chromium nodejs
-redis-server redis-tools liburing-dev"
+redis-server redis-tools liburing-dev strace"
 # Debian's npm only where no npm is installed: a nodejs package that bundles its own
 # npm (as some machines have) conflicts with Debian's.
 command -v npm >/dev/null 2>&1 || TEST="$TEST npm"
