@@ -52,6 +52,13 @@ class DrainTests(unittest.TestCase):
             r = request(srv.port, "GET", "/healthz")
             self.assertEqual((r.status, r.json()["Error"]["Code"]), (503, "draining"), repr(r))
 
+    def test_metrics_gauge_says_draining(self):
+        with Server(extra_args=["--drain-ms", str(LONG_DRAIN_MS)]) as srv:
+            start_drain(self, srv)
+            r = request(srv.port, "GET", "/metrics")
+            self.assertEqual(r.status, 200, repr(r))
+            self.assertIn("\neventd_draining 1\n", r.body.decode(), r.body[:2000])
+
     def test_request_on_keepalive_connection_answered_with_close(self):
         with Server(extra_args=["--drain-ms", str(LONG_DRAIN_MS)], users=["u"]) as srv:
             s = connect(srv.port)
