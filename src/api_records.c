@@ -282,6 +282,11 @@ enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
         r->route = MR_HEALTH;
         /* A load balancer takes a shard whose disk refuses writes out of rotation. */
         if (reply_if_storage_failing(h, r)) return SERVER_ANSWERED;
+        /* ... and one that is stopping (SIGTERM's drain window), while it still serves. */
+        if (h->srv && server_draining(h->srv)) {
+            http_response_error(r, ERR_DRAINING, NULL, NULL);
+            return SERVER_ANSWERED;
+        }
         buf_reset(&r->body);
         buf_append_str(&r->body, "{\"Status\":\"ok\"}");
         return SERVER_ANSWERED;

@@ -1,7 +1,8 @@
 /*
  * app: see app.h. The order of app_serve is the order of a start: listen,
  * create the demo user if the directory has no user, install the signals,
- * run the loop; SIGTERM drains the server, then the loop stops.
+ * run the loop; SIGTERM drains the server (--drain-ms), shuts it down, then
+ * the loop stops.
  */
 #include "app.h"
 
@@ -99,6 +100,17 @@ static void on_drained(struct server *srv) {
     uv_stop(a->loop);
 }
 
+static const char *signal_name(int signum) {
+    return signum == SIGTERM ? "SIGTERM" : "SIGINT";
+}
+
+/*
+ * SIGTERM or SIGINT: the drain window first (--drain-ms: /healthz says
+ * draining, so the balancer's health check takes this shard out while it
+ * still serves), then the shutdown. A second signal during the window skips
+ * the rest of it; once the shutdown runs, the signals are no longer caught
+ * (the next one ends the process at once, as a second one did before).
+ */
 static void on_signal(uv_signal_t *h, int signum) {
     struct app *a = h->data;
     if (signum == SIGUSR1) {
@@ -106,8 +118,24 @@ static void on_signal(uv_signal_t *h, int signum) {
         if (rc < 0) LOG(LOG_WARN, "compaction not started: %s", strerror(-rc));
         return;
     }
-    LOG(LOG_INFO, "%s: stopping (waiting up to %u ms for requests in flight)",
-        signum == SIGTERM ? "SIGTERM" : "SIGINT", a->cfg.shutdown_timeout_ms);
+    if (a->srv.shutting_down) {
+        /* The window ended on its own: the shutdown runs already. */
+        LOG(LOG_INFO, "%s: stopping already; the next one ends the process", signal_name(signum));
+        uv_signal_stop(&a->sig_term);
+        uv_signal_stop(&a->sig_int);
+        return;
+    }
+    if (!server_draining(&a->srv) && a->cfg.drain_ms > 0) {
+        LOG(LOG_INFO,
+            "%s: draining for %u ms (/healthz answers 503 draining, every answer closes its "
+            "connection; a second SIGTERM stops now), then stopping",
+            signal_name(signum), a->cfg.drain_ms);
+        server_drain(&a->srv, a->cfg.drain_ms, on_drained);
+        return;
+    }
+    LOG(LOG_INFO, "%s: stopping%s (waiting up to %u ms for requests in flight)",
+        signal_name(signum), server_draining(&a->srv) ? ", the drain cut short" : "",
+        a->cfg.shutdown_timeout_ms);
     uv_signal_stop(&a->sig_term);
     uv_signal_stop(&a->sig_int);
     server_shutdown(&a->srv, on_drained);

@@ -24,6 +24,7 @@ const struct config config_defaults = {
     .header_timeout_ms = 10000,
     .request_timeout_ms = 30000,
     .idle_timeout_ms = 60000,
+    .drain_ms = 5000,
     .shutdown_timeout_ms = 10000,
     .linger_ms = 5000,
     .linger_bytes = 16u << 20,
@@ -119,6 +120,9 @@ static const struct opt opts[] = {
      3600000, "first byte of a request to end of body, ms"},
     {"idle-timeout-ms", "EVENTD_IDLE_TIMEOUT_MS", OPT_U32, OFF(idle_timeout_ms), 1, 86400000,
      "idle keep-alive connection timeout, ms"},
+    {"drain-ms", "EVENTD_DRAIN_MS", OPT_U32, OFF(drain_ms), 0, 3600000,
+     "on SIGTERM, first drain this long: keep serving, each answer with Connection: close, "
+     "/healthz 503 draining; a second SIGTERM ends it, ms (0: stop at once)"},
     {"shutdown-timeout-ms", "EVENTD_SHUTDOWN_TIMEOUT_MS", OPT_U32, OFF(shutdown_timeout_ms), 0,
      3600000, "on SIGTERM, wait this long for requests in flight, ms"},
     {"linger-ms", "EVENTD_LINGER_MS", OPT_U32, OFF(linger_ms), 0, 3600000,

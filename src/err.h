@@ -30,6 +30,7 @@
     X(HEADERS_TOO_LARGE, "headers_too_large", 431, "request line and headers exceed the limit")    \
     X(INTERNAL, "internal", 500, "internal error")                                                 \
     X(UNAVAILABLE, "unavailable", 503, "the service cannot take this request now")                 \
+    X(DRAINING, "draining", 503, "this instance is stopping; send new requests elsewhere")         \
     X(STORAGE, "storage_error", 503, "the write could not be made durable; it was not saved")      \
     X(NO_ROOM, "insufficient_storage", 507, "the server is short of memory or disk for new data")  \
     X(VERSION, "http_version_not_supported", 505, "HTTP version not supported")

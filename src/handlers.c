@@ -132,6 +132,13 @@ static void reply_metrics(struct handlers *h, struct http_request *req, struct h
                        "admit a new client.");
     metrics_write_sample(b, "eventd_connections_evicted_total", NULL, NULL,
                          srv ? (double)srv->stats_evicted_half_sent : 0);
+    metrics_write_gauge(b, "eventd_draining",
+                        "1 in the drain window after SIGTERM (--drain-ms), else 0.",
+                        srv && server_draining(srv) ? 1 : 0);
+    metrics_write_head(b, "eventd_drain_closed_total", "counter",
+                       "Keep-alive connections closed after their answer in the drain window.");
+    metrics_write_sample(b, "eventd_drain_closed_total", NULL, NULL,
+                         srv ? (double)srv->stats_drain_closed : 0);
     metrics_write_gauge(b, "eventd_log_bytes", "Bytes in the log file (eventd.log).",
                         (double)db->store.file_size);
     metrics_write_gauge(b, "eventd_log_live_bytes",

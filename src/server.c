@@ -415,6 +415,8 @@ int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg,
     srv->listener.data = srv;
     uv_timer_init(loop, &srv->shutdown_timer);
     srv->shutdown_timer.data = srv;
+    uv_timer_init(loop, &srv->drain_timer);
+    srv->drain_timer.data = srv;
     uv_timer_init(loop, &srv->sweep_timer);
     srv->sweep_timer.data = srv;
     /* The sweep alone never keeps the loop running. */
@@ -552,8 +554,45 @@ const char *server_refusal_label(enum server_refusal r) {
     return labels[r];
 }
 
+static void on_drain_end(uv_timer_t *t) {
+    struct server *srv = t->data;
+    LOG(LOG_INFO, "drain: window over (%llu connection(s) closed after their answer); stopping",
+        (unsigned long long)srv->stats_drain_closed);
+    server_shutdown(srv, srv->on_drained);
+}
+
+void server_drain(struct server *srv, uint64_t ms, void (*on_drained)(struct server *srv)) {
+    if (srv->shutting_down || srv->draining) return;
+    if (ms == 0) {
+        server_shutdown(srv, on_drained);
+        return;
+    }
+    srv->draining = true;
+    srv->on_drained = on_drained;
+    /* A connection with work queued or in progress ends after its last
+     * answer; an idle one is left alone: its next request is answered with
+     * Connection: close (on_complete), and it closes only when the window
+     * is over. */
+    for (struct server_link *q = srv->conns.next; q != &srv->conns; q = q->next) {
+        struct conn *c = CONN_OF(q, link);
+        if (c->closing || c->lingering || c->close_after ||
+            (!c->parser.in_message && c->count == 0))
+            continue;
+        c->close_after = true;
+        srv->stats_drain_closed++;
+        conn_flush(c);
+    }
+    uv_timer_start(&srv->drain_timer, on_drain_end, ms, 0);
+}
+
+bool server_draining(const struct server *srv) {
+    return srv->draining;
+}
+
 void server_shutdown(struct server *srv, void (*on_drained)(struct server *srv)) {
     if (srv->shutting_down) return;
+    uv_timer_stop(&srv->drain_timer);
+    srv->draining = false;
     accept_backlog(srv);
     srv->shutting_down = true;
     srv->on_drained = on_drained;
@@ -594,4 +633,6 @@ void server_destroy(struct server *srv) {
         uv_close((uv_handle_t *)&srv->shutdown_timer, NULL);
     if (!uv_is_closing((uv_handle_t *)&srv->sweep_timer))
         uv_close((uv_handle_t *)&srv->sweep_timer, NULL);
+    if (!uv_is_closing((uv_handle_t *)&srv->drain_timer))
+        uv_close((uv_handle_t *)&srv->drain_timer, NULL);
 }

@@ -137,6 +137,7 @@ struct server {
     uv_pipe_t local; /* the local listener (a Unix socket), if has_local */
     bool has_local;
     uv_timer_t shutdown_timer;
+    uv_timer_t drain_timer;       /* the drain window (server_drain) */
     uv_timer_t sweep_timer;       /* gives back idle memory; runs while there is some */
     struct server_link conns;     /* every open connection */
     struct server_link idle;      /* idle connections, longest idle first */
@@ -162,6 +163,7 @@ struct server {
     void *sent_ctx;
     uint64_t rid_next;  /* generated request ids: rid_prefix, '-', this in hex */
     char rid_prefix[9]; /* 8 random hex digits per process */
+    bool draining;      /* server_drain: in the window, before server_shutdown */
     bool shutting_down;
     void (*on_drained)(struct server *srv); /* shutdown: every connection closed */
     char *scratch;                          /* reads of idle and draining connections land here */
@@ -173,6 +175,7 @@ struct server {
     uint32_t nexempt;
     uint64_t stats_refused[SERVER_REFUSALS]; /* connections refused, by enum server_refusal */
     uint64_t stats_evicted_half_sent;        /* busy connections closed at the cap */
+    uint64_t stats_drain_closed;             /* connections closed after an answer in a drain */
 };
 
 /*
@@ -222,6 +225,18 @@ void server_fail_after(struct server *srv, uint64_t lsn);
  * cfg->shutdown_timeout_ms), closes every connection, then calls on_drained.
  */
 void server_shutdown(struct server *srv, void (*on_drained)(struct server *srv));
+/*
+ * Graceful drain (the "lame duck"): for ms, the server keeps accepting and
+ * serving, but every response carries Connection: close and its connection
+ * ends once it is written; idle keep-alive connections stay open (a
+ * balancer may still send on them: they get their answer, with close).
+ * server_draining() says so to the handler (/healthz answers 503). When the
+ * window ends, server_shutdown(srv, on_drained) runs; calling it earlier
+ * ends the window at once. ms 0 is server_shutdown now.
+ */
+void server_drain(struct server *srv, uint64_t ms, void (*on_drained)(struct server *srv));
+/* In a drain window (server_drain, not yet shut down). */
+bool server_draining(const struct server *srv);
 /* Frees the free lists and connection slots (after the loop has closed every connection). */
 void server_destroy(struct server *srv);
 

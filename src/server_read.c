@@ -169,7 +169,10 @@ static bool on_complete(void *owner, struct http_request *req) {
     c->cur = NULL;
     c->timing = false;
     c->idle_since = uv_now(srv->loop);
-    if (!req->keep_alive || srv->shutting_down) {
+    /* In a drain every answer ends its connection: the balancer opens a new
+     * one for its next request, and the pool empties before the listener closes. */
+    if (!req->keep_alive || srv->shutting_down || srv->draining) {
+        if (srv->draining && req->keep_alive && !c->close_after) srv->stats_drain_closed++;
         r->close = true;
         c->close_after = true;
     }

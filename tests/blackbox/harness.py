@@ -74,6 +74,9 @@ def clean_env(extra=None):
     # passes its own flags (a flag wins over its variable).
     env["EVENTD_REGISTER_PER_ADDRESS"] = "1000000"
     env["EVENTD_REGISTER_PER_MINUTE"] = "1000000"
+    # SIGTERM stops at once, as before the drain window existed: stop() would otherwise
+    # wait --drain-ms (5 s) each time. The drain's own tests pass --drain-ms (test_drain.py).
+    env["EVENTD_DRAIN_MS"] = "0"
     if extra:
         env.update(extra)
     return env

@@ -31,7 +31,7 @@ C1=eventd-test-1
 C2=eventd-test-2
 # Bounds for every wait below.
 HEALTH_WAIT_S=60
-STOP_TIMEOUT_S=15
+STOP_TIMEOUT_S=20 # > --drain-ms 5 s + --shutdown-timeout-ms 10 s (compose: 20s)
 STORE_MAX_MB=3000
 RUNTIME_MAX_MB=15
 
