@@ -76,8 +76,8 @@ void index_init(struct index *ix) {
     }
     ix->owners_cap = 1; /* the owner and name tables too start as shared empty ones */
     ix->owners = (struct owner *)no_owners;
-    ix->names_cap = 1;
-    ix->names = (uint64_t *)no_names;
+    ix->names = (struct name_table){(uint64_t *)no_names, 1, 0};
+    ix->keys = (struct name_table){(uint64_t *)no_names, 1, 0};
     ix->next_id = 1;
     ix->id_min = record_node_id_min(0);
     ix->id_max = record_node_id_max(0);
@@ -104,7 +104,8 @@ void index_destroy(struct index *ix) {
         for (int k = 0; k <= REC_KIND_MAX; k++)
             free(ix->owners[i].lists[k].ids);
     if (ix->owners != no_owners) free(ix->owners);
-    if (ix->names != no_names) free(ix->names);
+    if (ix->names.ids != no_names) free(ix->names.ids);
+    if (ix->keys.ids != no_names) free(ix->keys.ids);
     free(ix->foreign.ids);
     memset(ix, 0, sizeof *ix);
 }
@@ -324,55 +325,90 @@ static void link_event(struct index *ix, const struct record *ev) {
     set_link(ix, record_ref(ev, EVENT_ADDRESS_ID), REC_ADDRESS, ev->id, UINT64_MAX);
 }
 
-/* ---- users by name ---- */
+/* ---- users by name, idempotency keys by user and key ---- */
 
-#define NAME_GONE UINT64_MAX /* a deleted entry in the names table */
+/*
+ * Two tables of ids by the hash of a name: users by name, and REC_IDEM
+ * records by (user, key). Open addressing; each holds ids only, and a match
+ * is confirmed on the record, so a table costs 16 bytes per entry at most
+ * (a load of one half, doubling).
+ */
+#define NAME_GONE UINT64_MAX /* a deleted entry */
 
-static uint64_t name_hash(const char *p, size_t n) {
-    uint64_t h = UINT64_C(1469598103934665603); /* FNV-1a */
+static uint64_t name_hash(uint64_t seed, const char *p, size_t n) {
+    uint64_t h = UINT64_C(1469598103934665603) ^ seed; /* FNV-1a */
     for (size_t i = 0; i < n; i++)
         h = (h ^ (unsigned char)p[i]) * UINT64_C(1099511628211);
     return h;
 }
 
-/* The names-table slot holding a user with this name, or NULL. */
-static uint64_t *name_slot(const struct index *ix, const char *p, size_t n) {
-    size_t mask = ix->names_cap - 1;
-    for (size_t i = name_hash(p, n) & mask;; i = (i + 1) & mask) {
-        uint64_t id = ix->names[i];
+static struct name_table *table_of(struct index *ix, uint8_t type) {
+    return type == REC_USER ? &ix->names : &ix->keys;
+}
+
+/* The name a record is filed under in its table, and the seed of its hash. */
+static union value name_of(const struct record *r, uint64_t *seed) {
+    *seed = r->type == REC_USER ? 0 : mix(r->user_id);
+    return record_get(r, r->type == REC_USER ? USER_NAME : IDEM_KEY);
+}
+
+/* The slot holding a record of this type, user (REC_IDEM) and name, or NULL. */
+static uint64_t *name_slot(const struct index *ix, uint8_t type, uint64_t user_id, const char *p,
+                           size_t n) {
+    const struct name_table *t = table_of((struct index *)ix, type);
+    uint64_t seed = type == REC_USER ? 0 : mix(user_id);
+    size_t mask = t->cap - 1;
+    for (size_t i = name_hash(seed, p, n) & mask;; i = (i + 1) & mask) {
+        uint64_t id = t->ids[i];
         if (id == 0) return NULL;
         if (id == NAME_GONE) continue;
         const struct record *u = index_get(ix, id);
-        if (u && record_get(u, USER_NAME).s.len == n &&
-            memcmp(record_get(u, USER_NAME).s.ptr, p, n) == 0)
-            return &ix->names[i];
+        if (!u || u->type != type || (type != REC_USER && u->user_id != user_id)) continue;
+        uint64_t unused;
+        union value v = name_of(u, &unused);
+        if (v.s.len == n && memcmp(v.s.ptr, p, n) == 0) return &t->ids[i];
     }
 }
 
 static void name_insert(struct index *ix, const struct record *u) {
-    if ((ix->names_used + 1) * 2 > ix->names_cap) {
-        uint64_t *old = ix->names;
-        size_t old_cap = ix->names_cap;
-        ix->names_cap = old_cap < TABLE_MIN_CAP ? TABLE_MIN_CAP : old_cap * 2;
-        ix->names = xcalloc(ix->names_cap, sizeof *ix->names);
-        ix->names_used = 0;
+    struct name_table *t = table_of(ix, u->type);
+    if ((t->used + 1) * 2 > t->cap) {
+        uint64_t *old = t->ids;
+        size_t old_cap = t->cap;
+        t->cap = old_cap < TABLE_MIN_CAP ? TABLE_MIN_CAP : old_cap * 2;
+        t->ids = xcalloc(t->cap, sizeof *t->ids);
+        t->used = 0;
         for (size_t i = 0; i < old_cap; i++) {
             const struct record *o = old[i] && old[i] != NAME_GONE ? index_get(ix, old[i]) : NULL;
             if (o) name_insert(ix, o);
         }
         if (old != no_names) free(old);
     }
-    size_t mask = ix->names_cap - 1;
-    size_t i = name_hash(record_get(u, USER_NAME).s.ptr, record_get(u, USER_NAME).s.len) & mask;
-    while (ix->names[i] && ix->names[i] != NAME_GONE)
+    size_t mask = t->cap - 1;
+    uint64_t seed;
+    union value v = name_of(u, &seed);
+    size_t i = name_hash(seed, v.s.ptr, v.s.len) & mask;
+    while (t->ids[i] && t->ids[i] != NAME_GONE)
         i = (i + 1) & mask;
-    if (!ix->names[i]) ix->names_used++;
-    ix->names[i] = u->id;
+    if (!t->ids[i]) t->used++;
+    t->ids[i] = u->id;
 }
 
 static void name_remove(struct index *ix, const struct record *u) {
-    uint64_t *slot = name_slot(ix, record_get(u, USER_NAME).s.ptr, record_get(u, USER_NAME).s.len);
+    uint64_t unused;
+    union value v = name_of(u, &unused);
+    uint64_t *slot = name_slot(ix, u->type, u->user_id, v.s.ptr, v.s.len);
     if (slot && *slot == u->id) *slot = NAME_GONE;
+}
+
+static bool named(uint8_t type) {
+    return type == REC_USER || type == REC_IDEM;
+}
+
+struct record *index_idem_get(const struct index *ix, uint64_t user_id, const char *ptr,
+                              size_t len) {
+    uint64_t *slot = name_slot(ix, REC_IDEM, user_id, ptr, len);
+    return slot ? index_get(ix, *slot) : NULL;
 }
 
 void index_put(struct index *ix, struct record *r) {
@@ -383,7 +419,7 @@ struct record *index_swap(struct index *ix, struct record *r) {
     struct record *old = NULL;
     bool found;
     struct index_slot *sl = find_slot(ix, r->id, &found);
-    if (found && sl->r->type == REC_USER) name_remove(ix, sl->r);
+    if (found && named(sl->r->type)) name_remove(ix, sl->r);
     if (found) {
         old = sl->r;
         {
@@ -433,7 +469,7 @@ struct record *index_swap(struct index *ix, struct record *r) {
         ix->kind_bytes[r->type % INDEX_KINDS] += size;
     }
     if (r->type == REC_EVENT) link_event(ix, r);
-    if (r->type == REC_USER) name_insert(ix, r);
+    if (named(r->type)) name_insert(ix, r);
     if (r->id >= ix->next_id && r->id <= ix->id_max) ix->next_id = r->id + 1;
     return old;
 }
@@ -450,7 +486,7 @@ struct record *index_remove(struct index *ix, uint64_t id) {
     if (!found) return NULL;
     struct record *r = sl->r;
     if (r->type == REC_EVENT) unlink_event(ix, r);
-    if (r->type == REC_USER) name_remove(ix, r);
+    if (named(r->type)) name_remove(ix, r);
     struct owner *o = owner_get(ix, owner_key(r), false);
     if (o) list_remove(&o->lists[r->type], r->id);
     if (o && record_type_in_quota(r->type)) o->quota_bytes -= record_size(r);
@@ -469,7 +505,7 @@ struct record *index_remove(struct index *ix, uint64_t id) {
 }
 
 struct record *index_user_by_name(const struct index *ix, const char *ptr, size_t len) {
-    uint64_t *slot = name_slot(ix, ptr, len);
+    uint64_t *slot = name_slot(ix, REC_USER, 0, ptr, len);
     return slot ? index_get(ix, *slot) : NULL;
 }
 
@@ -539,6 +575,23 @@ int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
         index_set_node(ix, (uint32_t)v);
         ix->node_recorded = true;
         return 0;
+    case REC_KEYED: {
+        uint8_t t;
+        const uint8_t *rec, *key;
+        size_t rec_len, key_len;
+        if (record_keyed_split(payload, len, &t, &rec, &rec_len, &key, &key_len) < 0) return -1;
+        struct record *r = record_decode(t, rec, rec_len);
+        struct record *k = record_decode(REC_IDEM, key, key_len);
+        if (!r || !k || k->user_id != r->user_id) {
+            record_free(r);
+            record_free(k);
+            return -1;
+        }
+        index_put(ix, r);
+        index_put(ix, k);
+        ix->written = true;
+        return 0;
+    }
     default: {
         /* The id's table slot is a cache miss in a big table: ask for it now,
          * so that it arrives while the payload is decoded. */

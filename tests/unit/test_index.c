@@ -432,7 +432,7 @@ static void test_many_users_churn(void) {
         for (uint64_t id = 1; id <= 300; id += 7)
             CHECK_EQ_INT(index_delete(&ix, id), 0);
     }
-    CHECK(ix.names_used * 2 <= ix.names_cap);
+    CHECK(ix.names.used * 2 <= ix.names.cap);
     index_destroy(&ix);
 }
 
