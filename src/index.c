@@ -47,7 +47,7 @@ static bool shard_allocated(const struct index_shard *sh) {
     return sh->slots != no_slots;
 }
 static const struct owner no_owners[1];
-static const uint64_t no_names[1];
+static const struct name_entry no_names[1];
 #define TABLE_MIN_CAP 64 /* owners and names, once allocated */
 
 /*
@@ -76,8 +76,8 @@ void index_init(struct index *ix) {
     }
     ix->owners_cap = 1; /* the owner and name tables too start as shared empty ones */
     ix->owners = (struct owner *)no_owners;
-    ix->names = (struct name_table){(uint64_t *)no_names, 1, 0};
-    ix->keys = (struct name_table){(uint64_t *)no_names, 1, 0};
+    ix->names = (struct name_table){(struct name_entry *)no_names, 1, 0};
+    ix->keys = (struct name_table){(struct name_entry *)no_names, 1, 0};
     ix->next_id = 1;
     ix->id_min = record_node_id_min(0);
     ix->id_max = record_node_id_max(0);
@@ -104,8 +104,8 @@ void index_destroy(struct index *ix) {
         for (int k = 0; k <= REC_KIND_MAX; k++)
             free(ix->owners[i].lists[k].ids);
     if (ix->owners != no_owners) free(ix->owners);
-    if (ix->names.ids != no_names) free(ix->names.ids);
-    if (ix->keys.ids != no_names) free(ix->keys.ids);
+    if (ix->names.slots != no_names) free(ix->names.slots);
+    if (ix->keys.slots != no_names) free(ix->keys.slots);
     free(ix->foreign.ids);
     memset(ix, 0, sizeof *ix);
 }
@@ -329,9 +329,10 @@ static void link_event(struct index *ix, const struct record *ev) {
 
 /*
  * Two tables of ids by the hash of a name: users by name, and REC_IDEM
- * records by (user, key). Open addressing; each holds ids only, and a match
- * is confirmed on the record, so a table costs 16 bytes per entry at most
- * (a load of one half, doubling).
+ * records by (user, key). Open addressing with the hash kept beside the id,
+ * so that probing and growing never touch a record (a cache miss each); a
+ * match is confirmed on the record. 16 bytes a slot, at a load of at most
+ * one half.
  */
 #define NAME_GONE UINT64_MAX /* a deleted entry */
 
@@ -346,59 +347,61 @@ static struct name_table *table_of(struct index *ix, uint8_t type) {
     return type == REC_USER ? &ix->names : &ix->keys;
 }
 
-/* The name a record is filed under in its table, and the seed of its hash. */
-static union value name_of(const struct record *r, uint64_t *seed) {
-    *seed = r->type == REC_USER ? 0 : mix(r->user_id);
+/* The name a record is filed under in its table. */
+static union value name_of(const struct record *r) {
     return record_get(r, r->type == REC_USER ? USER_NAME : IDEM_KEY);
 }
 
+static uint64_t name_seed(uint8_t type, uint64_t user_id) {
+    return type == REC_USER ? 0 : mix(user_id);
+}
+
 /* The slot holding a record of this type, user (REC_IDEM) and name, or NULL. */
-static uint64_t *name_slot(const struct index *ix, uint8_t type, uint64_t user_id, const char *p,
-                           size_t n) {
+static struct name_entry *name_slot(const struct index *ix, uint8_t type, uint64_t user_id,
+                                    const char *p, size_t n) {
     const struct name_table *t = table_of((struct index *)ix, type);
-    uint64_t seed = type == REC_USER ? 0 : mix(user_id);
+    uint64_t h = name_hash(name_seed(type, user_id), p, n);
     size_t mask = t->cap - 1;
-    for (size_t i = name_hash(seed, p, n) & mask;; i = (i + 1) & mask) {
-        uint64_t id = t->ids[i];
-        if (id == 0) return NULL;
-        if (id == NAME_GONE) continue;
-        const struct record *u = index_get(ix, id);
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        struct name_entry *e = &t->slots[i];
+        if (e->id == 0) return NULL;
+        if (e->id == NAME_GONE || e->hash != h) continue;
+        const struct record *u = index_get(ix, e->id);
         if (!u || u->type != type || (type != REC_USER && u->user_id != user_id)) continue;
-        uint64_t unused;
-        union value v = name_of(u, &unused);
-        if (v.s.len == n && memcmp(v.s.ptr, p, n) == 0) return &t->ids[i];
+        union value v = name_of(u);
+        if (v.s.len == n && memcmp(v.s.ptr, p, n) == 0) return e;
     }
+}
+
+/* Files (id, h) in t, which has room. */
+static void name_place(struct name_table *t, uint64_t id, uint64_t h) {
+    size_t mask = t->cap - 1, i = h & mask;
+    while (t->slots[i].id && t->slots[i].id != NAME_GONE)
+        i = (i + 1) & mask;
+    if (!t->slots[i].id) t->used++;
+    t->slots[i] = (struct name_entry){id, h};
 }
 
 static void name_insert(struct index *ix, const struct record *u) {
     struct name_table *t = table_of(ix, u->type);
     if ((t->used + 1) * 2 > t->cap) {
-        uint64_t *old = t->ids;
+        struct name_entry *old = t->slots;
         size_t old_cap = t->cap;
         t->cap = old_cap < TABLE_MIN_CAP ? TABLE_MIN_CAP : old_cap * 2;
-        t->ids = xcalloc(t->cap, sizeof *t->ids);
+        t->slots = xcalloc(t->cap, sizeof *t->slots);
         t->used = 0;
-        for (size_t i = 0; i < old_cap; i++) {
-            const struct record *o = old[i] && old[i] != NAME_GONE ? index_get(ix, old[i]) : NULL;
-            if (o) name_insert(ix, o);
-        }
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i].id && old[i].id != NAME_GONE) name_place(t, old[i].id, old[i].hash);
         if (old != no_names) free(old);
     }
-    size_t mask = t->cap - 1;
-    uint64_t seed;
-    union value v = name_of(u, &seed);
-    size_t i = name_hash(seed, v.s.ptr, v.s.len) & mask;
-    while (t->ids[i] && t->ids[i] != NAME_GONE)
-        i = (i + 1) & mask;
-    if (!t->ids[i]) t->used++;
-    t->ids[i] = u->id;
+    union value v = name_of(u);
+    name_place(t, u->id, name_hash(name_seed(u->type, u->user_id), v.s.ptr, v.s.len));
 }
 
 static void name_remove(struct index *ix, const struct record *u) {
-    uint64_t unused;
-    union value v = name_of(u, &unused);
-    uint64_t *slot = name_slot(ix, u->type, u->user_id, v.s.ptr, v.s.len);
-    if (slot && *slot == u->id) *slot = NAME_GONE;
+    union value v = name_of(u);
+    struct name_entry *e = name_slot(ix, u->type, u->user_id, v.s.ptr, v.s.len);
+    if (e && e->id == u->id) e->id = NAME_GONE;
 }
 
 static bool named(uint8_t type) {
@@ -407,8 +410,8 @@ static bool named(uint8_t type) {
 
 struct record *index_idem_get(const struct index *ix, uint64_t user_id, const char *ptr,
                               size_t len) {
-    uint64_t *slot = name_slot(ix, REC_IDEM, user_id, ptr, len);
-    return slot ? index_get(ix, *slot) : NULL;
+    struct name_entry *e = name_slot(ix, REC_IDEM, user_id, ptr, len);
+    return e ? index_get(ix, e->id) : NULL;
 }
 
 void index_put(struct index *ix, struct record *r) {
@@ -505,8 +508,8 @@ struct record *index_remove(struct index *ix, uint64_t id) {
 }
 
 struct record *index_user_by_name(const struct index *ix, const char *ptr, size_t len) {
-    uint64_t *slot = name_slot(ix, REC_USER, 0, ptr, len);
-    return slot ? index_get(ix, *slot) : NULL;
+    struct name_entry *e = name_slot(ix, REC_USER, 0, ptr, len);
+    return e ? index_get(ix, e->id) : NULL;
 }
 
 const struct id_list *index_owned(const struct index *ix, uint64_t user_id, uint8_t type) {

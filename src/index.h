@@ -49,10 +49,14 @@ struct index_shard {
 };
 
 /* Ids by the hash of a name (index.c): users by name, idempotency keys by user and key. */
+struct name_entry {
+    uint64_t id;   /* 0 empty */
+    uint64_t hash; /* of the name (and user) */
+};
 struct name_table {
-    uint64_t *ids; /* 0 empty */
-    size_t cap;    /* power of two */
-    size_t used;   /* live + deleted marks */
+    struct name_entry *slots;
+    size_t cap;  /* power of two */
+    size_t used; /* live + deleted marks */
 };
 
 struct index {
