@@ -224,6 +224,7 @@ static void do_create(struct handlers *h, struct req_state *st, struct http_resp
             return;
         }
         if (k) stale = k->id;
+        if (write_refused(h, ACT_CREATE, r)) return;
     }
     if (body_failed(st, r)) return;
     const struct kind_desc *k = record_kind(st->route.type);
@@ -426,11 +427,14 @@ enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
         return SERVER_ANSWERED;
     }
     st->user_id = user->id;
-    if (write_refused(h, st->route.action, r)) return SERVER_ANSWERED;
-    /* Updates and deletions are idempotent by themselves: only creates take a key. */
-    if (st->route.action == ACT_CREATE && req->kept->seen[HF_IDEMPOTENCY_KEY] &&
-        !idem_begin(st, req, r))
+    /* Updates and deletions are idempotent by themselves: only creates take a key. A keyed
+     * create is let through the storage checks until its key is looked up: a replay writes
+     * nothing, so it is answered even while writes are refused. */
+    if (st->route.action == ACT_CREATE && req->kept->seen[HF_IDEMPOTENCY_KEY]) {
+        if (!idem_begin(st, req, r)) return SERVER_ANSWERED;
+    } else if (write_refused(h, st->route.action, r)) {
         return SERVER_ANSWERED;
+    }
     if (st->route.action == ACT_CREATE || st->route.action == ACT_UPDATE) {
         arena_reset(&st->arena);
         json_decoder_begin(&st->dec, record_kind(st->route.type), &st->arena,
@@ -465,7 +469,7 @@ void api_complete(struct handlers *h, struct req_state *st, struct http_request 
         r->extra = hdr_www_authenticate;
         return;
     }
-    if (write_refused(h, st->route.action, r)) return;
+    if (!st->idem && write_refused(h, st->route.action, r)) return;
     switch (st->route.action) {
     case ACT_CREATE:
         do_create(h, st, r);

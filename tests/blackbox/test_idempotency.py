@@ -205,6 +205,19 @@ class Durable(Served):
         self.assertReplay(first, self.post())
         self.assertEqual(self.count(), 1)
 
+    def test_a_replay_is_answered_while_writes_are_refused(self):
+        first = self.must_post()
+        self.stop()
+        self.ENV = {"EVENTD_MAX_LIVE_BYTES": "1"}  # every write that adds data: 507
+        self.start()
+        self.assertReplay(first, self.post())
+
+    def test_a_new_key_is_refused_while_writes_are_refused(self):
+        self.stop()
+        self.ENV = {"EVENTD_MAX_LIVE_BYTES": "1"}
+        self.start()
+        self.assertErr(self.post(), 507, "insufficient_storage")
+
     def test_a_users_keys_go_with_eventd_user_remove(self):
         self.must_post()
         self.stop()
