@@ -408,12 +408,16 @@ static void on_compacted(struct store *s, int status) {
     compact_done(db, status);
 }
 
-static void snapshot(struct db *db, const struct record *r) {
+/*
+ * An expired idempotency key is forgotten: left out of the new log, and when
+ * may_drop, dropped from memory too, without a frame (if this compaction
+ * fails, a restart reads it again, expired still). The foreign ids' pass may
+ * not drop: it walks a list that a removal would shift.
+ */
+static void snapshot(struct db *db, const struct record *r, bool may_drop) {
     if (!r) return;
     if (r->type == REC_IDEM && db_idem_expired(db, r, db->compact_now_s)) {
-        /* Forgotten: left out of the new log and dropped from memory. Without a
-         * frame: if this compaction fails, a restart reads it again, expired still. */
-        if (!db_unacked(db, r->id)) index_delete(&db->index, r->id);
+        if (may_drop && !db_unacked(db, r->id)) index_delete(&db->index, r->id);
         return;
     }
     buf_reset(&db->scratch);
@@ -433,7 +437,7 @@ static void compact_slice(uv_idle_t *h) {
     uint64_t stop = db->compact_next + COMPACT_SLICE_IDS;
     if (stop > db->compact_end) stop = db->compact_end;
     for (uint64_t id = db->compact_next; id < stop; id++)
-        snapshot(db, index_get(&db->index, id));
+        snapshot(db, index_get(&db->index, id), true);
     db->compact_next = stop;
     if (stop < db->compact_end) return;
     /* Then the records of other nodes (imported), by position in their sorted list,
@@ -441,7 +445,7 @@ static void compact_slice(uv_idle_t *h) {
     const struct id_list *f = &db->index.foreign;
     uint32_t i = id_list_lower_bound(f, db->compact_foreign_next);
     for (uint32_t n = 0; i < f->len && n < COMPACT_SLICE_IDS; i++, n++)
-        snapshot(db, index_get(&db->index, f->ids[i]));
+        snapshot(db, index_get(&db->index, f->ids[i]), false);
     if (i < f->len) {
         db->compact_foreign_next = f->ids[i];
         return;

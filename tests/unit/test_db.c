@@ -771,7 +771,32 @@ static void test_compaction_drops_expired_keys(void) {
     rmrf(dir);
 }
 
+/* Imported (foreign) ids: an expired key among them is left out, and nothing after it is. */
+static void test_compaction_of_foreign_expired_keys_keeps_the_rest(void) {
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_node = 2;
+    open_db(&db, &loop, dir, &always);
+    db_set_idem_ttl(&db, 60);
+    uint64_t now = (uint64_t)time(NULL), f = (UINT64_C(7) << 43) + 10;
+    db_put(&db, idem_key(f, "old", now - 61, f - 1, "{old}"));
+    db_put(&db, theme(f + 1, "after the key"));
+    uint64_t lsn = db_put(&db, theme(f + 2, "and this"));
+    RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
+    CHECK_EQ_INT(db_compact_now(&db), 0);
+    close_db(&db, &loop);
+    open_db(&db, &loop, dir, &always);
+    CHECK(db_get(&db, f) == NULL);
+    check_name(&db, f + 1, "after the key");
+    check_name(&db, f + 2, "and this");
+    close_db(&db, &loop);
+    open_node = 0;
+    rmrf(dir);
+}
+
 static const struct check_case cases[] = {
+    CHECK_CASE(test_compaction_of_foreign_expired_keys_keeps_the_rest),
     CHECK_CASE(test_keyed_put_survives_reopen),
     CHECK_CASE(test_keyed_put_failed_batch_undoes_both),
     CHECK_CASE(test_compaction_drops_expired_keys),
