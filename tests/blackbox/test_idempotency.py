@@ -15,7 +15,7 @@ a malformed header is 400 invalid_header naming Idempotency-Key.
 
 import os
 import signal
-import socket
+import subprocess
 import sys
 import unittest
 
@@ -230,6 +230,24 @@ class Durable(Served):
         with open(self.dir.file(LOG), "rb") as f:
             self.assertNotIn(KEY.encode(), f.read())
         self.assertIn(KEY.encode(), log)
+
+
+class Moved(Served):
+    def test_a_key_moves_with_its_user_by_export_and_import(self):
+        first = self.must_post()
+        self.stop()
+        exp = subprocess.run([harness.EVENTD_BIN, "export", "--user", "alice", "--data",
+                              self.dir.path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=harness.clean_env(), timeout=10)
+        self.assertEqual(exp.returncode, 0, exp.stderr)
+        cp = run_cli(["user", "purge", "alice", "--data", self.dir.path])
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        imp = subprocess.run([harness.EVENTD_BIN, "import", "--data", self.dir.path],
+                             input=exp.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=harness.clean_env(), timeout=10)
+        self.assertEqual(imp.returncode, 0, imp.stderr)
+        self.start()
+        self.assertReplay(first, self.post())
 
 
 class Expiry(Served):
