@@ -170,6 +170,7 @@ static void idem_replay(struct handlers *h, const struct record *k, const uint8_
         reply_error(r, ERR_CONFLICT, "Idempotency-Key",
                     "the first request with this Idempotency-Key is still being written; retry");
         r->extra = hdr_retry_after;
+        metrics_idem(h->metrics, MI_IN_FLIGHT);
         return;
     }
     union value kh = record_get(k, IDEM_REQUEST_HASH);
@@ -178,6 +179,7 @@ static void idem_replay(struct handlers *h, const struct record *k, const uint8_
                     "this Idempotency-Key was used with another request (another path or body) "
                     "in the last %u seconds; use a new key for a new request",
                     h->db->idem_ttl_s);
+        metrics_idem(h->metrics, MI_REUSED);
         return;
     }
     union value a = record_get(k, IDEM_ANSWER);
@@ -185,6 +187,7 @@ static void idem_replay(struct handlers *h, const struct record *k, const uint8_
     buf_reset(&r->body);
     buf_append(&r->body, a.s.ptr, a.s.len);
     r->extra = hdr_replayed;
+    metrics_idem(h->metrics, MI_REPLAYED);
 }
 
 /*
@@ -269,6 +272,7 @@ static void do_create(struct handlers *h, struct req_state *st, struct http_resp
     kv[IDEM_RECORD_ID].i = id;
     if (stale) db_delete(h->db, stale);
     r->lsn = db_put_keyed(h->db, rec, record_build(&record_idem, key_id, st->user_id, kv));
+    metrics_idem(h->metrics, MI_STORED);
 }
 
 static void do_update(struct handlers *h, struct req_state *st, struct http_response *r) {

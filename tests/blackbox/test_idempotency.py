@@ -105,6 +105,14 @@ class Replay(Served):
         self.assertReplay(first, self.post(kind="address", body=body))
         self.assertEqual(self.count("address"), 1)
 
+    def test_metrics_count_stored_and_replayed_keys(self):
+        self.must_post()
+        self.post()
+        self.post()
+        text = harness.request(self.srv.port, "GET", "/metrics").body.decode()
+        self.assertIn('eventd_idempotency_keys_total{result="stored"} 1\n', text)
+        self.assertIn('eventd_idempotency_keys_total{result="replayed"} 2\n', text)
+
     def test_a_create_without_the_header_is_not_deduplicated(self):
         c = self.clients["alice"]
         c.must_create("theme", {"Name": "Summer fair"})
