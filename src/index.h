@@ -1,7 +1,8 @@
 /*
  * index: the in-memory state rebuilt from the log: id -> record, each
- * user's records of each kind in id order, users by name, the next id, and
- * the event links (a theme's or address's EventID).
+ * user's records of each kind in id order, users by name, idempotency keys
+ * by user and key, the next id, and the event links (a theme's or address's
+ * EventID).
  *
  * The index owns every record in it. index_apply has the store_apply_cb
  * shape, so replay feeds the log straight into it; the live server applies
