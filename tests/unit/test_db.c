@@ -715,6 +715,41 @@ static void test_keyed_put_survives_reopen(void) {
     rmrf(dir);
 }
 
+/* A keyed create torn anywhere at the log's tail (a crash mid-write) leaves neither the record
+ * nor its key: one frame, one checksum. */
+static void test_keyed_put_torn_leaves_neither(void) {
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, &always);
+    uint64_t before = put_theme(&db, "before");
+    RUN_UNTIL(&loop, store_is_acked(&db.store, db_visible_lsn(&db)));
+    uint64_t id = take_id(&db), kid = take_id(&db);
+    RUN_UNTIL(&loop, store_is_acked(&db.store, db_visible_lsn(&db))); /* the id reservation */
+    uint64_t start = db.store.file_size;
+    uint64_t lsn = db_put_keyed(&db, theme(id, "keyed"), idem_key(kid, "k1", 1, id, "{answer}"));
+    RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
+    uint64_t end = db.store.file_size;
+    CHECK(end > start + 20);
+    close_db(&db, &loop);
+    enum log_level saved = log_threshold;
+    log_threshold = LOG_ERROR; /* each cut is logged */
+    for (uint64_t cut = start + 1; cut < end; cut++) {
+        char *copy = copy_log(dir);
+        char cpath[1024];
+        snprintf(cpath, sizeof cpath, "%s/%s", copy, STORE_LOG_NAME);
+        CHECK_EQ_INT(truncate(cpath, (off_t)cut), 0);
+        open_db(&db, &loop, copy, &always);
+        check_name(&db, before, "before");
+        CHECK(db_get(&db, id) == NULL);
+        CHECK(index_idem_get(&db.index, 1, "k1", 2) == NULL);
+        close_db(&db, &loop);
+        rmrf(copy);
+    }
+    log_threshold = saved;
+    rmrf(dir);
+}
+
 /* A failed batch takes back the record and its key together. */
 static void test_keyed_put_failed_batch_undoes_both(void) {
     char *dir = tmpdir("db");
@@ -798,6 +833,7 @@ static void test_compaction_of_foreign_expired_keys_keeps_the_rest(void) {
 static const struct check_case cases[] = {
     CHECK_CASE(test_compaction_of_foreign_expired_keys_keeps_the_rest),
     CHECK_CASE(test_keyed_put_survives_reopen),
+    CHECK_CASE(test_keyed_put_torn_leaves_neither),
     CHECK_CASE(test_keyed_put_failed_batch_undoes_both),
     CHECK_CASE(test_compaction_drops_expired_keys),
     CHECK_CASE(test_always_failed_batch_is_undone),
