@@ -343,11 +343,15 @@ void admin_complete(struct handlers *h, struct req_state *st, struct http_reques
         break;
     case A_REMOVE: {
         uint64_t id = u->id;
-        /* Its sessions first: nothing of the account is left to sign in with. */
-        const struct id_list *l = index_owned(&h->db->index, id, REC_SESSION);
-        while (l->len) {
-            db_delete(h->db, l->ids[l->len - 1]);
-            l = index_owned(&h->db->index, id, REC_SESSION);
+        /* Its sessions first: nothing of the account is left to sign in with. Its
+         * idempotency keys too: they answer for no one now. */
+        static const uint8_t gone[] = {REC_SESSION, REC_IDEM};
+        for (size_t k = 0; k < sizeof gone; k++) {
+            const struct id_list *l = index_owned(&h->db->index, id, gone[k]);
+            while (l->len) {
+                db_delete(h->db, l->ids[l->len - 1]);
+                l = index_owned(&h->db->index, id, gone[k]);
+            }
         }
         r->lsn = db_delete(h->db, id);
         LOG(LOG_INFO, "admin: removed user %s", st->name);

@@ -6,8 +6,10 @@
  * body chunk by chunk, and the endpoint runs when the request is complete.
  */
 #include <errno.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "handlers_internal.h"
 
@@ -116,7 +118,117 @@ static bool body_failed(struct req_state *st, struct http_response *r) {
     return true;
 }
 
+/* ---- Idempotency-Key (docs/STORAGE.md "Idempotency keys") ---- */
+
+static const char hdr_replayed[] = "Idempotent-Replayed: true\r\n";
+
+static crypto_generichash_state *idem_hash_state(struct req_state *st) {
+    uintptr_t p = ((uintptr_t)st->hash_mem + 63) & ~(uintptr_t)63;
+    return (crypto_generichash_state *)p;
+}
+
+_Static_assert(sizeof(crypto_generichash_state) + 63 <= IDEM_HASH_STATE_BYTES, "hash state");
+
+void api_idem_body(struct req_state *st, const char *ptr, size_t len) {
+    crypto_generichash_update(idem_hash_state(st), (const unsigned char *)ptr, len);
+}
+
+/*
+ * Takes the Idempotency-Key of a create: 1 to IDEM_KEY_MAX bytes of
+ * printable ASCII without spaces (a repeated header is joined with ", ",
+ * so it fails here too). Returns false after answering 400.
+ */
+static bool idem_begin(struct req_state *st, struct http_request *req, struct http_response *r) {
+    struct slice v = http_request_field(req, HF_IDEMPOTENCY_KEY);
+    bool ok = v.len >= 1 && v.len <= IDEM_KEY_MAX;
+    for (size_t i = 0; ok && i < v.len; i++)
+        ok = (unsigned char)v.ptr[i] >= 0x21 && (unsigned char)v.ptr[i] <= 0x7e;
+    if (!ok) {
+        reply_error(r, ERR_INVALID_HEADER, "Idempotency-Key",
+                    "Idempotency-Key must be 1 to %d printable ASCII characters without spaces, "
+                    "sent once",
+                    IDEM_KEY_MAX);
+        return false;
+    }
+    memcpy(st->idem_key, v.ptr, v.len);
+    st->idem_key_len = (uint8_t)v.len;
+    st->idem = true;
+    /* The request is its kind (the path) and its body. */
+    uint8_t kind = st->route.type;
+    crypto_generichash_init(idem_hash_state(st), NULL, 0, IDEM_HASH_BYTES);
+    crypto_generichash_update(idem_hash_state(st), &kind, 1);
+    return true;
+}
+
+/*
+ * A key seen before: while its create waits for the disk, 409; with another
+ * request, 422; else the first answer again, byte for byte.
+ */
+static void idem_replay(struct handlers *h, const struct record *k, const uint8_t *hash,
+                        struct http_response *r) {
+    if (db_unacked(h->db, k->id)) {
+        reply_error(r, ERR_CONFLICT, "Idempotency-Key",
+                    "the first request with this Idempotency-Key is still being written; retry");
+        r->extra = hdr_retry_after;
+        metrics_idem(h->metrics, MI_IN_FLIGHT);
+        return;
+    }
+    union value kh = record_get(k, IDEM_REQUEST_HASH);
+    if (kh.s.len != IDEM_HASH_BYTES || sodium_memcmp(kh.s.ptr, hash, IDEM_HASH_BYTES) != 0) {
+        reply_error(r, ERR_IDEMPOTENCY_KEY_REUSED, "Idempotency-Key",
+                    "this Idempotency-Key was used with another request (another path or body) "
+                    "in the last %u seconds; use a new key for a new request",
+                    h->db->idem_ttl_s);
+        metrics_idem(h->metrics, MI_REUSED);
+        return;
+    }
+    union value a = record_get(k, IDEM_ANSWER);
+    r->status = (uint16_t)record_get(k, IDEM_STATUS).i;
+    buf_reset(&r->body);
+    buf_append(&r->body, a.s.ptr, a.s.len);
+    r->extra = hdr_replayed;
+    metrics_idem(h->metrics, MI_REPLAYED);
+}
+
+/*
+ * Room for one more key of this user (--max-idempotency-keys-per-user):
+ * the oldest keys, first in the user's list, are deleted when expired, a
+ * few per create, so a user at the cap makes room as keys age. Returns
+ * false after answering 403.
+ */
+#define IDEM_RECLAIM_PER_CREATE 4
+static bool idem_room(struct handlers *h, uint64_t user_id, uint64_t now, struct http_response *r) {
+    for (int n = 0; n < IDEM_RECLAIM_PER_CREATE; n++) {
+        const struct id_list *l = index_owned(&h->db->index, user_id, REC_IDEM);
+        const struct record *k = l->len ? db_get(h->db, l->ids[0]) : NULL;
+        if (!k || !db_idem_expired(h->db, k, now)) break;
+        db_delete(h->db, k->id);
+    }
+    uint64_t max = h->lim.max_idem_keys_per_user;
+    uint32_t have = index_owned(&h->db->index, user_id, REC_IDEM)->len;
+    if (!max || have < max) return true;
+    reply_error(r, ERR_QUOTA, "Idempotency-Key",
+                "quota exceeded: this account has %u Idempotency-Keys kept and may have %llu "
+                "(--max-idempotency-keys-per-user); they are forgotten %u seconds after use",
+                have, (unsigned long long)max, h->db->idem_ttl_s);
+    return false;
+}
+
 static void do_create(struct handlers *h, struct req_state *st, struct http_response *r) {
+    uint8_t hash[IDEM_HASH_BYTES];
+    uint64_t now = 0, stale = 0; /* stale: an expired key record of this key, to delete */
+    if (st->idem) {
+        crypto_generichash_final(idem_hash_state(st), hash, sizeof hash);
+        now = (uint64_t)time(NULL);
+        const struct record *k =
+            index_idem_get(&h->db->index, st->user_id, st->idem_key, st->idem_key_len);
+        if (k && !db_idem_expired(h->db, k, now)) {
+            idem_replay(h, k, hash, r);
+            return;
+        }
+        if (k) stale = k->id;
+        if (write_refused(h, ACT_CREATE, r)) return;
+    }
     if (body_failed(st, r)) return;
     const struct kind_desc *k = record_kind(st->route.type);
     union value vals[RECORD_MAX_FIELDS];
@@ -125,8 +237,10 @@ static void do_create(struct handlers *h, struct req_state *st, struct http_resp
         if (st->dec.present & (UINT64_C(1) << i)) vals[i] = st->dec.vals[i];
     if (k->type == REC_EVENT && !events_check_links(h, st->user_id, r, vals, 0)) return;
     if (!within_quota(h, st->user_id, 1, 0, record_size_of(k, vals), r)) return;
-    uint64_t id;
+    if (st->idem && !stale && !idem_room(h, st->user_id, now, r)) return;
+    uint64_t id, key_id = 0;
     int rc = db_take_id(h->db, &id);
+    if (rc == 0 && st->idem) rc = db_take_id(h->db, &key_id);
     if (rc == -ERANGE) {
         reply_error(r, ERR_UNAVAILABLE, NULL, "the id space is used up");
         return;
@@ -138,8 +252,27 @@ static void do_create(struct handlers *h, struct req_state *st, struct http_resp
         return;
     }
     struct record *rec = record_build(k, id, st->user_id, vals);
-    r->lsn = db_put(h->db, rec);
-    reply_record(r, index_get(&h->db->index, id));
+    if (!st->idem) {
+        r->lsn = db_put(h->db, rec);
+        reply_record(r, index_get(&h->db->index, id));
+        return;
+    }
+    /* The answer is rendered before the record is stored, to be stored with it. */
+    reply_record(r, rec);
+    union value kv[RECORD_MAX_FIELDS];
+    record_defaults(&record_idem, kv);
+    kv[IDEM_KEY].s.ptr = st->idem_key;
+    kv[IDEM_KEY].s.len = st->idem_key_len;
+    kv[IDEM_REQUEST_HASH].s.ptr = (const char *)hash;
+    kv[IDEM_REQUEST_HASH].s.len = IDEM_HASH_BYTES;
+    kv[IDEM_CREATED].i = now;
+    kv[IDEM_STATUS].i = r->status;
+    kv[IDEM_ANSWER].s.ptr = r->body.ptr;
+    kv[IDEM_ANSWER].s.len = (uint32_t)r->body.len;
+    kv[IDEM_RECORD_ID].i = id;
+    if (stale) db_delete(h->db, stale);
+    r->lsn = db_put_keyed(h->db, rec, record_build(&record_idem, key_id, st->user_id, kv));
+    metrics_idem(h->metrics, MI_STORED);
 }
 
 static void do_update(struct handlers *h, struct req_state *st, struct http_response *r) {
@@ -303,7 +436,14 @@ enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
         return SERVER_ANSWERED;
     }
     st->user_id = user->id;
-    if (write_refused(h, st->route.action, r)) return SERVER_ANSWERED;
+    /* Updates and deletions are idempotent by themselves: only creates take a key. A keyed
+     * create is let through the storage checks until its key is looked up: a replay writes
+     * nothing, so it is answered even while writes are refused. */
+    if (st->route.action == ACT_CREATE && req->kept->seen[HF_IDEMPOTENCY_KEY]) {
+        if (!idem_begin(st, req, r)) return SERVER_ANSWERED;
+    } else if (write_refused(h, st->route.action, r)) {
+        return SERVER_ANSWERED;
+    }
     if (st->route.action == ACT_CREATE || st->route.action == ACT_UPDATE) {
         arena_reset(&st->arena);
         json_decoder_begin(&st->dec, record_kind(st->route.type), &st->arena,
@@ -338,7 +478,7 @@ void api_complete(struct handlers *h, struct req_state *st, struct http_request 
         r->extra = hdr_www_authenticate;
         return;
     }
-    if (write_refused(h, st->route.action, r)) return;
+    if (!st->idem && write_refused(h, st->route.action, r)) return;
     switch (st->route.action) {
     case ACT_CREATE:
         do_create(h, st, r);

@@ -52,6 +52,7 @@ int app_open(struct app *a, uv_loop_t *loop, const struct config *cfg) {
     }
     a->metrics.replay_ns = uv_hrtime() - t0;
     db_set_guard(&a->db, app_max_live_bytes(cfg), cfg->min_free_disk_bytes);
+    db_set_idem_ttl(&a->db, cfg->idempotency_ttl_s);
     return 0;
 }
 
@@ -182,6 +183,7 @@ int app_serve(struct app *a) {
                                  .metrics = a->cfg.metrics,
                                  .max_records_per_user = a->cfg.max_records_per_user,
                                  .max_bytes_per_user = a->cfg.max_bytes_per_user,
+                                 .max_idem_keys_per_user = a->cfg.max_idempotency_keys_per_user,
 
                                  .throttle_entries = a->cfg.throttle_entries,
                                  .register_per_address = a->cfg.register_per_address,

@@ -45,8 +45,9 @@ static void list_users(const struct db *db) {
 }
 
 /* The kinds a user owns, in the order export writes them: events after what they link,
- * sessions too (a moved user stays signed in). */
-static const uint8_t owned_kinds[] = {REC_THEME, REC_ADDRESS, REC_EVENT, REC_SESSION};
+ * sessions too (a moved user stays signed in), and its idempotency keys (a moved user's
+ * retries still find them). */
+static const uint8_t owned_kinds[] = {REC_THEME, REC_ADDRESS, REC_EVENT, REC_SESSION, REC_IDEM};
 
 /* Deletes every record user uid owns (events first, so links go with them). Returns the count. */
 static size_t purge_records(struct db *db, uint64_t uid) {
@@ -100,12 +101,15 @@ int cli_user(struct db *db, int npos, const char **pos) {
         return 0;
     }
     if (!strcmp(verb, "remove")) {
-        /* Its site sessions go with it. */
+        /* Its site sessions and idempotency keys go with it. */
         uint64_t uid = u->id;
-        const struct id_list *l = index_owned(&db->index, uid, REC_SESSION);
-        while (l->len) {
-            db_delete(db, l->ids[l->len - 1]);
-            l = index_owned(&db->index, uid, REC_SESSION);
+        static const uint8_t gone[] = {REC_SESSION, REC_IDEM};
+        for (size_t k = 0; k < sizeof gone; k++) {
+            const struct id_list *l = index_owned(&db->index, uid, gone[k]);
+            while (l->len) {
+                db_delete(db, l->ids[l->len - 1]);
+                l = index_owned(&db->index, uid, gone[k]);
+            }
         }
         db_delete(db, uid);
         if (save(db) < 0) return 1;

@@ -54,6 +54,8 @@ const struct config config_defaults = {
     .access_log = true,
     .log_level = LOG_INFO,
     .max_records_per_user = 100000,
+    .idempotency_ttl_s = 86400,
+    .max_idempotency_keys_per_user = 100000,
     .max_bytes_per_user = 64u << 20,
     .min_free_disk_bytes = 64u << 20,
     .max_live_bytes = 0,
@@ -190,6 +192,13 @@ static const struct opt opts[] = {
      9007199254740991.0,
      "bytes of log frames those records of one user may hold; more get 403 quota_exceeded (0: no "
      "limit)"},
+    {"idempotency-ttl-s", "EVENTD_IDEMPOTENCY_TTL_S", OPT_U32, OFF(idempotency_ttl_s), 1, 315360000,
+     "an Idempotency-Key of a create is kept (and its first answer replayed) at least this many "
+     "seconds, then forgotten"},
+    {"max-idempotency-keys-per-user", "EVENTD_MAX_IDEMPOTENCY_KEYS_PER_USER", OPT_U32,
+     OFF(max_idempotency_keys_per_user), 0, 4294967295.0,
+     "Idempotency-Keys one user may have kept at once; a create with a new key beyond that gets "
+     "403 quota_exceeded (0: no limit)"},
     {"min-free-disk-bytes", "EVENTD_MIN_FREE_DISK_BYTES", OPT_U64, OFF(min_free_disk_bytes), 0,
      9007199254740991.0,
      "writes that add data get 507 while the data directory's disk has less free than this (0: "

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 
 #include "auth.h"
 #include "log.h"
@@ -138,6 +139,33 @@ uint64_t db_put(struct db *db, struct record *r) {
     uint64_t lsn = store_append(&db->store, r->type, db->scratch.ptr, db->scratch.len);
     uint64_t id = r->id;
     return changed(db, lsn, id, index_swap(&db->index, r));
+}
+
+uint64_t db_put_keyed(struct db *db, struct record *r, struct record *key) {
+    buf_reset(&db->scratch);
+    record_keyed_encode(r, key, &db->scratch);
+    db->appended += STORE_FRAME_HEADER_SIZE + db->scratch.len;
+    uint64_t lsn = store_append(&db->store, REC_KEYED, db->scratch.ptr, db->scratch.len);
+    uint64_t id = r->id, key_id = key->id;
+    struct record *old = index_swap(&db->index, r);
+    /* Two changes under one LSN: an undo takes back the key first, then the record. */
+    if (store_is_acked(&db->store, lsn))
+        record_free(old);
+    else
+        undo_push(db, lsn, id, old);
+    return changed(db, lsn, key_id, index_swap(&db->index, key));
+}
+
+bool db_unacked(const struct db *db, uint64_t id) {
+    for (size_t i = db->undo_len; i > 0; i--) {
+        const struct db_undo *u = &db->undo[db->undo_head + i - 1];
+        if (u->id == id && !store_is_acked(&db->store, u->lsn)) return true;
+    }
+    return false;
+}
+
+void db_set_idem_ttl(struct db *db, uint32_t ttl_s) {
+    db->idem_ttl_s = ttl_s;
 }
 
 uint64_t db_delete(struct db *db, uint64_t id) {
@@ -310,6 +338,7 @@ int db_open(struct db *db, uv_loop_t *loop, const char *dir, const struct store_
             uint32_t node_id, char *msg, size_t msg_len) {
     memset(db, 0, sizeof *db);
     db->loop = loop;
+    db->idem_ttl_s = DB_IDEM_TTL_S;
     index_init(&db->index);
     buf_init(&db->scratch, 4096);
     int rc = store_open(&db->store, loop, dir, opts, on_store_notify);
@@ -379,8 +408,18 @@ static void on_compacted(struct store *s, int status) {
     compact_done(db, status);
 }
 
-static void snapshot(struct db *db, const struct record *r) {
+/*
+ * An expired idempotency key is forgotten: left out of the new log, and when
+ * may_drop, dropped from memory too, without a frame (if this compaction
+ * fails, a restart reads it again, expired still). The foreign ids' pass may
+ * not drop: it walks a list that a removal would shift.
+ */
+static void snapshot(struct db *db, const struct record *r, bool may_drop) {
     if (!r) return;
+    if (r->type == REC_IDEM && db_idem_expired(db, r, db->compact_now_s)) {
+        if (may_drop && !db_unacked(db, r->id)) index_delete(&db->index, r->id);
+        return;
+    }
     buf_reset(&db->scratch);
     record_encode(r, &db->scratch);
     store_compact_add(&db->store, r->type, db->scratch.ptr, db->scratch.len);
@@ -398,7 +437,7 @@ static void compact_slice(uv_idle_t *h) {
     uint64_t stop = db->compact_next + COMPACT_SLICE_IDS;
     if (stop > db->compact_end) stop = db->compact_end;
     for (uint64_t id = db->compact_next; id < stop; id++)
-        snapshot(db, index_get(&db->index, id));
+        snapshot(db, index_get(&db->index, id), true);
     db->compact_next = stop;
     if (stop < db->compact_end) return;
     /* Then the records of other nodes (imported), by position in their sorted list,
@@ -406,7 +445,7 @@ static void compact_slice(uv_idle_t *h) {
     const struct id_list *f = &db->index.foreign;
     uint32_t i = id_list_lower_bound(f, db->compact_foreign_next);
     for (uint32_t n = 0; i < f->len && n < COMPACT_SLICE_IDS; i++, n++)
-        snapshot(db, index_get(&db->index, f->ids[i]));
+        snapshot(db, index_get(&db->index, f->ids[i]), false);
     if (i < f->len) {
         db->compact_foreign_next = f->ids[i];
         return;
@@ -427,6 +466,7 @@ int db_compact_start(struct db *db, db_compact_cb cb, void *ctx) {
     if (rc < 0) return rc;
     db->compacting = true;
     db->compact_status = 0;
+    db->compact_now_s = (uint64_t)time(NULL);
     db->on_compacted = cb;
     db->compact_ctx = ctx;
     LOG(LOG_INFO, "compaction started: log %llu bytes, live data about %llu bytes",

@@ -98,6 +98,8 @@ struct db {
     uint64_t stats_compactions_ok, stats_compactions_failed; /* finished compactions */
     db_compact_cb on_compacted;
     void *compact_ctx;
+    uint64_t compact_now_s; /* Unix time the compaction began (key expiry), s */
+    uint32_t idem_ttl_s;    /* idempotency keys live this long, s */
     bool open;
     uint64_t appended; /* frame bytes this process appended to the log */
     struct db_guard guard;
@@ -147,6 +149,27 @@ int db_take_id(struct db *db, uint64_t *id);
 
 /* Appends a record (insert or replace) and applies it; takes ownership of r. Returns its LSN. */
 uint64_t db_put(struct db *db, struct record *r);
+/*
+ * Appends a created record r and its idempotency key (a REC_IDEM record of
+ * the same user) in one REC_KEYED frame and applies both; takes ownership
+ * of both. They become durable, or are undone, together. Returns the LSN.
+ */
+uint64_t db_put_keyed(struct db *db, struct record *r, struct record *key);
+/* True while a change of id waits for its acknowledgement (an fdatasync in "always"). */
+bool db_unacked(const struct db *db, uint64_t id);
+
+/*
+ * Idempotency keys are kept at least ttl_s seconds from their creation
+ * (--idempotency-ttl-s), then forgotten: ignored by lookups at once,
+ * dropped from memory and the log by the next compaction.
+ */
+#define DB_IDEM_TTL_S 86400u
+void db_set_idem_ttl(struct db *db, uint32_t ttl_s);
+/* Key k (a REC_IDEM record) is past its time at Unix time now_s. */
+static inline bool db_idem_expired(const struct db *db, const struct record *k, uint64_t now_s) {
+    return record_get(k, IDEM_CREATED).i + db->idem_ttl_s <= now_s;
+}
+
 /* Appends a deletion of id and applies it. Returns its LSN. */
 uint64_t db_delete(struct db *db, uint64_t id);
 /*

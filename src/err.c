@@ -53,6 +53,8 @@ const char *http_reason(int status) {
         return "Content Too Large";
     case 415:
         return "Unsupported Media Type";
+    case 422:
+        return "Unprocessable Content";
     case 429:
         return "Too Many Requests";
     case 431:

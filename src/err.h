@@ -17,6 +17,7 @@
     X(DUPLICATE_FIELD, "duplicate_field", 400, "a field appears twice in the body")                \
     X(ID_MISMATCH, "id_mismatch", 400, "the ID in the body differs from the ID in the path")       \
     X(INVALID_QUERY, "invalid_query", 400, "a query parameter has an invalid value")               \
+    X(INVALID_HEADER, "invalid_header", 400, "a request header has an invalid value")              \
     X(UNAUTHORIZED, "unauthorized", 401, "missing or invalid credentials")                         \
     X(CSRF, "csrf", 403, "the form's CSRF token is missing or wrong; reload the page")             \
     X(QUOTA, "quota_exceeded", 403, "the user's quota does not allow this; delete records first")  \
@@ -26,6 +27,8 @@
     X(CONFLICT, "conflict", 409, "the request conflicts with the current state")                   \
     X(BODY_TOO_LARGE, "body_too_large", 413, "request body exceeds the size limit")                \
     X(MEDIA_TYPE, "unsupported_media_type", 415, "send a form or JSON body")                       \
+    X(IDEMPOTENCY_KEY_REUSED, "idempotency_key_reused", 422,                                       \
+      "this Idempotency-Key was used with another request")                                        \
     X(TOO_MANY, "too_many_requests", 429, "too many failed attempts; retry later")                 \
     X(HEADERS_TOO_LARGE, "headers_too_large", 431, "request line and headers exceed the limit")    \
     X(INTERNAL, "internal", 500, "internal error")                                                 \

@@ -109,8 +109,13 @@ static void reply_metrics(struct handlers *h, struct http_request *req, struct h
         return;
     }
     static const char *const kinds[INDEX_KINDS] = {
-        [REC_USER] = "user",   [REC_THEME] = "theme",     [REC_ADDRESS] = "address",
-        [REC_EVENT] = "event", [REC_SESSION] = "session", [REC_ADMIN] = "admin_token",
+        [REC_USER] = "user",
+        [REC_THEME] = "theme",
+        [REC_ADDRESS] = "address",
+        [REC_EVENT] = "event",
+        [REC_SESSION] = "session",
+        [REC_ADMIN] = "admin_token",
+        [REC_IDEM] = "idempotency_key",
     };
     struct buf *b = &r->body;
     buf_reset(b);
@@ -180,6 +185,7 @@ static enum server_headers_result on_headers(void *data, void *mem, struct http_
     if (st->body.kind != BODY_NONE) account_body_end(&st->body);
     if (st->decoding) json_decoder_end(&st->dec);
     st->decoding = false;
+    st->idem = false;
     st->user_id = 0;
     if (h->lim.metrics && h->metrics && slice_eq(req->path, "/metrics", 8)) {
         st->surface = SURF_API;
@@ -205,6 +211,7 @@ static void on_body(void *data, void *mem, const char *ptr, size_t len) {
     (void)data;
     struct req_state *st = mem;
     if (st->decoding) json_decoder_feed(&st->dec, ptr, len);
+    if (st->idem) api_idem_body(st, ptr, len);
     if (st->body.kind != BODY_NONE) account_body_feed(&st->body, ptr, len);
 }
 

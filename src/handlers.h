@@ -34,9 +34,10 @@ struct handler_limits {
     const char *trusted_proxies; /* comma-separated addresses/CIDR blocks, or "" */
     bool metrics;                /* serve GET /metrics */
     /* quotas: a user's own limits (record.h) override these; 0: no limit */
-    uint64_t max_records_per_user; /* themes, addresses and events */
-    uint64_t max_bytes_per_user;   /* their record_size bytes */
-    uint32_t throttle_entries;     /* keys per throttle table */
+    uint64_t max_records_per_user;   /* themes, addresses and events */
+    uint64_t max_bytes_per_user;     /* their record_size bytes */
+    uint64_t max_idem_keys_per_user; /* keys one user may have kept; 0: no limit */
+    uint32_t throttle_entries;       /* keys per throttle table */
     uint32_t register_per_address, register_per_minute;
     uint32_t pwhash_register_queue;
 

@@ -27,6 +27,9 @@
 
 enum surface { SURF_API, SURF_SITE, SURF_ADMIN };
 
+/* Room for a crypto_generichash_state (384 bytes, 64-aligned) at any alignment. */
+#define IDEM_HASH_STATE_BYTES (384 + 64)
+
 /* An account form, from a form post or the JSON variant (site.c, admin.c). */
 struct account_body {
     uint8_t kind; /* BODY_NONE, BODY_FORM, BODY_JSON */
@@ -50,6 +53,13 @@ struct req_state {
      * undone write) between the headers and the end of the body. */
     uint64_t user_id;
     bool decoding;
+    /* A create with an Idempotency-Key: the key (validated, copied from the
+     * header) and the running BLAKE2b of the request (kind, then body). The
+     * hash state lives in hash_mem, aligned by idem_hash_state(). */
+    bool idem;
+    uint8_t idem_key_len;
+    char idem_key[IDEM_KEY_MAX];
+    unsigned char hash_mem[IDEM_HASH_STATE_BYTES];
     /* The Authorization header that last verified on this connection, and
      * what it verified as: a keep-alive client skips the base64 and the hash. */
     struct buf auth_seen;
@@ -92,6 +102,9 @@ enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
                                        struct http_request *req, struct http_response *r);
 void api_complete(struct handlers *h, struct req_state *st, struct http_request *req,
                   struct http_response *r);
+
+/* Feeds a body chunk of a keyed create to its request hash (api_records.c). */
+void api_idem_body(struct req_state *st, const char *ptr, size_t len);
 
 /* ---- /v2 events (api_events.c) ---- */
 

@@ -47,6 +47,7 @@ static const struct {
     [HF_HOST] = {"host", 4}, /* matched as H_HOST first: kept as well as checked */
     [HF_ORIGIN] = {"origin", 6},
     [HF_FETCH_SITE] = {"sec-fetch-site", 14},
+    [HF_IDEMPOTENCY_KEY] = {"idempotency-key", 15},
 };
 
 enum { HOST_VALUE, HOST_TRAILING_WS };

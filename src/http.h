@@ -26,11 +26,12 @@ enum http_field {
     HF_COOKIE,
     HF_CONTENT_TYPE,
     HF_ACCEPT,
-    HF_FORWARDED_FOR, /* X-Forwarded-For */
-    HF_REQUEST_ID,    /* X-Request-ID */
-    HF_HOST,          /* Host (checked by the parser: at most one, well formed) */
-    HF_ORIGIN,        /* Origin (the account site's form posts) */
-    HF_FETCH_SITE,    /* Sec-Fetch-Site (the same) */
+    HF_FORWARDED_FOR,   /* X-Forwarded-For */
+    HF_REQUEST_ID,      /* X-Request-ID */
+    HF_HOST,            /* Host (checked by the parser: at most one, well formed) */
+    HF_ORIGIN,          /* Origin (the account site's form posts) */
+    HF_FETCH_SITE,      /* Sec-Fetch-Site (the same) */
+    HF_IDEMPOTENCY_KEY, /* Idempotency-Key (the API's creates) */
     HF_COUNT
 };
 

@@ -47,7 +47,7 @@ static bool shard_allocated(const struct index_shard *sh) {
     return sh->slots != no_slots;
 }
 static const struct owner no_owners[1];
-static const uint64_t no_names[1];
+static const struct name_entry no_names[1];
 #define TABLE_MIN_CAP 64 /* owners and names, once allocated */
 
 /*
@@ -76,8 +76,8 @@ void index_init(struct index *ix) {
     }
     ix->owners_cap = 1; /* the owner and name tables too start as shared empty ones */
     ix->owners = (struct owner *)no_owners;
-    ix->names_cap = 1;
-    ix->names = (uint64_t *)no_names;
+    ix->names = (struct name_table){(struct name_entry *)no_names, 1, 0};
+    ix->keys = (struct name_table){(struct name_entry *)no_names, 1, 0};
     ix->next_id = 1;
     ix->id_min = record_node_id_min(0);
     ix->id_max = record_node_id_max(0);
@@ -104,7 +104,8 @@ void index_destroy(struct index *ix) {
         for (int k = 0; k <= REC_KIND_MAX; k++)
             free(ix->owners[i].lists[k].ids);
     if (ix->owners != no_owners) free(ix->owners);
-    if (ix->names != no_names) free(ix->names);
+    if (ix->names.slots != no_names) free(ix->names.slots);
+    if (ix->keys.slots != no_names) free(ix->keys.slots);
     free(ix->foreign.ids);
     memset(ix, 0, sizeof *ix);
 }
@@ -324,55 +325,93 @@ static void link_event(struct index *ix, const struct record *ev) {
     set_link(ix, record_ref(ev, EVENT_ADDRESS_ID), REC_ADDRESS, ev->id, UINT64_MAX);
 }
 
-/* ---- users by name ---- */
+/* ---- users by name, idempotency keys by user and key ---- */
 
-#define NAME_GONE UINT64_MAX /* a deleted entry in the names table */
+/*
+ * Two tables of ids by the hash of a name: users by name, and REC_IDEM
+ * records by (user, key). Open addressing with the hash kept beside the id,
+ * so that probing and growing never touch a record (a cache miss each); a
+ * match is confirmed on the record. 16 bytes a slot, at a load of at most
+ * one half.
+ */
+#define NAME_GONE UINT64_MAX /* a deleted entry */
 
-static uint64_t name_hash(const char *p, size_t n) {
-    uint64_t h = UINT64_C(1469598103934665603); /* FNV-1a */
+static uint64_t name_hash(uint64_t seed, const char *p, size_t n) {
+    uint64_t h = UINT64_C(1469598103934665603) ^ seed; /* FNV-1a */
     for (size_t i = 0; i < n; i++)
         h = (h ^ (unsigned char)p[i]) * UINT64_C(1099511628211);
     return h;
 }
 
-/* The names-table slot holding a user with this name, or NULL. */
-static uint64_t *name_slot(const struct index *ix, const char *p, size_t n) {
-    size_t mask = ix->names_cap - 1;
-    for (size_t i = name_hash(p, n) & mask;; i = (i + 1) & mask) {
-        uint64_t id = ix->names[i];
-        if (id == 0) return NULL;
-        if (id == NAME_GONE) continue;
-        const struct record *u = index_get(ix, id);
-        if (u && record_get(u, USER_NAME).s.len == n &&
-            memcmp(record_get(u, USER_NAME).s.ptr, p, n) == 0)
-            return &ix->names[i];
+static struct name_table *table_of(struct index *ix, uint8_t type) {
+    return type == REC_USER ? &ix->names : &ix->keys;
+}
+
+/* The name a record is filed under in its table. */
+static union value name_of(const struct record *r) {
+    return record_get(r, r->type == REC_USER ? USER_NAME : IDEM_KEY);
+}
+
+static uint64_t name_seed(uint8_t type, uint64_t user_id) {
+    return type == REC_USER ? 0 : mix(user_id);
+}
+
+/* The slot holding a record of this type, user (REC_IDEM) and name, or NULL. */
+static struct name_entry *name_slot(const struct index *ix, uint8_t type, uint64_t user_id,
+                                    const char *p, size_t n) {
+    const struct name_table *t = table_of((struct index *)ix, type);
+    uint64_t h = name_hash(name_seed(type, user_id), p, n);
+    size_t mask = t->cap - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        struct name_entry *e = &t->slots[i];
+        if (e->id == 0) return NULL;
+        if (e->id == NAME_GONE || e->hash != h) continue;
+        const struct record *u = index_get(ix, e->id);
+        if (!u || u->type != type || (type != REC_USER && u->user_id != user_id)) continue;
+        union value v = name_of(u);
+        if (v.s.len == n && memcmp(v.s.ptr, p, n) == 0) return e;
     }
+}
+
+/* Files (id, h) in t, which has room. */
+static void name_place(struct name_table *t, uint64_t id, uint64_t h) {
+    size_t mask = t->cap - 1, i = h & mask;
+    while (t->slots[i].id && t->slots[i].id != NAME_GONE)
+        i = (i + 1) & mask;
+    if (!t->slots[i].id) t->used++;
+    t->slots[i] = (struct name_entry){id, h};
 }
 
 static void name_insert(struct index *ix, const struct record *u) {
-    if ((ix->names_used + 1) * 2 > ix->names_cap) {
-        uint64_t *old = ix->names;
-        size_t old_cap = ix->names_cap;
-        ix->names_cap = old_cap < TABLE_MIN_CAP ? TABLE_MIN_CAP : old_cap * 2;
-        ix->names = xcalloc(ix->names_cap, sizeof *ix->names);
-        ix->names_used = 0;
-        for (size_t i = 0; i < old_cap; i++) {
-            const struct record *o = old[i] && old[i] != NAME_GONE ? index_get(ix, old[i]) : NULL;
-            if (o) name_insert(ix, o);
-        }
+    struct name_table *t = table_of(ix, u->type);
+    if ((t->used + 1) * 2 > t->cap) {
+        struct name_entry *old = t->slots;
+        size_t old_cap = t->cap;
+        t->cap = old_cap < TABLE_MIN_CAP ? TABLE_MIN_CAP : old_cap * 2;
+        t->slots = xcalloc(t->cap, sizeof *t->slots);
+        t->used = 0;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i].id && old[i].id != NAME_GONE) name_place(t, old[i].id, old[i].hash);
         if (old != no_names) free(old);
     }
-    size_t mask = ix->names_cap - 1;
-    size_t i = name_hash(record_get(u, USER_NAME).s.ptr, record_get(u, USER_NAME).s.len) & mask;
-    while (ix->names[i] && ix->names[i] != NAME_GONE)
-        i = (i + 1) & mask;
-    if (!ix->names[i]) ix->names_used++;
-    ix->names[i] = u->id;
+    union value v = name_of(u);
+    name_place(t, u->id, name_hash(name_seed(u->type, u->user_id), v.s.ptr, v.s.len));
 }
 
 static void name_remove(struct index *ix, const struct record *u) {
-    uint64_t *slot = name_slot(ix, record_get(u, USER_NAME).s.ptr, record_get(u, USER_NAME).s.len);
-    if (slot && *slot == u->id) *slot = NAME_GONE;
+    union value v = name_of(u);
+    struct name_entry *e = name_slot(ix, u->type, u->user_id, v.s.ptr, v.s.len);
+    if (e && e->id == u->id) e->id = NAME_GONE;
+}
+
+static bool named(uint8_t type) {
+    return type == REC_USER || type == REC_IDEM;
+}
+
+struct record *index_idem_get(const struct index *ix, uint64_t user_id, const char *ptr,
+                              size_t len) {
+    struct name_entry *e = name_slot(ix, REC_IDEM, user_id, ptr, len);
+    return e ? index_get(ix, e->id) : NULL;
 }
 
 void index_put(struct index *ix, struct record *r) {
@@ -383,7 +422,7 @@ struct record *index_swap(struct index *ix, struct record *r) {
     struct record *old = NULL;
     bool found;
     struct index_slot *sl = find_slot(ix, r->id, &found);
-    if (found && sl->r->type == REC_USER) name_remove(ix, sl->r);
+    if (found && named(sl->r->type)) name_remove(ix, sl->r);
     if (found) {
         old = sl->r;
         {
@@ -433,7 +472,7 @@ struct record *index_swap(struct index *ix, struct record *r) {
         ix->kind_bytes[r->type % INDEX_KINDS] += size;
     }
     if (r->type == REC_EVENT) link_event(ix, r);
-    if (r->type == REC_USER) name_insert(ix, r);
+    if (named(r->type)) name_insert(ix, r);
     if (r->id >= ix->next_id && r->id <= ix->id_max) ix->next_id = r->id + 1;
     return old;
 }
@@ -450,7 +489,7 @@ struct record *index_remove(struct index *ix, uint64_t id) {
     if (!found) return NULL;
     struct record *r = sl->r;
     if (r->type == REC_EVENT) unlink_event(ix, r);
-    if (r->type == REC_USER) name_remove(ix, r);
+    if (named(r->type)) name_remove(ix, r);
     struct owner *o = owner_get(ix, owner_key(r), false);
     if (o) list_remove(&o->lists[r->type], r->id);
     if (o && record_type_in_quota(r->type)) o->quota_bytes -= record_size(r);
@@ -469,8 +508,8 @@ struct record *index_remove(struct index *ix, uint64_t id) {
 }
 
 struct record *index_user_by_name(const struct index *ix, const char *ptr, size_t len) {
-    uint64_t *slot = name_slot(ix, ptr, len);
-    return slot ? index_get(ix, *slot) : NULL;
+    struct name_entry *e = name_slot(ix, REC_USER, 0, ptr, len);
+    return e ? index_get(ix, e->id) : NULL;
 }
 
 const struct id_list *index_owned(const struct index *ix, uint64_t user_id, uint8_t type) {
@@ -539,6 +578,23 @@ int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
         index_set_node(ix, (uint32_t)v);
         ix->node_recorded = true;
         return 0;
+    case REC_KEYED: {
+        uint8_t t;
+        const uint8_t *rec, *key;
+        size_t rec_len, key_len;
+        if (record_keyed_split(payload, len, &t, &rec, &rec_len, &key, &key_len) < 0) return -1;
+        struct record *r = record_decode(t, rec, rec_len);
+        struct record *k = record_decode(REC_IDEM, key, key_len);
+        if (!r || !k || k->user_id != r->user_id) {
+            record_free(r);
+            record_free(k);
+            return -1;
+        }
+        index_put(ix, r);
+        index_put(ix, k);
+        ix->written = true;
+        return 0;
+    }
     default: {
         /* The id's table slot is a cache miss in a big table: ask for it now,
          * so that it arrives while the payload is decoded. */

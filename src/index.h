@@ -1,7 +1,8 @@
 /*
  * index: the in-memory state rebuilt from the log: id -> record, each
- * user's records of each kind in id order, users by name, the next id, and
- * the event links (a theme's or address's EventID).
+ * user's records of each kind in id order, users by name, idempotency keys
+ * by user and key, the next id, and the event links (a theme's or address's
+ * EventID).
  *
  * The index owns every record in it. index_apply has the store_apply_cb
  * shape, so replay feeds the log straight into it; the live server applies
@@ -48,14 +49,24 @@ struct index_shard {
     uint32_t used;  /* live + tombstones */
 };
 
+/* Ids by the hash of a name (index.c): users by name, idempotency keys by user and key. */
+struct name_entry {
+    uint64_t id;   /* 0 empty */
+    uint64_t hash; /* of the name (and user) */
+};
+struct name_table {
+    struct name_entry *slots;
+    size_t cap;  /* power of two */
+    size_t used; /* live + deleted marks */
+};
+
 struct index {
     struct index_shard shards[INDEX_SHARDS];
-    size_t count;         /* live records */
-    size_t events;        /* live events: without any, no EventID needs relinking */
-    uint64_t *names;      /* user ids by name hash, open addressing; 0 empty */
-    size_t names_cap;     /* power of two */
-    size_t names_used;    /* live + deleted marks */
-    struct owner *owners; /* by user id, open addressing */
+    size_t count;            /* live records */
+    size_t events;           /* live events: without any, no EventID needs relinking */
+    struct name_table names; /* users by name */
+    struct name_table keys;  /* REC_IDEM records by user and key */
+    struct owner *owners;    /* by user id, open addressing */
     size_t owners_cap;
     size_t owners_count;
     uint64_t next_id;  /* above every id of this node seen; never goes down */
@@ -98,6 +109,10 @@ int index_delete(struct index *ix, uint64_t id);
 struct record *index_get(const struct index *ix, uint64_t id);
 /* The user with this name, or NULL. Valid as index_get's result. */
 struct record *index_user_by_name(const struct index *ix, const char *ptr, size_t len);
+
+/* The user's REC_IDEM record with this key, or NULL. Valid as index_get's result. */
+struct record *index_idem_get(const struct index *ix, uint64_t user_id, const char *ptr,
+                              size_t len);
 
 /* A user's ids of one kind, ascending; an empty list when none. Valid until
  * the next change of the index. */

@@ -164,6 +164,13 @@ void metrics_render(const struct metrics *m, struct buf *out, uint64_t compactio
                        "Account events: registrations, sign-ins, API keys, admin API calls.");
     for (unsigned e = 0; e < MA_COUNT; e++)
         metrics_write_sample(out, acc, "event", account_names[e], (double)m->account[e]);
+    static const char idem[] = "eventd_idempotency_keys_total";
+    static const char *const idem_names[MI_COUNT] = {"stored", "replayed", "reused", "in_flight"};
+    metrics_write_head(out, idem, "counter",
+                       "Creates with an Idempotency-Key, by result: stored (a new key and "
+                       "record), replayed, reused (422), in_flight (409).");
+    for (unsigned e = 0; e < MI_COUNT; e++)
+        metrics_write_sample(out, idem, "result", idem_names[e], (double)m->idem[e]);
     static const char comp[] = "eventd_compactions_total";
     metrics_write_head(out, comp, "counter", "Log compactions finished, by result.");
     metrics_write_sample(out, comp, "result", "ok", (double)compactions_ok);

@@ -83,6 +83,9 @@ enum metrics_account_event {
         MA_COUNT
 };
 
+/* The result labels of eventd_idempotency_keys_total (a create with an Idempotency-Key). */
+enum metrics_idem { MI_STORED, MI_REPLAYED, MI_REUSED, MI_IN_FLIGHT, MI_COUNT };
+
 #define METRICS_BUCKETS 17  /* histogram bounds, 50 us to 10 s (metrics.c) */
 #define METRICS_STATUSES 32 /* distinct status codes counted; more share code="other" */
 
@@ -101,7 +104,8 @@ struct metrics {
     struct metrics_histogram latency;       /* request latency (README: what it spans) */
     struct metrics_histogram fsync;         /* time of each log batch's fdatasync */
     uint64_t account[MA_COUNT];
-    uint64_t replay_ns; /* ns: opening and replaying the log at startup */
+    uint64_t idem[MI_COUNT]; /* keyed creates by result */
+    uint64_t replay_ns;      /* ns: opening and replaying the log at startup */
 };
 
 void metrics_init(struct metrics *m);
@@ -113,6 +117,10 @@ void metrics_observe_fsync(struct metrics *m, uint64_t ns);
 
 static inline void metrics_account(struct metrics *m, enum metrics_account_event e) {
     if (m) m->account[e]++;
+}
+
+static inline void metrics_idem(struct metrics *m, enum metrics_idem e) {
+    if (m) m->idem[e]++;
 }
 
 /* The route label of a /v2 call: kind 0..2 (theme, address, event), action 0..4 in

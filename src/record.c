@@ -35,6 +35,15 @@ static const struct field admin_fields[] = {
     [ADMIN_TOKEN_HASH] = {"TokenHash", FT_BYTES, 0, 0, "", 0, 0},
 };
 
+static const struct field idem_fields[] = {
+    [IDEM_KEY] = {"Key", FT_BYTES, 0, 0, "", 0, 0},
+    [IDEM_REQUEST_HASH] = {"RequestHash", FT_BYTES, 0, 0, "", 0, 0},
+    [IDEM_CREATED] = {"Created", FT_INT, 0, 0, NULL, 0, 0}, /* Unix time, seconds */
+    [IDEM_STATUS] = {"Status", FT_INT, 0, 0, NULL, 0, 0},   /* of the first answer */
+    [IDEM_ANSWER] = {"Answer", FT_BYTES, 0, 0, "", 0, 0},   /* its body */
+    [IDEM_RECORD_ID] = {"RecordID", FT_INT, 0, 0, NULL, 0, 0},
+};
+
 static const struct field theme_fields[] = {
     [THEME_NAME] = {"Name", FT_STR, FF_INPUT | FF_OUTPUT, 0, "", 0, 0},
     [THEME_LOGO] = {"Logo", FT_STR, FF_OUTPUT, 0, "", 0, 0},
@@ -87,9 +96,12 @@ const struct kind_desc record_session = {
 const struct kind_desc record_admin = {"Admin", NULL,        REC_ADMIN, COUNT(admin_fields),
                                        false,   admin_fields};
 
+const struct kind_desc record_idem = {"IdempotencyKey",   NULL,  REC_IDEM,
+                                      COUNT(idem_fields), false, idem_fields};
+
 static const struct kind_desc *const kinds[REC_KIND_MAX + 1] = {
     NULL,          &record_user,    &record_theme, &record_address,
-    &record_event, &record_session, &record_admin};
+    &record_event, &record_session, &record_admin, &record_idem};
 
 const struct kind_desc *record_kind(uint8_t type) {
     return type >= 1 && type <= REC_KIND_MAX ? kinds[type] : NULL;
@@ -581,4 +593,37 @@ const char *record_check_value(const struct kind_desc *k, int i, const union val
 
 bool record_utf8_valid(const char *ptr, size_t len) {
     return utf8_valid(ptr, len);
+}
+
+void record_keyed_encode(const struct record *r, const struct record *key, struct buf *out) {
+    uint8_t *p = (uint8_t *)buf_reserve(out, 2);
+    buf_commit(out, varint_put(p, r->type));
+    /* The record's length goes before it: encode it once, then move it up behind its length. */
+    size_t at = out->len;
+    record_encode(r, out);
+    size_t rec_len = out->len - at;
+    uint8_t hdr[VARINT_MAX];
+    size_t n = varint_put(hdr, rec_len);
+    buf_reserve(out, n);
+    memmove(out->ptr + at + n, out->ptr + at, rec_len);
+    memcpy(out->ptr + at, hdr, n);
+    buf_commit(out, n);
+    record_encode(key, out);
+}
+
+int record_keyed_split(const uint8_t *p, size_t len, uint8_t *type, const uint8_t **rec,
+                       size_t *rec_len, const uint8_t **key, size_t *key_len) {
+    uint64_t t, rl;
+    size_t n, off = 0;
+    if (!(n = varint_get(p, len, &t))) return -1;
+    off += n;
+    if (!(n = varint_get(p + off, len - off, &rl))) return -1;
+    off += n;
+    if (t == REC_IDEM || !record_kind((uint8_t)t) || t > REC_KIND_MAX || rl > len - off) return -1;
+    *type = (uint8_t)t;
+    *rec = p + off;
+    *rec_len = (size_t)rl;
+    *key = p + off + rl;
+    *key_len = len - off - (size_t)rl;
+    return 0;
 }

@@ -32,11 +32,13 @@ enum rec_type {
     REC_EVENT = 4,
     REC_SESSION = 5,  /* a signed-in browser session of the account site */
     REC_ADMIN = 6,    /* an admin API token */
+    REC_IDEM = 7,     /* an Idempotency-Key of a create and its first answer (see below) */
     REC_DELETE = 16,  /* payload: varint id */
     REC_NEXT_ID = 17, /* payload: varint next id (written by compaction) */
     REC_NODE = 18,    /* payload: varint node id (1..RECORD_NODE_MAX); see below */
+    REC_KEYED = 19,   /* a create and its REC_IDEM key in one frame: see record_keyed_encode */
 };
-#define REC_KIND_MAX 6
+#define REC_KIND_MAX 7
 
 /* Users and admin tokens belong to no user (user_id 0); every other record to one. */
 static inline bool record_type_is_system(uint8_t type) {
@@ -223,6 +225,26 @@ static inline uint64_t record_user_limit(const struct record *u, int i, uint64_t
 }
 enum { SESSION_TOKEN_HASH, SESSION_EXPIRES, SESSION_CSRF };
 enum { ADMIN_NAME, ADMIN_TOKEN_HASH };
+/*
+ * An Idempotency-Key (docs/STORAGE.md "Idempotency keys"): a record of kind
+ * REC_IDEM owned by the user that sent it, with an id of its own. It holds
+ * the key, a hash of what was asked (the path's kind and the body), when it
+ * was made, and the first answer (status and body), replayed byte for byte.
+ */
+enum { IDEM_KEY, IDEM_REQUEST_HASH, IDEM_CREATED, IDEM_STATUS, IDEM_ANSWER, IDEM_RECORD_ID };
+#define IDEM_KEY_MAX 255   /* bytes of a key: printable ASCII, no space */
+#define IDEM_HASH_BYTES 16 /* BLAKE2b-128 of the request */
+
+/*
+ * A REC_KEYED payload: varint type of the created record, varint length of
+ * its payload, that payload, then the key record's payload. One frame, so
+ * that the key and the record it created are durable together or not at all.
+ * record_keyed_encode appends it to out; record_keyed_split finds the two
+ * parts of p (0, or -1 when malformed).
+ */
+void record_keyed_encode(const struct record *r, const struct record *key, struct buf *out);
+int record_keyed_split(const uint8_t *p, size_t len, uint8_t *type, const uint8_t **rec,
+                       size_t *rec_len, const uint8_t **key, size_t *key_len);
 enum {
     THEME_NAME,
     THEME_LOGO,
@@ -254,6 +276,6 @@ enum {
 enum { EVENT_NAME, EVENT_THEME_ID, EVENT_ADDRESS_ID, EVENT_STATUS };
 
 extern const struct kind_desc record_user, record_theme, record_address, record_event,
-    record_session, record_admin;
+    record_session, record_admin, record_idem;
 
 #endif

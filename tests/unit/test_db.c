@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -669,7 +670,172 @@ static void test_node_foreign_ids_keep_next_id(void) {
     rmrf(dir);
 }
 
+/* ---- idempotency keys ---- */
+
+/* A key record of user 1 made at Unix time created, for the record rid, answering answer. */
+static struct record *idem_key(uint64_t id, const char *key, uint64_t created, uint64_t rid,
+                               const char *answer) {
+    union value v[RECORD_MAX_FIELDS];
+    record_defaults(&record_idem, v);
+    v[IDEM_KEY].s.ptr = key;
+    v[IDEM_KEY].s.len = (uint32_t)strlen(key);
+    v[IDEM_REQUEST_HASH].s.ptr = "0123456789abcdef";
+    v[IDEM_REQUEST_HASH].s.len = IDEM_HASH_BYTES;
+    v[IDEM_CREATED].i = created;
+    v[IDEM_STATUS].i = 200;
+    v[IDEM_ANSWER].s.ptr = answer;
+    v[IDEM_ANSWER].s.len = (uint32_t)strlen(answer);
+    v[IDEM_RECORD_ID].i = rid;
+    return record_build(&record_idem, id, 1, v);
+}
+
+static void check_key(const struct db *db, const char *key, const char *answer) {
+    const struct record *k = index_idem_get(&db->index, 1, key, strlen(key));
+    CHECK(k != NULL);
+    CHECK_EQ_MEM(record_get(k, IDEM_ANSWER).s.ptr, record_get(k, IDEM_ANSWER).s.len, answer);
+}
+
+/* A keyed create is one frame: after a reopen both the record and its key are back. */
+static void test_keyed_put_survives_reopen(void) {
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, &always);
+    uint64_t id = take_id(&db), kid = take_id(&db);
+    uint64_t lsn = db_put_keyed(&db, theme(id, "keyed"), idem_key(kid, "k1", 1, id, "{answer}"));
+    CHECK(db_unacked(&db, kid));
+    RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
+    CHECK(!db_unacked(&db, kid));
+    close_db(&db, &loop);
+    open_db(&db, &loop, dir, &always);
+    check_name(&db, id, "keyed");
+    check_key(&db, "k1", "{answer}");
+    CHECK(index_idem_get(&db.index, 2, "k1", 2) == NULL); /* another user's k1 */
+    close_db(&db, &loop);
+    rmrf(dir);
+}
+
+/* A keyed create torn anywhere at the log's tail (a crash mid-write) leaves neither the record
+ * nor its key: one frame, one checksum. */
+static void test_keyed_put_torn_leaves_neither(void) {
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, &always);
+    uint64_t before = put_theme(&db, "before");
+    RUN_UNTIL(&loop, store_is_acked(&db.store, db_visible_lsn(&db)));
+    uint64_t id = take_id(&db), kid = take_id(&db);
+    RUN_UNTIL(&loop, store_is_acked(&db.store, db_visible_lsn(&db))); /* the id reservation */
+    uint64_t start = db.store.file_size;
+    uint64_t lsn = db_put_keyed(&db, theme(id, "keyed"), idem_key(kid, "k1", 1, id, "{answer}"));
+    RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
+    uint64_t end = db.store.file_size;
+    CHECK(end > start + 20);
+    close_db(&db, &loop);
+    enum log_level saved = log_threshold;
+    log_threshold = LOG_ERROR; /* each cut is logged */
+    for (uint64_t cut = start + 1; cut < end; cut++) {
+        char *copy = copy_log(dir);
+        char cpath[1024];
+        snprintf(cpath, sizeof cpath, "%s/%s", copy, STORE_LOG_NAME);
+        CHECK_EQ_INT(truncate(cpath, (off_t)cut), 0);
+        open_db(&db, &loop, copy, &always);
+        check_name(&db, before, "before");
+        CHECK(db_get(&db, id) == NULL);
+        CHECK(index_idem_get(&db.index, 1, "k1", 2) == NULL);
+        close_db(&db, &loop);
+        rmrf(copy);
+    }
+    log_threshold = saved;
+    rmrf(dir);
+}
+
+/* A failed batch takes back the record and its key together. */
+static void test_keyed_put_failed_batch_undoes_both(void) {
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, &always);
+    uint64_t good = put_theme(&db, "good");
+    RUN_UNTIL(&loop, acks.last_lsn >= db_visible_lsn(&db));
+    enum log_level saved = log_threshold;
+    log_threshold = LOG_OFF;
+    fault("EVENTD_FAULT_FSYNC_AFTER", "0");
+    uint64_t id = take_id(&db), kid = take_id(&db);
+    db_put_keyed(&db, theme(id, "keyed"), idem_key(kid, "k1", 1, id, "{answer}"));
+    check_key(&db, "k1", "{answer}");
+    RUN_UNTIL(&loop, acks.errors > 0);
+    CHECK(db_get(&db, id) == NULL);
+    CHECK(db_get(&db, kid) == NULL);
+    CHECK(index_idem_get(&db.index, 1, "k1", 2) == NULL);
+    fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
+    CHECK_EQ_INT(store_flush_sync(&db.store), 0);
+    log_threshold = saved;
+    check_name(&db, good, "good");
+    close_db(&db, &loop);
+    open_db(&db, &loop, dir, &always);
+    CHECK(db_get(&db, id) == NULL);
+    CHECK(index_idem_get(&db.index, 1, "k1", 2) == NULL);
+    close_db(&db, &loop);
+    rmrf(dir);
+}
+
+/* Compaction leaves expired keys out of the log and memory, and keeps the live ones. */
+static void test_compaction_drops_expired_keys(void) {
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, &always);
+    db_set_idem_ttl(&db, 60);
+    uint64_t now = (uint64_t)time(NULL);
+    uint64_t a = take_id(&db), ka = take_id(&db), b = take_id(&db), kb = take_id(&db);
+    db_put_keyed(&db, theme(a, "old"), idem_key(ka, "old", now - 61, a, "{old}"));
+    uint64_t lsn = db_put_keyed(&db, theme(b, "new"), idem_key(kb, "new", now, b, "{new}"));
+    RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
+    CHECK(db_idem_expired(&db, db_get(&db, ka), now));
+    CHECK(!db_idem_expired(&db, db_get(&db, kb), now));
+    CHECK_EQ_INT(db_compact_now(&db), 0);
+    CHECK(db_get(&db, ka) == NULL);
+    check_key(&db, "new", "{new}");
+    close_db(&db, &loop);
+    open_db(&db, &loop, dir, &always);
+    check_name(&db, a, "old"); /* the record stays: only its key is forgotten */
+    CHECK(index_idem_get(&db.index, 1, "old", 3) == NULL);
+    check_key(&db, "new", "{new}");
+    close_db(&db, &loop);
+    rmrf(dir);
+}
+
+/* Imported (foreign) ids: an expired key among them is left out, and nothing after it is. */
+static void test_compaction_of_foreign_expired_keys_keeps_the_rest(void) {
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_node = 2;
+    open_db(&db, &loop, dir, &always);
+    db_set_idem_ttl(&db, 60);
+    uint64_t now = (uint64_t)time(NULL), f = (UINT64_C(7) << 43) + 10;
+    db_put(&db, idem_key(f, "old", now - 61, f - 1, "{old}"));
+    db_put(&db, theme(f + 1, "after the key"));
+    uint64_t lsn = db_put(&db, theme(f + 2, "and this"));
+    RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
+    CHECK_EQ_INT(db_compact_now(&db), 0);
+    close_db(&db, &loop);
+    open_db(&db, &loop, dir, &always);
+    CHECK(db_get(&db, f) == NULL);
+    check_name(&db, f + 1, "after the key");
+    check_name(&db, f + 2, "and this");
+    close_db(&db, &loop);
+    open_node = 0;
+    rmrf(dir);
+}
+
 static const struct check_case cases[] = {
+    CHECK_CASE(test_compaction_of_foreign_expired_keys_keeps_the_rest),
+    CHECK_CASE(test_keyed_put_survives_reopen),
+    CHECK_CASE(test_keyed_put_torn_leaves_neither),
+    CHECK_CASE(test_keyed_put_failed_batch_undoes_both),
+    CHECK_CASE(test_compaction_drops_expired_keys),
     CHECK_CASE(test_always_failed_batch_is_undone),
     CHECK_CASE(test_always_undo_stops_at_the_acked_lsn),
     CHECK_CASE(test_interval_failed_write_loses_nothing),

@@ -1,0 +1,348 @@
+#!/usr/bin/env python3
+"""Idempotency-Key on creates, black box (README "Idempotency keys",
+docs/STORAGE.md "Idempotency keys", issue 18).
+
+Pinned here: a create with Idempotency-Key K is processed once; the same
+user sending K again with the same request (path and body) gets the first
+answer again, byte for byte, and nothing is created; another body is 422
+idempotency_key_reused; another user's K is its own; a retry while the first
+waits for its fdatasync is 409 conflict with Retry-After; keys survive a
+restart, kill -9 after the answer, and a compaction; they are forgotten after
+--idempotency-ttl-s (a create with K then makes a new record, and compaction
+drops the key from the log); --max-idempotency-keys-per-user caps them (403);
+a malformed header is 400 invalid_header naming Idempotency-Key.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from apiclient import Client, ErrorAsserts, ManagedDir, add_user, run_cli  # noqa: E402
+
+KEY = "order-7f3a9c2e-retry-safe"
+LOG = "eventd.log"
+
+
+class Served(ErrorAsserts, unittest.TestCase):
+    """A server on a data directory of its own, with users alice and bob."""
+
+    ENV = {}
+
+    def setUp(self):
+        self.dir = ManagedDir(prefix="eventd-bb-idem-")
+        self.addCleanup(self.dir.cleanup)
+        self.keys = {u: add_user(self.dir.path, u) for u in ("alice", "bob")}
+        self.srv = None
+        self.start()
+
+    def start(self):
+        self.srv = harness.Server(data_dir=self.dir.path, env=dict(self.ENV))
+        self.srv.start()
+        self.addCleanup(self.srv.close)
+        self.clients = {u: Client(self.srv.port, u, k) for u, k in self.keys.items()}
+        for c in self.clients.values():
+            self.addCleanup(c.close)
+
+    def stop(self, sig=signal.SIGTERM):
+        for c in self.clients.values():
+            c.close()
+        self.srv.stop(sig=sig)
+        self.srv.close()
+        self.srv = None
+
+    def post(self, kind="theme", body=None, key=KEY, user="alice"):
+        if body is None:
+            body = {"Theme": {"Name": "Summer fair"}}
+        return self.clients[user].call("POST", "/v2/" + kind, body,
+                                       headers={"Idempotency-Key": key})
+
+    def must_post(self, **kw):
+        r = self.post(**kw)
+        self.assertEqual(r.status, 200, r.describe())
+        return r
+
+    def count(self, kind="theme", user="alice"):
+        return len(self.clients[user].list_all(kind, limit=100))
+
+    def assertReplay(self, first, again):
+        self.assertEqual((again.status, again.body), (first.status, first.body), again.describe())
+
+
+class Replay(Served):
+    def test_same_key_same_body_answers_the_first_answer_byte_for_byte(self):
+        first = self.must_post()
+        self.assertReplay(first, self.post())
+
+    def test_same_key_same_body_creates_nothing(self):
+        self.must_post()
+        self.post()
+        self.assertEqual(self.count(), 1)
+
+    def test_a_replay_says_so_in_idempotent_replayed(self):
+        first = self.must_post()
+        self.assertIsNone(first.header("Idempotent-Replayed"), first.describe())
+        self.assertEqual(self.post().header("Idempotent-Replayed"), "true")
+
+    def test_a_replay_after_an_update_is_still_the_first_answer(self):
+        first = self.must_post()
+        rid = first.result()["ID"]
+        self.clients["alice"].must_update("theme", rid, {"Name": "Winter fair"})
+        self.assertReplay(first, self.post())
+
+    def test_event_create_replays(self):
+        body = {"Event": {"Name": "Opening night"}}
+        first = self.must_post(kind="event", body=body)
+        self.assertReplay(first, self.post(kind="event", body=body))
+        self.assertEqual(self.count("event"), 1)
+
+    def test_address_create_replays(self):
+        body = {"Address": {"City": "Lyon"}}
+        first = self.must_post(kind="address", body=body)
+        self.assertReplay(first, self.post(kind="address", body=body))
+        self.assertEqual(self.count("address"), 1)
+
+    def test_metrics_count_stored_and_replayed_keys(self):
+        self.must_post()
+        self.post()
+        self.post()
+        text = harness.request(self.srv.port, "GET", "/metrics").body.decode()
+        self.assertIn('eventd_idempotency_keys_total{result="stored"} 1\n', text)
+        self.assertIn('eventd_idempotency_keys_total{result="replayed"} 2\n', text)
+
+    def test_a_create_without_the_header_is_not_deduplicated(self):
+        c = self.clients["alice"]
+        c.must_create("theme", {"Name": "Summer fair"})
+        c.must_create("theme", {"Name": "Summer fair"})
+        self.assertEqual(self.count(), 2)
+
+    def test_a_failed_create_keeps_no_key(self):
+        bad = self.post(body={"Theme": {"PageBackgroundRGB": "nothex"}})
+        self.assertErr(bad, 400, "invalid_field", "PageBackgroundRGB")
+        self.must_post()
+        self.assertEqual(self.count(), 1)
+
+
+class Reuse(Served):
+    def test_same_key_another_body_is_422_idempotency_key_reused(self):
+        self.must_post()
+        r = self.post(body={"Theme": {"Name": "Autumn fair"}})
+        self.assertErr(r, 422, "idempotency_key_reused", "Idempotency-Key")
+
+    def test_same_key_another_body_creates_nothing(self):
+        self.must_post()
+        self.post(body={"Theme": {"Name": "Autumn fair"}})
+        self.assertEqual(self.count(), 1)
+
+    def test_same_key_same_body_on_another_path_is_422(self):
+        self.must_post(kind="address", body={})
+        r = self.post(kind="event", body={})
+        self.assertErr(r, 422, "idempotency_key_reused", "Idempotency-Key")
+
+    def test_another_users_same_key_is_independent(self):
+        a = self.must_post(user="alice")
+        b = self.must_post(user="bob")
+        self.assertNotEqual(a.result()["ID"], b.result()["ID"])
+        self.assertEqual((self.count(user="alice"), self.count(user="bob")), (1, 1))
+
+
+class InFlight(Served):
+    ENV = {"EVENTD_FSYNC": "always"}
+
+    def test_a_retry_before_the_first_is_durable_is_409_with_retry_after(self):
+        # Both requests in one write: the server parses the second in the same
+        # read as the first, before the loop turn ends and its fdatasync runs.
+        req = harness.build_request("POST", "/v2/theme", {"Theme": {"Name": "Summer fair"}}, {
+            "Authorization": harness.auth_header("alice", self.keys["alice"]),
+            "Idempotency-Key": KEY})
+        s = harness.connect(self.srv.port)
+        self.addCleanup(s.close)
+        s.sendall(req + req)
+        first = harness.read_response(s)
+        second = harness.read_response(s)
+        self.assertEqual(first.status, 200, first)
+        self.assertEqual(second.status, 409, second)
+        self.assertEqual(second.json()["Error"]["Code"], "conflict")
+        self.assertEqual(second.json()["Error"]["Field"], "Idempotency-Key")
+        self.assertEqual(second.header("Retry-After"), "1")
+
+    def test_after_the_409_the_retry_replays(self):
+        req = harness.build_request("POST", "/v2/theme", {"Theme": {"Name": "Summer fair"}}, {
+            "Authorization": harness.auth_header("alice", self.keys["alice"]),
+            "Idempotency-Key": KEY})
+        s = harness.connect(self.srv.port)
+        self.addCleanup(s.close)
+        s.sendall(req + req)
+        first = harness.read_response(s)
+        harness.read_response(s)
+        s.sendall(req)
+        third = harness.read_response(s)
+        self.assertEqual((third.status, third.body), (first.status, first.body))
+
+
+class Durable(Served):
+    def test_a_key_survives_a_restart(self):
+        first = self.must_post()
+        self.stop()
+        self.start()
+        self.assertReplay(first, self.post())
+        self.assertEqual(self.count(), 1)
+
+    def test_a_key_survives_kill_9_after_the_answer(self):
+        first = self.must_post()
+        self.stop(sig=signal.SIGKILL)
+        self.start()
+        self.assertReplay(first, self.post())
+        self.assertEqual(self.count(), 1)
+
+    def test_a_key_survives_an_online_compaction(self):
+        first = self.must_post()
+        rid = first.result()["ID"]
+        for i in range(20):  # garbage for the compaction to drop
+            self.clients["alice"].must_update("theme", rid, {"Name": "rename %d" % i})
+        size = os.path.getsize(self.dir.file(LOG))
+        self.srv.send_signal(signal.SIGUSR1)
+        self.assertTrue(harness.wait_until(
+            lambda: "compaction done" in self.srv.stderr_text(), 5.0), self.srv.stderr_text())
+        self.assertLess(os.path.getsize(self.dir.file(LOG)), size)
+        self.stop()
+        self.start()
+        self.assertReplay(first, self.post())
+        self.assertEqual(self.count(), 1)
+
+    def test_a_replay_is_answered_while_writes_are_refused(self):
+        first = self.must_post()
+        self.stop()
+        self.ENV = {"EVENTD_MAX_LIVE_BYTES": "1"}  # every write that adds data: 507
+        self.start()
+        self.assertReplay(first, self.post())
+
+    def test_a_new_key_is_refused_while_writes_are_refused(self):
+        self.stop()
+        self.ENV = {"EVENTD_MAX_LIVE_BYTES": "1"}
+        self.start()
+        self.assertErr(self.post(), 507, "insufficient_storage")
+
+    def test_a_users_keys_go_with_eventd_user_remove(self):
+        self.must_post()
+        self.stop()
+        cp = run_cli(["user", "remove", "alice", "--data", self.dir.path])
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        with open(self.dir.file(LOG), "rb") as f:
+            log = f.read()
+        cp = run_cli(["compact", "--data", self.dir.path])
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        with open(self.dir.file(LOG), "rb") as f:
+            self.assertNotIn(KEY.encode(), f.read())
+        self.assertIn(KEY.encode(), log)
+
+
+class Moved(Served):
+    def test_a_key_moves_with_its_user_by_export_and_import(self):
+        first = self.must_post()
+        self.stop()
+        exp = subprocess.run([harness.EVENTD_BIN, "export", "--user", "alice", "--data",
+                              self.dir.path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=harness.clean_env(), timeout=10)
+        self.assertEqual(exp.returncode, 0, exp.stderr)
+        cp = run_cli(["user", "purge", "alice", "--data", self.dir.path])
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        imp = subprocess.run([harness.EVENTD_BIN, "import", "--data", self.dir.path],
+                             input=exp.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=harness.clean_env(), timeout=10)
+        self.assertEqual(imp.returncode, 0, imp.stderr)
+        self.start()
+        self.assertReplay(first, self.post())
+
+
+class Expiry(Served):
+    ENV = {"EVENTD_IDEMPOTENCY_TTL_S": "1"}
+
+    def test_after_the_ttl_the_same_key_creates_a_new_record(self):
+        first_id = self.must_post().result()["ID"]
+
+        def created_again():
+            r = self.must_post()
+            return r.result()["ID"] != first_id
+
+        self.assertTrue(harness.wait_until(created_again, 5.0))
+        self.assertEqual(self.count(), 2)
+
+    def test_compaction_drops_an_expired_key_from_the_log(self):
+        self.must_post()
+        self.stop()
+
+        def compacted_without_key():
+            cp = run_cli(["compact", "--data", self.dir.path],
+                         env={"EVENTD_IDEMPOTENCY_TTL_S": "1"})
+            self.assertEqual(cp.returncode, 0, cp.stderr)
+            with open(self.dir.file(LOG), "rb") as f:
+                return KEY.encode() not in f.read()
+
+        self.assertTrue(harness.wait_until(compacted_without_key, 5.0, interval=0.2))
+
+
+class Cap(Served):
+    ENV = {"EVENTD_MAX_IDEMPOTENCY_KEYS_PER_USER": "2"}
+
+    def test_a_new_key_beyond_the_cap_is_403_quota_exceeded(self):
+        self.must_post(key="k1")
+        self.must_post(key="k2")
+        r = self.post(key="k3")
+        self.assertErr(r, 403, "quota_exceeded", "Idempotency-Key")
+
+    def test_a_known_key_at_the_cap_still_replays(self):
+        first = self.must_post(key="k1")
+        self.must_post(key="k2")
+        self.assertReplay(first, self.post(key="k1"))
+
+
+class BadHeader(Served):
+    def raw_post(self, value):
+        """value: the header's raw bytes after "Idempotency-Key:"."""
+        body = b'{"Theme":{"Name":"x"}}'
+        head = ("POST /v2/theme HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                "Authorization: %s\r\nContent-Length: %d\r\n"
+                % (harness.auth_header("alice", self.keys["alice"]), len(body))).encode()
+        s = harness.connect(self.srv.port)
+        self.addCleanup(s.close)
+        s.sendall(head + b"Idempotency-Key:" + value + b"\r\n\r\n" + body)
+        return harness.read_response(s)
+
+    def assertBad(self, value):
+        r = self.raw_post(value)
+        self.assertEqual(r.status, 400, r)
+        self.assertEqual(r.json()["Error"]["Code"], "invalid_header", r)
+        self.assertEqual(r.json()["Error"]["Field"], "Idempotency-Key", r)
+        self.assertEqual(self.count(), 0)
+
+    def test_an_empty_key_is_400_invalid_header(self):
+        self.assertBad(b" ")
+
+    def test_a_key_of_256_bytes_is_400_invalid_header(self):
+        self.assertBad(b" " + b"k" * 256)
+
+    def test_a_key_with_a_space_is_400_invalid_header(self):
+        self.assertBad(b" order 7")
+
+    def test_a_key_with_a_non_ascii_byte_is_400_invalid_header(self):
+        self.assertBad(b" order-\xe9")
+
+    def test_a_key_with_a_control_byte_is_400_bad_request_from_the_parser(self):
+        r = self.raw_post(b" order-\x01")
+        self.assertEqual(r.status, 400, r)
+        self.assertEqual(r.json()["Error"]["Code"], "bad_request", r)
+
+    def test_a_key_sent_twice_is_400_invalid_header(self):
+        self.assertBad(b" a\r\nIdempotency-Key: b")
+
+    def test_a_key_of_255_bytes_is_taken(self):
+        r = self.raw_post(b" " + b"k" * 255)
+        self.assertEqual(r.status, 200, r)
+
+
+if __name__ == "__main__":
+    unittest.main()
