@@ -22,6 +22,7 @@ Argon2id).
 
 import base64
 import http.client
+import http.server
 import json
 import os
 import re
@@ -407,6 +408,81 @@ class Ring(unittest.TestCase):
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
         with open(out) as a, open(os.path.join(ROOT, "docker", "shards.map")) as b:
             self.assertTrue(a.read() == b.read(), "docker/shards.map is stale: run docker/shardmap.py")
+
+
+class StubShard:
+    """An HTTP server standing in for shard N: 204 with "X-Shard: N" to every
+    request, and GET /healthz 200, or 503 while draining (eventd's answer
+    during its SIGTERM drain window)."""
+
+    def __init__(self, node):
+        self.node = node
+        self.draining = False
+        stub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def answer(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                if n:
+                    self.rfile.read(n)
+                if self.path == "/healthz":
+                    self.send_response(503 if stub.draining else 200)
+                else:
+                    self.send_response(204)
+                    self.send_header("X-Shard", str(stub.node))
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_POST = do_PUT = do_DELETE = answer
+
+            def log_message(self, *args):
+                pass
+
+        class Quiet(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address):
+                pass
+
+        self.server = Quiet((HOST, 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Draining(unittest.TestCase):
+    """A shard whose /healthz answers 503 (eventd draining on SIGTERM) is
+    shown as NOLB and keeps its users: they have no other shard."""
+
+    def test_a_draining_shard_keeps_its_users(self):
+        work = tempfile.mkdtemp(prefix="eventd-lb-drain-")
+        self.addCleanup(shutil.rmtree, work, True)
+        stubs = {n: StubShard(n) for n in NODES}
+        for st in stubs.values():
+            self.addCleanup(st.close)
+        lb = Balancer(stubs.values(), work)
+        lb.start()
+        self.addCleanup(lb.stop)
+        table = shardmap.ranges(shardmap.shards_of(CFG))
+        name = next(n for n in ("d%d" % i for i in range(1000))
+                    if shardmap.owner(table, shardmap.key_hash(n)) == 2)
+        stubs[2].draining = True
+        self.assertTrue(wait_until(lambda: lb.server_status(2) == "NOLB", 10),
+                        lb.server_status(2))
+        c = http.client.HTTPConnection(HOST, lb.port, timeout=10)
+        try:
+            c.request("GET", "/v2/theme", headers={"Authorization": "Basic " + basic(name, "k")})
+            r = c.getresponse()
+            r.read()
+        finally:
+            c.close()
+        self.assertEqual((r.status, r.getheader("X-Shard")), (204, "2"))
+        self.assertEqual(call(lb.port, "GET", "/healthz")[0], 200)
 
 
 class LoadBalancer(unittest.TestCase):
