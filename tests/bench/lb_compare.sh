@@ -24,7 +24,8 @@
 # Usage: tests/bench/lb_compare.sh
 # Environment: DURATION (s per row, default 5), CONNECTIONS (default 64),
 # USERS (default 300), OPS (default "get put post post_key"), ROWS (default
-# all five, by name), and those of lib.sh (EVENTD_BIN to skip the build,
+# all five, by name), SHIPPED_CFG (a variant of the shipped file to measure
+# instead, its shards.map next to it), and those of lib.sh (EVENTD_BIN to skip the build,
 # BENCH_SERVER_CPU, BENCH_CLIENT_CPU, BENCH_KEEP=1).
 # Exit status: 0 when every row ran, 1 otherwise. Loopback only.
 set -uo pipefail
@@ -163,10 +164,12 @@ backend route
     server shard2 "${EVENTD_SHARD2}" id 2 weight 256
     server shard3 "${EVENTD_SHARD3}" id 3 weight 256
 EOF
-# The shipped file with its request log off, and its map.
+# The shipped file (or SHIPPED_CFG, a variant with its shards.map next to it)
+# with its request log off, and its map.
+SHIPPED_CFG=${SHIPPED_CFG:-$ROOT/docker/haproxy.cfg}
 mkdir -p "$BENCH_WORK/shipped"
-cp "$ROOT/docker/shards.map" "$BENCH_WORK/shipped/"
-sed 's/^frontend api$/frontend api\n    no log/' "$ROOT/docker/haproxy.cfg" >"$BENCH_WORK/shipped/haproxy.cfg"
+cp "$(dirname "$SHIPPED_CFG")/shards.map" "$BENCH_WORK/shipped/"
+sed 's/^frontend api$/frontend api\n    no log/' "$SHIPPED_CFG" >"$BENCH_WORK/shipped/haproxy.cfg"
 grep -q '^    no log$' "$BENCH_WORK/shipped/haproxy.cfg" || die "could not turn the shipped file's log off"
 
 want() { [[ " $ROWS " == *" $1 "* ]]; }
