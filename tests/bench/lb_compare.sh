@@ -94,10 +94,11 @@ EOF
 measure() {
     local row=$1 op=$2 url=$3 reqs=$4
     shift 4
-    local pids=("$@") out="$BENCH_WORK/$row-$op.wrk" t0=0 t1=0 p u k
+    local pids=("$@") out="$BENCH_WORK/$row-$op.wrk" t0=0 t1=0 h0=0 h1=0 p u k
     for p in "${pids[@]}"; do
         read -r u k < <(bench_cpu_ticks "$p") || { note "$row: pid $p is not running"; return 1; }
         t0=$((t0 + u + k))
+        [[ $p == "${HAPROXY_PID:-none}" ]] && h0=$((u + k))
     done
     if ! EVENTD_LB_REQUESTS=$reqs EVENTD_LB_OPS=$op bench_wrk "$out" "$BENCH_DIR/lb_ops.lua" "$url" \
         "$DURATION" "$CONNECTIONS"; then
@@ -108,6 +109,7 @@ measure() {
     for p in "${pids[@]}"; do
         read -r u k < <(bench_cpu_ticks "$p") || { note "$row: pid $p died during $op"; return 1; }
         t1=$((t1 + u + k))
+        [[ $p == "${HAPROXY_PID:-none}" ]] && h1=$((u + k))
     done
     local req rps p99 non2xx errs
     req=$(bench_field "$out" requests)
@@ -117,8 +119,9 @@ measure() {
     errs=$(($(bench_field "$out" err_connect) + $(bench_field "$out" err_read) + \
         $(bench_field "$out" err_write) + $(bench_field "$out" err_timeout)))
     [[ -n $req && $req -gt 0 ]] || { note "$row $op: no requests"; tail -n 5 "$out" >&2; return 1; }
-    printf '%-15s %-9s %9.0f %9.1f %9.3f %7d %6d\n' "$row" "$op" "$rps" \
+    printf '%-15s %-9s %9.0f %9.1f %9.1f %9.3f %7d %6d\n' "$row" "$op" "$rps" \
         "$(awk -v t=$((t1 - t0)) -v hz="$CLK_TCK" -v n="$req" 'BEGIN { printf "%.1f", t / hz * 1e6 / n }')" \
+        "$(awk -v t=$((h1 - h0)) -v hz="$CLK_TCK" -v n="$req" 'BEGIN { printf "%.1f", t / hz * 1e6 / n }')" \
         "$(awk -v x="$p99" 'BEGIN { print x / 1000 }')" "$non2xx" "$errs" | tee -a "$RESULTS"
 }
 
@@ -181,7 +184,7 @@ run_ops() { # run_ops ROW URL REQUESTS PID...
     done
 }
 
-printf '%-15s %-9s %9s %9s %9s %7s %6s\n' row op req/s us_cpu/r p99_ms non2xx errors | tee -a "$RESULTS"
+printf '%-15s %-9s %9s %9s %9s %9s %7s %6s\n' row op req/s us_cpu/r of_which_lb p99_ms non2xx errors | tee -a "$RESULTS"
 BODY=$BENCH_WORK/answer.json
 # ---- eventd direct ----
 bench_start_eventd "$BENCH_WORK/direct" "$BENCH_WORK/direct.log" --fsync interval || die "eventd did not start"
@@ -193,6 +196,7 @@ bench_stop "$EVENTD_PID" 10
 if want nginx || want nginx+minimal; then
     bench_start_nginx "$BENCH_WORK/nginx" "$(cat "$BODY")" || die "nginx did not start"
     note "nginx answers $(wc -c <"$BODY") bytes"
+    HAPROXY_PID=""
     want nginx && run_ops nginx "http://127.0.0.1:$NGINX_PORT" "$BENCH_WORK/direct.req" "$NGINX_PID"
     if want nginx+minimal; then
         EVENTD_SHARD1=127.0.0.1:$NGINX_PORT EVENTD_SHARD2=127.0.0.1:$NGINX_PORT \
@@ -235,7 +239,7 @@ fi
 
 echo
 echo "$("$EVENTD_BIN" --version 2>/dev/null | head -n 1), $(haproxy -v | head -n 1 | cut -d' ' -f1-3), nginx $(nginx -v 2>&1 | sed 's/.*\///'); servers on CPU $BENCH_SERVER_CPU, wrk -t1 -c$CONNECTIONS on CPU $BENCH_CLIENT_CPU, ${DURATION}s per row, $USERS users, --fsync interval"
-echo "(us_cpu/r: utime+stime of HAProxy and every backend of the row per request)"
+echo "(us_cpu/r: utime+stime of HAProxy and every backend of the row per request; of_which_lb: HAProxy's part)"
 if ((FAILED)); then
     note "FAILED: a row did not complete (BENCH_KEEP=1 keeps the logs)"
     exit 1
