@@ -13,6 +13,8 @@ loopback (docs/SCALING.md):
     requests, and every acknowledged POST is then on its shard exactly once;
     the longest request latencies are printed;
   * a draining shard (/healthz 503) is shown as NOLB and keeps its users;
+  * a request the shard closed unanswered is replayed only for GET, PUT and
+    a POST to /v2/ with an Idempotency-Key (stub shards);
   * the one-pass placement (docker/shards.map) is HAProxy's own consistent
     hash ring, with three shards and with four; the ring spreads users
     evenly, and a fourth shard takes users only for itself.
@@ -417,9 +419,12 @@ class StubShard:
     request, and GET /healthz 200, or 503 while draining (eventd's answer
     during its SIGTERM drain window)."""
 
-    def __init__(self, node):
+    def __init__(self, node, drop_first=False):
         self.node = node
         self.draining = False
+        self.drop_first = drop_first  # close the first try of each request unanswered
+        self.seen = {}  # (method, path, Idempotency-Key): times received
+        self.lock = threading.Lock()
         stub = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -429,8 +434,15 @@ class StubShard:
                 n = int(self.headers.get("Content-Length") or 0)
                 if n:
                     self.rfile.read(n)
+                what = (self.command, self.path, self.headers.get("Idempotency-Key"))
+                with stub.lock:
+                    stub.seen[what] = stub.seen.get(what, 0) + 1
+                    first = stub.seen[what] == 1
                 if self.path == "/healthz":
                     self.send_response(503 if stub.draining else 200)
+                elif stub.drop_first and first:
+                    self.close_connection = True  # sent, and no answer: "empty-response"
+                    return
                 else:
                     self.send_response(204)
                     self.send_header("X-Shard", str(stub.node))
@@ -485,6 +497,59 @@ class Draining(unittest.TestCase):
             c.close()
         self.assertEqual((r.status, r.getheader("X-Shard")), (204, "2"))
         self.assertEqual(call(lb.port, "GET", "/healthz")[0], 200)
+
+
+class Replays(unittest.TestCase):
+    """A request that reached a shard and got no answer (the shard closed the
+    connection under it) is replayed on the same shard only when a replay
+    cannot create twice: GET, PUT, and a POST to /v2/ with an
+    Idempotency-Key. Each shard here is a stub that closes the first try of
+    every request unanswered and counts what it received."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.work = tempfile.mkdtemp(prefix="eventd-lb-replay-")
+        cls.stubs = {n: StubShard(n, drop_first=True) for n in NODES}
+        cls.lb = Balancer(cls.stubs.values(), cls.work)
+        cls.lb.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.lb.stop()
+        for st in cls.stubs.values():
+            st.close()
+        shutil.rmtree(cls.work, ignore_errors=True)
+
+    def send(self, method, path, key=None):
+        """(status, times the stubs received it)."""
+        headers = {"Authorization": "Basic " + basic("replay", "k"),
+                   "Content-Type": "application/json"}
+        if key:
+            headers["Idempotency-Key"] = key
+        c = http.client.HTTPConnection(HOST, self.lb.port, timeout=15)
+        try:
+            c.request(method, path, body="{}" if method in ("POST", "PUT") else None,
+                      headers=headers)
+            status = c.getresponse().status
+        finally:
+            c.close()
+        seen = sum(st.seen.get((method, path, key), 0) for st in self.stubs.values())
+        return status, seen
+
+    def test_a_get_is_replayed(self):
+        self.assertEqual(self.send("GET", "/v2/theme/1?get"), (204, 2))
+
+    def test_a_put_is_replayed(self):
+        self.assertEqual(self.send("PUT", "/v2/theme/1?put"), (204, 2))
+
+    def test_a_post_with_an_idempotency_key_is_replayed(self):
+        self.assertEqual(self.send("POST", "/v2/theme?keyed", key="replay-1"), (204, 2))
+
+    def test_a_post_without_a_key_is_not_replayed(self):
+        self.assertEqual(self.send("POST", "/v2/theme?unkeyed"), (502, 1))
+
+    def test_a_post_outside_v2_is_not_replayed_even_with_a_key(self):
+        self.assertEqual(self.send("POST", "/user/api/key?keyed", key="replay-2"), (502, 1))
 
 
 class LoadBalancer(unittest.TestCase):
