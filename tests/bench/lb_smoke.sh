@@ -62,7 +62,7 @@ sys.stdout.write(data.decode())
 EOF
 }
 
-# "status check_status" of shard1/eventd from the runtime API.
+# "status check_status" of route/shard1 from the runtime API.
 server_state() {
     admin "show stat" | python3 -c '
 import csv, sys
@@ -72,7 +72,7 @@ head = rows[0]
 for r in rows[1:]:
     if len(r) == len(head):
         d = dict(zip(head, r))
-        if d["pxname"] == "shard1" and d["svname"] == "eventd":
+        if d["pxname"] == "route" and d["svname"] == "shard1":
             print(d["status"], d["check_status"])
 '
 }
@@ -155,9 +155,9 @@ EVENTD_LISTEN=0.0.0.0:$EPORT "$ROOT/docker/healthcheck.sh" >/dev/null &&
     pass "docker/healthcheck.sh: healthy" || fail "docker/healthcheck.sh against a running eventd"
 
 # ---- 5. drain and ready through the runtime API ----
-admin "set server shard1/eventd state drain" >/dev/null
-st=$(wait_state DRAIN 5) && pass "runtime API: set server shard1/eventd state drain ($st)" || fail "drain: '$st'"
-admin "set server shard1/eventd state ready" >/dev/null
+admin "set server route/shard1 state drain" >/dev/null
+st=$(wait_state DRAIN 5) && pass "runtime API: set server route/shard1 state drain ($st)" || fail "drain: '$st'"
+admin "set server route/shard1 state ready" >/dev/null
 st=$(wait_state UP 5) && pass "runtime API: state ready ($st)" || fail "ready: '$st'"
 
 # ---- 6. graceful stop: SIGTERM, exit 0, marked down, 503 ----

@@ -7,13 +7,17 @@ loopback (docs/SCALING.md):
     shard's node id;
   * a stopped shard answers 503 shard_unavailable to its users only;
   * a rolling restart (SIGTERM, wait for the exit, start again on the same
-    data directory and port) of every shard under a bounded wrk load (GET and
-    PUT /v2/theme/:id of every user) and a POST checker gives 0 failed
-    requests, but for POSTs that reach a shard at the instant of its SIGTERM
-    (an eventd bug, docs/SCALING.md: counted and printed); the longest
-    request latencies are printed;
-  * the shipped ring spreads users evenly, and a fourth shard takes users
-    only for itself.
+    data directory and port) of every shard, with pooled connections, under
+    a bounded wrk load (GET and PUT /v2/theme/:id of every user) and POST
+    checkers (each POST with its own Idempotency-Key) gives 0 failed
+    requests, and every acknowledged POST is then on its shard exactly once;
+    the longest request latencies are printed;
+  * a draining shard (/healthz 503) is shown as NOLB and keeps its users;
+  * a request the shard closed unanswered is replayed only for GET, PUT and
+    a POST to /v2/ with an Idempotency-Key (stub shards);
+  * the one-pass placement (docker/shards.map) is HAProxy's own consistent
+    hash ring, with three shards and with four; the ring spreads users
+    evenly, and a fourth shard takes users only for itself.
 
 Needs haproxy (2.6) and wrk (deps/install.sh --test). Every wait is bounded;
 the whole file takes about a minute (registration hashes 40 passwords with
@@ -22,6 +26,7 @@ Argon2id).
 
 import base64
 import http.client
+import http.server
 import json
 import os
 import re
@@ -41,17 +46,19 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "blackbox"))
 sys.path.insert(0, os.path.join(ROOT, "docker"))
 from harness import EVENTD_BIN, check_binary, clean_env  # noqa: E402
 from placement import placement  # noqa: E402
+import shardmap  # noqa: E402
 
 CFG = os.path.join(ROOT, "docker", "haproxy.cfg")
 MIX = os.path.join(HERE, "mix.lua")
+SHARDMAP = os.path.join(ROOT, "docker", "shardmap.py")
 HOST = "127.0.0.1"
 NODE_SHIFT = 43
 USERS = 50
 NODES = (1, 2, 3)
-# The POST checkers: how many, and their pause between requests (s). One at
-# 5 ms makes about 40 POSTs a second; EVENTD_LB_POST_CHECKERS=4 and
+# The POST checkers: how many, and their pause between requests (s). Two at
+# 5 ms make about 80 POSTs a second; EVENTD_LB_POST_CHECKERS=4 and
 # EVENTD_LB_POST_PAUSE=0 press harder (by hand; see docs/SCALING.md).
-POST_CHECKERS = int(os.environ.get("EVENTD_LB_POST_CHECKERS", "1"))
+POST_CHECKERS = int(os.environ.get("EVENTD_LB_POST_CHECKERS", "2"))
 POST_PAUSE = float(os.environ.get("EVENTD_LB_POST_PAUSE", "0.005"))
 
 
@@ -243,20 +250,18 @@ class Balancer:
         return data.decode()
 
     def server_stat(self, node):
-        """The runtime API's "show stat" row of backend shardN's server."""
+        """The runtime API's "show stat" row of shard N's server (backend route)."""
         lines = self.command("show stat").lstrip("# ").splitlines()
         head = lines[0].split(",")
         for line in lines[1:]:
             row = dict(zip(head, line.split(",")))
-            if row.get("pxname") == "shard%d" % node and row.get("svname") == "eventd":
+            if row.get("pxname") == "route" and row.get("svname") == "shard%d" % node:
                 return row
         return {}
 
     def server_status(self, node):
-        """UP, DOWN, DRAIN, MAINT, ... of backend shardN's server."""
+        """UP, DOWN, NOLB, DRAIN, MAINT, ... of shard N's server."""
         return self.server_stat(node).get("status", "")
-
-
 
     def stop(self):
         if self.proc is not None and self.proc.poll() is None:
@@ -294,13 +299,14 @@ class Balancer:
 
 def with_shard(cfg, n):
     """The configuration text cfg with shard n added after shard n-1, as
-    docs/SCALING.md says to: copy the last shard's ring line, frontend,
-    backend and /healthz term, n-1 -> n."""
+    docs/SCALING.md says to: copy the last shard's server line, use-server
+    line, 503 rule and /healthz term, n-1 -> n (then docker/shardmap.py)."""
     p = n - 1
 
     def renumber(text):
         text = re.sub(r"\bshard%d(?!\d)" % p, "shard%d" % n, text)
         text = text.replace("EVENTD_SHARD%d" % p, "EVENTD_SHARD%d" % n)
+        text = re.sub(r"-m int %d\b" % p, "-m int %d" % n, text)
         return re.sub(r"\bid %d\b" % p, "id %d" % n, text)
 
     def copy(pattern, sep):
@@ -311,9 +317,46 @@ def with_shard(cfg, n):
         return cfg[:m.end()] + sep + renumber(old) + cfg[m.end():]
 
     cfg = copy(r"^    server shard%d .*?\n" % p, "")
-    cfg = copy(r"^frontend shard%d_in\n.*?\n(?=\n)" % p, "\n")
-    cfg = copy(r"^backend shard%d\n.*?(?:\n(?=\n)|\Z)" % p, "\n")
-    return copy(r"\{ srv_is_up\(shard%d/eventd\) \}" % p, " ")
+    cfg = copy(r"^    use-server shard%d .*?\n" % p, "")
+    cfg = copy(r"^    http-request return status 503 .*?-m int %d \} .*?\n" % p, "")
+    return copy(r"\{ srv_is_up\(route/shard%d\) \}" % p, " ")
+
+
+def write_config(work, text, name):
+    """text as work/name, with its shards.map (docker/shardmap.py) next to it."""
+    path = os.path.join(work, name)
+    with open(path, "w") as f:
+        f.write(text)
+    subprocess.run([sys.executable, SHARDMAP, "--config", path, "--out",
+                    os.path.join(work, "shards.map")], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=120)
+    return path
+
+
+def ring_config(cfg):
+    """A configuration that lets HAProxy itself place users the way earlier
+    versions of docker/haproxy.cfg did: "balance hash" on the Basic-auth
+    username over a consistent-hash ring of cfg's shards (their ids and
+    weights). docker/placement.py reads where it sends each name."""
+    servers = "".join("    server shard%d \"${EVENTD_SHARD%d}\" id %d weight %d\n"
+                      % (n, n, sid, w) for n, sid, w in shardmap.shards_of(cfg))
+    return """global
+    log stdout format raw local0 info
+defaults
+    mode http
+    log global
+    option httplog
+    timeout connect 3s
+    timeout client 10s
+    timeout server 10s
+frontend api
+    bind "${LB_BIND}"
+    http-request set-var(txn.user) req.hdr(authorization),word(2,' '),b64dec,field(1,:)
+    default_backend route
+backend route
+    balance hash var(txn.user)
+    hash-type consistent
+%s""" % servers
 
 
 class Ring(unittest.TestCase):
@@ -324,9 +367,8 @@ class Ring(unittest.TestCase):
         names = ["member-%d" % i for i in range(600)]
         work = tempfile.mkdtemp(prefix="eventd-lb-ring-")
         self.addCleanup(shutil.rmtree, work, True)
-        four = os.path.join(work, "haproxy4.cfg")
-        with open(CFG) as f, open(four, "w") as out:
-            out.write(with_shard(f.read(), 4))
+        with open(CFG) as f:
+            four = write_config(work, with_shard(f.read(), 4), "haproxy4.cfg")
         before, after = placement(CFG, names), placement(four, names)
         share = {n: sum(1 for v in before.values() if v == n) for n in NODES}
         moved = [name for name in names if before[name] != after[name]]
@@ -337,6 +379,177 @@ class Ring(unittest.TestCase):
         self.assertEqual({after[name] for name in moved}, {4})
         self.assertEqual({before[name] for name in moved}, set(NODES))
         self.assertTrue(100 < len(moved) < 200, len(moved))  # about a quarter
+
+    def test_the_map_places_every_user_where_haproxys_ring_does(self):
+        """shards.map (one pass, use-server) against HAProxy's own consistent
+        hash (balance hash, hash-type consistent) with the same ids and
+        weights: not one of 3000 names may differ, with 3 shards and with 4."""
+        names = ["u%d" % i for i in range(2000)] + ["member-%d" % i for i in range(600)] + [
+            "Alice", "bob.smith", "x", "", "a" * 64, "user_%d@example.org" % 7] + [
+            "n%05d" % (i * 7919 % 100000) for i in range(394)]
+        work = tempfile.mkdtemp(prefix="eventd-lb-map-")
+        self.addCleanup(shutil.rmtree, work, True)
+        with open(CFG) as f:
+            shipped = f.read()
+        for n, text in ((3, shipped), (4, with_shard(shipped, 4))):
+            d = os.path.join(work, str(n))
+            os.makedirs(d)
+            cfg = write_config(d, text, "haproxy.cfg")
+            ring = os.path.join(d, "ring.cfg")
+            with open(ring, "w") as f:
+                f.write(ring_config(cfg))
+            mine, theirs = placement(cfg, names), placement(ring, names)
+            wrong = [(name, mine[name], theirs[name]) for name in names
+                     if mine[name] != theirs[name]]
+            self.assertEqual(wrong, [], "%d shards" % n)
+            self.assertEqual(set(mine.values()), set(range(1, n + 1)))
+
+    def test_the_shipped_map_is_the_one_shardmap_writes(self):
+        work = tempfile.mkdtemp(prefix="eventd-lb-map-")
+        self.addCleanup(shutil.rmtree, work, True)
+        out = os.path.join(work, "shards.map")
+        subprocess.run([sys.executable, SHARDMAP, "--config", CFG, "--out", out], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+        with open(out) as a, open(os.path.join(ROOT, "docker", "shards.map")) as b:
+            self.assertTrue(a.read() == b.read(), "docker/shards.map is stale: run docker/shardmap.py")
+
+
+class StubShard:
+    """An HTTP server standing in for shard N: 204 with "X-Shard: N" to every
+    request, and GET /healthz 200, or 503 while draining (eventd's answer
+    during its SIGTERM drain window)."""
+
+    def __init__(self, node, drop_first=False):
+        self.node = node
+        self.draining = False
+        self.drop_first = drop_first  # close the first try of each request unanswered
+        self.seen = {}  # (method, path, Idempotency-Key): times received
+        self.lock = threading.Lock()
+        stub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def answer(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                if n:
+                    self.rfile.read(n)
+                what = (self.command, self.path, self.headers.get("Idempotency-Key"))
+                with stub.lock:
+                    stub.seen[what] = stub.seen.get(what, 0) + 1
+                    first = stub.seen[what] == 1
+                if self.path == "/healthz":
+                    self.send_response(503 if stub.draining else 200)
+                elif stub.drop_first and first:
+                    self.close_connection = True  # sent, and no answer: "empty-response"
+                    return
+                else:
+                    self.send_response(204)
+                    self.send_header("X-Shard", str(stub.node))
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_POST = do_PUT = do_DELETE = answer
+
+            def log_message(self, *args):
+                pass
+
+        class Quiet(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address):
+                pass
+
+        self.server = Quiet((HOST, 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Draining(unittest.TestCase):
+    """A shard whose /healthz answers 503 (eventd draining on SIGTERM) is
+    shown as NOLB and keeps its users: they have no other shard."""
+
+    def test_a_draining_shard_keeps_its_users(self):
+        work = tempfile.mkdtemp(prefix="eventd-lb-drain-")
+        self.addCleanup(shutil.rmtree, work, True)
+        stubs = {n: StubShard(n) for n in NODES}
+        for st in stubs.values():
+            self.addCleanup(st.close)
+        lb = Balancer(stubs.values(), work)
+        lb.start()
+        self.addCleanup(lb.stop)
+        table = shardmap.ranges(shardmap.shards_of(CFG))
+        name = next(n for n in ("d%d" % i for i in range(1000))
+                    if shardmap.owner(table, shardmap.key_hash(n)) == 2)
+        stubs[2].draining = True
+        self.assertTrue(wait_until(lambda: lb.server_status(2) == "NOLB", 10),
+                        lb.server_status(2))
+        c = http.client.HTTPConnection(HOST, lb.port, timeout=10)
+        try:
+            c.request("GET", "/v2/theme", headers={"Authorization": "Basic " + basic(name, "k")})
+            r = c.getresponse()
+            r.read()
+        finally:
+            c.close()
+        self.assertEqual((r.status, r.getheader("X-Shard")), (204, "2"))
+        self.assertEqual(call(lb.port, "GET", "/healthz")[0], 200)
+
+
+class Replays(unittest.TestCase):
+    """A request that reached a shard and got no answer (the shard closed the
+    connection under it) is replayed on the same shard only when a replay
+    cannot create twice: GET, PUT, and a POST to /v2/ with an
+    Idempotency-Key. Each shard here is a stub that closes the first try of
+    every request unanswered and counts what it received."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.work = tempfile.mkdtemp(prefix="eventd-lb-replay-")
+        cls.stubs = {n: StubShard(n, drop_first=True) for n in NODES}
+        cls.lb = Balancer(cls.stubs.values(), cls.work)
+        cls.lb.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.lb.stop()
+        for st in cls.stubs.values():
+            st.close()
+        shutil.rmtree(cls.work, ignore_errors=True)
+
+    def send(self, method, path, key=None):
+        """(status, times the stubs received it)."""
+        headers = {"Authorization": "Basic " + basic("replay", "k"),
+                   "Content-Type": "application/json"}
+        if key:
+            headers["Idempotency-Key"] = key
+        c = http.client.HTTPConnection(HOST, self.lb.port, timeout=15)
+        try:
+            c.request(method, path, body="{}" if method in ("POST", "PUT") else None,
+                      headers=headers)
+            status = c.getresponse().status
+        finally:
+            c.close()
+        seen = sum(st.seen.get((method, path, key), 0) for st in self.stubs.values())
+        return status, seen
+
+    def test_a_get_is_replayed(self):
+        self.assertEqual(self.send("GET", "/v2/theme/1?get"), (204, 2))
+
+    def test_a_put_is_replayed(self):
+        self.assertEqual(self.send("PUT", "/v2/theme/1?put"), (204, 2))
+
+    def test_a_post_with_an_idempotency_key_is_replayed(self):
+        self.assertEqual(self.send("POST", "/v2/theme?keyed", key="replay-1"), (204, 2))
+
+    def test_a_post_without_a_key_is_not_replayed(self):
+        self.assertEqual(self.send("POST", "/v2/theme?unkeyed"), (502, 1))
+
+    def test_a_post_outside_v2_is_not_replayed_even_with_a_key(self):
+        self.assertEqual(self.send("POST", "/user/api/key?keyed", key="replay-2"), (502, 1))
 
 
 class LoadBalancer(unittest.TestCase):
@@ -488,12 +701,11 @@ class LoadBalancer(unittest.TestCase):
             self.assertTrue(wait_until(self.lb.healthy, 10), "shard %d not up again" % down)
 
     def test_rolling_restart_under_load_fails_no_request(self):
-        """SIGTERM, wait for the exit, start again: each shard in turn, under
-        wrk (GET and PUT, retried by HAProxy on the same shard) and a POST
-        checker (never replayed): not one request may fail. (A POST that
-        reached a shard at the instant of its SIGTERM used to be dropped
-        unanswered: eventd now accepts its listen backlog and gives idle
-        connections a grace before it closes them; tests/lb/sigterm_race.py.)"""
+        """SIGTERM, wait for the exit, start again: each shard in turn, with
+        pooled connections, under wrk (GET and PUT) and POST checkers (each
+        POST with its own Idempotency-Key, so HAProxy may replay it): not one
+        request may fail, and afterwards every acknowledged POST is on its
+        user's shard exactly once and no POST was created twice."""
         reqs = os.path.join(self.work, "requests")
         with open(reqs, "w") as f:
             for u in self.users.values():
@@ -504,8 +716,8 @@ class LoadBalancer(unittest.TestCase):
                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
         t_start = time.monotonic()
-        checkers = [PostChecker(self.lb.port, self.users, POST_PAUSE, t_start)
-                    for _ in range(POST_CHECKERS)]
+        checkers = [PostChecker(self.lb.port, self.users, POST_PAUSE, t_start, "c%d" % i)
+                    for i in range(POST_CHECKERS)]
         for c in checkers:
             c.start()
         restarts = []
@@ -529,28 +741,62 @@ class LoadBalancer(unittest.TestCase):
         wrk_max = re.search(r"Latency\s+\S+\s+\S+\s+(\S+)", out)
         print("longest request during the rolling restart: wrk (GET/PUT) %s, POST %.0f ms"
               % (wrk_max.group(1) if wrk_max else "?", checker.max_secs * 1000), file=sys.stderr)
-        print("POST checker: %d requests, %d failures %s"
+        print("POST checkers: %d requests, %d failures %s"
               % (checker.count, len(checker.failures), checker.failures[:5]), file=sys.stderr)
+        created = self.posted_names()
+        lost = [(name, t) for name, acked in checker.acked.items() for t in acked
+                if created.get(name, {}).get(t, 0) == 0]
+        twice = [(name, t, k) for name, titles in created.items() for t, k in titles.items()
+                 if k > 1]
+        print("records: %d POSTs acknowledged, %d found, %d lost, %d duplicated"
+              % (sum(len(v) for v in checker.acked.values()),
+                 sum(sum(v.values()) for v in created.values()), len(lost), len(twice)),
+              file=sys.stderr)
         done = re.search(r"(\d+) requests in", out)
         self.assertTrue(done and int(done.group(1)) > 1000, out)
         self.assertNotIn("Non-2xx or 3xx responses", out)
         self.assertNotIn("Socket errors", out)
         self.assertGreater(checker.count, 50)
         self.assertEqual(checker.failures, [])
+        self.assertEqual(lost, [])
+        self.assertEqual(twice, [])
+
+    def posted_names(self):
+        """{user: {theme name: how many}} of the checkers' themes ("post ..."),
+        read from each user's own shard directly, every page."""
+        found = {}
+        for name, u in self.users.items():
+            titles = found.setdefault(name, {})
+            cursor = None
+            for _ in range(1000):
+                path = "/v2/theme?limit=500" + ("&cursor=%s" % cursor if cursor else "")
+                status, doc, _ = call(self.shards[u["node"]].port, "GET", path, auth=u["auth"])
+                self.assertEqual(status, 200, (name, doc))
+                for t in doc["Result"]["Items"]:
+                    if t.get("Name", "").startswith("post "):
+                        titles[t["Name"]] = titles.get(t["Name"], 0) + 1
+                cursor = doc["Result"].get("NextCursor")
+                if not cursor:
+                    break
+        return found
 
 
 class PostChecker(threading.Thread):
     """POST /v2/theme through the balancer, one at a time over keep-alive,
-    cycling over the users; counts every answer but 200 and every error."""
+    cycling over the users, each with a name and an Idempotency-Key of its
+    own; counts every answer but 200 and every error, and keeps the names
+    of the acknowledged ones per user."""
 
-    def __init__(self, port, users, pause=0.0, t_start=0.0):
+    def __init__(self, port, users, pause=0.0, t_start=0.0, tag="c"):
         super().__init__(daemon=True)
         self.t_start = t_start
         self.pause = pause
         self.port = port
-        self.users = list(users.values())
+        self.tag = tag
+        self.users = list(users.items())
         self.count = 0
         self.failures = []
+        self.acked = {}
         self.max_secs = 0.0
         self.halt = threading.Event()
 
@@ -559,18 +805,22 @@ class PostChecker(threading.Thread):
         i = 0
         deadline = time.monotonic() + 60
         while not self.halt.is_set() and time.monotonic() < deadline:
-            u = self.users[i % len(self.users)]
+            name, u = self.users[i % len(self.users)]
             i += 1
+            title = "post %s-%d" % (self.tag, i)
             t0 = time.monotonic()
             try:
                 if conn is None:
                     conn = http.client.HTTPConnection(HOST, self.port, timeout=15)
-                conn.request("POST", "/v2/theme", body='{"Theme":{"Name":"post %d"}}' % i,
+                conn.request("POST", "/v2/theme", body='{"Theme":{"Name":"%s"}}' % title,
                              headers={"Authorization": "Basic " + u["auth"],
+                                      "Idempotency-Key": "lb-%s-%d" % (self.tag, i),
                                       "Cache-Control": "no-cache"})
                 r = conn.getresponse()
                 body = r.read()
-                if r.status != 200:
+                if r.status == 200:
+                    self.acked.setdefault(name, []).append(title)
+                else:
                     self.failures.append((t0 - self.t_start, u["node"], "status %d" % r.status,
                                           body[:200]))
                 if r.getheader("Connection", "").lower() == "close":
@@ -599,6 +849,8 @@ class PostChecker(threading.Thread):
             total.count += c.count
             total.failures += c.failures
             total.max_secs = max(total.max_secs, c.max_secs)
+            for name, titles in c.acked.items():
+                total.acked.setdefault(name, []).extend(titles)
         return total
 
 

@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# tests/bench/lb_compare.sh: the cost of the balancer path, in one run (issue 18's table).
+#
+# Rows, each measured with the same wrk script (tests/bench/lb_ops.lua: USERS
+# users, one theme each, requests spread over them):
+#   eventd            one unsharded eventd, directly
+#   nginx             nginx directly: one process, a fixed JSON answer as long
+#                     as eventd's POST /v2/theme answer (tests/bench/lib.sh)
+#   nginx+minimal     nginx behind a minimal one-pass HAProxy with pooled
+#                     keep-alive connections ("balance hash" on the Basic-auth
+#                     username, hash-type consistent, "http-reuse safe"), three
+#                     server lines all pointing at that nginx
+#   shards+minimal    three eventd shards behind that minimal HAProxy
+#   shards+shipped    three eventd shards behind docker/haproxy.cfg as shipped
+# and for each, the operations of OPS: get (GET /v2/theme/:id), put, post
+# (POST /v2/theme), post_key (POST with an Idempotency-Key of its own).
+# Every server (eventd, nginx, HAProxy) is pinned to CPU BENCH_SERVER_CPU,
+# wrk (-t1) to BENCH_CLIENT_CPU. Every eventd runs with --fsync interval.
+# HAProxy's request log is off in every row (the shipped file is copied with
+# "no log" added to its frontend: the only change). CPU per request is the
+# utime+stime (/proc/PID/stat) of HAProxy and every backend process of the
+# row, before and after each wrk run, divided by its requests.
+#
+# Usage: tests/bench/lb_compare.sh
+# Environment: DURATION (s per row, default 5), CONNECTIONS (default 64),
+# USERS (default 300), OPS (default "get put post post_key"), ROWS (default
+# all five, by name), SHIPPED_CFG (a variant of the shipped file to measure
+# instead, its shards.map next to it), and those of lib.sh (EVENTD_BIN to skip the build,
+# BENCH_SERVER_CPU, BENCH_CLIENT_CPU, BENCH_KEEP=1).
+# Exit status: 0 when every row ran, 1 otherwise. Loopback only.
+set -uo pipefail
+
+PROG=lb_compare.sh
+# shellcheck source=tests/bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+[[ ${1:-} == -h || ${1:-} == --help ]] && { bench_usage; exit 0; }
+DURATION=${DURATION:-5}
+CONNECTIONS=${CONNECTIONS:-64}
+USERS=${USERS:-300}
+OPS=${OPS:-get put post post_key}
+ROWS=${ROWS:-eventd nginx nginx+minimal shards+minimal shards+shipped}
+need wrk nginx haproxy taskset python3 timeout
+bench_init
+bench_binary
+note "binary: $EVENTD_BIN; ${DURATION}s per row, -c$CONNECTIONS, $USERS users"
+FAILED=0
+RESULTS=$BENCH_WORK/results.txt
+: >"$RESULTS"
+
+# ---- users: every user on the unsharded eventd, and on the shard the shipped file names ----
+for ((i = 0; i < USERS; i++)); do printf 'bench%04d\n' "$i"; done >"$BENCH_WORK/names"
+python3 "$ROOT/docker/placement.py" --config "$ROOT/docker/haproxy.cfg" <"$BENCH_WORK/names" \
+    >"$BENCH_WORK/placement" || die "docker/placement.py failed"
+add_users() { # add_users DATA NODE NAMES_FILE -> "name key" lines on stdout
+    local data=$1 node=$2 name key
+    while read -r name; do
+        key=$("$EVENTD_BIN" user add "$name" --data "$data" --node-id "$node" 2>>"$BENCH_WORK/user.log" |
+            tail -n 1) || die "eventd user add $name failed (see $BENCH_WORK/user.log)"
+        echo "$name $key"
+    done <"$3"
+}
+add_users "$BENCH_WORK/direct" 0 "$BENCH_WORK/names" >"$BENCH_WORK/keys-direct"
+for n in 1 2 3; do
+    awk -v s="shard$n" '$2 == s { print $1 }' "$BENCH_WORK/placement" >"$BENCH_WORK/names$n"
+    add_users "$BENCH_WORK/shard$n" "$n" "$BENCH_WORK/names$n" >"$BENCH_WORK/keys$n"
+done
+
+# One theme per user, created directly on its server: seed PORT KEYS OUT [BODY_OUT]
+# writes lb_ops.lua's requests file (and the first answer's body).
+seed() {
+    python3 - "$@" <<'EOF'
+import base64, http.client, json, sys
+port, keys, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+body_out = sys.argv[4] if len(sys.argv) > 4 else None
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+with open(keys) as f, open(out, "a") as o:
+    for line in f:
+        name, key = line.split()
+        cred = base64.b64encode(("%s:%s" % (name, key)).encode()).decode()
+        c.request("POST", "/v2/theme", body=json.dumps({"Theme": {"Name": name}}),
+                  headers={"Authorization": "Basic " + cred, "Content-Type": "application/json"})
+        r = c.getresponse()
+        data = r.read()
+        if r.status != 200:
+            sys.exit("seed %s: %d %s" % (name, r.status, data[:200]))
+        if body_out:
+            open(body_out, "wb").write(data)
+            body_out = None
+        o.write("%s %d\n" % (cred, json.loads(data)["Result"]["ID"]))
+EOF
+}
+
+# ---- one measurement: measure ROW OP URL REQUESTS_FILE PID... ----
+measure() {
+    local row=$1 op=$2 url=$3 reqs=$4
+    shift 4
+    local pids=("$@") out="$BENCH_WORK/$row-$op.wrk" t0=0 t1=0 h0=0 h1=0 p u k
+    for p in "${pids[@]}"; do
+        read -r u k < <(bench_cpu_ticks "$p") || { note "$row: pid $p is not running"; return 1; }
+        t0=$((t0 + u + k))
+        [[ $p == "${HAPROXY_PID:-none}" ]] && h0=$((u + k))
+    done
+    if ! EVENTD_LB_REQUESTS=$reqs EVENTD_LB_OPS=$op bench_wrk "$out" "$BENCH_DIR/lb_ops.lua" "$url" \
+        "$DURATION" "$CONNECTIONS"; then
+        note "$row $op: wrk failed:"
+        tail -n 5 "$out" >&2
+        return 1
+    fi
+    for p in "${pids[@]}"; do
+        read -r u k < <(bench_cpu_ticks "$p") || { note "$row: pid $p died during $op"; return 1; }
+        t1=$((t1 + u + k))
+        [[ $p == "${HAPROXY_PID:-none}" ]] && h1=$((u + k))
+    done
+    local req rps p99 non2xx errs
+    req=$(bench_field "$out" requests)
+    rps=$(bench_field "$out" rps)
+    p99=$(bench_field "$out" p99_us)
+    non2xx=$(bench_field "$out" non2xx)
+    errs=$(($(bench_field "$out" err_connect) + $(bench_field "$out" err_read) + \
+        $(bench_field "$out" err_write) + $(bench_field "$out" err_timeout)))
+    [[ -n $req && $req -gt 0 ]] || { note "$row $op: no requests"; tail -n 5 "$out" >&2; return 1; }
+    printf '%-15s %-9s %9.0f %9.1f %9.1f %9.3f %7d %6d\n' "$row" "$op" "$rps" \
+        "$(awk -v t=$((t1 - t0)) -v hz="$CLK_TCK" -v n="$req" 'BEGIN { printf "%.1f", t / hz * 1e6 / n }')" \
+        "$(awk -v t=$((h1 - h0)) -v hz="$CLK_TCK" -v n="$req" 'BEGIN { printf "%.1f", t / hz * 1e6 / n }')" \
+        "$(awk -v x="$p99" 'BEGIN { print x / 1000 }')" "$non2xx" "$errs" | tee -a "$RESULTS"
+}
+
+# HAProxy on $1 (a configuration) with the shards' or nginx's addresses in the
+# environment; sets HAPROXY_PID and HAPROXY_PORT.
+start_haproxy() {
+    local cfg=$1 i j
+    for ((i = 0; i < 5; i++)); do
+        HAPROXY_PORT=$(bench_free_port)
+        LB_BIND=127.0.0.1:$HAPROXY_PORT LB_ADMIN_SOCKET=$BENCH_WORK/admin-$i-$RANDOM.sock \
+            taskset -c "$BENCH_SERVER_CPU" haproxy -db -f "$cfg" >>"$BENCH_WORK/haproxy.log" 2>&1 &
+        HAPROXY_PID=$!
+        bench_track "$HAPROXY_PID"
+        for ((j = 0; j < 100; j++)); do
+            kill -0 "$HAPROXY_PID" 2>/dev/null || break
+            [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$HAPROXY_PORT/healthz") != 000 ]] &&
+                return 0
+            sleep 0.1
+        done
+        bench_stop "$HAPROXY_PID" 2
+    done
+    tail -n 5 "$BENCH_WORK/haproxy.log" >&2
+    die "haproxy did not start with $cfg"
+}
+
+# The minimal one-pass keep-alive HAProxy of the issue's table.
+MINIMAL=$BENCH_WORK/minimal.cfg
+cat >"$MINIMAL" <<'EOF'
+defaults
+    mode http
+    timeout connect 3s
+    timeout client 30s
+    timeout server 30s
+frontend api
+    bind "${LB_BIND}"
+    http-request set-var(txn.user) req.hdr(authorization),word(2,' '),b64dec,field(1,:)
+    default_backend route
+backend route
+    balance hash var(txn.user)
+    hash-type consistent
+    http-reuse safe
+    server shard1 "${EVENTD_SHARD1}" id 1 weight 256
+    server shard2 "${EVENTD_SHARD2}" id 2 weight 256
+    server shard3 "${EVENTD_SHARD3}" id 3 weight 256
+EOF
+# The shipped file (or SHIPPED_CFG, a variant with its shards.map next to it)
+# with its request log off, and its map.
+SHIPPED_CFG=${SHIPPED_CFG:-$ROOT/docker/haproxy.cfg}
+mkdir -p "$BENCH_WORK/shipped"
+cp "$(dirname "$SHIPPED_CFG")/shards.map" "$BENCH_WORK/shipped/"
+sed 's/^frontend api$/frontend api\n    no log/' "$SHIPPED_CFG" >"$BENCH_WORK/shipped/haproxy.cfg"
+grep -q '^    no log$' "$BENCH_WORK/shipped/haproxy.cfg" || die "could not turn the shipped file's log off"
+
+want() { [[ " $ROWS " == *" $1 "* ]]; }
+run_ops() { # run_ops ROW URL REQUESTS PID...
+    local row=$1 url=$2 reqs=$3 op
+    shift 3
+    for op in $OPS; do
+        measure "$row" "$op" "$url" "$reqs" "$@" || { FAILED=1; return 1; }
+    done
+}
+
+printf '%-15s %-9s %9s %9s %9s %9s %7s %6s\n' row op req/s us_cpu/r of_which_lb p99_ms non2xx errors | tee -a "$RESULTS"
+BODY=$BENCH_WORK/answer.json
+# ---- eventd direct ----
+bench_start_eventd "$BENCH_WORK/direct" "$BENCH_WORK/direct.log" --fsync interval || die "eventd did not start"
+seed "$EVENTD_PORT" "$BENCH_WORK/keys-direct" "$BENCH_WORK/direct.req" "$BODY" || die "seeding failed"
+want eventd && run_ops eventd "http://127.0.0.1:$EVENTD_PORT" "$BENCH_WORK/direct.req" "$EVENTD_PID"
+bench_stop "$EVENTD_PID" 10
+
+# ---- nginx, directly and behind the minimal HAProxy ----
+if want nginx || want nginx+minimal; then
+    bench_start_nginx "$BENCH_WORK/nginx" "$(cat "$BODY")" || die "nginx did not start"
+    note "nginx answers $(wc -c <"$BODY") bytes"
+    HAPROXY_PID=""
+    want nginx && run_ops nginx "http://127.0.0.1:$NGINX_PORT" "$BENCH_WORK/direct.req" "$NGINX_PID"
+    if want nginx+minimal; then
+        EVENTD_SHARD1=127.0.0.1:$NGINX_PORT EVENTD_SHARD2=127.0.0.1:$NGINX_PORT \
+            EVENTD_SHARD3=127.0.0.1:$NGINX_PORT start_haproxy "$MINIMAL"
+        run_ops nginx+minimal "http://127.0.0.1:$HAPROXY_PORT" "$BENCH_WORK/direct.req" \
+            "$HAPROXY_PID" "$NGINX_PID"
+        bench_stop "$HAPROXY_PID" 5
+    fi
+    bench_stop "$NGINX_PID" 5
+fi
+
+# ---- three shards, behind the minimal HAProxy and behind the shipped file ----
+if want shards+minimal || want shards+shipped; then
+    SHARD_PIDS=()
+    for n in 1 2 3; do
+        bench_start_eventd "$BENCH_WORK/shard$n" "$BENCH_WORK/shard$n.log" --fsync interval \
+            --node-id "$n" || die "shard $n did not start"
+        SHARD_PIDS+=("$EVENTD_PID")
+        export "EVENTD_SHARD$n=127.0.0.1:$EVENTD_PORT"
+        seed "$EVENTD_PORT" "$BENCH_WORK/keys$n" "$BENCH_WORK/shards.req" || die "seeding shard $n failed"
+    done
+    if want shards+minimal; then
+        start_haproxy "$MINIMAL"
+        run_ops shards+minimal "http://127.0.0.1:$HAPROXY_PORT" "$BENCH_WORK/shards.req" \
+            "$HAPROXY_PID" "${SHARD_PIDS[@]}"
+        bench_stop "$HAPROXY_PID" 5
+    fi
+    if want shards+shipped; then
+        start_haproxy "$BENCH_WORK/shipped/haproxy.cfg"
+        for ((i = 0; i < 50; i++)); do
+            [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$HAPROXY_PORT/healthz") == 200 ]] && break
+            sleep 0.1
+        done
+        run_ops shards+shipped "http://127.0.0.1:$HAPROXY_PORT" "$BENCH_WORK/shards.req" \
+            "$HAPROXY_PID" "${SHARD_PIDS[@]}"
+        bench_stop "$HAPROXY_PID" 5
+    fi
+    for p in "${SHARD_PIDS[@]}"; do bench_stop "$p" 10; done
+fi
+
+echo
+echo "$("$EVENTD_BIN" --version 2>/dev/null | head -n 1), $(haproxy -v | head -n 1 | cut -d' ' -f1-3), nginx $(nginx -v 2>&1 | sed 's/.*\///'); servers on CPU $BENCH_SERVER_CPU, wrk -t1 -c$CONNECTIONS on CPU $BENCH_CLIENT_CPU, ${DURATION}s per row, $USERS users, --fsync interval"
+echo "(us_cpu/r: utime+stime of HAProxy and every backend of the row per request; of_which_lb: HAProxy's part)"
+if ((FAILED)); then
+    note "FAILED: a row did not complete (BENCH_KEEP=1 keeps the logs)"
+    exit 1
+fi
+exit 0
