@@ -7,6 +7,7 @@
     connection whose request has been arriving longest (at least that long)
     is closed, and the new client is served."""
 
+import contextlib
 import os
 import sys
 import time
@@ -19,6 +20,20 @@ from harness import (Server, build_request, connect, read_response, send_raw,  #
 HALF = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"  # half a request head
 
 
+@contextlib.contextmanager
+def half_sent(port, n):
+    """n connections, each with half a request head sent; closed afterwards (with
+    any socket the block appends to the list)."""
+    socks = [connect(port) for _ in range(n)]
+    try:
+        for s in socks:
+            send_raw(s, HALF)
+        yield socks
+    finally:
+        for s in socks:
+            s.close()
+
+
 def metric(srv, sample):
     for line in request(srv.port, "GET", "/metrics").body.decode().splitlines():
         if line.startswith(sample + " "):
@@ -29,10 +44,7 @@ def metric(srv, sample):
 class PerAddress(unittest.TestCase):
     def test_connection_over_the_per_address_cap_is_503_naming_the_setting(self):
         with Server(["--max-connections-per-address", "3"]) as srv:
-            socks = [connect(srv.port) for _ in range(3)]
-            try:
-                for s in socks:
-                    send_raw(s, HALF)
+            with half_sent(srv.port, 3) as socks:
                 extra = connect(srv.port)
                 socks.append(extra)
                 r = read_response(extra)
@@ -41,25 +53,16 @@ class PerAddress(unittest.TestCase):
                 self.assertEqual(err["Code"], "unavailable")
                 self.assertIn("--max-connections-per-address", err["Message"])
                 self.assertEqual(r.header("Retry-After"), "1")
-            finally:
-                for s in socks:
-                    s.close()
 
     def test_the_capped_clients_own_connections_are_still_served(self):
         with Server(["--max-connections-per-address", "2"]) as srv:
-            socks = [connect(srv.port) for _ in range(2)]
-            try:
-                for s in socks:
-                    send_raw(s, HALF)
+            with half_sent(srv.port, 2) as socks:
                 refused = connect(srv.port)
                 socks.append(refused)
                 self.assertEqual(read_response(refused).status, 503)
                 for s in socks[:2]:
                     send_raw(s, b"\r\n")
                     self.assertEqual(read_response(s).status, 200)
-            finally:
-                for s in socks:
-                    s.close()
 
     def test_a_closed_connection_frees_its_place(self):
         with Server(["--max-connections-per-address", "1"]) as srv:
@@ -73,10 +76,7 @@ class PerAddress(unittest.TestCase):
 
     def test_refusals_are_counted_in_metrics(self):
         with Server(["--max-connections-per-address", "2"]) as srv:
-            socks = [connect(srv.port) for _ in range(2)]
-            try:
-                for s in socks:
-                    send_raw(s, HALF)
+            with half_sent(srv.port, 2) as socks:
                 refused = connect(srv.port)
                 socks.append(refused)
                 self.assertEqual(read_response(refused).status, 503)
@@ -85,9 +85,6 @@ class PerAddress(unittest.TestCase):
                 send_raw(socks[0], build_request("GET", "/metrics"))
                 body = read_response(socks[0]).body.decode()
                 self.assertIn('eventd_connections_refused_total{reason="per_address"} 1\n', body)
-            finally:
-                for s in socks:
-                    s.close()
 
     def test_trusted_proxies_are_exempt(self):
         with Server(["--max-connections-per-address", "1",
@@ -146,10 +143,7 @@ class HalfSentEviction(unittest.TestCase):
 
     def test_young_half_sent_requests_are_not_evicted(self):
         with Server(["--max-connections", "2", "--evict-half-sent-ms", "60000"]) as srv:
-            socks = [connect(srv.port) for _ in range(2)]
-            try:
-                for s in socks:
-                    send_raw(s, HALF)
+            with half_sent(srv.port, 2) as socks:
                 time.sleep(0.2)  # the server reads them: busy, no longer idle
                 extra = connect(srv.port)
                 socks.append(extra)
@@ -157,9 +151,6 @@ class HalfSentEviction(unittest.TestCase):
                 for s in socks[:2]:
                     send_raw(s, b"\r\n")
                     self.assertEqual(read_response(s).status, 200)
-            finally:
-                for s in socks:
-                    s.close()
 
 
 if __name__ == "__main__":
