@@ -12,8 +12,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "auth.h"
-#include "index.h"
+#include "storage/auth.h"
+#include "storage/index.h"
 #include <sodium.h>
 
 static uint64_t now_ns(void) {

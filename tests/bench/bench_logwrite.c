@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth.h"
-#include "record.h"
-#include "store.h"
+#include "storage/auth.h"
+#include "storage/record.h"
+#include "storage/store.h"
 
 #define FLUSH_EVERY 10000
 

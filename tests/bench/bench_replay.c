@@ -21,9 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "index.h"
-#include "record.h"
-#include "store.h"
+#include "storage/index.h"
+#include "storage/record.h"
+#include "storage/store.h"
 
 #define USERS 1000
 #define FLUSH_EVERY 10000

@@ -66,7 +66,7 @@ def clean_env(extra=None):
     # suites once with each of the store's sync paths), not a server setting to clear.
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("EVENTD_") or k == "EVENTD_LOOP_SYNC_MAX_US"}
-    # Test builds hash new passwords with libsodium's minimum limits (src/pwhash.c):
+    # Test builds hash new passwords with libsodium's minimum limits (src/common/pwhash.c):
     # a test that measures the real cost passes EVENTD_TEST_PWHASH_FAST="0".
     env["EVENTD_TEST_PWHASH_FAST"] = "1"
     # The suites register hundreds of accounts from 127.0.0.1 within seconds: far more than

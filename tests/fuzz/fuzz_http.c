@@ -63,7 +63,7 @@
 #include <uv.h>
 
 #include "fuzz_common.h"
-#include "http.h"
+#include "http/http.h"
 #include "http_check.h"
 
 /* The keys are fixed so that a saved input reproduces; both are 43 characters like real ones. */
@@ -82,12 +82,12 @@
 
 /* ---- the server: the only code that knows the app, handlers and server APIs ---- */
 
-#include "auth.h"
-#include "db.h"
-#include "handlers.h"
-#include "pwhash.h"
-#include "record.h"
-#include "server.h"
+#include "app/front.h"
+#include "common/pwhash.h"
+#include "http/server.h"
+#include "storage/auth.h"
+#include "storage/db.h"
+#include "storage/record.h"
 
 /* The account site's fixture: user "web" with a password and a session whose cookie and CSRF
  * token are fixed, so that "@S1@" and "@C1@" (see expand) get past the session checks. */
@@ -219,8 +219,8 @@ static void svc_start(void) {
                                  .register_per_minute = 60,
                                  .pwhash_register_queue = 4};
     struct server_handler sa;
-    if (handlers_init(&handlers, &loop, &db, &lim, &sa, msg, sizeof msg) < 0)
-        fuzz_die("handlers_init: %s", msg);
+    if (front_init(&handlers, &loop, &db, &lim, &sa, msg, sizeof msg) < 0)
+        fuzz_die("front_init: %s", msg);
     /* A fixed site secret, so that seeds carry a valid pre-sign-in CSRF pair
      * (make_corpus.py computes the form token). */
     memset(handlers.site_secret, 0x5a, sizeof handlers.site_secret);
@@ -258,7 +258,7 @@ static void svc_stop(void) {
     server_destroy(&srv);
     db_close(&db);
     uv_run(&loop, UV_RUN_DEFAULT);
-    handlers_destroy(&handlers);
+    front_destroy(&handlers);
 }
 
 static bool svc_too_big(void) {

@@ -21,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json.h"
 #include "fuzz_common.h"
-#include "json.h"
-#include "record.h"
+#include "storage/record.h"
 
 #define BIG_STRING 255 /* config_defaults.max_string_bytes */
 #define SMALL_STRING 16

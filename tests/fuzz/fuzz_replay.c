@@ -37,11 +37,11 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "crc32c.h"
+#include "common/crc32c.h"
+#include "common/log.h"
 #include "fuzz_common.h"
-#include "index.h"
-#include "log.h"
-#include "store.h"
+#include "storage/index.h"
+#include "storage/store.h"
 
 static uv_loop_t loop;
 static char dir[256], log_path[300];

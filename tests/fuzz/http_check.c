@@ -31,7 +31,7 @@
 #include <strings.h>
 #include <yajl/yajl_tree.h>
 
-#include "site_pages.h"
+#include "site/site_pages.h"
 
 #define TOKEN_CHARS 43 /* 256 bits, unpadded base64url */
 

@@ -143,7 +143,7 @@ HTTP = {
 WEB_PASSWORD = "fuzz-site-password"
 CSRF = "fuzzCSRFcookieFUZZcsrfCOOKIEfuzzCSRFcookieF"  # the CSRF cookie before sign-in
 # ... and its form token: the cookie's crypto_auth (HMAC-SHA-512-256) under fuzz_http's
-# fixed site secret (FUZZ_SITE_SECRET there: 32 bytes of 0x5a), as src/site_csrf.c makes it.
+# fixed site secret (FUZZ_SITE_SECRET there: 32 bytes of 0x5a), as src/site/site_csrf.c makes it.
 FUZZ_SITE_SECRET = b"\x5a" * 32
 
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """tests/lint/sizes.py: no source file over 800 lines, no function over 100.
 
-Scans every .c and .h directly in the given directory (default: src/ next to
-this tests/ tree). A function is a top-level brace block whose head (the
+Scans every .c and .h in the given directory and its subdirectories (default:
+src/ next to this tests/ tree). A function is a top-level brace block whose head (the
 text since the previous top-level ';', '}' or preprocessor line) ends in ')'
 and holds no '=' (so initializers such as "x = {...}" and struct, enum and
 union bodies do not count). Its length is the number of lines from the
@@ -166,7 +166,8 @@ def main(argv):
         return 2
     src = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                             "..", "..", "src")
-    names = sorted(f for f in os.listdir(src) if f.endswith((".c", ".h")))
+    names = sorted(os.path.relpath(os.path.join(d, f), src)
+                   for d, _, files in os.walk(src) for f in files if f.endswith((".c", ".h")))
     if not names:
         print("sizes.py: no .c or .h files in %s" % src)
         return 2

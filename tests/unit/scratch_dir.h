@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "buf.h"
 #include "check.h"
+#include "common/buf.h"
 
 /* A new empty directory /tmp/eventd-test-WHAT-XXXXXX; the caller frees it with rmrf. */
 static inline char *tmpdir(const char *what) {

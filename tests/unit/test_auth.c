@@ -5,9 +5,9 @@
  */
 #include <sodium.h>
 
-#include "auth.h"
 #include "check.h"
-#include "index.h"
+#include "storage/auth.h"
+#include "storage/index.h"
 
 /* ---- helpers ---- */
 

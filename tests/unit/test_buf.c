@@ -7,9 +7,9 @@
 #include <stdalign.h>
 #include <stddef.h>
 
-#include "buf.h"
 #include "check.h"
-#include "varint.h"
+#include "common/buf.h"
+#include "common/varint.h"
 
 /* ---- buf ---- */
 

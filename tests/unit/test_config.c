@@ -2,7 +2,7 @@
 #include <stdlib.h>
 
 #include "check.h"
-#include "config.h"
+#include "common/config.h"
 
 static int parse(struct config *c, int argc, char **argv) {
     const char *pos[2];

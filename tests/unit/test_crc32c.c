@@ -2,7 +2,7 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "crc32c.h"
+#include "common/crc32c.h"
 
 static void test_vectors(void) {
     uint8_t buf[32];

@@ -15,9 +15,9 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "db.h"
-#include "log.h"
+#include "common/log.h"
 #include "scratch_dir.h"
+#include "storage/db.h"
 
 /* ---- helpers ---- */
 

@@ -5,7 +5,7 @@
  * field it names: too long (at once, not at the end), bad escape, given
  * twice, invalid UTF-8, NUL; errors stick; a struct form is reusable.
  */
-#include "form.h"
+#include "core/form.h"
 
 #include "check.h"
 

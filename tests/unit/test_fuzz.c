@@ -8,8 +8,8 @@
 #include <math.h>
 
 #include "check.h"
-#include "http.h"
-#include "json.h"
+#include "core/json.h"
+#include "http/http.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 

@@ -4,10 +4,10 @@
  * UTF-8 replaced, sections (set, empty, inverted, nested), and html_check
  * finding unknown names and malformed or unbalanced tags.
  */
-#include "html.h"
+#include "site/html.h"
 
 #include "check.h"
-#include "record.h"
+#include "storage/record.h"
 
 static char *render(const char *tpl, const struct html_var *vars, size_t nvars) {
     static struct buf out;

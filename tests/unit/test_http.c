@@ -1,6 +1,6 @@
 /* The llhttp adapter: a request cut at every byte, pipelining, limits. */
 #include "check.h"
-#include "http.h"
+#include "http/http.h"
 
 struct seen {
     int headers, completes;

@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "index.h"
-#include "record.h"
-#include "varint.h"
+#include "common/varint.h"
+#include "storage/index.h"
+#include "storage/record.h"
 
 /* ---- helpers ---- */
 

@@ -2,7 +2,7 @@
 #include <math.h>
 
 #include "check.h"
-#include "json.h"
+#include "core/json.h"
 
 static struct arena arena;
 

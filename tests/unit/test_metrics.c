@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "access_log.h"
 #include "check.h"
-#include "metrics.h"
+#include "common/metrics.h"
+#include "http/access_log.h"
 
 static bool has_line(const struct buf *b, const char *line) {
     size_t n = strlen(line);

@@ -3,7 +3,7 @@
  * IPv6 /64, IPv4-mapped IPv6 as IPv4), and the count table (add, remove,
  * growth, deletion inside probe runs, forgetting at zero).
  */
-#include "netaddr.h"
+#include "common/netaddr.h"
 
 #include <arpa/inet.h>
 

@@ -4,7 +4,7 @@
  * up or down; the common list, in any case, sorted and lower case (the
  * lookup bisects); and ordinary passwords pass.
  */
-#include "password_policy.h"
+#include "site/password_policy.h"
 
 #include <string.h>
 

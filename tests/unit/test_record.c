@@ -2,7 +2,7 @@
 #include <math.h>
 
 #include "check.h"
-#include "record.h"
+#include "storage/record.h"
 
 static const struct kind_desc *const kinds[] = {&record_user, &record_theme, &record_address,
                                                 &record_event};

@@ -2,8 +2,8 @@
 #include <llhttp.h>
 
 #include "check.h"
-#include "record.h"
-#include "router.h"
+#include "core/router.h"
+#include "storage/record.h"
 
 static enum err match(const char *path, uint8_t method, struct route *r) {
     struct slice base = SLICE_LIT("/v2");

@@ -10,13 +10,13 @@
  *                                 DIR/<page>[-variant].html for a look in
  *                                 a browser, and runs no case.
  */
-#include "site_pages.h"
+#include "site/site_pages.h"
 
 #include <stdarg.h>
 #include <sys/stat.h>
 
 #include "check.h"
-#include "record.h"
+#include "storage/record.h"
 
 #define MAX_VARS 16
 

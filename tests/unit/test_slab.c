@@ -1,6 +1,6 @@
 /* The slab allocator (slab.h): classes, reuse, chunk roll-over, malloc fallback, ASan poisoning. */
 #include "check.h"
-#include "slab.h"
+#include "common/slab.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>

@@ -10,10 +10,10 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "log.h"
+#include "common/log.h"
 #include "scratch_dir.h"
-#include "store.h"
-#include "store_internal.h"
+#include "storage/store.h"
+#include "storage/store_internal.h"
 
 /* ---- helpers ---- */
 

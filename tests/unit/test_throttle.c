@@ -5,7 +5,7 @@
  * their free failures, then the throttled key whose wait ends first), a
  * flood of keys, the refused capacities and policies, and the token bucket.
  */
-#include "throttle.h"
+#include "common/throttle.h"
 
 #include <errno.h>
 

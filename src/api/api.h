@@ -1,0 +1,27 @@
+/*
+ * api: the /v2 surface: records (api_records.c: create, update, read,
+ * list, delete) and events (api_events.c: links to a theme and an address,
+ * embeds).
+ */
+#ifndef EVENTD_API_API_H
+#define EVENTD_API_API_H
+
+#include "core/handlers.h"
+
+enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
+                                       struct http_request *req, struct http_response *r);
+void api_complete(struct handlers *h, struct req_state *st, struct http_request *req,
+                  struct http_response *r);
+
+/* Feeds a body chunk of a keyed create to its request hash (api_records.c). */
+void api_idem_body(struct req_state *st, const char *ptr, size_t len);
+
+/* ---- /v2 events (api_events.c) ---- */
+
+/* The linked theme and address of an event draft are the caller's and free; true if fine. */
+bool events_check_links(struct handlers *h, uint64_t user_id, struct http_response *r,
+                        const union value *vals, uint64_t event_id);
+/* Appends ,"Theme":{..},"Address":{..} (null when unlinked) to an open event object. */
+void events_write_embeds(struct handlers *h, const struct record *ev, struct buf *out);
+
+#endif

@@ -1,0 +1,502 @@
+/*
+ * api_records: the /v2 records (themes, addresses, events): create, update,
+ * read, list and delete, over the data layer. Routing and authentication
+ * run when the headers are complete, so a bad path or bad credentials are
+ * answered without decoding the body; the JSON decoder then consumes the
+ * body chunk by chunk, and the endpoint runs when the request is complete.
+ */
+#include <errno.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/api.h"
+#include "core/reply.h"
+
+/* metrics_api_route counts on these layouts. */
+_Static_assert(REC_ADDRESS == REC_THEME + 1 && REC_EVENT == REC_THEME + 2, "record kinds");
+_Static_assert(ACT_LIST == ACT_CREATE + 1 && ACT_GET == ACT_CREATE + 2 &&
+                   ACT_UPDATE == ACT_CREATE + 3 && ACT_DELETE == ACT_CREATE + 4,
+               "router actions");
+_Static_assert(MR_THEME_LIST == MR_THEME_CREATE + 1 && MR_THEME_GET == MR_THEME_CREATE + 2 &&
+                   MR_THEME_UPDATE == MR_THEME_CREATE + 3 &&
+                   MR_THEME_DELETE == MR_THEME_CREATE + 4 &&
+                   MR_ADDRESS_CREATE == MR_THEME_CREATE + 5 &&
+                   MR_EVENT_CREATE == MR_THEME_CREATE + 10 &&
+                   MR_EVENT_DELETE == MR_THEME_CREATE + 14,
+               "metrics routes");
+
+static bool is_write(uint8_t action) {
+    return action == ACT_CREATE || action == ACT_UPDATE || action == ACT_DELETE;
+}
+
+/* A write refused before it changes anything (503, or 507 unless it deletes); true if so. */
+static bool write_refused(struct handlers *h, uint8_t action, struct http_response *r) {
+    if (!is_write(action)) return false;
+    return action == ACT_DELETE ? reply_if_storage_failing(h, r) : reply_if_no_room(h, r);
+}
+
+/*
+ * The user's quota (docs/ACCOUNTS.md): a write that adds `add` records and
+ * replaces a record of old_size bytes (0 for none) by one of new_size must
+ * keep the user within its limits; a write that shrinks always may. One
+ * lookup, no allocation. Returns false after answering 403.
+ */
+static bool within_quota(struct handlers *h, uint64_t user_id, uint64_t add, uint64_t old_size,
+                         uint64_t new_size, struct http_response *r) {
+    const struct record *u = db_get(h->db, user_id);
+    uint64_t max_records = record_user_limit(u, USER_MAX_RECORDS, h->lim.max_records_per_user);
+    uint64_t max_bytes = record_user_limit(u, USER_MAX_BYTES, h->lim.max_bytes_per_user);
+    if (!(max_records && add) && !(max_bytes && new_size > old_size)) return true;
+    struct index_usage use = index_usage(&h->db->index, user_id);
+    if (max_records && add && use.records + add > max_records) {
+        reply_error(r, ERR_QUOTA, "MaxRecords",
+                    "quota exceeded: this account holds %llu records and may hold %llu "
+                    "(MaxRecords); delete some to make room",
+                    (unsigned long long)use.records, (unsigned long long)max_records);
+        return false;
+    }
+    if (max_bytes && new_size > old_size && use.bytes - old_size + new_size > max_bytes) {
+        reply_error(r, ERR_QUOTA, "MaxBytes",
+                    "quota exceeded: this account holds %llu bytes of records and may hold %llu "
+                    "(MaxBytes); this write needs %llu more: delete or shorten records",
+                    (unsigned long long)use.bytes, (unsigned long long)max_bytes,
+                    (unsigned long long)(new_size - old_size));
+        return false;
+    }
+    return true;
+}
+
+/*
+ * The user behind the request's credentials, or NULL. A header identical to
+ * the one that verified last on this connection is trusted again only if
+ * that user still has the same key hash; anything else is checked in full.
+ */
+static const struct record *authenticate(struct handlers *h, struct req_state *st,
+                                         const struct buf *hdr) {
+    if (st->auth_user_id && hdr->len == st->auth_seen.len &&
+        memcmp(hdr->ptr, st->auth_seen.ptr, hdr->len) == 0) {
+        const struct record *u = index_get(&h->db->index, st->auth_user_id);
+        if (u && u->type == REC_USER && record_get(u, USER_KEY_HASH).s.len == AUTH_HASH_BYTES &&
+            memcmp(record_get(u, USER_KEY_HASH).s.ptr, st->auth_hash, AUTH_HASH_BYTES) == 0)
+            return u;
+    }
+    st->auth_user_id = 0;
+    const struct record *u = auth_check(&h->db->index, (struct slice){hdr->ptr, hdr->len});
+    if (u && record_get(u, USER_KEY_HASH).s.len == AUTH_HASH_BYTES) {
+        buf_reset(&st->auth_seen);
+        buf_append(&st->auth_seen, hdr->ptr, hdr->len);
+        st->auth_user_id = u->id;
+        memcpy(st->auth_hash, record_get(u, USER_KEY_HASH).s.ptr, AUTH_HASH_BYTES);
+    }
+    return u;
+}
+
+static void reply_record(struct http_response *r, const struct record *rec) {
+    reply_ok_open(r);
+    json_write_record(&r->body, rec, false);
+    buf_append_char(&r->body, '}');
+}
+
+/* The caller's record of this type with this id, or NULL (also for other users' records). */
+static struct record *owned(struct handlers *h, const struct req_state *st, uint64_t id) {
+    struct record *r = index_get(&h->db->index, id);
+    if (!r || r->type != st->route.type || r->user_id != st->user_id) return NULL;
+    return r;
+}
+
+static void not_found(struct http_response *r, const struct req_state *st) {
+    const struct kind_desc *k = record_kind(st->route.type);
+    reply_error(r, ERR_NOT_FOUND, NULL, "no %s with ID %llu", k->path,
+                (unsigned long long)st->route.id);
+}
+
+/* Reports a decoding error; returns true if there was one. */
+static bool body_failed(struct req_state *st, struct http_response *r) {
+    if (json_decoder_finish(&st->dec) == 0) return false;
+    http_response_error(r, st->dec.err, st->dec.err_field, st->dec.err_msg);
+    return true;
+}
+
+/* ---- Idempotency-Key (docs/STORAGE.md "Idempotency keys") ---- */
+
+static const char hdr_replayed[] = "Idempotent-Replayed: true\r\n";
+
+static crypto_generichash_state *idem_hash_state(struct req_state *st) {
+    uintptr_t p = ((uintptr_t)st->hash_mem + 63) & ~(uintptr_t)63;
+    return (crypto_generichash_state *)p;
+}
+
+_Static_assert(sizeof(crypto_generichash_state) + 63 <= IDEM_HASH_STATE_BYTES, "hash state");
+
+void api_idem_body(struct req_state *st, const char *ptr, size_t len) {
+    crypto_generichash_update(idem_hash_state(st), (const unsigned char *)ptr, len);
+}
+
+/*
+ * Takes the Idempotency-Key of a create: 1 to IDEM_KEY_MAX bytes of
+ * printable ASCII without spaces (a repeated header is joined with ", ",
+ * so it fails here too). Returns false after answering 400.
+ */
+static bool idem_begin(struct req_state *st, struct http_request *req, struct http_response *r) {
+    struct slice v = http_request_field(req, HF_IDEMPOTENCY_KEY);
+    bool ok = v.len >= 1 && v.len <= IDEM_KEY_MAX;
+    for (size_t i = 0; ok && i < v.len; i++)
+        ok = (unsigned char)v.ptr[i] >= 0x21 && (unsigned char)v.ptr[i] <= 0x7e;
+    if (!ok) {
+        reply_error(r, ERR_INVALID_HEADER, "Idempotency-Key",
+                    "Idempotency-Key must be 1 to %d printable ASCII characters without spaces, "
+                    "sent once",
+                    IDEM_KEY_MAX);
+        return false;
+    }
+    memcpy(st->idem_key, v.ptr, v.len);
+    st->idem_key_len = (uint8_t)v.len;
+    st->idem = true;
+    /* The request is its kind (the path) and its body. */
+    uint8_t kind = st->route.type;
+    crypto_generichash_init(idem_hash_state(st), NULL, 0, IDEM_HASH_BYTES);
+    crypto_generichash_update(idem_hash_state(st), &kind, 1);
+    return true;
+}
+
+/*
+ * A key seen before: while its create waits for the disk, 409; with another
+ * request, 422; else the first answer again, byte for byte.
+ */
+static void idem_replay(struct handlers *h, const struct record *k, const uint8_t *hash,
+                        struct http_response *r) {
+    if (db_unacked(h->db, k->id)) {
+        reply_error(r, ERR_CONFLICT, "Idempotency-Key",
+                    "the first request with this Idempotency-Key is still being written; retry");
+        r->extra = hdr_retry_after;
+        metrics_idem(h->metrics, MI_IN_FLIGHT);
+        return;
+    }
+    union value kh = record_get(k, IDEM_REQUEST_HASH);
+    if (kh.s.len != IDEM_HASH_BYTES || sodium_memcmp(kh.s.ptr, hash, IDEM_HASH_BYTES) != 0) {
+        reply_error(r, ERR_IDEMPOTENCY_KEY_REUSED, "Idempotency-Key",
+                    "this Idempotency-Key was used with another request (another path or body) "
+                    "in the last %u seconds; use a new key for a new request",
+                    h->db->idem_ttl_s);
+        metrics_idem(h->metrics, MI_REUSED);
+        return;
+    }
+    union value a = record_get(k, IDEM_ANSWER);
+    r->status = (uint16_t)record_get(k, IDEM_STATUS).i;
+    buf_reset(&r->body);
+    buf_append(&r->body, a.s.ptr, a.s.len);
+    r->extra = hdr_replayed;
+    metrics_idem(h->metrics, MI_REPLAYED);
+}
+
+/*
+ * Room for one more key of this user (--max-idempotency-keys-per-user):
+ * the oldest keys, first in the user's list, are deleted when expired, a
+ * few per create, so a user at the cap makes room as keys age. Returns
+ * false after answering 403.
+ */
+#define IDEM_RECLAIM_PER_CREATE 4
+static bool idem_room(struct handlers *h, uint64_t user_id, uint64_t now, struct http_response *r) {
+    for (int n = 0; n < IDEM_RECLAIM_PER_CREATE; n++) {
+        const struct id_list *l = index_owned(&h->db->index, user_id, REC_IDEM);
+        const struct record *k = l->len ? db_get(h->db, l->ids[0]) : NULL;
+        if (!k || !db_idem_expired(h->db, k, now)) break;
+        db_delete(h->db, k->id);
+    }
+    uint64_t max = h->lim.max_idem_keys_per_user;
+    uint32_t have = index_owned(&h->db->index, user_id, REC_IDEM)->len;
+    if (!max || have < max) return true;
+    reply_error(r, ERR_QUOTA, "Idempotency-Key",
+                "quota exceeded: this account has %u Idempotency-Keys kept and may have %llu "
+                "(--max-idempotency-keys-per-user); they are forgotten %u seconds after use",
+                have, (unsigned long long)max, h->db->idem_ttl_s);
+    return false;
+}
+
+static void do_create(struct handlers *h, struct req_state *st, struct http_response *r) {
+    uint8_t hash[IDEM_HASH_BYTES];
+    uint64_t now = 0, stale = 0; /* stale: an expired key record of this key, to delete */
+    if (st->idem) {
+        crypto_generichash_final(idem_hash_state(st), hash, sizeof hash);
+        now = (uint64_t)time(NULL);
+        const struct record *k =
+            index_idem_get(&h->db->index, st->user_id, st->idem_key, st->idem_key_len);
+        if (k && !db_idem_expired(h->db, k, now)) {
+            idem_replay(h, k, hash, r);
+            return;
+        }
+        if (k) stale = k->id;
+        if (write_refused(h, ACT_CREATE, r)) return;
+    }
+    if (body_failed(st, r)) return;
+    const struct kind_desc *k = record_kind(st->route.type);
+    union value vals[RECORD_MAX_FIELDS];
+    record_defaults(k, vals);
+    for (int i = 0; i < k->nfields; i++)
+        if (st->dec.present & (UINT64_C(1) << i)) vals[i] = st->dec.vals[i];
+    if (k->type == REC_EVENT && !events_check_links(h, st->user_id, r, vals, 0)) return;
+    if (!within_quota(h, st->user_id, 1, 0, record_size_of(k, vals), r)) return;
+    if (st->idem && !stale && !idem_room(h, st->user_id, now, r)) return;
+    uint64_t id, key_id = 0;
+    int rc = db_take_id(h->db, &id);
+    if (rc == 0 && st->idem) rc = db_take_id(h->db, &key_id);
+    if (rc == -ERANGE) {
+        reply_error(r, ERR_UNAVAILABLE, NULL, "the id space is used up");
+        return;
+    }
+    if (rc < 0) {
+        /* Only on a disk slower than a whole block of creates. */
+        reply_error(r, ERR_UNAVAILABLE, NULL, "new ids are being reserved on disk; retry");
+        r->extra = hdr_retry_after;
+        return;
+    }
+    struct record *rec = record_build(k, id, st->user_id, vals);
+    if (!st->idem) {
+        r->lsn = db_put(h->db, rec);
+        reply_record(r, index_get(&h->db->index, id));
+        return;
+    }
+    /* The answer is rendered before the record is stored, to be stored with it. */
+    reply_record(r, rec);
+    union value kv[RECORD_MAX_FIELDS];
+    record_defaults(&record_idem, kv);
+    kv[IDEM_KEY].s.ptr = st->idem_key;
+    kv[IDEM_KEY].s.len = st->idem_key_len;
+    kv[IDEM_REQUEST_HASH].s.ptr = (const char *)hash;
+    kv[IDEM_REQUEST_HASH].s.len = IDEM_HASH_BYTES;
+    kv[IDEM_CREATED].i = now;
+    kv[IDEM_STATUS].i = r->status;
+    kv[IDEM_ANSWER].s.ptr = r->body.ptr;
+    kv[IDEM_ANSWER].s.len = (uint32_t)r->body.len;
+    kv[IDEM_RECORD_ID].i = id;
+    if (stale) db_delete(h->db, stale);
+    r->lsn = db_put_keyed(h->db, rec, record_build(&record_idem, key_id, st->user_id, kv));
+    metrics_idem(h->metrics, MI_STORED);
+}
+
+static void do_update(struct handlers *h, struct req_state *st, struct http_response *r) {
+    struct record *old = owned(h, st, st->route.id);
+    if (!old) {
+        not_found(r, st);
+        return;
+    }
+    if (body_failed(st, r)) return;
+    if (st->dec.has_id && st->dec.id_invalid) {
+        reply_error(r, ERR_INVALID_FIELD, "ID", "ID must be a positive integer");
+        return;
+    }
+    if (st->dec.has_id && st->dec.id != st->route.id) {
+        reply_error(r, ERR_ID_MISMATCH, "ID", "ID %llu in the body differs from %llu in the path",
+                    (unsigned long long)st->dec.id, (unsigned long long)st->route.id);
+        return;
+    }
+    const struct kind_desc *k = record_kind(st->route.type);
+    union value vals[RECORD_MAX_FIELDS];
+    record_values(old, vals);
+    for (int i = 0; i < k->nfields; i++)
+        if (st->dec.present & (UINT64_C(1) << i)) vals[i] = st->dec.vals[i];
+    if (k->type == REC_EVENT && !events_check_links(h, st->user_id, r, vals, old->id)) return;
+    if (!within_quota(h, st->user_id, 0, record_size(old), record_size_of(k, vals), r)) return;
+    r->lsn = db_put(h->db, record_build(k, old->id, old->user_id, vals));
+    reply_no_content(r);
+}
+
+static void do_get(struct handlers *h, struct req_state *st, struct http_response *r) {
+    struct record *rec = owned(h, st, st->route.id);
+    if (!rec) {
+        not_found(r, st);
+        return;
+    }
+    if (rec->type != REC_EVENT) {
+        reply_record(r, rec);
+        return;
+    }
+    /* An event answers with its theme and address embedded (null when unlinked). */
+    reply_ok_open(r);
+    json_write_record(&r->body, rec, true);
+    events_write_embeds(h, rec, &r->body);
+    buf_append_str(&r->body, "}}");
+}
+
+static void do_delete(struct handlers *h, struct req_state *st, struct http_response *r) {
+    struct record *rec = owned(h, st, st->route.id);
+    if (!rec) {
+        not_found(r, st);
+        return;
+    }
+    if (rec->type != REC_EVENT && rec->event_id) {
+        const struct kind_desc *k = record_kind(rec->type);
+        reply_error(r, ERR_CONFLICT, NULL,
+                    "%s %llu belongs to event %llu: unlink it from the event first", k->path,
+                    (unsigned long long)rec->id, (unsigned long long)rec->event_id);
+        return;
+    }
+    r->lsn = db_delete(h->db, rec->id);
+    reply_no_content(r);
+}
+
+/* Reads "limit" and "cursor" from the query string. Returns false after answering 400. */
+static bool list_params(struct handlers *h, struct slice q, struct http_response *r,
+                        uint32_t *limit, uint64_t *cursor) {
+    *limit = h->lim.list_default;
+    *cursor = 0;
+    const char *p = q.ptr, *end = q.ptr + q.len;
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *stop = amp ? amp : end;
+        const char *eq = memchr(p, '=', (size_t)(stop - p));
+        struct slice name = {p, (size_t)((eq ? eq : stop) - p)};
+        struct slice val =
+            eq ? (struct slice){eq + 1, (size_t)(stop - eq - 1)} : (struct slice){stop, 0};
+        uint64_t v;
+        if (slice_eq(name, "limit", 5)) {
+            if (u64_parse(val.ptr, val.len, h->lim.list_max, &v) < 0) {
+                reply_error(r, ERR_INVALID_QUERY, "limit", "limit must be an integer from 1 to %u",
+                            h->lim.list_max);
+                return false;
+            }
+            *limit = (uint32_t)v;
+        } else if (slice_eq(name, "cursor", 6)) {
+            if (record_parse_id(val.ptr, val.len, &v) < 0) {
+                reply_error(r, ERR_INVALID_QUERY, "cursor",
+                            "cursor must be the NextCursor of a previous page");
+                return false;
+            }
+            *cursor = v;
+        }
+        p = stop + 1;
+    }
+    return true;
+}
+
+/* Newest first: ids below the cursor, walking the ascending list from its end. */
+static void do_list(struct handlers *h, struct req_state *st, struct http_request *req,
+                    struct http_response *r) {
+    uint32_t limit;
+    uint64_t cursor;
+    if (!list_params(h, req->query, r, &limit, &cursor)) return;
+    const struct id_list *l = index_owned(&h->db->index, st->user_id, st->route.type);
+    uint32_t hi = cursor ? id_list_lower_bound(l, cursor) : l->len; /* first index not to show */
+    reply_ok_open(r);
+    buf_append_str(&r->body, "{\"Items\":[");
+    uint32_t n = 0;
+    uint32_t i = hi;
+    while (i > 0 && n < limit) {
+        struct record *rec = index_get(&h->db->index, l->ids[--i]);
+        if (n++) buf_append_char(&r->body, ',');
+        json_write_record(&r->body, rec, false);
+    }
+    buf_append_str(&r->body, "],\"NextCursor\":");
+    if (i > 0 && n > 0) {
+        buf_append_char(&r->body, '"');
+        buf_append_u64(&r->body, l->ids[i]);
+        buf_append_char(&r->body, '"');
+    } else {
+        buf_append_str(&r->body, "null");
+    }
+    buf_append_str(&r->body, "}}");
+}
+
+enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
+                                       struct http_request *req, struct http_response *r) {
+    struct slice base = {h->lim.base_path, strlen(h->lim.base_path)};
+    enum err e = router_match(base, req->path, req->method, &st->route);
+    if (e == ERR_METHOD_NOT_ALLOWED) {
+        http_response_error(r, e, NULL, NULL);
+        r->extra = st->route.allow;
+        return SERVER_ANSWERED;
+    }
+    if (e != ERR_NONE) {
+        http_response_error(r, e, NULL, NULL);
+        return SERVER_ANSWERED;
+    }
+    if (st->route.action == ACT_HEALTH) {
+        r->route = MR_HEALTH;
+        /* A load balancer takes a shard whose disk refuses writes out of rotation. */
+        if (reply_if_storage_failing(h, r)) return SERVER_ANSWERED;
+        /* ... and one that is stopping (SIGTERM's drain window), while it still serves. */
+        if (h->srv && server_draining(h->srv)) {
+            http_response_error(r, ERR_DRAINING, NULL, NULL);
+            return SERVER_ANSWERED;
+        }
+        buf_reset(&r->body);
+        buf_append_str(&r->body, "{\"Status\":\"ok\"}");
+        return SERVER_ANSWERED;
+    }
+    r->route = metrics_api_route(st->route.type - REC_THEME, st->route.action - ACT_CREATE);
+    const struct record *user = authenticate(h, st, &req->kept->authorization);
+    if (!user) {
+        http_response_error(r, ERR_UNAUTHORIZED, NULL,
+                            req->kept->authorization.len
+                                ? "invalid credentials"
+                                : "this call needs HTTP Basic authentication "
+                                  "with your username and API key");
+        r->extra = hdr_www_authenticate;
+        return SERVER_ANSWERED;
+    }
+    st->user_id = user->id;
+    /* Updates and deletions are idempotent by themselves: only creates take a key. A keyed
+     * create is let through the storage checks until its key is looked up: a replay writes
+     * nothing, so it is answered even while writes are refused. */
+    if (st->route.action == ACT_CREATE && req->kept->seen[HF_IDEMPOTENCY_KEY]) {
+        if (!idem_begin(st, req, r)) return SERVER_ANSWERED;
+    } else if (write_refused(h, st->route.action, r)) {
+        return SERVER_ANSWERED;
+    }
+    if (st->route.action == ACT_CREATE || st->route.action == ACT_UPDATE) {
+        arena_reset(&st->arena);
+        json_decoder_begin(&st->dec, record_kind(st->route.type), &st->arena,
+                           h->lim.max_string_bytes);
+        st->decoding = true;
+    }
+    return SERVER_READ_BODY;
+}
+
+/*
+ * Runs the endpoint of a complete request. Revocation means now: the key
+ * that was checked when the headers came must still be the user's key when
+ * the request is committed, so a key rotated, revoked or removed while the
+ * body came writes nothing. authenticate left that key's hash in st, so
+ * this costs one compare.
+ */
+void api_complete(struct handlers *h, struct req_state *st, struct http_request *req,
+                  struct http_response *r) {
+    const struct record *user = db_get(h->db, st->user_id);
+    if (!user || user->type != REC_USER) {
+        /* The user was removed (or its creation undone) while the body came. */
+        http_response_error(r, ERR_UNAUTHORIZED, NULL, "invalid credentials");
+        r->extra = hdr_www_authenticate;
+        return;
+    }
+    union value kh = record_get(user, USER_KEY_HASH);
+    if (st->auth_user_id != st->user_id || kh.s.len != AUTH_HASH_BYTES ||
+        memcmp(kh.s.ptr, st->auth_hash, AUTH_HASH_BYTES) != 0) {
+        http_response_error(r, ERR_UNAUTHORIZED, NULL,
+                            "invalid credentials: the API key was replaced or revoked while "
+                            "the request came; nothing was changed");
+        r->extra = hdr_www_authenticate;
+        return;
+    }
+    if (!st->idem && write_refused(h, st->route.action, r)) return;
+    switch (st->route.action) {
+    case ACT_CREATE:
+        do_create(h, st, r);
+        break;
+    case ACT_UPDATE:
+        do_update(h, st, r);
+        break;
+    case ACT_GET:
+        do_get(h, st, r);
+        break;
+    case ACT_DELETE:
+        do_delete(h, st, r);
+        break;
+    case ACT_LIST:
+        do_list(h, st, req, r);
+        break;
+    default:
+        http_response_error(r, ERR_INTERNAL, NULL, NULL);
+    }
+}

@@ -1,0 +1,271 @@
+/*
+ * app: see app.h. The order of app_serve is the order of a start: listen,
+ * create the demo user if the directory has no user, install the signals,
+ * run the loop; SIGTERM drains the server (--drain-ms), shuts it down, then
+ * the loop stops.
+ */
+#include "app/app.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "app/cli.h"
+#include "common/log.h"
+#include "storage/auth.h"
+
+/* The store's durability mode for the --fsync setting (enum config_fsync). */
+static enum store_fsync store_fsync_of(uint32_t mode) {
+    switch (mode) {
+    case CONFIG_FSYNC_INTERVAL:
+        return STORE_FSYNC_INTERVAL;
+    case CONFIG_FSYNC_NEVER:
+        return STORE_FSYNC_NEVER;
+    default:
+        return STORE_FSYNC_ALWAYS;
+    }
+}
+
+int app_open(struct app *a, uv_loop_t *loop, const struct config *cfg) {
+    memset(a, 0, sizeof *a);
+    a->loop = loop;
+    a->cfg = *cfg;
+    metrics_init(&a->metrics);
+    log_threshold = (enum log_level)cfg->log_level;
+    if (auth_init() < 0) {
+        fprintf(stderr, "eventd: libsodium failed to initialize\n");
+        return -1;
+    }
+    struct store_opts so = {.fsync = store_fsync_of(cfg->fsync),
+                            .fsync_interval_ms = cfg->fsync_interval_ms,
+                            .loop_sync_max_us = cfg->loop_sync_max_us,
+                            .repair = cfg->repair,
+                            .retry_ms = cfg->storage_retry_ms,
+                            .metrics = &a->metrics};
+    char msg[512];
+    uint64_t t0 = uv_hrtime();
+    if (db_open(&a->db, loop, cfg->data_dir, &so, cfg->node_id, msg, sizeof msg) < 0) {
+        fprintf(stderr, "eventd: %s\n", msg);
+        return -1;
+    }
+    a->metrics.replay_ns = uv_hrtime() - t0;
+    db_set_guard(&a->db, app_max_live_bytes(cfg), cfg->min_free_disk_bytes);
+    db_set_idem_ttl(&a->db, cfg->idempotency_ttl_s);
+    return 0;
+}
+
+uint64_t app_max_live_bytes(const struct config *cfg) {
+    if (cfg->max_live_bytes) return cfg->max_live_bytes;
+    /* Half of what the process may use: the rest is for the index's tables, buffers,
+     * connections and a compaction (docs/STORAGE.md). */
+    uint64_t mem = uv_get_total_memory(), limit = uv_get_constrained_memory();
+    if (limit && limit < mem) mem = limit;
+    return mem / 2;
+}
+
+/* The data layer's acknowledgements release (or fail) the responses waiting for them. */
+static void on_db_ack(void *ctx, uint64_t lsn, int status) {
+    struct app *a = ctx;
+    if (!a->serving) return;
+    if (status == 0)
+        server_acked(&a->srv, lsn);
+    else
+        server_fail_after(&a->srv, lsn);
+}
+
+/* A response left: count it and write its access log line. */
+static void on_sent(void *ctx, const struct server_sent *s) {
+    struct app *a = ctx;
+    const struct http_response *r = s->r;
+    metrics_observe_request(&a->metrics, r->route, r->status, s->ns);
+    if (!a->alog.on) return;
+    struct access_entry e = {
+        .method = r->method,
+        .status = r->status,
+        .path = {r->path.ptr, r->path.len},
+        .request_id = {r->request_id, r->request_id_len},
+        .bytes = s->bytes,
+        .us = s->ns / 1000,
+        .user_id = r->user_id,
+        .family = s->family,
+        .addr = s->addr,
+    };
+    access_log_write(&a->alog, &e);
+}
+
+static void on_drained(struct server *srv) {
+    struct app *a = (struct app *)((char *)srv - offsetof(struct app, srv));
+    LOG(LOG_INFO, "shutdown: connections closed");
+    uv_stop(a->loop);
+}
+
+static const char *signal_name(int signum) {
+    return signum == SIGTERM ? "SIGTERM" : "SIGINT";
+}
+
+/*
+ * SIGTERM or SIGINT: the drain window first (--drain-ms: /healthz says
+ * draining, so the balancer's health check takes this shard out while it
+ * still serves), then the shutdown. A second signal during the window skips
+ * the rest of it; once the shutdown runs, the signals are no longer caught
+ * (the next one ends the process at once, as a second one did before).
+ */
+static void on_signal(uv_signal_t *h, int signum) {
+    struct app *a = h->data;
+    if (signum == SIGUSR1) {
+        int rc = db_compact_start(&a->db, NULL, NULL);
+        if (rc < 0) LOG(LOG_WARN, "compaction not started: %s", strerror(-rc));
+        return;
+    }
+    if (a->srv.shutting_down) {
+        /* The window ended on its own: the shutdown runs already. */
+        LOG(LOG_INFO, "%s: stopping already; the next one ends the process", signal_name(signum));
+        uv_signal_stop(&a->sig_term);
+        uv_signal_stop(&a->sig_int);
+        return;
+    }
+    if (!server_draining(&a->srv) && a->cfg.drain_ms > 0) {
+        LOG(LOG_INFO,
+            "%s: draining for %u ms (/healthz answers 503 draining, every answer closes its "
+            "connection; a second SIGTERM stops now), then stopping",
+            signal_name(signum), a->cfg.drain_ms);
+        server_drain(&a->srv, a->cfg.drain_ms, on_drained);
+        return;
+    }
+    LOG(LOG_INFO, "%s: stopping%s (waiting up to %u ms for requests in flight)",
+        signal_name(signum), server_draining(&a->srv) ? ", the drain cut short" : "",
+        a->cfg.shutdown_timeout_ms);
+    uv_signal_stop(&a->sig_term);
+    uv_signal_stop(&a->sig_int);
+    server_shutdown(&a->srv, on_drained);
+}
+
+static void on_check(uv_check_t *h) {
+    struct app *a = h->data;
+    db_maybe_compact(&a->db, a->cfg.compact_ratio, a->cfg.compact_min_bytes);
+}
+
+/* Every connection is a descriptor: lift the soft limit to the hard one, as
+ * servers do, and say so if even that is below what --max-connections needs. */
+static void raise_fd_limit(const struct config *cfg) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)cfg->max_connections + 64)
+        LOG(LOG_WARN,
+            "open-file limit %llu is below --max-connections %u (+64): raise it (ulimit -n) or "
+            "lower --max-connections",
+            (unsigned long long)rl.rlim_cur, cfg->max_connections);
+}
+
+int app_serve(struct app *a) {
+    raise_fd_limit(&a->cfg);
+    struct handler_limits lim = {.base_path = a->cfg.base_path,
+                                 .max_string_bytes = a->cfg.max_string_bytes,
+                                 .list_default = a->cfg.list_default,
+                                 .list_max = a->cfg.list_max,
+                                 .site = a->cfg.site,
+                                 .site_path = a->cfg.site_path,
+                                 .admin_on_listener = a->cfg.admin && a->cfg.admin_on_listener,
+                                 .cookie_secure = a->cfg.cookie_secure,
+                                 .password_min_bytes = a->cfg.password_min_bytes,
+                                 .session_ttl_s = a->cfg.session_ttl_s,
+                                 .signin_free_failures = a->cfg.signin_free_failures,
+                                 .pwhash_concurrency = a->cfg.pwhash_concurrency,
+                                 .pwhash_queue = a->cfg.pwhash_queue,
+                                 .trusted_proxies = a->cfg.trusted_proxies,
+                                 .metrics = a->cfg.metrics,
+                                 .max_records_per_user = a->cfg.max_records_per_user,
+                                 .max_bytes_per_user = a->cfg.max_bytes_per_user,
+                                 .max_idem_keys_per_user = a->cfg.max_idempotency_keys_per_user,
+
+                                 .throttle_entries = a->cfg.throttle_entries,
+                                 .register_per_address = a->cfg.register_per_address,
+                                 .register_per_minute = a->cfg.register_per_minute,
+                                 .pwhash_register_queue = a->cfg.pwhash_register_queue,
+
+                                 .site_origin = a->cfg.site_origin};
+    char secret_path[4096];
+    if (a->cfg.site_secret_file[0])
+        snprintf(secret_path, sizeof secret_path, "%s", a->cfg.site_secret_file);
+    else
+        snprintf(secret_path, sizeof secret_path, "%s/%s", a->cfg.data_dir, APP_SITE_SECRET);
+    lim.site_secret_path = secret_path;
+    struct server_handler handler;
+    char msg[512];
+    if (front_init(&a->handlers, a->loop, &a->db, &lim, &handler, msg, sizeof msg) < 0) {
+        fprintf(stderr, "eventd: %s\n", msg);
+        return 2;
+    }
+    int rc = server_start(&a->srv, a->loop, &a->cfg, &handler);
+    if (rc < 0) {
+        fprintf(stderr, "eventd: cannot listen on %s: %s\n", a->cfg.listen, uv_strerror(rc));
+        front_destroy(&a->handlers);
+        return 1;
+    }
+    a->handlers.srv = &a->srv;
+    a->handlers.metrics = &a->metrics;
+    access_log_init(&a->alog, a->loop, STDERR_FILENO, a->cfg.access_log);
+    server_on_sent(&a->srv, on_sent, a);
+    if (a->cfg.admin) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", a->cfg.data_dir, APP_ADMIN_SOCKET);
+        if ((rc = server_listen_local(&a->srv, path)) < 0) {
+            /* The API still works; only the local admin socket (the CLI's way in) is missing. */
+            LOG(LOG_WARN, "admin API: cannot listen on %s: %s (the CLI cannot reach this server)",
+                path, uv_strerror(rc));
+        }
+    }
+    a->serving = true;
+    a->srv.acked_lsn = a->db.store.acked_lsn;
+    db_on_ack(&a->db, on_db_ack, a);
+    if (a->cfg.demo_user) cli_demo_user(&a->db, &a->cfg, a->srv.bound);
+    store_faults_rearm(); /* test builds: injected faults count from here */
+
+    uv_signal_init(a->loop, &a->sig_term);
+    uv_signal_init(a->loop, &a->sig_int);
+    uv_signal_init(a->loop, &a->sig_usr1);
+    a->sig_term.data = a->sig_int.data = a->sig_usr1.data = a;
+    uv_signal_start(&a->sig_term, on_signal, SIGTERM);
+    uv_signal_start(&a->sig_int, on_signal, SIGINT);
+    uv_signal_start(&a->sig_usr1, on_signal, SIGUSR1);
+    uv_check_init(a->loop, &a->check);
+    a->check.data = a;
+    uv_check_start(&a->check, on_check);
+
+    LOG(LOG_INFO, "eventd %s listening on %s (data %s, fsync %s)", EVENTD_VERSION, a->srv.bound,
+        a->cfg.data_dir, (const char *[]){"always", "interval", "never"}[a->cfg.fsync]);
+    uv_run(a->loop, UV_RUN_DEFAULT);
+
+    a->serving = false;
+    db_on_ack(&a->db, NULL, NULL);
+    uv_close((uv_handle_t *)&a->check, NULL);
+    uv_close((uv_handle_t *)&a->sig_term, NULL);
+    uv_close((uv_handle_t *)&a->sig_int, NULL);
+    uv_close((uv_handle_t *)&a->sig_usr1, NULL);
+    /* Password jobs still on the threadpool finish later: they must not answer. */
+    a->handlers.srv = NULL;
+    a->serving_done = true;
+    server_destroy(&a->srv);
+    access_log_close(&a->alog);
+    if (a->cfg.admin) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", a->cfg.data_dir, APP_ADMIN_SOCKET);
+        unlink(path);
+    }
+    return 0;
+}
+
+int app_close(struct app *a) {
+    int rc = db_close(&a->db);
+    /* Let every closed handle's callback run so the loop can be closed. */
+    uv_run(a->loop, UV_RUN_DEFAULT);
+    if (a->serving_done) front_destroy(&a->handlers);
+    return rc;
+}

@@ -1,0 +1,436 @@
+/* cli: see cli.h. */
+#include "app/cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/crc32c.h"
+#include "common/log.h"
+#include "storage/auth.h"
+#include "storage/logfile.h"
+
+static int save(struct db *db) {
+    int rc = store_flush_sync(&db->store);
+    if (rc < 0) fprintf(stderr, "eventd: could not write the log: %s\n", strerror(-rc));
+    return rc;
+}
+
+/* A new key for user name (created with a new id unless it exists). Returns 0 or -errno. */
+static int set_key(struct db *db, const char *name, char key[AUTH_KEY_CHARS + 1]) {
+    const struct record *old = index_user_by_name(&db->index, name, strlen(name));
+    uint64_t id = old ? old->id : 0;
+    if (!id) {
+        int rc = db_take_id(db, &id);
+        if (rc < 0) {
+            fprintf(stderr, "eventd: no id for a new user: %s\n", strerror(-rc));
+            return rc;
+        }
+    }
+    auth_new_key(key);
+    db_put_user(db, id, name, key);
+    return save(db);
+}
+
+static void list_users(const struct db *db) {
+    const struct id_list *l = index_owned(&db->index, UINT64_MAX, REC_USER);
+    printf("%-8s %s\n", "ID", "NAME");
+    for (uint32_t i = 0; i < l->len; i++) {
+        const struct record *u = db_get(db, l->ids[i]);
+        printf("%-8llu %s\n", (unsigned long long)u->id, record_get(u, USER_NAME).s.ptr);
+    }
+}
+
+/* The kinds a user owns, in the order export writes them: events after what they link,
+ * sessions too (a moved user stays signed in), and its idempotency keys (a moved user's
+ * retries still find them). */
+static const uint8_t owned_kinds[] = {REC_THEME, REC_ADDRESS, REC_EVENT, REC_SESSION, REC_IDEM};
+
+/* Deletes every record user uid owns (events first, so links go with them). Returns the count. */
+static size_t purge_records(struct db *db, uint64_t uid) {
+    size_t n = 0;
+    for (int k = (int)sizeof owned_kinds - 1; k >= 0; k--) {
+        /* Each delete shrinks the list (asked for again each time): take from its end, at
+         * most its first length of times. */
+        uint32_t left = index_owned(&db->index, uid, owned_kinds[k])->len;
+        for (; left > 0; left--, n++) {
+            const struct id_list *l = index_owned(&db->index, uid, owned_kinds[k]);
+            if (!l->len) break;
+            db_delete(db, l->ids[l->len - 1]);
+        }
+    }
+    return n;
+}
+
+int cli_user(struct db *db, int npos, const char **pos) {
+    const char *verb = npos > 0 ? pos[0] : "";
+    if (!strcmp(verb, "list") && npos == 1) {
+        list_users(db);
+        return 0;
+    }
+    if (npos != 2 || (strcmp(verb, "add") && strcmp(verb, "rotate") && strcmp(verb, "remove") &&
+                      strcmp(verb, "purge"))) {
+        fprintf(stderr,
+                "eventd: usage: eventd user add|rotate|remove|purge NAME, or eventd user list\n");
+        return 2;
+    }
+    const char *name = pos[1];
+    const char *why = auth_check_username(name);
+    if (why) {
+        fprintf(stderr, "eventd: bad username '%s': %s\n", name, why);
+        return 2;
+    }
+    const struct record *u = index_user_by_name(&db->index, name, strlen(name));
+    if (!strcmp(verb, "add") && u) {
+        fprintf(stderr, "eventd: user '%s' exists already (use 'eventd user rotate')\n", name);
+        return 1;
+    }
+    if (strcmp(verb, "add") && !u) {
+        fprintf(stderr, "eventd: no user '%s'\n", name);
+        return 1;
+    }
+    if (!strcmp(verb, "purge")) {
+        uint64_t uid = u->id;
+        size_t n = purge_records(db, uid);
+        db_delete(db, uid);
+        if (save(db) < 0) return 1;
+        printf("removed user %s and %zu records\n", name, n);
+        return 0;
+    }
+    if (!strcmp(verb, "remove")) {
+        /* Its site sessions and idempotency keys go with it. */
+        uint64_t uid = u->id;
+        static const uint8_t gone[] = {REC_SESSION, REC_IDEM};
+        for (size_t k = 0; k < sizeof gone; k++) {
+            const struct id_list *l = index_owned(&db->index, uid, gone[k]);
+            while (l->len) {
+                db_delete(db, l->ids[l->len - 1]);
+                l = index_owned(&db->index, uid, gone[k]);
+            }
+        }
+        db_delete(db, uid);
+        if (save(db) < 0) return 1;
+        printf("removed user %s\n", name);
+        return 0;
+    }
+    char key[AUTH_KEY_CHARS + 1];
+    if (set_key(db, name, key) < 0) return 1;
+    printf("%s user %s; API key (shown only once):\n%s\n",
+           !strcmp(verb, "add") ? "created" : "new key for", name, key);
+    return 0;
+}
+
+/* ---- quota limits ---- */
+
+int cli_parse_limit(const char *flag, const char *v, uint64_t *stored) {
+    uint64_t n = 0;
+    if (!strcmp(v, "default")) {
+        *stored = 0;
+        return 0;
+    }
+    if (strcmp(v, "0") && u64_parse(v, strlen(v), RECORD_LIMIT_MAX, &n) < 0) {
+        fprintf(stderr,
+                "eventd: %s %s: must be 'default' (the server's) or a whole number from 0 (no "
+                "limit) to %llu\n",
+                flag, v, (unsigned long long)RECORD_LIMIT_MAX);
+        return -1;
+    }
+    *stored = n + 1;
+    return 0;
+}
+
+/* "5" or "no limit" */
+static const char *limit_text(uint64_t v, char *buf, size_t n) {
+    if (!v) return "no limit";
+    snprintf(buf, n, "%llu", (unsigned long long)v);
+    return buf;
+}
+
+void cli_print_quota(const char *name, uint64_t records, uint64_t max_records, bool own_records,
+                     uint64_t bytes, uint64_t max_bytes, bool own_bytes) {
+    char a[24], b[24];
+    printf("user %s: %llu records (limit: %s, %s), %llu bytes (limit: %s, %s)\n", name,
+           (unsigned long long)records, limit_text(max_records, a, sizeof a),
+           own_records ? "its own" : "the server's default", (unsigned long long)bytes,
+           limit_text(max_bytes, b, sizeof b), own_bytes ? "its own" : "the server's default");
+}
+
+/* The user of that name, or NULL after saying why on stderr (*rc: 2 bad name, 1 none). */
+static const struct record *existing_user(struct db *db, const char *name, int *rc) {
+    const char *why = auth_check_username(name);
+    if (why) {
+        fprintf(stderr, "eventd: bad username '%s': %s\n", name, why);
+        *rc = 2;
+        return NULL;
+    }
+    const struct record *u = index_user_by_name(&db->index, name, strlen(name));
+    if (!u) {
+        fprintf(stderr, "eventd: no user '%s'\n", name);
+        *rc = 1;
+    }
+    return u;
+}
+
+int cli_user_limits(struct db *db, const struct config *cfg, const char *name,
+                    const char *max_records, const char *max_bytes) {
+    int rc;
+    const struct record *u = existing_user(db, name, &rc);
+    if (!u) return rc;
+    uint64_t stored[2] = {record_get(u, USER_MAX_RECORDS).i, record_get(u, USER_MAX_BYTES).i};
+    if ((max_records && cli_parse_limit("--max-records", max_records, &stored[0]) < 0) ||
+        (max_bytes && cli_parse_limit("--max-bytes", max_bytes, &stored[1]) < 0))
+        return 2;
+    uint64_t uid = u->id;
+    if (max_records || max_bytes) {
+        db_put_user_limits(db, uid, stored[0], stored[1]);
+        if (save(db) < 0) return 1;
+        u = db_get(db, uid);
+    }
+    struct index_usage use = index_usage(&db->index, uid);
+    cli_print_quota(name, use.records,
+                    record_user_limit(u, USER_MAX_RECORDS, cfg->max_records_per_user),
+                    stored[0] != 0, use.bytes,
+                    record_user_limit(u, USER_MAX_BYTES, cfg->max_bytes_per_user), stored[1] != 0);
+    return 0;
+}
+
+int cli_admin_token(struct db *db, const char *verb, const char *name) {
+    const char *why = auth_check_username(name);
+    if (why) {
+        fprintf(stderr, "eventd: bad token name '%s': %s\n", name, why);
+        return 2;
+    }
+    uint64_t id = db_admin_token(db, name);
+    if (!strcmp(verb, "revoke")) {
+        if (!id) {
+            fprintf(stderr, "eventd: no admin token '%s'\n", name);
+            return 1;
+        }
+        db_delete(db, id);
+        if (save(db) < 0) return 1;
+        printf("revoked admin token %s\n", name);
+        return 0;
+    }
+    bool replaced = id != 0;
+    int rc = replaced ? 0 : db_take_id(db, &id);
+    if (rc < 0) {
+        fprintf(stderr, "eventd: no id for a new token: %s\n", strerror(-rc));
+        return 1;
+    }
+    char token[AUTH_KEY_CHARS + 1];
+    auth_new_key(token);
+    uint8_t hash[AUTH_HASH_BYTES];
+    auth_hash_key(token, strlen(token), hash);
+    union value v[RECORD_MAX_FIELDS];
+    record_defaults(&record_admin, v);
+    v[ADMIN_NAME].s.ptr = name;
+    v[ADMIN_NAME].s.len = (uint32_t)strlen(name);
+    v[ADMIN_TOKEN_HASH].s.ptr = (const char *)hash;
+    v[ADMIN_TOKEN_HASH].s.len = AUTH_HASH_BYTES;
+    db_put(db, record_build(&record_admin, id, 0, v));
+    if (save(db) < 0) return 1;
+    printf("%s admin token %s (shown only once):\n%s\n", replaced ? "new" : "created", name, token);
+    return 0;
+}
+
+int cli_compact(struct db *db, const struct config *cfg) {
+    uint64_t before = db->store.file_size;
+    int rc = db_compact_now(db);
+    if (rc < 0) {
+        fprintf(stderr, "eventd: compaction failed: %s\n", strerror(-rc));
+        return 1;
+    }
+    printf("compacted %s/%s: %llu -> %llu bytes\n", cfg->data_dir, STORE_LOG_NAME,
+           (unsigned long long)before, (unsigned long long)db->store.file_size);
+    return 0;
+}
+
+/* Writes the key to DATA/demo-user.key, readable by this user only. Returns 0 or -errno. */
+static int write_key_file(const char *path, const char *key) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return -errno;
+    char line[AUTH_KEY_CHARS + 2];
+    int n = snprintf(line, sizeof line, "%s\n", key);
+    int err = write(fd, line, (size_t)n) == n ? 0 : -EIO;
+    if (!err && fsync(fd) < 0) err = -errno;
+    close(fd);
+    return err;
+}
+
+void cli_demo_user(struct db *db, const struct config *cfg, const char *bound) {
+    const struct id_list *users = index_owned(&db->index, UINT64_MAX, REC_USER);
+    if (users->len) return;
+    char key[AUTH_KEY_CHARS + 1];
+    if (set_key(db, "demo", key) < 0) return;
+    /* A wildcard address is reached as localhost. */
+    const char *port = strrchr(bound, ':');
+    bool wildcard = !strncmp(bound, "0.0.0.0:", 8) || !strncmp(bound, "[::]:", 5);
+    const char *host = wildcard ? "localhost" : "";
+    const char *hostport = wildcard ? port : bound;
+    if (isatty(STDOUT_FILENO)) {
+        printf(
+            "Created user \"demo\" (no users existed). Its API key, shown only this once:\n"
+            "  %s\n"
+            "Try it:\n"
+            "  curl -u demo:%s -H 'Cache-Control: no-cache' -d '{\"Theme\":{\"Name\":\"first\"}}' "
+            "http://%s%s%s/theme\n"
+            "(start with --no-demo-user to skip this)\n",
+            key, key, host, hostport, cfg->base_path);
+    } else {
+        /* Not a terminal (a container, a service manager): logs are no place for a key. */
+        char path[4096];
+        snprintf(path, sizeof path, "%s/demo-user.key", cfg->data_dir);
+        int rc = write_key_file(path, key);
+        if (rc < 0) {
+            LOG(LOG_ERROR,
+                "created user \"demo\" but could not write its key to %s: %s; "
+                "give it a new one with 'eventd user rotate demo'",
+                path, strerror(-rc));
+        } else {
+            printf("Created user \"demo\" (no users existed). Its API key is in %s (mode 0600).\n"
+                   "Try it:\n"
+                   "  curl -u demo:$(cat %s) -H 'Cache-Control: no-cache' "
+                   "-d '{\"Theme\":{\"Name\":\"first\"}}' http://%s%s%s/theme\n"
+                   "(start with --no-demo-user to skip this)\n",
+                   path, path, host, hostport, cfg->base_path);
+        }
+    }
+    fflush(stdout);
+}
+
+/* ---- export and import ---- */
+
+/* Appends one frame holding r to out. */
+static void put_frame(struct buf *out, struct buf *scratch, const struct record *r) {
+    buf_reset(scratch);
+    record_encode(r, scratch);
+    uint8_t *p = (uint8_t *)buf_reserve(out, STORE_FRAME_HEADER_SIZE + scratch->len);
+    logfile_frame_put(p, r->type, scratch->ptr, scratch->len);
+    buf_commit(out, STORE_FRAME_HEADER_SIZE + scratch->len);
+}
+
+int cli_export(struct db *db, const char *name) {
+    int rc;
+    const struct record *u = existing_user(db, name, &rc);
+    if (!u) return rc;
+    if (isatty(STDOUT_FILENO)) {
+        fprintf(stderr, "eventd: the export is binary: redirect stdout to a file\n");
+        return 2;
+    }
+    struct buf out = BUF_INIT, scratch = BUF_INIT;
+    uint8_t head[STORE_HEADER_SIZE];
+    logfile_header_put(head);
+    buf_append(&out, head, sizeof head);
+    put_frame(&out, &scratch, u);
+    size_t count = 0;
+    for (size_t k = 0; k < sizeof owned_kinds; k++) {
+        const struct id_list *l = index_owned(&db->index, u->id, owned_kinds[k]);
+        for (uint32_t i = 0; i < l->len; i++, count++)
+            put_frame(&out, &scratch, db_get(db, l->ids[i]));
+    }
+    rc = logfile_write_all(STDOUT_FILENO, out.ptr, out.len);
+    buf_destroy(&out);
+    buf_destroy(&scratch);
+    if (rc < 0) {
+        fprintf(stderr, "eventd: writing the export: %s\n", strerror(-rc));
+        return 1;
+    }
+    fprintf(stderr, "exported user %s (id %llu) and %zu records\n", name, (unsigned long long)u->id,
+            count);
+    return 0;
+}
+
+#define IMPORT_MAX_BYTES (1u << 30) /* an export is one user's records: far below this */
+
+/* Reads all of stdin into b. Returns 0, -EFBIG past IMPORT_MAX_BYTES, or -errno. */
+static int read_stdin(struct buf *b) {
+    for (;;) {
+        if (b->len > IMPORT_MAX_BYTES) return -EFBIG;
+        char *p = buf_reserve(b, 65536);
+        ssize_t n = read(STDIN_FILENO, p, 65536);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -errno;
+        if (n == 0) return 0;
+        buf_commit(b, (size_t)n);
+    }
+}
+
+/*
+ * Decodes an export into recs (records[0] the user). Returns NULL when
+ * fine, else the reason. Checks framing, checksums and ownership only.
+ */
+static const char *parse_export(const struct buf *in, struct record ***recs, size_t *n) {
+    const uint8_t *p = (const uint8_t *)in->ptr, *end = p + in->len;
+    if (in->len < STORE_HEADER_SIZE || memcmp(p, STORE_MAGIC, 8) ||
+        logfile_get_le32(p + 8) != STORE_VERSION)
+        return "is not an eventd export (bad header)";
+    size_t cap = 0;
+    for (p += STORE_HEADER_SIZE; p < end;) {
+        if ((size_t)(end - p) < STORE_FRAME_HEADER_SIZE) return "is cut short (a partial frame)";
+        uint32_t len = logfile_get_le32(p + 4);
+        if (len > STORE_MAX_PAYLOAD || (size_t)(end - p) - STORE_FRAME_HEADER_SIZE < len)
+            return "is cut short (a partial frame)";
+        if (crc32c(0, p + 4, 5 + (size_t)len) != logfile_get_le32(p))
+            return "is damaged (checksum)";
+        uint8_t type = p[8];
+        struct record *r = record_kind(type) ? record_decode(type, p + 9, len) : NULL;
+        if (!r) return "holds a frame that is not a record";
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 64;
+            *recs = xrealloc(*recs, cap * sizeof **recs);
+        }
+        (*recs)[(*n)++] = r;
+        if ((*n == 1) != (type == REC_USER)) return "does not start with its one user";
+        if (*n > 1 && r->user_id != (*recs)[0]->id) return "holds a record of another user";
+        p += STORE_FRAME_HEADER_SIZE + len;
+    }
+    return *n ? NULL : "holds no user";
+}
+
+int cli_import(struct db *db) {
+    struct buf in = BUF_INIT;
+    struct record **recs = NULL;
+    size_t n = 0, i;
+    int status = 1, rc = read_stdin(&in);
+    if (rc < 0) {
+        fprintf(stderr, "eventd: reading the export from stdin: %s\n", strerror(-rc));
+        goto done;
+    }
+    const char *why = parse_export(&in, &recs, &n);
+    if (why) {
+        fprintf(stderr, "eventd: the input %s; nothing was imported\n", why);
+        goto done;
+    }
+    const struct record *u = recs[0];
+    union value uname = record_get(u, USER_NAME);
+    const char *name = uname.s.ptr;
+    if (index_user_by_name(&db->index, name, uname.s.len)) {
+        fprintf(stderr, "eventd: user '%s' exists already here; nothing was imported\n", name);
+        goto done;
+    }
+    /* Ids are kept (they carry the node that made them, so they are unique across shards):
+     * any id already here means the export does not belong here. */
+    for (i = 0; i < n; i++) {
+        if (db_get(db, recs[i]->id)) {
+            fprintf(stderr, "eventd: id %llu exists already here; nothing was imported\n",
+                    (unsigned long long)recs[i]->id);
+            goto done;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        db_put(db, recs[i]);
+        recs[i] = NULL;
+    }
+    if (save(db) < 0) goto done;
+    printf("imported user %s (id %llu) and %zu records\n", name, (unsigned long long)u->id, n - 1);
+    status = 0;
+done:
+    for (i = 0; i < n; i++)
+        record_free(recs[i]);
+    free(recs);
+    buf_destroy(&in);
+    return status;
+}

@@ -1,0 +1,242 @@
+/*
+ * front: see front.h.
+ *
+ * The per-connection request state, and routing a request to its surface
+ * (the /v2 records, the account site, the admin API); the replies they
+ * share are core/reply.c.
+ *
+ * Every response carries the store's latest LSN, so it leaves only once
+ * everything it could have seen is acknowledged: a read never shows a
+ * write that could still be lost.
+ */
+#include "app/front.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin/admin.h"
+#include "api/api.h"
+#include "core/reply.h"
+#include "site/site.h"
+
+#define ARENA_BLOCK 16384
+
+static void state_init(void *data, void *mem) {
+    (void)data;
+    struct req_state *st = mem;
+    memset(st, 0, sizeof *st);
+    arena_init(&st->arena, ARENA_BLOCK);
+    buf_init(&st->auth_seen, 0);
+}
+
+static void state_reset(void *data, void *mem) {
+    (void)data;
+    struct req_state *st = mem;
+    /* A request cut short (the client left mid-body) never completed. */
+    if (st->body.kind != BODY_NONE) account_body_end(&st->body);
+    if (st->decoding) json_decoder_end(&st->dec);
+    st->decoding = false;
+    buf_reset(&st->auth_seen);
+    st->auth_user_id = 0;
+}
+
+static void state_destroy(void *data, void *mem) {
+    (void)data;
+    struct req_state *st = mem;
+    if (st->body.kind != BODY_NONE) account_body_end(&st->body);
+    if (st->decoding) json_decoder_end(&st->dec);
+    arena_destroy(&st->arena);
+    buf_destroy(&st->auth_seen);
+}
+
+/* GET /metrics: the Prometheus text format (README "Metrics"). */
+static void reply_metrics(struct handlers *h, struct http_request *req, struct http_response *r) {
+    r->route = MR_METRICS;
+    if (req->method != HTTP_GET && req->method != HTTP_HEAD) {
+        http_response_error(r, ERR_METHOD_NOT_ALLOWED, NULL, NULL);
+        r->extra = "Allow: GET, HEAD\r\n";
+        return;
+    }
+    static const char *const kinds[INDEX_KINDS] = {
+        [REC_USER] = "user",
+        [REC_THEME] = "theme",
+        [REC_ADDRESS] = "address",
+        [REC_EVENT] = "event",
+        [REC_SESSION] = "session",
+        [REC_ADMIN] = "admin_token",
+        [REC_IDEM] = "idempotency_key",
+    };
+    struct buf *b = &r->body;
+    buf_reset(b);
+    r->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    const struct db *db = h->db;
+    metrics_render(h->metrics, b, db->stats_compactions_ok, db->stats_compactions_failed);
+    const struct server *srv = h->srv;
+    metrics_write_gauge(b, "eventd_connections_open", "Open client connections.",
+                        srv ? (double)(srv->nconns - srv->nclosing) : 0);
+    metrics_write_head(b, "eventd_connections_refused_total", "counter",
+                       "Connections closed unserved, by reason: cap (--max-connections, nothing "
+                       "to close), per_address (--max-connections-per-address), peer_unknown "
+                       "(reset before accept), peer_credentials (admin socket, another uid).");
+    for (unsigned i = 0; i < SERVER_REFUSALS; i++)
+        metrics_write_sample(b, "eventd_connections_refused_total", "reason",
+                             server_refusal_label(i), srv ? (double)srv->stats_refused[i] : 0);
+    metrics_write_head(b, "eventd_connections_evicted_total", "counter",
+                       "Connections closed at --max-connections with a half-sent request, to "
+                       "admit a new client.");
+    metrics_write_sample(b, "eventd_connections_evicted_total", NULL, NULL,
+                         srv ? (double)srv->stats_evicted_half_sent : 0);
+    metrics_write_gauge(b, "eventd_draining",
+                        "1 in the drain window after SIGTERM (--drain-ms), else 0.",
+                        srv && server_draining(srv) ? 1 : 0);
+    metrics_write_head(b, "eventd_drain_closed_total", "counter",
+                       "Keep-alive connections closed after their answer in the drain window.");
+    metrics_write_sample(b, "eventd_drain_closed_total", NULL, NULL,
+                         srv ? (double)srv->stats_drain_closed : 0);
+    metrics_write_gauge(b, "eventd_log_bytes", "Bytes in the log file (eventd.log).",
+                        (double)db->store.file_size);
+    metrics_write_gauge(b, "eventd_log_live_bytes",
+                        "Bytes of the live records' frames: what a compaction would keep.",
+                        (double)db->index.live_bytes);
+    metrics_write_head(b, "eventd_records", "gauge", "Live records, by kind.");
+    for (unsigned k = 0; k < INDEX_KINDS; k++)
+        if (kinds[k])
+            metrics_write_sample(b, "eventd_records", "kind", kinds[k],
+                                 (double)db->index.kind_count[k]);
+    metrics_write_head(b, "eventd_record_bytes", "gauge",
+                       "Bytes of the live records' frames, by kind.");
+    for (unsigned k = 0; k < INDEX_KINDS; k++)
+        if (kinds[k])
+            metrics_write_sample(b, "eventd_record_bytes", "kind", kinds[k],
+                                 (double)db->index.kind_bytes[k]);
+    metrics_write_head(b, "eventd_fsyncs_total", "counter",
+                       "fdatasyncs of the log completed (compactions' included).");
+    metrics_write_sample(b, "eventd_fsyncs_total", NULL, NULL, (double)db->store.stats_syncs);
+    metrics_write_head(b, "eventd_fsyncs_on_loop_total", "counter",
+                       "Of those, the ones the event loop did itself (--loop-sync-max-us); the "
+                       "rest ran on a worker thread.");
+    metrics_write_sample(b, "eventd_fsyncs_on_loop_total", NULL, NULL,
+                         (double)db->store.stats_loop_syncs);
+    metrics_write_head(b, "eventd_password_hashes_total", "counter",
+                       "Argon2id hashes and checks done, by lane: signin (every sign-in, known "
+                       "user or not), register (every registration, free name or taken).");
+    metrics_write_sample(b, "eventd_password_hashes_total", "lane", "signin",
+                         (double)h->pw.done[PWHASH_LANE_SIGNIN]);
+    metrics_write_sample(b, "eventd_password_hashes_total", "lane", "register",
+                         (double)h->pw.done[PWHASH_LANE_REGISTER]);
+}
+
+static enum server_headers_result on_headers(void *data, void *mem, struct http_request *req,
+                                             struct http_response *r) {
+    struct handlers *h = data;
+    struct req_state *st = mem;
+    /* The previous request on this state may have been cut short. */
+    if (st->body.kind != BODY_NONE) account_body_end(&st->body);
+    if (st->decoding) json_decoder_end(&st->dec);
+    st->decoding = false;
+    st->idem = false;
+    st->user_id = 0;
+    if (h->lim.metrics && h->metrics && slice_eq(req->path, "/metrics", 8)) {
+        st->surface = SURF_API;
+        reply_metrics(h, req, r);
+        return SERVER_ANSWERED;
+    }
+    enum server_headers_result res;
+    if (admin_headers(h, st, req, r, &res)) {
+        st->surface = SURF_ADMIN;
+        r->route = MR_ADMIN;
+        metrics_account(h->metrics, MA_ADMIN_CALL);
+        return res;
+    }
+    if (site_headers(h, st, req, r, &res)) {
+        st->surface = SURF_SITE;
+        return res;
+    }
+    st->surface = SURF_API;
+    return api_headers(h, st, req, r);
+}
+
+static void on_body(void *data, void *mem, const char *ptr, size_t len) {
+    (void)data;
+    struct req_state *st = mem;
+    if (st->decoding) json_decoder_feed(&st->dec, ptr, len);
+    if (st->idem) api_idem_body(st, ptr, len);
+    if (st->body.kind != BODY_NONE) account_body_feed(&st->body, ptr, len);
+}
+
+static void on_complete(void *data, void *mem, struct http_request *req, struct http_response *r) {
+    struct handlers *h = data;
+    struct req_state *st = mem;
+    if (st->surface == SURF_ADMIN)
+        admin_complete(h, st, req, r);
+    else if (st->surface == SURF_SITE)
+        site_complete(h, st, req, r);
+    else
+        api_complete(h, st, req, r);
+    if (st->user_id) r->user_id = st->user_id;
+    /* Whatever this response shows must be acknowledged before it leaves. */
+    if (r->lsn < db_visible_lsn(h->db)) r->lsn = db_visible_lsn(h->db);
+    if (st->decoding) {
+        json_decoder_end(&st->dec);
+        st->decoding = false;
+    }
+    if (st->body.kind != BODY_NONE) account_body_end(&st->body);
+}
+
+int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, const struct handler_limits *lim,
+               struct server_handler *out, char *msg, size_t msg_len) {
+    memset(h, 0, sizeof *h);
+    h->db = db;
+    h->lim = *lim;
+    char why[160];
+    int n = net_block_parse_list(lim->trusted_proxies, h->proxies, HANDLERS_MAX_PROXIES, why,
+                                 sizeof why);
+    if (n < 0) {
+        snprintf(msg, msg_len, "--trusted-proxies: %s", why);
+        return -1;
+    }
+    h->nproxies = (uint32_t)n;
+    if (site_init(h, msg, msg_len) < 0) return -1;
+    struct throttle_policy pol = throttle_default_policy;
+    pol.free_failures = lim->signin_free_failures;
+    /* Registrations: the free ones, then 1 min doubling to 1 h; forgotten after a day. */
+    struct throttle_policy reg = {.free_failures = lim->register_per_address,
+                                  .base_delay_ms = 60 * 1000,
+                                  .max_delay_ms = 60 * 60 * 1000,
+                                  .window_ms = 24 * 60 * 60 * 1000};
+    if (lim->register_per_minute == 0 ||
+        throttle_init(&h->by_name, lim->throttle_entries, &pol) < 0 ||
+        throttle_init(&h->by_addr, lim->throttle_entries, &pol) < 0 ||
+        throttle_init(&h->reg_by_addr, lim->throttle_entries, &reg) < 0) {
+        snprintf(msg, msg_len, "could not set up sign-in and registration throttling");
+        return -1;
+    }
+    throttle_rate_init(&h->reg_rate, lim->register_per_minute, lim->register_per_minute);
+    /* Hashing is CPU-bound: by default it leaves the loop a core of its own
+     * and libuv's threadpool (4 threads) two threads for the log. */
+    uint32_t conc = lim->pwhash_concurrency;
+    if (conc == 0) {
+        unsigned cores = uv_available_parallelism();
+        conc = cores > 3 ? 2 : cores > 1 ? cores - 1 : 1;
+    }
+    pwhash_init(&h->pw, loop, conc, lim->pwhash_queue, lim->pwhash_register_queue);
+    memset(out, 0, sizeof *out);
+    out->data = h;
+    out->state_size = sizeof(struct req_state);
+    out->state_init = state_init;
+    out->state_reset = state_reset;
+    out->state_destroy = state_destroy;
+    out->on_headers = on_headers;
+    out->on_body = on_body;
+    out->on_complete = on_complete;
+    return 0;
+}
+
+void front_destroy(struct handlers *h) {
+    throttle_destroy(&h->by_name);
+    throttle_destroy(&h->by_addr);
+    throttle_destroy(&h->reg_by_addr);
+}

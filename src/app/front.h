@@ -1,0 +1,22 @@
+/*
+ * front: the server_handler callbacks: per-connection request state,
+ * routing each request to its surface (api/, site/, admin/), /metrics.
+ * Knows nothing of the assembly (app.c).
+ */
+#ifndef EVENTD_APP_FRONT_H
+#define EVENTD_APP_FRONT_H
+
+#include <uv.h>
+
+#include "core/handlers.h"
+
+/*
+ * Fills h (caller-owned storage) and out with the callbacks that serve the
+ * API over db. Returns 0, or -1 after writing the reason (a bad
+ * trusted_proxies entry or site_origin, an unreadable secret file) to msg.
+ */
+int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, const struct handler_limits *lim,
+               struct server_handler *out, char *msg, size_t msg_len);
+void front_destroy(struct handlers *h);
+
+#endif

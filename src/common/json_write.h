@@ -1,0 +1,18 @@
+/*
+ * json_write: JSON text primitives, string literals and numbers, appended to
+ * a buffer. No state; the record writer (core/json.h) and the HTTP error
+ * bodies (http/http.c) build on them.
+ */
+#ifndef EVENTD_JSON_WRITE_H
+#define EVENTD_JSON_WRITE_H
+
+#include <stddef.h>
+
+#include "common/buf.h"
+
+/* Appends a JSON string literal, escaping quotes, backslashes and control bytes. */
+void json_write_string(struct buf *b, const char *ptr, size_t len);
+/* Appends the shortest decimal form that reads back as the same double. */
+void json_write_double(struct buf *b, double d);
+
+#endif

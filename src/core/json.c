@@ -1,0 +1,432 @@
+/*
+ * json: see json.h.
+ *
+ * yajl is given allocation functions over the request arena, so creating a
+ * parser per request costs no heap traffic once the arena has grown; the
+ * arena needs the size of a block for realloc, kept in a small header.
+ */
+#include "core/json.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+enum { JF_ID = -2, JF_IGNORED = -3, JF_WRAPPER = -4 };
+enum { SEEN_ID = 1, SEEN_USER_ID = 2, SEEN_EVENT_ID = 4 };
+
+/* ---- arena allocation for yajl ---- */
+
+static void *a_malloc(void *ctx, size_t n) {
+    size_t *p = arena_alloc(ctx, n + 16);
+    p[0] = n;
+    return (char *)p + 16;
+}
+
+static void *a_realloc(void *ctx, void *old, size_t n) {
+    if (!old) return a_malloc(ctx, n);
+    size_t had = *(size_t *)((char *)old - 16);
+    if (n <= had) return old;
+    void *p = a_malloc(ctx, n);
+    memcpy(p, old, had);
+    return p;
+}
+
+static void a_free(void *ctx, void *p) {
+    (void)ctx;
+    (void)p; /* released with the arena */
+}
+
+/* ---- errors ---- */
+
+static int fail(struct json_decoder *d, enum err e, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int fail(struct json_decoder *d, enum err e, const char *field, const char *fmt, ...) {
+    if (d->err != ERR_NONE) return 0;
+    d->err = e;
+    d->err_field = field;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->err_msg, sizeof d->err_msg, fmt, ap);
+    va_end(ap);
+    return 0; /* yajl: stop */
+}
+
+static const char *type_word(uint8_t t) {
+    switch (t) {
+    case FT_COLOR:
+        return "a string of six hex digits";
+    case FT_REF:
+        return "an integer id (0 for none)";
+    case FT_DOUBLE:
+        return "a number";
+    case FT_BOOL:
+        return "a boolean or one of \"true\", \"false\", \"1\", \"0\", \"yes\", \"no\", \"\"";
+    default:
+        return "a string";
+    }
+}
+
+static int wrong_type(struct json_decoder *d) {
+    if (d->field == JF_ID) return fail(d, ERR_INVALID_FIELD, "ID", "ID must be a positive integer");
+    const struct field *f = &d->kind->fields[d->field];
+    return fail(d, ERR_INVALID_FIELD, f->name, "%s must be %s", f->name, type_word(f->type));
+}
+
+/* ---- value handling ---- */
+
+/* Called before every value: handles structure. Returns 1 to go on, 0 on error,
+ * 2 if the value is to be skipped (ignored field or inside one). */
+static int before_value(struct json_decoder *d, bool is_container) {
+    if (d->skip_depth) return 2;
+    if (d->depth == 0) {
+        if (!is_container || d->done_top)
+            return fail(d, ERR_INVALID_JSON, NULL, "the body must be a JSON object");
+        return 1;
+    }
+    if (d->field == JF_IGNORED) return 2;
+    return 1;
+}
+
+/* Before a scalar value: 1 to take it, 2 to skip it, 0 on error (yajl: stop). */
+static int scalar_start(struct json_decoder *d) {
+    int b = before_value(d, false);
+    if (b != 1) return b;
+    if (d->field == JF_WRAPPER)
+        return fail(d, ERR_INVALID_JSON, d->kind->name, "%s must be an object", d->kind->name);
+    return 1;
+}
+
+/*
+ * A value converted to the field's type: record.c checks it (the one place
+ * where values are validated), then it is kept, strings copied to the arena.
+ * Inlined: it runs for every value of every body.
+ */
+static inline __attribute__((always_inline)) int take(struct json_decoder *d, union value v) {
+    const struct field *f = &d->kind->fields[d->field];
+    const char *why = record_check_value(d->kind, d->field, &v, d->max_string);
+    if (why) return fail(d, ERR_INVALID_FIELD, f->name, "%s", why);
+    if (f->type == FT_STR || f->type == FT_COLOR)
+        v.s.ptr = arena_strndup(d->arena, v.s.ptr, v.s.len);
+    d->vals[d->field] = v;
+    d->present |= UINT64_C(1) << d->field;
+    return 1;
+}
+
+/*
+ * "-51.5072" style numbers with at most 15 significant digits: the integer m
+ * and 10^k are exact doubles, so m / 10^k is the correctly rounded value,
+ * the same strtod gives (Clinger's fast path). Returns false for anything
+ * else (exponents, more digits), which strtod then handles.
+ */
+static bool parse_short_decimal(const char *s, size_t n, double *out) {
+    static const double pow10[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                   1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+    size_t i = 0;
+    bool neg = n > 0 && s[0] == '-';
+    if (neg) i++;
+    uint64_t m = 0;
+    int digits = 0, frac = -1;
+    if (i == n || s[i] < '0' || s[i] > '9') return false;
+    for (; i < n; i++) {
+        char c = s[i];
+        if (c == '.' && frac < 0 && i > 0 && s[i - 1] >= '0' && s[i - 1] <= '9') {
+            frac = 0;
+            continue;
+        }
+        if (c < '0' || c > '9') return false;
+        m = m * 10 + (uint64_t)(c - '0');
+        if (m) digits++;
+        if (frac >= 0) frac++;
+        if (digits > 15 || frac > 15) return false;
+    }
+    if (frac == 0) return false; /* "5." */
+    double v = (double)m / pow10[frac < 0 ? 0 : frac];
+    *out = neg ? -v : v;
+    return true;
+}
+
+static int set_double(struct json_decoder *d, const char *s, size_t n) {
+    double v;
+    if (!parse_short_decimal(s, n, &v)) {
+        char tmp[64];
+        if (n == 0 || n >= sizeof tmp) return wrong_type(d);
+        memcpy(tmp, s, n);
+        tmp[n] = '\0';
+        char *end;
+        errno = 0;
+        v = strtod(tmp, &end);
+        if (*end || errno == ERANGE || !isfinite(v) || tmp[0] == ' ' || tmp[0] == '+')
+            return wrong_type(d);
+    }
+    return take(d, (union value){.d = v});
+}
+
+static int on_null(void *ctx) {
+    struct json_decoder *d = ctx;
+    int b = scalar_start(d);
+    if (b != 1) return b;
+    return 1; /* null: as if the field were not given */
+}
+
+static int on_boolean(void *ctx, int v) {
+    struct json_decoder *d = ctx;
+    int b = scalar_start(d);
+    if (b != 1) return b;
+    if (d->field < 0 || d->kind->fields[d->field].type != FT_BOOL) return wrong_type(d);
+    return take(d, (union value){.b = v != 0});
+}
+
+static int on_number(void *ctx, const char *s, size_t n) {
+    struct json_decoder *d = ctx;
+    int b = scalar_start(d);
+    if (b != 1) return b;
+    if (d->field == JF_ID) {
+        d->has_id = true;
+        if (record_parse_id(s, n, &d->id) < 0) d->id_invalid = true;
+        return 1;
+    }
+    const struct field *f = &d->kind->fields[d->field];
+    if (f->type == FT_DOUBLE) return set_double(d, s, n);
+    if (f->type == FT_REF) {
+        /* 0 unlinks; anything else must be an id. */
+        union value v = {.i = 0};
+        if (!(n == 1 && s[0] == '0') && record_parse_id(s, n, &v.i) < 0) return wrong_type(d);
+        return take(d, v);
+    }
+    return wrong_type(d);
+}
+
+static bool word_is(const char *s, size_t n, const char *w) {
+    return strlen(w) == n && strncasecmp(s, w, n) == 0;
+}
+
+static int on_string(void *ctx, const unsigned char *us, size_t n) {
+    struct json_decoder *d = ctx;
+    const char *s = (const char *)us;
+    int b = scalar_start(d);
+    if (b != 1) return b;
+    if (d->field == JF_ID) {
+        d->has_id = true;
+        d->id_invalid = true; /* an integer, not a string of digits */
+        return 1;
+    }
+    const struct field *f = &d->kind->fields[d->field];
+    switch (f->type) {
+    case FT_STR:
+    case FT_COLOR: {
+        /* A string is shorter than the body, whose limit is a uint32_t. */
+        union value v = {.s = {s, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n}};
+        return take(d, v);
+    }
+    case FT_BOOL:
+        if (n == 0 || word_is(s, n, "false") || word_is(s, n, "0") || word_is(s, n, "no"))
+            return take(d, (union value){.b = false});
+        if (word_is(s, n, "true") || word_is(s, n, "1") || word_is(s, n, "yes"))
+            return take(d, (union value){.b = true});
+        return wrong_type(d);
+    case FT_DOUBLE:
+        return set_double(d, s, n);
+    default:
+        return wrong_type(d);
+    }
+}
+
+/* A map or array opens: 1 to look at it, 2 when it is skipped, 0 on error. */
+static int open_container(struct json_decoder *d) {
+    int b = before_value(d, true);
+    d->depth++;
+    if (b == 2) d->skip_depth++;
+    return b;
+}
+
+static int on_start_map(void *ctx) {
+    struct json_decoder *d = ctx;
+    int b = open_container(d);
+    if (b != 1) return b != 0;
+    if (d->depth == 1) {
+        d->fields_depth = 1;
+        return 1;
+    }
+    if (d->field == JF_WRAPPER) {
+        d->wrapped = true;
+        d->fields_depth = 2;
+        return 1;
+    }
+    return wrong_type(d);
+}
+
+static int on_start_array(void *ctx) {
+    struct json_decoder *d = ctx;
+    int b = open_container(d);
+    if (b != 1) return b != 0;
+    if (d->depth == 1) return fail(d, ERR_INVALID_JSON, NULL, "the body must be a JSON object");
+    if (d->field == JF_WRAPPER)
+        return fail(d, ERR_INVALID_JSON, d->kind->name, "%s must be an object", d->kind->name);
+    return wrong_type(d);
+}
+
+static int on_end(void *ctx) {
+    struct json_decoder *d = ctx;
+    d->depth--;
+    if (d->skip_depth) d->skip_depth--;
+    if (d->depth == 0) d->done_top = true;
+    return 1;
+}
+
+static int on_map_key(void *ctx, const unsigned char *uk, size_t n) {
+    struct json_decoder *d = ctx;
+    const char *k = (const char *)uk;
+    if (d->skip_depth) return 1;
+    if (d->depth == 1 && d->wrapped)
+        return fail(d, ERR_UNKNOWN_FIELD, NULL,
+                    "only the %s object may stand at the top level; found \"%.*s\"", d->kind->name,
+                    (int)(n > 64 ? 64 : n), k);
+    if (d->depth == 1 && !d->seen_keys && !d->seen_special && word_is(k, n, d->kind->name) &&
+        strncmp(k, d->kind->name, n) == 0) {
+        d->field = JF_WRAPPER;
+        return 1;
+    }
+    /* A field key, at depth 1 (bare object) or 2 (inside the wrapper). */
+    int i = record_field_index(d->kind, k, n);
+    if (i >= 0) {
+        uint64_t bit = UINT64_C(1) << i;
+        if (d->seen_keys & bit)
+            return fail(d, ERR_DUPLICATE_FIELD, d->kind->fields[i].name, "%s appears twice",
+                        d->kind->fields[i].name);
+        d->seen_keys |= bit;
+        d->field = (d->kind->fields[i].flags & FF_INPUT) ? i : JF_IGNORED;
+        return 1;
+    }
+    static const char *const specials[] = {"ID", "UserID", "EventID"};
+    for (int s = 0; s < 3; s++) {
+        if (word_is(k, n, specials[s]) && strncmp(k, specials[s], n) == 0) {
+            if (d->seen_special & (1u << s))
+                return fail(d, ERR_DUPLICATE_FIELD, specials[s], "%s appears twice", specials[s]);
+            d->seen_special |= 1u << s;
+            d->field = s == 0 ? JF_ID : JF_IGNORED;
+            return 1;
+        }
+    }
+    const char *name = arena_strndup(d->arena, k, n > 64 ? 64 : n);
+    return fail(d, ERR_UNKNOWN_FIELD, name, "%s has no field \"%s\"", d->kind->name, name);
+}
+
+static const yajl_callbacks callbacks = {
+    .yajl_null = on_null,
+    .yajl_boolean = on_boolean,
+    .yajl_number = on_number,
+    .yajl_string = on_string,
+    .yajl_start_map = on_start_map,
+    .yajl_map_key = on_map_key,
+    .yajl_end_map = on_end,
+    .yajl_start_array = on_start_array,
+    .yajl_end_array = on_end,
+};
+
+void json_decoder_begin(struct json_decoder *d, const struct kind_desc *k, struct arena *arena,
+                        uint32_t max_string) {
+    memset(d, 0, offsetof(struct json_decoder, vals));
+    d->arena = arena;
+    d->kind = k;
+    d->max_string = max_string;
+    d->has_id = d->id_invalid = false;
+    d->id = 0;
+    d->err = ERR_NONE;
+    d->err_field = NULL;
+    d->err_msg[0] = '\0';
+    record_defaults(k, d->vals);
+    static yajl_alloc_funcs afs = {a_malloc, a_realloc, a_free, NULL};
+    yajl_alloc_funcs mine = afs;
+    mine.ctx = arena;
+    d->h = yajl_alloc(&callbacks, &mine, d);
+}
+
+static void syntax_error(struct json_decoder *d, const char *ptr, size_t len) {
+    size_t at = yajl_get_bytes_consumed(d->h);
+    unsigned char *msg = yajl_get_error(d->h, 0, (const unsigned char *)ptr, len);
+    /* yajl's message is "parse error: <what>\n"; keep the <what>. */
+    const char *what = (const char *)msg;
+    const char *colon = strchr(what, ':');
+    if (colon) what = colon + 2;
+    size_t wl = strcspn(what, "\n");
+    fail(d, ERR_INVALID_JSON, NULL, "malformed JSON at byte %llu: %.*s",
+         (unsigned long long)(d->fed + at), (int)wl, what);
+    yajl_free_error(d->h, msg);
+}
+
+int json_decoder_feed(struct json_decoder *d, const char *ptr, size_t len) {
+    if (d->err != ERR_NONE) return -1;
+    if (len) d->any = true;
+    yajl_status st = yajl_parse(d->h, (const unsigned char *)ptr, len);
+    if (st == yajl_status_error) syntax_error(d, ptr, len);
+    d->fed += len;
+    return d->err == ERR_NONE ? 0 : -1;
+}
+
+int json_decoder_finish(struct json_decoder *d) {
+    if (d->err != ERR_NONE) return -1;
+    if (!d->any) {
+        fail(d, ERR_INVALID_JSON, NULL, "the body is empty; send {\"%s\": {...}}", d->kind->name);
+        return -1;
+    }
+    yajl_status st = yajl_complete_parse(d->h);
+    if (st == yajl_status_error && d->err == ERR_NONE)
+        fail(d, ERR_INVALID_JSON, NULL, "malformed JSON: the body ends at byte %llu inside a value",
+             (unsigned long long)d->fed);
+    if (d->err == ERR_NONE && d->wrapped == false && d->fields_depth == 0)
+        fail(d, ERR_INVALID_JSON, NULL, "the body must be a JSON object");
+    return d->err == ERR_NONE ? 0 : -1;
+}
+
+void json_decoder_end(struct json_decoder *d) {
+    if (d->h) yajl_free(d->h);
+    d->h = NULL;
+}
+
+/* ---- writer ---- */
+
+void json_write_record(struct buf *b, const struct record *r, bool open) {
+    const struct kind_desc *k = record_kind(r->type);
+    buf_append_str(b, "{\"ID\":");
+    buf_append_u64(b, r->id);
+    buf_append_str(b, ",\"UserID\":");
+    buf_append_u64(b, r->user_id);
+    if (k->has_event) {
+        buf_append_str(b, ",\"EventID\":");
+        buf_append_u64(b, r->event_id);
+    }
+    const struct field_meta *m = record_field_meta(k);
+    union value vals[RECORD_MAX_FIELDS];
+    record_values(r, vals);
+    for (int i = 0; i < k->nfields; i++) {
+        const struct field *f = &k->fields[i];
+        if (!(f->flags & FF_OUTPUT)) continue;
+        buf_append(b, m[i].key, m[i].key_len);
+        union value v = vals[i];
+        switch (f->type) {
+        case FT_STR:
+        case FT_COLOR:
+            json_write_string(b, v.s.ptr, v.s.len);
+            break;
+        case FT_REF:
+        case FT_INT:
+            buf_append_u64(b, v.i);
+            break;
+        case FT_DOUBLE:
+            json_write_double(b, v.d);
+            break;
+        case FT_BOOL:
+            buf_append_str(b, v.b ? "true" : "false");
+            break;
+        case FT_BYTES:
+            break;
+        }
+    }
+    if (!open) buf_append_char(b, '}');
+}

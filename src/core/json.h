@@ -1,0 +1,80 @@
+/*
+ * json: the yajl streaming adapter that decodes request bodies straight into
+ * a record draft, driven by the record field tables, and the
+ * record writer (the text primitives are common/json_write.h).
+ *
+ * The decoder is fed each body chunk as it arrives; yajl keeps only the
+ * token in progress, the decoder keeps only the typed field values (strings
+ * copied once into the request arena). Nothing holds the whole body. Only
+ * this module knows yajl's convention (callbacks return nonzero to go on).
+ *
+ * Types are converted here; every value is then checked by record.c
+ * (record_check_value), the one place where values are validated.
+ *
+ * Accepted shapes: {"Theme": {fields}} (the wrapper named by the kind) or a
+ * bare {fields}. Output-only fields and ID/UserID/EventID are skipped
+ * (ID is captured for the update check). null means "not given".
+ */
+#ifndef EVENTD_JSON_H
+#define EVENTD_JSON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <yajl/yajl_parse.h>
+
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/json_write.h"
+#include "storage/record.h"
+
+struct json_decoder {
+    yajl_handle h;
+    struct arena *arena; /* request-scoped: strings and yajl's own memory */
+    const struct kind_desc *kind;
+    uint32_t max_string;   /* bytes */
+    uint64_t fed;          /* body bytes fed before the current chunk */
+    int depth;             /* nesting of maps and arrays */
+    int fields_depth;      /* depth of the map holding the fields, 0 until known */
+    int skip_depth;        /* > 0: inside a skipped value */
+    int field;             /* field the next value is for: >= 0 table index, or one of JF_* */
+    bool wrapped;          /* saw {"Theme": ...} */
+    bool done_top;         /* top-level value complete */
+    bool any;              /* any byte fed */
+    uint64_t seen_keys;    /* bit i: field i's key was seen */
+    uint64_t present;      /* bit i: field i was given a value (not null) */
+    uint32_t seen_special; /* ID, UserID, EventID given */
+    union value vals[RECORD_MAX_FIELDS];
+    bool has_id;
+    uint64_t id; /* "ID" in the body, when has_id */
+    bool id_invalid;
+    enum err err;          /* ERR_NONE while fine */
+    const char *err_field; /* static or in the arena: valid until the arena is reset */
+    char err_msg[200];
+};
+
+/*
+ * Starts decoding a body for kind k; allocations come from arena. k and
+ * arena are stored: they must stay valid until json_decoder_end. The
+ * decoded strings (vals) and err_field live in arena (or the static field
+ * tables): valid until the arena is reset.
+ */
+void json_decoder_begin(struct json_decoder *d, const struct kind_desc *k, struct arena *arena,
+                        uint32_t max_string);
+/* Feeds one chunk (not kept after the call). Returns 0, or -1 once an error
+ * is known (d->err etc.). */
+int json_decoder_feed(struct json_decoder *d, const char *ptr, size_t len);
+/* Ends the body. Returns 0 when a complete, valid object was read, else -1. */
+int json_decoder_finish(struct json_decoder *d);
+/* Releases the yajl handle (its memory is the arena's). */
+void json_decoder_end(struct json_decoder *d);
+
+/* ---- writer ---- */
+
+/*
+ * Appends a record as a JSON object: ID, UserID, EventID (themes and
+ * addresses), then every output field in table order. With open = true the
+ * closing brace is left off so the caller can add members.
+ */
+void json_write_record(struct buf *b, const struct record *r, bool open);
+
+#endif

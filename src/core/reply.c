@@ -1,0 +1,60 @@
+/*
+ * reply: see reply.h.
+ */
+#include "core/reply.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const char hdr_www_authenticate[] = "WWW-Authenticate: Basic realm=\"eventd\"\r\n";
+const char hdr_retry_after[] = "Retry-After: 1\r\n";
+const char hdr_no_store[] = "Cache-Control: no-store\r\n";
+
+bool reply_if_storage_failing(struct handlers *h, struct http_response *r) {
+    int err = db_writable(h->db);
+    if (!err) return false;
+    reply_error(r, ERR_STORAGE, NULL,
+                "the disk refuses writes (%s); nothing was changed, retry later", strerror(-err));
+    r->extra = hdr_retry_after;
+    return true;
+}
+
+bool reply_if_no_room(struct handlers *h, struct http_response *r) {
+    if (reply_if_storage_failing(h, r)) return true;
+    int rc = db_room(h->db);
+    if (!rc) return false;
+    if (rc == -ENOMEM)
+        reply_error(r, ERR_NO_ROOM, NULL,
+                    "the server holds its limit of live data (max-live-bytes %llu); nothing was "
+                    "changed: deletions still work",
+                    (unsigned long long)h->db->guard.max_live_bytes);
+    else
+        reply_error(r, ERR_NO_ROOM, NULL,
+                    "the server's disk is below its free space limit (min-free-disk-bytes %llu); "
+                    "nothing was changed: deletions still work",
+                    (unsigned long long)h->db->guard.min_free_disk);
+    return true;
+}
+
+void reply_ok_open(struct http_response *r) {
+    r->status = 200;
+    buf_reset(&r->body);
+    buf_append_str(&r->body, "{\"Status\":\"ok\",\"Result\":");
+}
+
+void reply_error(struct http_response *r, enum err e, const char *field, const char *fmt, ...) {
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    http_response_error(r, e, field, msg);
+}
+
+void reply_no_content(struct http_response *r) {
+    r->status = 204;
+    r->no_body = true;
+    buf_reset(&r->body);
+}

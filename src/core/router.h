@@ -1,0 +1,35 @@
+/*
+ * router: method + path -> action, resource kind and path id.
+ *
+ * Paths live under the configured base path ("/v2"): /theme, /theme/:id,
+ * and the same for address and event. Ids are read by record_parse_id:
+ * plain decimal positive integers up to 2^53-1 (exact in a JavaScript
+ * number); anything else in the id position is not a path we serve (404).
+ * GET /healthz sits outside the base path. HEAD is served wherever GET is,
+ * as the same action (the server drops the body), and every Allow line
+ * lists it. Pure: no I/O.
+ */
+#ifndef EVENTD_ROUTER_H
+#define EVENTD_ROUTER_H
+
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/err.h"
+
+enum action { ACT_HEALTH, ACT_CREATE, ACT_LIST, ACT_GET, ACT_UPDATE, ACT_DELETE };
+
+struct route {
+    uint8_t action;    /* enum action */
+    uint8_t type;      /* enum rec_type of the resource */
+    uint64_t id;       /* path id, items only */
+    const char *allow; /* 405: the "Allow: ...\r\n" header line; static */
+};
+
+/*
+ * Matches method (llhttp_method_t) and path. Returns ERR_NONE with out
+ * filled, ERR_NOT_FOUND, or ERR_METHOD_NOT_ALLOWED with out->allow set.
+ */
+enum err router_match(struct slice base, struct slice path, uint8_t method, struct route *out);
+
+#endif

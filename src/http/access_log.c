@@ -1,0 +1,237 @@
+/* access_log: see access_log.h. */
+#include "http/access_log.h"
+
+#include <errno.h>
+#include <llhttp.h>
+#include <string.h>
+#include <unistd.h>
+
+#define WRITE_TRIES 64 /* a descriptor that keeps refusing (EAGAIN) loses the batch */
+
+static void on_prepare(uv_prepare_t *p) {
+    struct access_log *al = p->data;
+    access_log_flush(al);
+    uv_prepare_stop(p);
+    al->armed = false;
+}
+
+void access_log_init(struct access_log *al, uv_loop_t *loop, int fd, bool on) {
+    memset(al, 0, sizeof *al);
+    al->fd = fd;
+    al->on = on;
+    buf_init(&al->pending, on ? ACCESS_LOG_BATCH * 2 : 0);
+    if (loop) {
+        uv_prepare_init(loop, &al->prepare);
+        al->prepare.data = al;
+        /* The flush alone never keeps the loop running. */
+        uv_unref((uv_handle_t *)&al->prepare);
+        al->has_handle = true;
+    }
+}
+
+void access_log_flush(struct access_log *al) {
+    const char *p = al->pending.ptr;
+    size_t left = al->pending.len;
+    for (int tries = 0; left && tries < WRITE_TRIES; tries++) {
+        ssize_t n = write(al->fd, p, left);
+        if (n > 0) {
+            p += n;
+            left -= (size_t)n;
+            tries = 0;
+        } else if (n < 0 && errno != EINTR && errno != EAGAIN) {
+            break;
+        }
+    }
+    if (left) al->dropped++;
+    buf_reset(&al->pending);
+}
+
+void access_log_close(struct access_log *al) {
+    access_log_flush(al);
+    if (al->has_handle) uv_close((uv_handle_t *)&al->prepare, NULL);
+    al->has_handle = al->armed = false;
+    buf_destroy(&al->pending);
+}
+
+/* Bytes that go into a JSON string as they are: printable ASCII but '"' (0x22)
+ * and '\\' (0x5c). A table: the path is scanned byte by byte on every line. */
+static const uint8_t plain_tbl[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x00 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x10 */
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x20 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x30 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x40 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, /* 0x50 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x60 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, /* 0x70 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x80 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x90 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0xa0 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0xb0 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0xc0 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0xd0 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0xe0 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0xf0 */
+};
+
+/* Writes the escaped s at o, at most max bytes, never cutting an escape; returns the end. */
+static char *escape_to(char *o, struct slice s, size_t max) {
+    static const char hex[] = "0123456789abcdef";
+    char *end = o + max;
+    size_t i = 0;
+    while (i < s.len) {
+        /* The common case: a run of plain bytes, copied at once. */
+        size_t j = i;
+        while (j < s.len && plain_tbl[(unsigned char)s.ptr[j]])
+            j++;
+        size_t run = j - i;
+        if (run > (size_t)(end - o)) run = (size_t)(end - o);
+        memcpy(o, s.ptr + i, run);
+        o += run;
+        if (j == s.len || i + run < j) break;
+        unsigned char c = (unsigned char)s.ptr[j];
+        if (c == '"' || c == '\\') {
+            if (end - o < 2) break;
+            *o++ = '\\';
+            *o++ = (char)c;
+        } else {
+            if (end - o < 6) break;
+            memcpy(o, "\\u00", 4);
+            o[4] = hex[c >> 4];
+            o[5] = hex[c & 15];
+            o += 6;
+        }
+        i = j + 1;
+    }
+    return o;
+}
+
+void access_log_escape(struct buf *out, struct slice s, size_t max) {
+    size_t room = s.len * 6 < max ? s.len * 6 : max;
+    char *o = buf_reserve(out, room);
+    buf_commit(out, (size_t)(escape_to(o, s, room) - o));
+}
+
+/* The decimal digits of v at o, two at a time; returns the end. */
+static char *put_u64(char *o, uint64_t v) {
+    static const char pairs[] = "00010203040506070809101112131415161718192021222324"
+                                "25262728293031323334353637383940414243444546474849"
+                                "50515253545556575859606162636465666768697071727374"
+                                "75767778798081828384858687888990919293949596979899";
+    char tmp[20], *t = tmp + sizeof tmp;
+    while (v >= 100) {
+        unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        t -= 2;
+        t[0] = pairs[2 * r];
+        t[1] = pairs[2 * r + 1];
+    }
+    if (v >= 10) {
+        t -= 2;
+        t[0] = pairs[2 * v];
+        t[1] = pairs[2 * v + 1];
+    } else {
+        *--t = (char)('0' + v);
+    }
+    while (t < tmp + sizeof tmp)
+        *o++ = *t++;
+    return o;
+}
+
+#define PUT(o, lit) (memcpy((o), (lit), sizeof(lit) - 1), (o) + sizeof(lit) - 1)
+
+static char *format_addr(char *o, uint8_t family, const uint8_t *a) {
+    if (family == 4) {
+        for (int i = 0; i < 4; i++) {
+            if (i) *o++ = '.';
+            o += u64_digits(a[i], o);
+        }
+    } else if (family == 6) {
+        char tmp[48];
+        if (uv_inet_ntop(AF_INET6, a, tmp, sizeof tmp) == 0) {
+            size_t n = strlen(tmp);
+            memcpy(o, tmp, n);
+            o += n;
+        }
+    } else {
+        o = PUT(o, "local");
+    }
+    return o;
+}
+
+/* The peer's address as text; the last one is kept, since a server mostly
+ * sees a few clients (or one load balancer) many times in a row. */
+static char *put_addr(struct access_log *al, char *o, uint8_t family, const uint8_t *a) {
+    size_t alen = family == 4 ? 4 : family == 6 ? 16 : 0;
+    bool same = al->addr_len && family == al->addr_family &&
+                (family == 4 ? memcmp(a, al->addr, 4) == 0 : memcmp(a, al->addr, alen) == 0);
+    if (!same) {
+        al->addr_family = family;
+        memcpy(al->addr, a, alen);
+        al->addr_len = (uint8_t)(format_addr(al->addr_str, family, a) - al->addr_str);
+    }
+    memcpy(o, al->addr_str, al->addr_len);
+    return o + al->addr_len;
+}
+
+/* The second's timestamp, formatted once per second. */
+static const char *now_str(struct access_log *al) {
+    time_t now = time(NULL);
+    if (now != al->time_at) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(al->time_str, sizeof al->time_str, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        al->time_at = now;
+    }
+    return al->time_str;
+}
+
+/* The longest line: the fixed text, a method name, the escaped path and
+ * request id, four numbers, an IPv6 address. */
+#define LINE_BYTES_MAX (160 + 32 + ACCESS_LOG_PATH_MAX + 64 + 4 * 20 + 48)
+
+void access_log_write(struct access_log *al, const struct access_entry *e) {
+    if (!al->on) return;
+    /* Hot path: one reservation, then plain stores (no append per field). */
+    char *o = buf_reserve(&al->pending, LINE_BYTES_MAX), *start = o;
+    o = PUT(o, "{\"time\":\"");
+    memcpy(o, now_str(al), 20);
+    o += 20;
+    o = PUT(o, "\",\"method\":\"");
+    if (e->method == HTTP_GET + 1) {
+        o = PUT(o, "GET");
+    } else if (e->method == HTTP_POST + 1) {
+        o = PUT(o, "POST");
+    } else if (e->method) {
+        const char *m = llhttp_method_name((llhttp_method_t)(e->method - 1));
+        size_t n = strnlen(m, 32);
+        memcpy(o, m, n);
+        o += n;
+    } else {
+        *o++ = '-';
+    }
+    o = PUT(o, "\",\"path\":\"");
+    o = escape_to(o, e->path, ACCESS_LOG_PATH_MAX);
+    o = PUT(o, "\",\"status\":");
+    o = put_u64(o, e->status);
+    o = PUT(o, ",\"bytes\":");
+    o = put_u64(o, e->bytes);
+    o = PUT(o, ",\"us\":");
+    o = put_u64(o, e->us);
+    o = PUT(o, ",\"user_id\":");
+    o = put_u64(o, e->user_id);
+    o = PUT(o, ",\"request_id\":\"");
+    size_t rid = e->request_id.len < 64 ? e->request_id.len : 64;
+    memcpy(o, e->request_id.ptr, rid); /* [A-Za-z0-9._:-] only: nothing to escape */
+    o += rid;
+    o = PUT(o, "\",\"client\":\"");
+    o = put_addr(al, o, e->family, e->addr);
+    o = PUT(o, "\"}\n");
+    buf_commit(&al->pending, (size_t)(o - start));
+    if (al->pending.len >= ACCESS_LOG_BATCH || !al->has_handle) {
+        access_log_flush(al);
+    } else if (!al->armed) {
+        uv_prepare_start(&al->prepare, on_prepare);
+        al->armed = true;
+    }
+}

@@ -1,0 +1,693 @@
+/*
+ * http: see http.h.
+ *
+ * The header limit counts every byte from the start of a request to the end
+ * of its headers, whitespace included, whatever the read boundaries: the
+ * parser pauses itself at the start of a message and at the end of its
+ * headers, so http_parser_execute knows exactly which bytes of each read
+ * were head bytes. The owner hears of the headers only after that count
+ * has been checked. Spans (target, header names and values) may arrive in
+ * several pieces when a read ends inside one, which is why the few headers
+ * we keep are appended to buffers rather than pointed at.
+ *
+ * Framing rules that llhttp 8 (as Debian builds it, not in strict mode)
+ * leaves to us, each answered 400 because a front proxy may read the
+ * request differently (RFC 9112 sections 2.2, 3.2, 5.1, 5.2, 6.1, 7.1):
+ * a missing (HTTP/1.1) or repeated Host, a Host value outside the URI host
+ * grammar, a repeated Authorization, whitespace before a header colon, an
+ * obs-fold, any Transfer-Encoding but one "chunked" line in HTTP/1.1, and a
+ * chunk's data not followed by CRLF (llhttp skips those two bytes unseen).
+ * An obs-fold shows as a gap between two pieces of one header value, so the
+ * end of the last piece is kept, and carried to the next read when the piece
+ * ended the read. The chunk terminator is found the same way: it is the two
+ * bytes after the last byte of each chunk's data, wherever the read ends.
+ */
+#include "http/http.h"
+#include "common/json_write.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+
+enum { H_OTHER, H_AUTHORIZATION, H_EXPECT, H_HOST, H_TRANSFER_ENCODING, H_FIELD };
+
+/* The kept headers (enum http_field), by lower-case name. */
+static const struct {
+    const char *name;
+    uint8_t len;
+} kept_fields[HF_COUNT] = {
+    [HF_COOKIE] = {"cookie", 6},
+    [HF_CONTENT_TYPE] = {"content-type", 12},
+    [HF_ACCEPT] = {"accept", 6},
+    [HF_FORWARDED_FOR] = {"x-forwarded-for", 15},
+    [HF_REQUEST_ID] = {"x-request-id", 12},
+    [HF_HOST] = {"host", 4}, /* matched as H_HOST first: kept as well as checked */
+    [HF_ORIGIN] = {"origin", 6},
+    [HF_FETCH_SITE] = {"sec-fetch-site", 14},
+    [HF_IDEMPOTENCY_KEY] = {"idempotency-key", 15},
+};
+
+enum { HOST_VALUE, HOST_TRAILING_WS };
+
+/* RFC 3986 host and port: unreserved, sub-delims, '%' (pct-encoded), ':' and
+ * the brackets of an IP literal. Not '@': userinfo has no place here. */
+static bool host_char(unsigned char c) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+    switch (c) {
+    case '-':
+    case '.':
+    case '_':
+    case '~':
+    case '!':
+    case '$':
+    case '&':
+    case '\'':
+    case '(':
+    case ')':
+    case '*':
+    case '+':
+    case ',':
+    case ';':
+    case '=':
+    case '%':
+    case ':':
+    case '[':
+    case ']':
+        return true;
+    default:
+        return false;
+    }
+}
+
+static bool ows(char c) {
+    return c == ' ' || c == '\t';
+}
+
+static struct http_parser *P(llhttp_t *ll) {
+    return (struct http_parser *)ll->data;
+}
+
+/* Our own verdict from inside a callback: llhttp stops with a callback error. */
+static int stop(struct http_parser *p, enum err e) {
+    p->error = e;
+    p->stopped = true;
+    return HPE_USER;
+}
+
+/* Pauses llhttp for our own bookkeeping; execute resumes it at once. */
+static int pause_here(struct http_parser *p, uint8_t next) {
+    p->internal_pause = next;
+    return HPE_PAUSED;
+}
+
+static int field_open(struct http_parser *p);
+
+static int on_message_begin(llhttp_t *ll) {
+    struct http_parser *p = P(ll);
+    struct http_request *r = &p->req;
+    struct http_kept *k = r->kept;
+    buf_reset(&k->target);
+    buf_reset(&k->authorization);
+    buf_reset(&k->fields);
+    memset(k->len, 0, sizeof k->len);
+    memset(k->off, 0, sizeof k->off);
+    memset(k->seen, 0, sizeof k->seen);
+    r->expect_continue = r->has_body = false;
+    r->content_length = r->body_bytes = 0;
+    r->head_bytes = 0;
+    r->cur_header = H_OTHER;
+    p->name_len = p->value_len = 0;
+    p->n_host = p->n_auth = p->n_te = 0;
+    p->te_chunked = p->bad_field = p->version_done = p->value_open = false;
+    p->crlf_left = 0;
+    p->in_message = p->in_headers = true;
+    return pause_here(p, PAUSE_BEGIN);
+}
+
+static int on_url(llhttp_t *ll, const char *at, size_t n) {
+    struct http_parser *p = P(ll);
+    /* Past the limit the request is refused anyway: stop growing the copy. */
+    if (p->req.kept->target.len + n > p->limits->max_header_bytes)
+        return stop(p, ERR_HEADERS_TOO_LARGE);
+    buf_append(&p->req.kept->target, at, n);
+    return 0;
+}
+
+/* HTTP/0.9 ("GET /" and CRLF) has no version and no headers: llhttp would
+ * wait for headers that never come, so it is answered here. */
+static int on_url_complete(llhttp_t *ll) {
+    if (ll->http_major == 0 && ll->http_minor == 9) return stop(P(ll), ERR_VERSION);
+    return 0;
+}
+
+static int on_version_complete(llhttp_t *ll) {
+    P(ll)->version_done = true;
+    return 0;
+}
+
+/* Bytes that arrive with the body but are not body (chunk extensions,
+ * trailer fields) count against the body limit, or they would be unbounded. */
+static int count_body(struct http_parser *p, size_t n) {
+    p->req.body_bytes += n;
+    if (p->req.body_bytes > p->limits->max_body_bytes) return stop(p, ERR_BODY_TOO_LARGE);
+    return 0;
+}
+
+/* Header names and values may arrive in pieces; the few names we match are
+ * short, so their first bytes are kept in a small array until complete.
+ * After the headers, llhttp reports trailer fields through the same
+ * callbacks: they are counted, checked, and otherwise ignored. */
+static int on_header_field(llhttp_t *ll, const char *at, size_t n) {
+    struct http_parser *p = P(ll);
+    if (!p->in_headers && count_body(p, n)) return HPE_USER;
+    /* llhttp keeps whitespace before the colon in the name; RFC 9112 5.1
+     * requires a 400 (a proxy might have read "Transfer-Encoding : x"). */
+    for (size_t i = 0; i < n; i++)
+        if (ows(at[i])) return stop(p, ERR_BAD_REQUEST);
+    if (p->name_len + n <= sizeof p->name) memcpy(p->name + p->name_len, at, n);
+    p->name_len += n;
+    return 0;
+}
+
+static int on_header_field_complete(llhttp_t *ll) {
+    struct http_parser *p = P(ll);
+    struct http_request *r = &p->req;
+    if (p->name_len == 13 && strncasecmp(p->name, "authorization", 13) == 0)
+        r->cur_header = H_AUTHORIZATION;
+    else if (p->name_len == 6 && strncasecmp(p->name, "expect", 6) == 0)
+        r->cur_header = H_EXPECT;
+    else if (p->name_len == 4 && strncasecmp(p->name, "host", 4) == 0)
+        r->cur_header = H_HOST;
+    else if (p->name_len == 17 && strncasecmp(p->name, "transfer-encoding", 17) == 0)
+        r->cur_header = H_TRANSFER_ENCODING;
+    else
+        r->cur_header = H_OTHER;
+    for (uint8_t f = 0; r->cur_header == H_OTHER && f < HF_COUNT; f++) {
+        if (p->name_len == kept_fields[f].len &&
+            strncasecmp(p->name, kept_fields[f].name, kept_fields[f].len) == 0) {
+            r->cur_header = H_FIELD;
+            p->cur_field = f;
+        }
+    }
+    if (!p->in_headers) r->cur_header = H_OTHER; /* a trailer never authenticates */
+    if (r->cur_header == H_HOST) p->cur_field = HF_HOST;
+    if ((r->cur_header == H_FIELD || r->cur_header == H_HOST) && field_open(p) < 0) return HPE_USER;
+    /* Counts saturate at 2: "more than one" is all that matters. */
+    if (r->cur_header == H_AUTHORIZATION && p->n_auth < 2) p->n_auth++;
+    if (r->cur_header == H_HOST && p->n_host < 2) p->n_host++;
+    if (r->cur_header == H_TRANSFER_ENCODING && p->n_te < 2) p->n_te++;
+    if (r->cur_header == H_AUTHORIZATION) buf_reset(&r->kept->authorization);
+    p->host_state = HOST_VALUE;
+    p->name_len = 0;
+    p->value_len = p->value_trim = 0;
+    p->value_open = false;
+    return 0;
+}
+
+/*
+ * A kept header's line begins: its value goes at the end of req.fields. A
+ * repeated header is joined to the value already kept, which is moved to
+ * the end first if another header came in between (rare).
+ */
+static int field_open(struct http_parser *p) {
+    struct http_kept *h = p->req.kept;
+    uint8_t f = p->cur_field;
+    if (!h->seen[f]) {
+        h->seen[f] = true;
+        h->off[f] = (uint32_t)h->fields.len;
+        h->len[f] = 0;
+        return 0;
+    }
+    const char *sep = f == HF_COOKIE ? "; " : ", ";
+    if (h->fields.len + h->len[f] + 2 > p->limits->max_header_bytes)
+        return stop(p, ERR_HEADERS_TOO_LARGE);
+    if (h->off[f] + h->len[f] != h->fields.len) {
+        uint32_t off = h->off[f], len = h->len[f];
+        char *dst = buf_reserve(&h->fields, len); /* may move fields.ptr: copy after */
+        memcpy(dst, h->fields.ptr + off, len);
+        buf_commit(&h->fields, len);
+        h->off[f] = (uint32_t)h->fields.len - len;
+    }
+    if (h->len[f]) {
+        buf_append(&h->fields, sep, 2);
+        h->len[f] += 2;
+    }
+    return 0;
+}
+
+/* Keeps the start of a short value (Expect, Transfer-Encoding) for matching. */
+static void keep_value(struct http_parser *p, const char *at, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (p->value_len + i < sizeof p->name) p->name[p->value_len + i] = at[i];
+        if (!ows(at[i])) p->value_trim = p->value_len + i + 1;
+    }
+    p->value_len += n;
+}
+
+/* The kept value, without the trailing whitespace llhttp leaves in it, is s. */
+static bool value_is(const struct http_parser *p, const char *s) {
+    size_t n = strlen(s);
+    return p->value_trim == n && n <= sizeof p->name && strncasecmp(p->name, s, n) == 0;
+}
+
+static int on_header_value(llhttp_t *ll, const char *at, size_t n) {
+    struct http_parser *p = P(ll);
+    struct http_request *r = &p->req;
+    /* A piece that does not start where the last one ended follows a line
+     * break: an obs-fold, which RFC 9112 5.2 lets us refuse. */
+    if (p->value_open && at != p->value_end) return stop(p, ERR_BAD_REQUEST);
+    if (!p->in_headers && count_body(p, n)) return HPE_USER;
+    p->value_open = true;
+    p->value_end = at + n;
+    if (r->cur_header == H_AUTHORIZATION) {
+        if (r->kept->authorization.len + n > p->limits->max_header_bytes)
+            return stop(p, ERR_HEADERS_TOO_LARGE);
+        buf_append(&r->kept->authorization, at, n);
+    } else if (r->cur_header == H_FIELD) {
+        struct http_kept *h = r->kept;
+        if (h->fields.len + n > p->limits->max_header_bytes) return stop(p, ERR_HEADERS_TOO_LARGE);
+        buf_append(&h->fields, at, n);
+        h->len[p->cur_field] += (uint32_t)n;
+    } else if (r->cur_header == H_EXPECT || r->cur_header == H_TRANSFER_ENCODING) {
+        keep_value(p, at, n);
+    } else if (r->cur_header == H_HOST) {
+        struct http_kept *h = r->kept;
+        if (h->fields.len + n > p->limits->max_header_bytes) return stop(p, ERR_HEADERS_TOO_LARGE);
+        buf_append(&h->fields, at, n);
+        h->len[HF_HOST] += (uint32_t)n;
+        /* llhttp has dropped the leading whitespace; trailing may follow. */
+        for (size_t i = 0; i < n; i++) {
+            if (ows(at[i]))
+                p->host_state = HOST_TRAILING_WS;
+            else if (p->host_state == HOST_TRAILING_WS || !host_char((unsigned char)at[i]))
+                p->bad_field = true;
+        }
+    }
+    return 0;
+}
+
+static int on_header_value_complete(llhttp_t *ll) {
+    struct http_parser *p = P(ll);
+    struct http_request *r = &p->req;
+    if (r->cur_header == H_EXPECT) {
+        /* Other expectations are ignored, as RFC 9110 allows. */
+        if (value_is(p, "100-continue")) r->expect_continue = true;
+    } else if (r->cur_header == H_TRANSFER_ENCODING) {
+        p->te_chunked = value_is(p, "chunked");
+    } else if (r->cur_header == H_FIELD || r->cur_header == H_HOST) {
+        /* llhttp leaves the trailing whitespace in the value. */
+        struct http_kept *h = r->kept;
+        uint8_t f = p->cur_field;
+        while (h->len[f] > 0 && ows(h->fields.ptr[h->off[f] + h->len[f] - 1])) {
+            h->len[f]--;
+            h->fields.len--;
+        }
+    }
+    r->cur_header = H_OTHER;
+    p->value_open = false;
+    return 0;
+}
+
+/* Splits the target into path and query. Origin-form is "/path?query";
+ * absolute-form ("http://host/path?query"), which RFC 9112 3.2.2 says a
+ * server MUST accept, is routed on its path (its host is not checked). */
+static int split_target(struct http_request *r) {
+    static const char root[] = "/";
+    const struct buf *target = &r->kept->target;
+    const char *t = target->ptr, *end = t + target->len;
+    if (target->len == 0) return -1;
+    if (t[0] != '/') {
+        size_t skip;
+        if (target->len > 7 && strncasecmp(t, "http://", 7) == 0)
+            skip = 7;
+        else if (target->len > 8 && strncasecmp(t, "https://", 8) == 0)
+            skip = 8;
+        else
+            return -1;
+        const char *a = t + skip;
+        for (t = a; t < end && *t != '/' && *t != '?'; t++)
+            if (!host_char((unsigned char)*t)) return -1;
+        if (t == a) return -1; /* an http URI has a host */
+    }
+    const char *q = memchr(t, '?', (size_t)(end - t));
+    const char *path_end = q ? q : end;
+    r->path = path_end > t ? (struct slice){t, (size_t)(path_end - t)} : (struct slice){root, 1};
+    r->query = q ? (struct slice){q + 1, (size_t)(end - q - 1)} : (struct slice){end, 0};
+    return 0;
+}
+
+static int on_headers_complete(llhttp_t *ll) {
+    struct http_parser *p = P(ll);
+    struct http_request *r = &p->req;
+    p->in_headers = false;
+    r->method = (uint8_t)ll->method;
+    r->version_minor = ll->http_minor;
+    r->keep_alive = llhttp_should_keep_alive(ll);
+    r->has_body = (ll->flags & F_CHUNKED) || ((ll->flags & F_CONTENT_LENGTH) && ll->content_length);
+    r->content_length = (ll->flags & F_CONTENT_LENGTH) ? ll->content_length : 0;
+
+    if (ll->http_major != 1) return stop(p, ERR_VERSION);
+    /* RFC 9112 3.2: Host is required in HTTP/1.1 and never repeated. Two
+     * Authorization lines are refused too: which one a proxy checked is
+     * anyone's guess. */
+    if (p->n_host > 1 || p->n_auth > 1 || p->bad_field) return stop(p, ERR_BAD_REQUEST);
+    if (p->n_host == 0 && ll->http_minor == 1) return stop(p, ERR_BAD_REQUEST);
+    /* One Transfer-Encoding line, "chunked" alone, in HTTP/1.1: any other
+     * coding is one we cannot decode, and HTTP/1.0 has no transfer codings
+     * (RFC 9112 6.1 says to treat its framing as faulty). */
+    if (p->n_te && (p->n_te > 1 || !p->te_chunked || ll->http_minor == 0))
+        return stop(p, ERR_BAD_REQUEST);
+    if (split_target(r) < 0) return stop(p, ERR_BAD_REQUEST);
+
+    if (r->content_length > p->limits->max_body_bytes) return stop(p, ERR_BODY_TOO_LARGE);
+    /* The owner hears of the headers in execute, once their size is known. */
+    return pause_here(p, PAUSE_HEADERS);
+}
+
+static int on_body(llhttp_t *ll, const char *at, size_t n) {
+    struct http_parser *p = P(ll);
+    struct http_request *r = &p->req;
+    r->body_bytes += n;
+    if (r->body_bytes > p->limits->max_body_bytes) return stop(p, ERR_BODY_TOO_LARGE);
+    /* llhttp counts the chunk down in content_length: at 0 its data is done
+     * and the next two bytes must be CRLF. */
+    if ((ll->flags & F_CHUNKED) && ll->content_length == 0) {
+        p->crlf_left = 2;
+        p->crlf_at = at + n;
+    }
+    p->ev->on_body(p->owner, r, at, n);
+    return 0;
+}
+
+/* A chunk larger than what is left of the body limit is refused from its
+ * size line, as a Content-Length is, without reading its data. */
+static int on_chunk_header(llhttp_t *ll) {
+    struct http_parser *p = P(ll);
+    if (ll->content_length > p->limits->max_body_bytes - p->req.body_bytes)
+        return stop(p, ERR_BODY_TOO_LARGE);
+    return 0;
+}
+
+/* Checks the bytes of a chunk terminator that lie in [from, to). */
+static bool check_crlf(struct http_parser *p, const char *from, const char *to) {
+    for (; p->crlf_left && from < to; from++, p->crlf_left--)
+        if (*from != (p->crlf_left == 2 ? '\r' : '\n')) return false;
+    return true;
+}
+
+static int on_chunk_complete(llhttp_t *ll) {
+    struct http_parser *p = P(ll);
+    /* llhttp has just consumed the terminator, within this segment. */
+    if (!check_crlf(p, p->crlf_at ? p->crlf_at : p->seg_start, p->seg_end))
+        return stop(p, ERR_BAD_REQUEST);
+    return 0;
+}
+
+/* Chunk extensions count against the body limit: they arrive with the body. */
+static int on_chunk_extension(llhttp_t *ll, const char *at, size_t n) {
+    return count_body(P(ll), n);
+}
+
+static int on_message_complete(llhttp_t *ll) {
+    struct http_parser *p = P(ll);
+    p->in_message = false;
+    return p->ev->on_complete(p->owner, &p->req) ? HPE_PAUSED : 0;
+}
+
+static llhttp_settings_t settings;
+
+void http_kept_init(struct http_kept *k) {
+    memset(k, 0, sizeof *k);
+    buf_init(&k->target, 256);
+    buf_init(&k->authorization, 128);
+    buf_init(&k->fields, 0);
+}
+
+void http_kept_destroy(struct http_kept *k) {
+    buf_destroy(&k->target);
+    buf_destroy(&k->authorization);
+    buf_destroy(&k->fields);
+}
+
+void http_parser_init(struct http_parser *p, const struct http_limits *limits,
+                      const struct http_events *ev, void *owner) {
+    if (!settings.on_message_begin) {
+        llhttp_settings_init(&settings);
+        settings.on_message_begin = on_message_begin;
+        settings.on_url = on_url;
+        settings.on_url_complete = on_url_complete;
+        settings.on_version_complete = on_version_complete;
+        settings.on_chunk_header = on_chunk_header;
+        settings.on_chunk_complete = on_chunk_complete;
+        settings.on_chunk_extension_name = on_chunk_extension;
+        settings.on_chunk_extension_value = on_chunk_extension;
+        settings.on_header_field = on_header_field;
+        settings.on_header_field_complete = on_header_field_complete;
+        settings.on_header_value = on_header_value;
+        settings.on_header_value_complete = on_header_value_complete;
+        settings.on_headers_complete = on_headers_complete;
+        settings.on_body = on_body;
+        settings.on_message_complete = on_message_complete;
+    }
+    memset(p, 0, sizeof *p);
+    p->limits = limits;
+    p->ev = ev;
+    p->owner = owner;
+    p->req.kept = xcalloc(1, sizeof *p->req.kept);
+    http_kept_init(p->req.kept);
+    http_parser_reset(p);
+}
+
+void http_parser_reset(struct http_parser *p) {
+    llhttp_init(&p->ll, HTTP_REQUEST, &settings);
+    p->ll.data = p;
+    p->error = ERR_NONE;
+    p->stopped = false;
+    p->internal_pause = PAUSE_NONE;
+    p->in_message = p->in_headers = false;
+}
+
+void http_parser_destroy(struct http_parser *p) {
+    if (p->req.kept) {
+        http_kept_destroy(p->req.kept);
+        free(p->req.kept);
+        p->req.kept = NULL;
+    }
+}
+
+enum http_status http_parser_execute(struct http_parser *p, const char *ptr, size_t len,
+                                     size_t *consumed) {
+    size_t off = 0;
+    for (;;) {
+        bool head = p->in_headers; /* were the bytes of this segment head bytes? */
+        /* A header value or a chunk terminator that the last segment ended
+         * in goes on at the start of this one. */
+        if (p->value_open) p->value_end = p->value_end == p->seg_end ? ptr + off : NULL;
+        p->seg_start = ptr + off;
+        p->seg_end = ptr + len;
+        llhttp_errno_t e = llhttp_execute(&p->ll, ptr + off, len - off);
+        size_t used =
+            e == HPE_OK ? len - off : (size_t)(llhttp_get_error_pos(&p->ll) - (ptr + off));
+        off += used;
+        if (e == HPE_OK && p->crlf_left) {
+            /* The segment ended inside a terminator: check its part here. */
+            if (!check_crlf(p, p->crlf_at ? p->crlf_at : p->seg_start, ptr + off)) {
+                p->error = ERR_BAD_REQUEST;
+                *consumed = off;
+                return HTTP_ERROR;
+            }
+            p->crlf_at = NULL;
+        }
+        if (head) p->req.head_bytes += (uint32_t)used;
+        if ((head || p->internal_pause == PAUSE_HEADERS) &&
+            p->req.head_bytes > p->limits->max_header_bytes) {
+            p->error = ERR_HEADERS_TOO_LARGE;
+            *consumed = off;
+            return HTTP_ERROR;
+        }
+        if (e == HPE_OK) {
+            *consumed = len;
+            return HTTP_OK;
+        }
+        if (e == HPE_PAUSED && p->internal_pause != PAUSE_NONE) {
+            uint8_t what = p->internal_pause;
+            p->internal_pause = PAUSE_NONE;
+            if (what == PAUSE_HEADERS && p->ev->on_headers(p->owner, &p->req)) {
+                p->error = ERR_NONE; /* the owner has answered */
+                *consumed = off;
+                return HTTP_ERROR;
+            }
+            llhttp_resume(&p->ll);
+            continue;
+        }
+        if (e == HPE_PAUSED_UPGRADE) {
+            /* "Connection: Upgrade": RFC 9110 7.8 lets a server ignore it,
+             * and this one speaks HTTP/1.1 on the connection as before. */
+            llhttp_resume_after_upgrade(&p->ll);
+            continue;
+        }
+        *consumed = off;
+        if (e == HPE_PAUSED) return HTTP_PAUSED;
+        if (!p->stopped) {
+            /* llhttp's own complaint: the request line, a header or a chunk is
+             * malformed. A version it refuses is 505 unless the version itself
+             * was well formed and what followed it was not ("HTTP/1.1" and a
+             * bare CR); the HTTP/2 preface is a version we do not speak. */
+            p->error = (e == HPE_INVALID_VERSION && !p->version_done) || e == HPE_PAUSED_H2_UPGRADE
+                           ? ERR_VERSION
+                           : ERR_BAD_REQUEST;
+        }
+        return HTTP_ERROR;
+    }
+}
+
+void http_parser_resume(struct http_parser *p) {
+    llhttp_resume(&p->ll);
+}
+
+/* ---- responses ---- */
+
+void http_response_init(struct http_response *r) {
+    memset(r, 0, sizeof *r);
+    buf_init(&r->body, 0); /* grows on first use, then keeps its capacity */
+    buf_init(&r->headers, 0);
+    buf_init(&r->path, 0);
+    http_response_reset(r);
+}
+
+void http_response_destroy(struct http_response *r) {
+    buf_destroy(&r->body);
+    buf_destroy(&r->headers);
+    buf_destroy(&r->path);
+}
+
+void http_response_reset(struct http_response *r) {
+    r->status = 200;
+    r->close = false;
+    r->no_body = false;
+    r->http10 = false;
+    r->head_only = false;
+    r->extra = NULL;
+    r->content_type = NULL;
+    r->lsn = 0;
+    r->head_len = 0;
+    r->route = 0;
+    r->method = 0;
+    r->request_id_len = 0;
+    r->user_id = 0;
+    buf_reset(&r->body);
+    buf_reset(&r->headers);
+    buf_reset(&r->path);
+}
+
+bool http_request_id_ok(struct slice v) {
+    if (v.len == 0 || v.len > HTTP_REQUEST_ID_MAX) return false;
+    for (size_t i = 0; i < v.len; i++) {
+        unsigned char c = (unsigned char)v.ptr[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == ':' || c == '-';
+        if (!ok) return false;
+    }
+    return true;
+}
+
+void http_response_error(struct http_response *r, enum err e, const char *field,
+                         const char *message) {
+    r->status = (uint16_t)err_status(e);
+    r->no_body = false;
+    r->extra = NULL; /* e.g. a 401's WWW-Authenticate, when a 413 replaces it */
+    r->content_type = NULL;
+    buf_reset(&r->body);
+    buf_append_str(&r->body, "{\"Status\":\"error\",\"Error\":{\"Code\":\"");
+    buf_append_str(&r->body, err_code(e));
+    buf_append_str(&r->body, "\",\"Message\":");
+    const char *m = message ? message : err_message(e);
+    json_write_string(&r->body, m, strlen(m));
+    if (field) {
+        buf_append_str(&r->body, ",\"Field\":");
+        json_write_string(&r->body, field, strlen(field));
+    }
+    buf_append_str(&r->body, "}}");
+}
+
+static char date_buf[40];
+static time_t date_at;
+
+const char *http_date(void) {
+    time_t now = time(NULL);
+    if (now != date_at) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(date_buf, sizeof date_buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        date_at = now;
+    }
+    return date_buf;
+}
+
+static size_t put(char *h, const char *s, size_t n) {
+    memcpy(h, s, n);
+    return n;
+}
+
+#define PUT_LIT(h, s) put((h), (s), sizeof(s) - 1)
+
+void http_response_finish(struct http_response *r, bool keep_alive) {
+    /* Hot path: no printf; every piece has a known bound within r->head. */
+    char *h = r->head;
+    size_t n = PUT_LIT(h, "HTTP/1.1 ");
+    h[n++] = (char)('0' + r->status / 100);
+    h[n++] = (char)('0' + r->status / 10 % 10);
+    h[n++] = (char)('0' + r->status % 10);
+    h[n++] = ' ';
+    const char *reason = http_reason(r->status);
+    n += put(h + n, reason, strlen(reason));
+    n += PUT_LIT(h + n, "\r\nDate: ");
+    n += put(h + n, http_date(), 29);
+    n += PUT_LIT(h + n, "\r\n");
+    /* RFC 9110 forbids Content-Length on a 204; every other response has one. */
+    if (!r->no_body) {
+        n += PUT_LIT(h + n, "Content-Type: ");
+        if (r->content_type)
+            n += put(h + n, r->content_type, strlen(r->content_type));
+        else
+            n += PUT_LIT(h + n, "application/json");
+        n += PUT_LIT(h + n, "\r\nContent-Length: ");
+        n += u64_digits(r->body.len, h + n);
+        n += PUT_LIT(h + n, "\r\n");
+    }
+    if (!keep_alive)
+        n += PUT_LIT(h + n, "Connection: close\r\n");
+    else if (r->http10)
+        n += PUT_LIT(h + n, "Connection: keep-alive\r\n");
+    if (r->request_id_len) {
+        /* At most 80 bytes: the head's other lines leave room for it (and extra
+         * falls back to the built lines below when it does not fit). */
+        n += PUT_LIT(h + n, "X-Request-ID: ");
+        n += put(h + n, r->request_id, r->request_id_len);
+        n += PUT_LIT(h + n, "\r\n");
+    }
+    if (r->extra) {
+        size_t len = strlen(r->extra);
+        if (n + len + 2 <= sizeof r->head) {
+            n += put(h + n, r->extra, len);
+        } else {
+            /* Too long for the head: it goes first among the built lines. */
+            size_t had = r->headers.len;
+            buf_reserve(&r->headers, len);
+            buf_commit(&r->headers, len);
+            memmove(r->headers.ptr + len, r->headers.ptr, had);
+            memcpy(r->headers.ptr, r->extra, len);
+        }
+    }
+    /* The built header lines follow the head in the write; the blank line ends them. */
+    if (r->headers.len)
+        buf_append(&r->headers, "\r\n", 2);
+    else
+        n += PUT_LIT(h + n, "\r\n");
+    r->head_len = (uint32_t)n;
+    /* A response to HEAD ends with its head, whatever Content-Length says (RFC 9112 6.3). */
+    if (r->head_only) buf_reset(&r->body);
+}

@@ -1,0 +1,344 @@
+/*
+ * server_pool: the server's memory (see server.h for the policy): kits,
+ * handler states and connection slots on free lists, the idle and warm lists
+ * of connections, and the periodic sweep that gives back what a burst left.
+ *
+ * An idle connection has no kit: its reads land in the server's scratch
+ * buffer and are copied into a kit taken then (a request is a few hundred
+ * bytes). So a burst of closes (EOF on thousands of idle connections) takes
+ * no kits.
+ */
+#include <stdlib.h>
+#include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+#include "common/log.h"
+#include "http/server_internal.h"
+
+#define CONN_SLAB 64     /* connection slots per allocation: idle ones pack densely */
+#define HEADER_KEEP 8192 /* a kit's head buffers larger than this in all are freed */
+
+struct server_slab {
+    struct server_slab *next;
+    uint32_t nfree;
+    struct conn conns[CONN_SLAB];
+};
+
+static void on_sweep(uv_timer_t *t);
+
+/* ---- kits ---- */
+
+static struct server_kit *kit_new(struct server *srv) {
+    struct server_kit *k = xmalloc(sizeof *k);
+    k->next = NULL;
+    k->slots = xcalloc(srv->nslots, sizeof *k->slots);
+    k->state = xcalloc(srv->nslots, 1);
+    for (uint32_t i = 0; i < srv->nslots; i++)
+        http_response_init(&k->slots[i]);
+    http_kept_init(&k->kept);
+    return k;
+}
+
+static void kit_free(struct server *srv, struct server_kit *k) {
+    size_t bytes = sizeof *k + srv->nslots * (sizeof *k->slots + 1) + k->kept.target.cap +
+                   k->kept.authorization.cap + k->kept.fields.cap;
+    for (uint32_t i = 0; i < srv->nslots; i++) {
+        bytes += k->slots[i].body.cap + k->slots[i].headers.cap + k->slots[i].path.cap;
+        http_response_destroy(&k->slots[i]);
+    }
+    http_kept_destroy(&k->kept);
+    free(k->slots);
+    free(k->state);
+    free(k);
+    srv->freed_bytes += bytes;
+}
+
+/* A request starts: the connection gets a kit (the most recently used free one). */
+static void kit_take(struct conn *c) {
+    struct server *srv = c->srv;
+    struct server_kit *k = srv->kits;
+    if (k) {
+        srv->kits = k->next;
+        if (--srv->nkits < srv->kits_low) srv->kits_low = srv->nkits;
+    } else {
+        k = kit_new(srv);
+    }
+    c->kit = k;
+    k->wreq.data = c;
+    c->parser.req.kept = &k->kept;
+    c->head = c->count = c->nwriting = 0;
+    c->roff = c->rlen = 0;
+}
+
+void conn_kit_put(struct conn *c) {
+    struct server *srv = c->srv;
+    struct server_kit *k = c->kit;
+    if (!k) return;
+    c->kit = NULL;
+    c->cur = NULL;
+    c->head = c->count = c->nwriting = 0;
+    c->continue_left = 0;
+    c->roff = c->rlen = 0;
+    c->parser.req.kept = NULL;
+    /* A huge request head stays a rarity: do not keep its buffers around. */
+    struct http_kept *kept = &k->kept;
+    if (kept->target.cap + kept->authorization.cap + kept->fields.cap > HEADER_KEEP) {
+        http_kept_destroy(kept);
+        http_kept_init(kept);
+    }
+    /* No cap here: the sweep frees what the last period did not need. A cap (it was 256)
+     * made 1,024 clients waiting on one sync free and rebuild a kit per request. */
+    k->next = srv->kits;
+    srv->kits = k;
+    srv->nkits++;
+    server__sweep_arm(srv);
+}
+
+/* ---- handler states ---- */
+
+static void state_free(struct server *srv, struct server_state *s) {
+    if (srv->handler.state_destroy) srv->handler.state_destroy(srv->handler.data, s->mem);
+    free(s);
+    srv->freed_bytes += sizeof *s + srv->handler.state_size;
+}
+
+void *conn_state_get(struct conn *c) {
+    struct server *srv = c->srv;
+    if (c->hstate) return c->hstate->mem;
+    struct server_state *s = srv->states;
+    if (s) {
+        srv->states = s->h.next;
+        if (--srv->nstates < srv->states_low) srv->states_low = srv->nstates;
+    } else {
+        s = xcalloc(1, sizeof *s + (srv->handler.state_size ? srv->handler.state_size : 1));
+        if (srv->handler.state_init) srv->handler.state_init(srv->handler.data, s->mem);
+    }
+    /* It may have served another connection: nothing of that one may show. */
+    if (srv->handler.state_reset) srv->handler.state_reset(srv->handler.data, s->mem);
+    c->hstate = s;
+    return s->mem;
+}
+
+void conn_state_put(struct conn *c) {
+    struct server *srv = c->srv;
+    struct server_state *s = c->hstate;
+    if (c->in_warm) {
+        q_remove(&c->wlink);
+        c->in_warm = false;
+    }
+    if (!s) return;
+    c->hstate = NULL;
+    /* Drop what it knows of this connection (its credentials) now, not at reuse. */
+    if (srv->handler.state_reset) srv->handler.state_reset(srv->handler.data, s->mem);
+    s->h.next = srv->states;
+    srv->states = s;
+    srv->nstates++;
+    server__sweep_arm(srv);
+}
+
+/* ---- idle connections ---- */
+
+static bool is_idle(const struct conn *c) {
+    return !c->closing && !c->draining && !c->parser.in_message && c->count == 0 &&
+           c->roff == c->rlen && !c->close_after;
+}
+
+void conn_list_leave(struct conn *c) {
+    if (c->list != LIST_NONE) q_remove(&c->ilink);
+    c->list = LIST_NONE;
+    if (c->in_warm) {
+        q_remove(&c->wlink);
+        c->in_warm = false;
+    }
+}
+
+/*
+ * Called as each libuv callback that touched c returns: a connection with
+ * nothing in progress gives its kit back and joins the idle list (and, if
+ * it holds a handler state, the warm list the sweep releases it from).
+ */
+void conn_settle(struct conn *c) {
+    if (c->list != LIST_NONE || !is_idle(c)) return;
+    struct server *srv = c->srv;
+    conn_kit_put(c);
+    c->idle_at = uv_now(srv->loop);
+    c->list = LIST_IDLE;
+    q_push(&srv->idle, &c->ilink);
+    if (c->hstate) {
+        c->in_warm = true;
+        q_push(&srv->warm, &c->wlink);
+        server__sweep_arm(srv);
+    }
+}
+
+void conn_wake(struct conn *c, size_t n) {
+    conn_list_leave(c);
+    kit_take(c);
+    memcpy(c->kit->rbuf, c->srv->scratch, n);
+}
+
+/* ---- connection slots ---- */
+
+static void slab_new(struct server *srv) {
+    struct server_slab *sl = xmalloc(sizeof *sl);
+    sl->next = srv->slabs;
+    srv->slabs = sl;
+    sl->nfree = CONN_SLAB;
+    for (uint32_t i = 0; i < CONN_SLAB; i++) {
+        struct conn *c = &sl->conns[i];
+        memset(c, 0, sizeof *c);
+        c->srv = srv;
+        c->slab = sl;
+        /* The parser's header buffers come with a kit: none while idle. */
+        http_parser_init(&c->parser, &srv->limits, &server__parser_events, c);
+        http_parser_destroy(&c->parser);
+        q_push(&srv->free_conns, &c->link);
+    }
+    srv->nfree_conns += CONN_SLAB;
+}
+
+struct conn *server__conn_get(struct server *srv) {
+    if (q_empty(&srv->free_conns)) slab_new(srv);
+    struct conn *c = CONN_OF(srv->free_conns.next, link);
+    q_remove(&c->link);
+    if (--srv->nfree_conns < srv->free_low) srv->free_low = srv->nfree_conns;
+    c->slab->nfree--;
+    http_parser_reset(&c->parser);
+    c->kit = NULL;
+    c->hstate = NULL;
+    c->cur = NULL;
+    c->next_waiting = NULL;
+    q_init(&c->ilink);
+    q_init(&c->wlink);
+    c->list = LIST_NONE;
+    c->roff = c->rlen = 0;
+    c->head = c->count = c->nwriting = 0;
+    c->continue_left = 0;
+    c->drained = 0;
+    c->timing = c->reading = c->paused = c->close_after = c->closing = c->discard = false;
+    c->in_waiting = c->in_warm = c->draining = c->lingering = c->eof = false;
+    c->io.handle.data = c->timer.data = c;
+    return c;
+}
+
+void conn_release(struct conn *c) {
+    struct server *srv = c->srv;
+    c->gen++;
+    /* A write in flight was cancelled before the close callback: the kit is unused. */
+    conn_kit_put(c);
+    conn_state_put(c);
+    q_remove(&c->link);
+    q_push(&srv->free_conns, &c->link);
+    srv->nfree_conns++;
+    c->slab->nfree++;
+    server__sweep_arm(srv);
+}
+
+/* ---- the sweep ---- */
+
+void server__sweep_arm(struct server *srv) {
+    if (!uv_is_active((uv_handle_t *)&srv->sweep_timer) && !srv->shutting_down)
+        uv_timer_start(&srv->sweep_timer, on_sweep, SERVER_SWEEP_MS, SERVER_SWEEP_MS);
+}
+
+/* Frees the free slabs beyond the spare slots the last period did not use;
+ * returns how many free slabs stay. */
+static uint32_t sweep_slabs(struct server *srv) {
+    uint32_t spare = srv->free_low;
+    uint32_t empty = 0;
+    for (struct server_slab **p = &srv->slabs; *p;) {
+        struct server_slab *sl = *p;
+        if (sl->nfree < CONN_SLAB) {
+            p = &sl->next;
+            continue;
+        }
+        if (spare < CONN_SLAB) {
+            empty++;
+            p = &sl->next;
+            continue;
+        }
+        for (uint32_t i = 0; i < CONN_SLAB; i++)
+            q_remove(&sl->conns[i].link);
+        srv->nfree_conns -= CONN_SLAB;
+        spare -= CONN_SLAB;
+        *p = sl->next;
+        free(sl);
+        srv->freed_bytes += sizeof *sl;
+    }
+    srv->free_low = srv->nfree_conns;
+    return empty;
+}
+
+/*
+ * Once a period: idle connections give their handler state back after
+ * SERVER_SWEEP_MS, and the free lists give back to the heap what they did
+ * not need during the last period (the fewest free entries seen since the
+ * last sweep were never taken), so a burst's memory goes but a steady load
+ * keeps cycling the same kits (its free lists' low-water marks stay near
+ * zero, so it frees nothing). After a release the heap is trimmed: freed
+ * blocks sit between live ones (connection slabs, records), where free()
+ * alone cannot return them. At most once a period, and only after a
+ * release, since malloc_trim walks every free chunk.
+ */
+static void on_sweep(uv_timer_t *t) {
+    struct server *srv = t->data;
+    uint64_t now = uv_now(srv->loop);
+
+    /* First, so that states given back now are freed at the next sweep if unused. */
+    while (!q_empty(&srv->warm)) {
+        struct conn *c = CONN_OF(srv->warm.next, wlink);
+        if (now - c->idle_at < SERVER_SWEEP_MS) break;
+        conn_state_put(c);
+    }
+
+    for (uint32_t n = srv->kits_low; n > 0 && srv->kits; n--) {
+        struct server_kit *k = srv->kits;
+        srv->kits = k->next;
+        srv->nkits--;
+        kit_free(srv, k);
+    }
+    srv->kits_low = srv->nkits;
+    for (uint32_t n = srv->states_low; n > 0 && srv->states; n--) {
+        struct server_state *s = srv->states;
+        srv->states = s->h.next;
+        srv->nstates--;
+        state_free(srv, s);
+    }
+    srv->states_low = srv->nstates;
+    uint32_t empty = sweep_slabs(srv);
+
+#ifdef __GLIBC__
+    if (srv->freed_bytes > 0) {
+        malloc_trim(0);
+        LOG(LOG_DEBUG, "returned idle memory: ~%zu KiB freed since the last trim",
+            srv->freed_bytes / 1024);
+        srv->freed_bytes = 0;
+    }
+#endif
+    if (q_empty(&srv->warm) && !srv->kits && !srv->states && !empty) uv_timer_stop(t);
+}
+
+void server__pool_destroy(struct server *srv) {
+    while (srv->kits) {
+        struct server_kit *k = srv->kits;
+        srv->kits = k->next;
+        kit_free(srv, k);
+    }
+    while (srv->states) {
+        struct server_state *s = srv->states;
+        srv->states = s->h.next;
+        state_free(srv, s);
+    }
+    /* Slabs with open connections (no shutdown) stay: libuv still knows their handles. */
+    for (struct server_slab **p = &srv->slabs; *p;) {
+        struct server_slab *sl = *p;
+        if (sl->nfree < CONN_SLAB) {
+            p = &sl->next;
+            continue;
+        }
+        *p = sl->next;
+        free(sl);
+    }
+}

@@ -1,0 +1,213 @@
+/*
+ * db: the data layer: the index and the log behind it. Every change goes
+ * through db_put/db_delete: encode the frame, append it to the store, apply
+ * it to the index. The same frames replay into the same index at the next
+ * start.
+ *
+ * Until the store acknowledges a change (in "always" mode: until the
+ * fdatasync that covers it returns), db keeps what the change replaced, so
+ * that a failed batch is undone exactly: the records it created are removed,
+ * the ones it replaced or deleted come back. Nothing else in memory moves,
+ * and nothing is freed that a request may still hold: requests hold ids,
+ * never record pointers across loop turns.
+ *
+ * Ids are reserved ahead of use in blocks with a REC_NEXT_ID frame that is
+ * synced before any id of its block is handed out (in "always" mode the
+ * covering sync does that), so an id is never handed out twice, even after
+ * a crash that lost acknowledged records in "interval" or "never" mode. A
+ * clean close gives back the unused rest of the block.
+ *
+ * A shard (node id N > 0) hands out ids of its own range only (record.h).
+ * The node id is recorded durably in the log (a REC_NODE frame, written by
+ * the first open under that node id, kept by compaction), and the
+ * directory refuses to open under any other node id.
+ *
+ * Acknowledgements go up through db_ack_cb, which the assembly (app) wires
+ * to the server: db knows nothing of connections.
+ *
+ * Threading: loop thread only.
+ */
+#ifndef EVENTD_DB_H
+#define EVENTD_DB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "storage/index.h"
+#include "storage/store.h"
+
+#define DB_ID_BLOCK 65536u /* ids reserved by one synced REC_NEXT_ID frame */
+
+/*
+ * Called when every LSN <= lsn is acknowledged (status 0), or after a
+ * failed batch (status -errno): then every LSN > lsn was lost and has been
+ * undone in the index, and responses waiting for such an LSN must fail.
+ */
+typedef void (*db_ack_cb)(void *ctx, uint64_t lsn, int status);
+
+/* Called when a compaction ends: status 0 or -errno. */
+typedef void (*db_compact_cb)(void *ctx, int status);
+
+struct db_undo {
+    uint64_t lsn;       /* the change's LSN */
+    uint64_t id;        /* the record it changed */
+    struct record *old; /* what the change replaced (owned), or NULL if id was absent */
+};
+
+/*
+ * The server-wide guard (db_room): writes that add data are refused while
+ * the live data is over max_live_bytes or the data directory's filesystem
+ * has less than min_free_disk free, before memory or the disk runs out.
+ * The free space is read with fstatvfs at most every DB_DISK_CHECK_MS (when
+ * a write asks); in between, what this process appended since is taken off
+ * the last reading, so eventd's own writes count at once.
+ */
+#define DB_DISK_CHECK_MS 1000
+struct db_guard {
+    uint64_t max_live_bytes;    /* 0: no limit */
+    uint64_t min_free_disk;     /* bytes; 0: not checked */
+    uint64_t free_at_check;     /* bytes free for us at the last reading */
+    uint64_t appended_at_check; /* db->appended then */
+    uint64_t checked_ms;        /* uv_now then */
+    bool checked;               /* a reading was taken */
+    bool warned;                /* the refusal was logged since the guard last let writes in */
+};
+
+struct db {
+    uv_loop_t *loop;
+    struct store store;
+    struct index index;
+    struct buf scratch;   /* frame payloads being encoded */
+    struct db_undo *undo; /* changes not yet acknowledged, oldest first, from undo_head */
+    size_t undo_head, undo_len, undo_cap;
+    uint64_t visible_lsn;   /* LSN of the last change the index shows */
+    uint64_t id_reserved;   /* ids below this are reserved by a frame in the log */
+    uint64_t id_durable;    /* ... by a frame known to be on disk */
+    uint64_t id_frame_lsn;  /* LSN of the newest reservation frame */
+    uint64_t id_frame_next; /* ... and the value it reserves up to */
+    db_ack_cb on_ack;
+    void *ack_ctx;
+    /* compaction */
+    uv_idle_t compact_idle;        /* drives the snapshot, one slice per loop iteration */
+    uint64_t compact_next;         /* next id to snapshot */
+    uint64_t compact_end;          /* ids below this are in the snapshot */
+    uint64_t compact_foreign_next; /* then: next id of index.foreign to snapshot */
+    bool compacting;
+    int compact_status; /* outcome of the last compaction: 0 or -errno */
+    uint64_t stats_compactions_ok, stats_compactions_failed; /* finished compactions */
+    db_compact_cb on_compacted;
+    void *compact_ctx;
+    uint64_t compact_now_s; /* Unix time the compaction began (key expiry), s */
+    uint32_t idem_ttl_s;    /* idempotency keys live this long, s */
+    bool open;
+    uint64_t appended; /* frame bytes this process appended to the log */
+    struct db_guard guard;
+};
+
+/*
+ * Opens the data directory (taking its lock), replays the log into the
+ * index, checks or records node_id (0: unsharded, else 1..RECORD_NODE_MAX)
+ * and reserves the first block of ids. A directory recorded under another
+ * node id, or one holding data of node 0 (no REC_NODE frame) opened as
+ * node N > 0, is refused. Returns 0, or -1 after writing the reason (naming
+ * the directory, the damaged offset or both node ids) to msg.
+ */
+int db_open(struct db *db, uv_loop_t *loop, const char *dir, const struct store_opts *opts,
+            uint32_t node_id, char *msg, size_t msg_len);
+/*
+ * Flushes (giving back unused reserved ids), closes the store and frees the
+ * index; the loop must then run until the closed handles' callbacks ran.
+ * Returns 0 or the -errno of the last flush.
+ */
+int db_close(struct db *db);
+
+/* Where acknowledgements go. ctx is the caller's; cb may be NULL. */
+void db_on_ack(struct db *db, db_ack_cb cb, void *ctx);
+
+/* 0 if writes are accepted, or the -errno of the disk failure in progress. */
+static inline int db_writable(const struct db *db) {
+    return store_failing(&db->store);
+}
+
+/* Sets the guard's thresholds (struct db_guard; 0 turns a check off). */
+void db_set_guard(struct db *db, uint64_t max_live_bytes, uint64_t min_free_disk);
+/*
+ * 0 when a write that adds data may go ahead, -ENOMEM when the live data
+ * is at max_live_bytes, -ENOSPC when the free disk is below min_free_disk.
+ * Deletions never ask: they free space. A system call at most every
+ * DB_DISK_CHECK_MS, else a few comparisons.
+ */
+int db_room(struct db *db);
+
+/*
+ * The next id for a new record. Returns 0, -ERANGE when the node's id space
+ * (2^43 ids for a shard, 2^53 unsharded) is used up, or -EAGAIN when the next reserved block is not
+ * yet on disk (only on a disk slower than a block of creates: answer 503, retry).
+ */
+int db_take_id(struct db *db, uint64_t *id);
+
+/* Appends a record (insert or replace) and applies it; takes ownership of r. Returns its LSN. */
+uint64_t db_put(struct db *db, struct record *r);
+/*
+ * Appends a created record r and its idempotency key (a REC_IDEM record of
+ * the same user) in one REC_KEYED frame and applies both; takes ownership
+ * of both. They become durable, or are undone, together. Returns the LSN.
+ */
+uint64_t db_put_keyed(struct db *db, struct record *r, struct record *key);
+/* True while a change of id waits for its acknowledgement (an fdatasync in "always"). */
+bool db_unacked(const struct db *db, uint64_t id);
+
+/*
+ * Idempotency keys are kept at least ttl_s seconds from their creation
+ * (--idempotency-ttl-s), then forgotten: ignored by lookups at once,
+ * dropped from memory and the log by the next compaction.
+ */
+#define DB_IDEM_TTL_S 86400u
+void db_set_idem_ttl(struct db *db, uint32_t ttl_s);
+/* Key k (a REC_IDEM record) is past its time at Unix time now_s. */
+static inline bool db_idem_expired(const struct db *db, const struct record *k, uint64_t now_s) {
+    return record_get(k, IDEM_CREATED).i + db->idem_ttl_s <= now_s;
+}
+
+/* Appends a deletion of id and applies it. Returns its LSN. */
+uint64_t db_delete(struct db *db, uint64_t id);
+/*
+ * Creates or replaces user id: its name, the hash of its API key (empty: no
+ * key) and the Argon2id hash of its password (empty: none). The slices are
+ * copied; a replaced user keeps its own quota limits. Returns its LSN.
+ */
+uint64_t db_put_account(struct db *db, uint64_t id, struct slice name, struct slice key_hash,
+                        struct slice password_hash);
+/*
+ * Replaces user id (which must exist) with its own quota limits set: field
+ * USER_MAX_RECORDS and USER_MAX_BYTES values as stored (record.h: limit + 1,
+ * 0 for the server's default). Returns its LSN.
+ */
+uint64_t db_put_user_limits(struct db *db, uint64_t id, uint64_t max_records, uint64_t max_bytes);
+/* The id of the admin token named name, or 0. */
+uint64_t db_admin_token(const struct db *db, const char *name);
+/* Creates or replaces user id with this name and the hash of key, keeping its password. */
+uint64_t db_put_user(struct db *db, uint64_t id, const char *name, const char *key);
+
+/*
+ * The record with this id, or NULL. Valid until the next db_put/db_delete
+ * of that id, or the undo of a failed batch: never keep it across loop turns.
+ */
+static inline const struct record *db_get(const struct db *db, uint64_t id) {
+    return index_get(&db->index, id);
+}
+
+/* The LSN a response must wait for to show no change that could still be lost. */
+static inline uint64_t db_visible_lsn(const struct db *db) {
+    return db->visible_lsn;
+}
+
+/* Starts an online compaction (no-op if one runs). Returns 0 or -errno. cb may be NULL. */
+int db_compact_start(struct db *db, db_compact_cb cb, void *ctx);
+/* Starts one if the log is over ratio x the live data and at least min_bytes (ratio 0: never). */
+void db_maybe_compact(struct db *db, double ratio, uint64_t min_bytes);
+/* Offline compaction of an open db that is not serving: runs the loop until done. 0 or -errno. */
+int db_compact_now(struct db *db);
+
+#endif

@@ -1,0 +1,175 @@
+/*
+ * index: the in-memory state rebuilt from the log: id -> record, each
+ * user's records of each kind in id order, users by name, idempotency keys
+ * by user and key, the next id, and the event links (a theme's or address's
+ * EventID).
+ *
+ * The index owns every record in it. index_apply has the store_apply_cb
+ * shape, so replay feeds the log straight into it; the live server applies
+ * the same frames it appends, so memory and log can never disagree.
+ */
+#ifndef EVENTD_INDEX_H
+#define EVENTD_INDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage/record.h"
+
+struct id_list {
+    uint64_t *ids; /* ascending */
+    uint32_t len;
+    uint32_t cap;
+};
+
+/* The position of the first id >= id in l (l->len when there is none). */
+uint32_t id_list_lower_bound(const struct id_list *l, uint64_t id);
+
+struct owner; /* one user's record lists */
+
+/* A table slot keeps the id beside the pointer, so probing never touches a record. */
+struct index_slot {
+    uint64_t id;
+    struct record *r; /* NULL empty, or the tombstone mark of a deleted slot (index.c) */
+};
+
+/*
+ * The id table is split in INDEX_SHARDS open-addressing tables by hash, so
+ * that growing one rehashes 1/256 of the records: a pause of microseconds to
+ * a millisecond or two, never a whole-table stop.
+ */
+#define INDEX_SHARDS 256
+#define INDEX_KINDS 8 /* record types are below this (record.h) */
+
+struct index_shard {
+    struct index_slot *slots;
+    uint32_t cap;   /* power of two */
+    uint32_t count; /* live records */
+    uint32_t used;  /* live + tombstones */
+};
+
+/* Ids by the hash of a name (index.c): users by name, idempotency keys by user and key. */
+struct name_entry {
+    uint64_t id;   /* 0 empty */
+    uint64_t hash; /* of the name (and user) */
+};
+struct name_table {
+    struct name_entry *slots;
+    size_t cap;  /* power of two */
+    size_t used; /* live + deleted marks */
+};
+
+struct index {
+    struct index_shard shards[INDEX_SHARDS];
+    size_t count;            /* live records */
+    size_t events;           /* live events: without any, no EventID needs relinking */
+    struct name_table names; /* users by name */
+    struct name_table keys;  /* REC_IDEM records by user and key */
+    struct owner *owners;    /* by user id, open addressing */
+    size_t owners_cap;
+    size_t owners_count;
+    uint64_t next_id;  /* above every id of this node seen; never goes down */
+    uint64_t id_floor; /* replay: the last REC_NEXT_ID frame (ids below it may be taken) */
+    uint64_t id_min;   /* the ids this node hands out: id_min..id_max (record.h) */
+    uint64_t id_max;
+    uint32_t node_id;           /* from a REC_NODE frame; 0 without one */
+    bool node_recorded;         /* a REC_NODE frame was applied */
+    bool written;               /* a record or a deletion was applied: the log holds data */
+    struct id_list foreign;     /* ids of records outside id_min..id_max (imported), ascending */
+    uint64_t live_bytes;        /* encoded payload bytes of live records (frames included) */
+    struct index_slot *scratch; /* a shard's live slots while it grows */
+    size_t scratch_cap;
+    /* The same two by record type (enum rec_type below INDEX_KINDS), for /metrics. */
+    uint64_t kind_count[INDEX_KINDS];
+    uint64_t kind_bytes[INDEX_KINDS];
+};
+
+void index_init(struct index *ix);
+void index_destroy(struct index *ix);
+
+/* Applies one log frame. Returns 0, or -1 if the payload is malformed. */
+int index_apply(void *ix, uint8_t type, const uint8_t *payload, size_t len);
+
+/*
+ * Inserts or replaces; takes ownership of r. Returns the record it replaced
+ * (now the caller's, to free with record_free or to put back later), or NULL.
+ */
+struct record *index_swap(struct index *ix, struct record *r);
+/* index_swap, freeing the replaced record. */
+void index_put(struct index *ix, struct record *r);
+/* Removes the record and returns it (now the caller's), or NULL if absent. */
+struct record *index_remove(struct index *ix, uint64_t id);
+/* index_remove, freeing the record; returns 0 or -1 if absent. */
+int index_delete(struct index *ix, uint64_t id);
+/*
+ * The record with this id, or NULL. Valid until the next put, swap or
+ * removal of that id (including a db undo): never keep it across loop turns.
+ */
+struct record *index_get(const struct index *ix, uint64_t id);
+/* The user with this name, or NULL. Valid as index_get's result. */
+struct record *index_user_by_name(const struct index *ix, const char *ptr, size_t len);
+
+/* The user's REC_IDEM record with this key, or NULL. Valid as index_get's result. */
+struct record *index_idem_get(const struct index *ix, uint64_t user_id, const char *ptr,
+                              size_t len);
+
+/* A user's ids of one kind, ascending; an empty list when none. Valid until
+ * the next change of the index. */
+const struct id_list *index_owned(const struct index *ix, uint64_t user_id, uint8_t type);
+
+/*
+ * What a user's quota counts (docs/ACCOUNTS.md): its live records of the
+ * kinds record_type_in_quota names, and the sum of their record_size. Kept
+ * up to date by every put, swap and removal (replay and undo included), so
+ * reading it is one lookup.
+ */
+struct index_usage {
+    uint64_t records;
+    uint64_t bytes;
+};
+struct index_usage index_usage(const struct index *ix, uint64_t user_id);
+
+/*
+ * Makes node the owner of this index's id space (record.h): next_id moves
+ * into node's range, and from now on only ids in that range raise it, so
+ * records imported from other nodes keep their ids without taking this
+ * node's. Called by replay for a REC_NODE frame and by db for a new shard.
+ */
+void index_set_node(struct index *ix, uint32_t node);
+
+/* Hands out the next id (<= id_max) or 0 when the node's id space is used up. */
+uint64_t index_take_id(struct index *ix);
+
+/*
+ * Sizes every shard's table for about `records` records, so that they arrive
+ * without the table growing (each growth rehashes and moves it). Only ever
+ * grows a table. Replay calls it once it can estimate the log's records.
+ */
+void index_reserve(struct index *ix, size_t records);
+
+/*
+ * Replay's apply callback (store_replay's ctx: a struct index_replay with
+ * ix and the log's size set, the rest zero): index_apply, and after the
+ * first INDEX_SIZING_FRAMES frames, whose mean size estimates how many the
+ * whole file holds, index_reserve for that many. Growing the index shard by
+ * shard as records arrive rehashed and moved every table several times: a
+ * quarter of replay's time. Frames that delete or replace make the estimate
+ * high, by at most what compaction leaves dead; later frames larger than the
+ * first ones make it high too, but then the records are larger in
+ * proportion, and the index's resident pages stay under 256 B per record (a
+ * 4 KiB page per run of 16 ids) whatever the tables' size.
+ */
+#define INDEX_SIZING_FRAMES 4096
+struct index_replay {
+    struct index *ix;
+    uint64_t file_bytes;  /* the log's size */
+    uint64_t frames;      /* frames seen, up to INDEX_SIZING_FRAMES */
+    uint64_t frame_bytes; /* their bytes, headers included */
+};
+int index_replay_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len);
+
+/* Recomputes every theme's and address's EventID from the events (after replay). */
+void index_relink(struct index *ix);
+
+#endif

@@ -1,0 +1,281 @@
+/*
+ * record: the record kinds (users, themes, addresses, events), their field
+ * tables, defaults, validation and the compact binary payload used in the
+ * log. Pure: no I/O, no JSON.
+ *
+ * A record is one immutable allocation: the header, one value per field of
+ * its kind, then the bytes of its strings. An update builds a new record and
+ * swaps it into the index, so a record can be read (or snapshotted by a
+ * compaction) without locks or copies. Only event_id, derived from the events
+ * that link a theme or address, is changed in place by the index.
+ *
+ * Log payload of a record: varint id, varint user_id, varint field count,
+ * then each field in table order (string/colour/bytes: varint length + bytes;
+ * int: varint; double: 8 bytes IEEE-754 little-endian; bool: 1 byte). A
+ * reader fills fields beyond the stored count with defaults, so fields can be
+ * appended to a kind without breaking old logs.
+ */
+#ifndef EVENTD_RECORD_H
+#define EVENTD_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+
+/* Log frame types. 1..4 carry a whole record of that kind (insert or replace). */
+enum rec_type {
+    REC_USER = 1,
+    REC_THEME = 2,
+    REC_ADDRESS = 3,
+    REC_EVENT = 4,
+    REC_SESSION = 5,  /* a signed-in browser session of the account site */
+    REC_ADMIN = 6,    /* an admin API token */
+    REC_IDEM = 7,     /* an Idempotency-Key of a create and its first answer (see below) */
+    REC_DELETE = 16,  /* payload: varint id */
+    REC_NEXT_ID = 17, /* payload: varint next id (written by compaction) */
+    REC_NODE = 18,    /* payload: varint node id (1..RECORD_NODE_MAX); see below */
+    REC_KEYED = 19,   /* a create and its REC_IDEM key in one frame: see record_keyed_encode */
+};
+#define REC_KIND_MAX 7
+
+/* Users and admin tokens belong to no user (user_id 0); every other record to one. */
+static inline bool record_type_is_system(uint8_t type) {
+    return type == REC_USER || type == REC_ADMIN;
+}
+
+/* The kinds a user's quota counts (docs/ACCOUNTS.md): its data, not its sessions. */
+static inline bool record_type_in_quota(uint8_t type) {
+    return type == REC_THEME || type == REC_ADDRESS || type == REC_EVENT;
+}
+
+/* Largest id handed out: ids must stay exact in a JavaScript number. */
+#define RECORD_ID_MAX ((UINT64_C(1) << 53) - 1)
+
+/*
+ * Shards (--node-id): node N in 1..RECORD_NODE_MAX hands out ids
+ * N * 2^43 .. (N + 1) * 2^43 - 1 only: 10 bits of node above 43 bits of
+ * sequence (8.8e12 ids per node), so ids stay unique across shards and
+ * below 2^53. Node 0 is the unsharded server: ids 1..RECORD_ID_MAX, as
+ * before node ids existed. A data directory of node N > 0 starts with a
+ * REC_NODE frame; one without it is node 0's.
+ */
+#define RECORD_NODE_SHIFT 43
+#define RECORD_NODE_MAX 1023u
+/* The first and last id node hands out. */
+static inline uint64_t record_node_id_min(uint32_t node) {
+    return node ? (uint64_t)node << RECORD_NODE_SHIFT : 1;
+}
+static inline uint64_t record_node_id_max(uint32_t node) {
+    return node ? ((uint64_t)(node + 1) << RECORD_NODE_SHIFT) - 1 : RECORD_ID_MAX;
+}
+
+/*
+ * The one id parser (path ids, list cursors, ids in bodies): decimal, no
+ * sign or leading zero, 1..RECORD_ID_MAX. Returns 0 with *out set, or -1.
+ */
+int record_parse_id(const char *ptr, size_t len, uint64_t *out);
+
+enum field_type {
+    FT_STR,    /* UTF-8 text, limited to the configured length */
+    FT_COLOR,  /* six hex digits, no '#', case kept */
+    FT_REF,    /* id of another record (0: none) */
+    FT_DOUBLE, /* finite number within [min, max] */
+    FT_BOOL,
+    FT_BYTES, /* binary, never shown (a user's key hash) */
+    FT_INT,   /* unsigned integer, never taken from JSON (a session's expiry) */
+};
+
+enum field_flags {
+    FF_INPUT = 1,    /* settable by create and update */
+    FF_OUTPUT = 2,   /* shown in responses */
+    FF_NONEMPTY = 4, /* FT_STR: "" is refused */
+};
+
+struct field {
+    const char *name;
+    uint8_t type;     /* enum field_type */
+    uint8_t flags;    /* enum field_flags */
+    uint16_t max_len; /* FT_STR: a tighter limit than the configured one, 0 for none */
+    const char *def;  /* FT_STR, FT_COLOR default */
+    double min, max;  /* FT_DOUBLE range */
+};
+
+#define RECORD_MAX_FIELDS 32
+
+struct kind_desc {
+    const char *name; /* JSON wrapper key: "Theme" */
+    const char *path; /* path segment: "theme"; NULL for kinds the API does not serve */
+    uint8_t type;     /* enum rec_type */
+    uint8_t nfields;
+    bool has_event; /* responses show EventID */
+    const struct field *fields;
+};
+
+union value {
+    struct {
+        const char *ptr;
+        uint32_t len;
+    } s;
+    uint64_t i;
+    double d;
+    bool b;
+};
+
+/*
+ * A record: the header, then one 8-byte cell for each field whose value is
+ * not the field's default (in table order; `set` says which), then the bytes
+ * of its strings. A field at its default takes no space at all: a record of
+ * defaults is its header only, and strings that are the default point at the
+ * static one. Read the fields with record_get (or record_ref for an id):
+ * the cells are a compact encoding, not union values.
+ */
+struct record {
+    uint64_t id;
+    uint64_t user_id;
+    uint64_t event_id;  /* themes, addresses: the event that links it, 0 if none (derived) */
+    uint32_t set;       /* bit i: field i has a cell (is not its default) */
+    uint8_t type;       /* enum rec_type */
+    uint8_t slab_class; /* the allocator's (slab.h): what record_free gives back */
+    uint16_t size16;    /* record_size when below 0xFFFF (it is computed otherwise) */
+    uint64_t cell[];    /* one per bit of set, in field order; string bytes follow */
+};
+
+/* Field i of r (of r's kind), as a value: strings point into r or at static
+ * defaults, NUL-terminated, valid as long as r. */
+union value record_get(const struct record *r, int i);
+/* Every field of r, as record_get gives them, into vals[0 .. nfields). */
+void record_values(const struct record *r, union value *vals);
+/* Field i of r, known to be an FT_REF: the id (0, the default, when unset). */
+static inline uint64_t record_ref(const struct record *r, int i) {
+    return r->set >> i & 1 ? record_get(r, i).i : 0;
+}
+/* Bytes of r's log payload (an estimate within a few bytes), for compaction accounting. */
+uint32_t record_size(const struct record *r);
+/* record_size of the record that record_build(k, any id, any user, vals) would give. */
+uint32_t record_size_of(const struct kind_desc *k, const union value *vals);
+
+/* The descriptor of a record type, or NULL if the type is not a record kind.
+ * Descriptors and field tables are static: valid forever. */
+const struct kind_desc *record_kind(uint8_t type);
+/* The descriptor whose path segment is ptr/len ("theme"), or NULL. */
+const struct kind_desc *record_kind_by_path(const char *ptr, size_t len);
+/* Index of a field by its JSON name, or -1. */
+int record_field_index(const struct kind_desc *k, const char *ptr, size_t len);
+
+/* Derived once per kind from the tables: name lengths, the JSON member
+ * prefix ,"Name": of each field, and the default values. */
+struct field_meta {
+    uint8_t name_len;
+    uint8_t key_len; /* of key */
+    char key[44];    /* ,"Name": */
+};
+/* The metadata of k's fields, in table order: static, valid forever. */
+const struct field_meta *record_field_meta(const struct kind_desc *k);
+
+/* Fills vals with the defaults of every field of k (strings are static). */
+void record_defaults(const struct kind_desc *k, union value *vals);
+
+/*
+ * Builds a record in one allocation, copying every string of vals that is
+ * not the field's default. The caller owns the result (free with
+ * record_free, or hand it to the index). Records come from one slab
+ * (slab.h): build and free them on one thread, the loop's.
+ */
+struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t user_id,
+                            const union value *vals);
+void record_free(struct record *r);
+/* Records built and not freed, and bytes mapped for them (for the tests). */
+size_t record_live(void);
+size_t record_mapped(void);
+
+/* Appends the log payload of r to out. */
+void record_encode(const struct record *r, struct buf *out);
+/* Decodes a payload of the given type into a new record (the caller's; its
+ * strings are copied, p is not kept); NULL when it is malformed. */
+struct record *record_decode(uint8_t type, const uint8_t *p, size_t len);
+
+/*
+ * Checks v as a value of field i of kind k: the one place where a field's
+ * value is validated (the JSON decoder converts types and calls this for
+ * every field it keeps). max_string is the limit of text fields that have
+ * none of their own (--max-string-bytes). Returns NULL when fine, else a
+ * static reason naming the field, e.g. "Lat must be within [-90, 90]", for
+ * the JSON error message: valid until a check with another max_string.
+ */
+const char *record_check_value(const struct kind_desc *k, int i, const union value *v,
+                               uint32_t max_string);
+/* Strict UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF). */
+bool record_utf8_valid(const char *ptr, size_t len);
+
+/* Field ids used by handlers (indexes into the tables). */
+enum { USER_NAME, USER_KEY_HASH, USER_PASSWORD_HASH, USER_MAX_RECORDS, USER_MAX_BYTES };
+/*
+ * A user's own quota limit (USER_MAX_RECORDS, USER_MAX_BYTES) is stored as
+ * limit + 1, so that the field's default, 0, means "the server's default"
+ * (and users of logs older than these fields have it); a limit of 0 means
+ * no limit, as for the server-wide settings.
+ */
+#define RECORD_LIMIT_MAX RECORD_ID_MAX /* largest own limit: exact in a JavaScript number */
+/* The limit in effect for field i of user u, given the server's default. */
+static inline uint64_t record_user_limit(const struct record *u, int i, uint64_t server_default) {
+    uint64_t own = record_get(u, i).i;
+    return own ? own - 1 : server_default;
+}
+enum { SESSION_TOKEN_HASH, SESSION_EXPIRES, SESSION_CSRF };
+enum { ADMIN_NAME, ADMIN_TOKEN_HASH };
+/*
+ * An Idempotency-Key (docs/STORAGE.md "Idempotency keys"): a record of kind
+ * REC_IDEM owned by the user that sent it, with an id of its own. It holds
+ * the key, a hash of what was asked (the path's kind and the body), when it
+ * was made, and the first answer (status and body), replayed byte for byte.
+ */
+enum { IDEM_KEY, IDEM_REQUEST_HASH, IDEM_CREATED, IDEM_STATUS, IDEM_ANSWER, IDEM_RECORD_ID };
+#define IDEM_KEY_MAX 255   /* bytes of a key: printable ASCII, no space */
+#define IDEM_HASH_BYTES 16 /* BLAKE2b-128 of the request */
+
+/*
+ * A REC_KEYED payload: varint type of the created record, varint length of
+ * its payload, that payload, then the key record's payload. One frame, so
+ * that the key and the record it created are durable together or not at all.
+ * record_keyed_encode appends it to out; record_keyed_split finds the two
+ * parts of p (0, or -1 when malformed).
+ */
+void record_keyed_encode(const struct record *r, const struct record *key, struct buf *out);
+int record_keyed_split(const uint8_t *p, size_t len, uint8_t *type, const uint8_t **rec,
+                       size_t *rec_len, const uint8_t **key, size_t *key_len);
+enum {
+    THEME_NAME,
+    THEME_LOGO,
+    THEME_BACKGROUND_IMAGE,
+    THEME_SECONDARY_IMAGE,
+    THEME_PAGE_BG,
+    THEME_HEADER_BG,
+    THEME_HEADER_TEXT,
+    THEME_TEXT_HEADINGS,
+    THEME_SMALL_HEADING,
+    THEME_STATUS
+};
+enum {
+    ADDR_NAME,
+    ADDR_LINE1,
+    ADDR_LINE2,
+    ADDR_LINE3,
+    ADDR_LINE4,
+    ADDR_CITY,
+    ADDR_STATE,
+    ADDR_COUNTRY,
+    ADDR_POST,
+    ADDR_LON,
+    ADDR_LAT,
+    ADDR_SHOW_MAP,
+    ADDR_TYPE,
+    ADDR_STATUS
+};
+enum { EVENT_NAME, EVENT_THEME_ID, EVENT_ADDRESS_ID, EVENT_STATUS };
+
+extern const struct kind_desc record_user, record_theme, record_address, record_event,
+    record_session, record_admin, record_idem;
+
+#endif

@@ -1,0 +1,83 @@
+/*
+ * store internals shared by store.c (the state machine: batches, LSNs,
+ * failure episodes, compaction) and store_sync.c (how a batch reaches the
+ * disk: the one replaceable piece). Not for other modules.
+ */
+#ifndef EVENTD_STORE_INTERNAL_H
+#define EVENTD_STORE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/buf.h"
+#include "storage/store.h"
+
+enum job_kind { JOB_LOG, JOB_COMPACT };
+
+struct store_batch {
+    uv_work_t req;
+    struct store *s; /* read on the loop thread only */
+    enum job_kind kind;
+    /* done/cv let store_flush_sync wait for the body without running the loop,
+     * which it may not do: it is called from loop callbacks. */
+    uv_mutex_t mu;
+    uv_cond_t cv;
+    bool done;   /* the body has returned its results */
+    bool reaped; /* finished on the loop already; the after-work callback only frees */
+    /* log part */
+    int fd;
+    struct buf data; /* frames for eventd.log */
+    uint64_t
+        start_size;    /* bytes in eventd.log before this write: a failed write is cut back here */
+    uint64_t last_lsn; /* LSN of the last frame in data, or the last one written */
+    uint64_t sync_cut_size; /* bytes: where a failed sync cuts the log back to */
+    bool cut_first;         /* cut the file to start_size before writing (an earlier cut failed) */
+    bool probe;             /* no data: check that the disk takes space and syncs */
+    bool sync;              /* fdatasync after the write */
+    bool sync_dir;          /* fsync the directory first (retrying a compaction rename) */
+    /* compaction part */
+    int compact_fd;
+    struct buf cdata; /* frames for eventd.log.compact */
+    bool commit;      /* then fdatasync it, rename it over eventd.log, fsync the dir */
+    const char *dir;
+    char *log_path;
+    char *compact_path;
+    /* results */
+    int err; /* log part, -errno */
+    const char *err_op;
+    bool write_failed; /* err came from the cut, the probe or the write, not from the sync */
+    int cut_err;       /* the cut back after a failure, -errno */
+    int cerr;          /* compaction part, -errno */
+    const char *cerr_op;
+    bool renamed;
+    bool dir_synced;
+    uint64_t sync_ns; /* how long the log's fdatasync took, 0 if none ran */
+};
+
+struct store_batch *store_batch_new(struct store *s, enum job_kind kind);
+void store_batch_free(struct store_batch *b);
+
+/* store.c: applies a job's results on the loop (restart: start the next jobs).
+ * Returns the log part's -errno (0 for compaction jobs). */
+int store_job_finish(struct store *s, struct store_batch *b, bool restart);
+
+/* ---- store_sync.c ---- */
+
+/* Sets s's sync settings (store_open). */
+void store_sync_setup(struct store *s);
+/* True while a plain "always" batch that would block the loop for its sync should
+ * first let the loop take in input that is already waiting (store.c's kick). */
+bool store_sync_gathering(struct store *s);
+/* The loop's sync-time average after one more loop sync of sample ns (max_ns: the threshold). */
+uint64_t store_sync_average(uint64_t avg, uint64_t sample, uint64_t max_ns);
+/* Starts a job; store_job_finish runs on the loop when it is done (before this
+ * returns for a plain "always" batch, which runs on the loop thread). */
+void store_sync_submit(struct store *s, struct store_batch *b);
+/* Blocking: waits for a submitted job and applies it (store_job_finish without restart).
+ * b is freed by the time it returns or by its own completion callback. */
+int store_sync_wait(struct store *s, struct store_batch *b);
+/* Runs a log job's body here and now (store_flush_sync). */
+void store_sync_run(struct store_batch *b);
+
+#endif
