@@ -726,95 +726,162 @@ static void on_block_done(uv_work_t *w, int status) {
     (void)status;
 }
 
-static void test_fault(void) {
-    char *dir = tmpdir("store");
+/*
+ * The fsync fault cases: each starts from a log holding one synced frame,
+ * "first", with the fault hook armed to fail every later fsync
+ * (EVENTD_FAULT_FSYNC_AFTER), and ends by checking that a replay finds
+ * "first" alone: nothing that failed comes back.
+ */
+struct fault {
+    char *dir;
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
+    uint64_t first; /* LSN of "first" */
+    uint64_t good;  /* the log's size with "first": where a failure cuts it back to */
+    enum log_level saved;
+};
+
+static void fault_open(struct fault *f) {
+    f->dir = tmpdir("store");
+    uv_loop_init(&f->loop);
     setenv("EVENTD_FAULT_FSYNC_AFTER", "1", 1);
-    open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
+    open_replay(&f->s, &f->loop, f->dir, &always, STORE_REPLAY_EMPTY);
     store_faults_rearm(); /* count from here: the new log's header was synced */
-    uint64_t a = store_append(&s, 1, "first", 5);
+    f->first = store_append(&f->s, 1, "first", 5);
     note_reset();
-    uv_run(&loop, UV_RUN_DEFAULT);
-    CHECK_EQ_UINT(note.last_lsn, a);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    CHECK_EQ_UINT(note.last_lsn, f->first);
     CHECK_EQ_INT(note.last_status, 0);
-    uint64_t good = s.file_size;
-    CHECK_EQ_UINT(good, STORE_HEADER_SIZE + STORE_FRAME_HEADER_SIZE + 5);
+    f->good = f->s.file_size;
+    CHECK_EQ_UINT(f->good, STORE_HEADER_SIZE + STORE_FRAME_HEADER_SIZE + 5);
+    f->saved = log_threshold;
+    log_threshold = LOG_OFF; /* the expected errors are noise here */
+}
 
-    enum log_level saved = log_threshold;
-    log_threshold = LOG_OFF; /* the expected error is noise here */
-    uint64_t b = store_append(&s, 1, "second", 6);
-    uint64_t c = store_append(&s, 1, "third", 5);
-    uv_run(&loop, UV_RUN_DEFAULT);
+/* Appends "second" and "third" and runs the loop: their sync fails. */
+static void fault_fail_batch(struct fault *f, uint64_t *second, uint64_t *third) {
+    uint64_t b = store_append(&f->s, 1, "second", 6);
+    uint64_t c = store_append(&f->s, 1, "third", 5);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    if (second) *second = b;
+    if (third) *third = c;
+}
+
+static void fault_close(struct fault *f) {
+    unsetenv("EVENTD_FAULT_FSYNC_AFTER");
+    store_faults_rearm();
+    log_threshold = f->saved;
+    close_loop(&f->s, &f->loop);
+
+    uv_loop_init(&f->loop);
+    open_replay(&f->s, &f->loop, f->dir, &always, STORE_REPLAY_OK);
+    CHECK_EQ_UINT(got.n, 1);
+    CHECK_EQ_STR(got.payload[0].ptr, "first");
+    close_loop(&f->s, &f->loop);
+    rmrf(f->dir);
+}
+
+static void test_failed_sync_acks_none_of_its_batch(void) {
+    struct fault f;
+    fault_open(&f);
+    uint64_t b, c;
+    fault_fail_batch(&f, &b, &c);
     CHECK_EQ_INT(note.last_status, -EIO);
-    CHECK_EQ_UINT(note.last_lsn, a);
-    CHECK(!store_is_acked(&s, b));
-    CHECK(!store_is_acked(&s, c));
-    CHECK_EQ_UINT(s.file_size, good);
-    CHECK_EQ_UINT(s.pending.len, 0);
-    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)good);
-    CHECK_EQ_INT(store_failing(&s), -EIO); /* until an attempt succeeds */
+    CHECK_EQ_UINT(note.last_lsn, f.first);
+    CHECK(!store_is_acked(&f.s, b));
+    CHECK(!store_is_acked(&f.s, c));
+    fault_close(&f);
+}
 
+static void test_failed_sync_cuts_the_log_back(void) {
+    struct fault f;
+    fault_open(&f);
+    fault_fail_batch(&f, NULL, NULL);
+    CHECK_EQ_UINT(f.s.file_size, f.good);
+    CHECK_EQ_UINT(f.s.pending.len, 0);
+    CHECK_EQ_INT(file_size(path_of(f.dir, STORE_LOG_NAME)), (long)f.good);
+    fault_close(&f);
+}
+
+static void test_failed_sync_makes_the_store_failing(void) {
+    struct fault f;
+    fault_open(&f);
+    CHECK_EQ_INT(store_failing(&f.s), 0);
+    fault_fail_batch(&f, NULL, NULL);
+    CHECK_EQ_INT(store_failing(&f.s), -EIO); /* until an attempt succeeds */
+    fault_close(&f);
+}
+
+static void test_flush_sync_fails_while_the_disk_fails(void) {
+    struct fault f;
+    fault_open(&f);
+    fault_fail_batch(&f, NULL, NULL);
     /* The blocking path fails the same way. */
-    store_append(&s, 1, "fourth", 6);
-    CHECK_EQ_INT(store_flush_sync(&s), -EIO);
+    store_append(&f.s, 1, "fourth", 6);
+    CHECK_EQ_INT(store_flush_sync(&f.s), -EIO);
     CHECK_EQ_INT(note.last_status, -EIO);
-    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)good);
+    CHECK_EQ_INT(file_size(path_of(f.dir, STORE_LOG_NAME)), (long)f.good);
+    fault_close(&f);
+}
 
+static void test_a_successful_probe_ends_the_failing_episode(void) {
+    struct fault f;
+    fault_open(&f);
+    fault_fail_batch(&f, NULL, NULL);
+    CHECK_EQ_INT(store_failing(&f.s), -EIO);
     /* The disk recovers: the next attempt (a probe, nothing is pending) ends the episode. */
     unsetenv("EVENTD_FAULT_FSYNC_AFTER");
     store_faults_rearm();
-    CHECK_EQ_INT(store_flush_sync(&s), 0);
-    CHECK_EQ_INT(store_failing(&s), 0);
-    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)good);
+    CHECK_EQ_INT(store_flush_sync(&f.s), 0);
+    CHECK_EQ_INT(store_failing(&f.s), 0);
+    CHECK_EQ_INT(file_size(path_of(f.dir, STORE_LOG_NAME)), (long)f.good);
+    fault_close(&f);
+}
 
+static void test_loop_thread_batch_fails_in_one_turn(void) {
+    struct fault f;
+    fault_open(&f);
     /* In "always" a plain batch is written and synced on the loop thread, in the idle phase
      * after the turn that appended it: one turn fails it, with nothing left in flight. */
-    setenv("EVENTD_FAULT_FSYNC_AFTER", "0", 1);
-    store_faults_rearm();
-    s.sync_ns = 0; /* as on a fast disk: a slow one would send the batch to the threadpool */
-    uint64_t fifth = store_append(&s, 1, "fifth", 5);
+    f.s.sync_ns = 0; /* as on a fast disk: a slow one would send the batch to the threadpool */
+    uint64_t fifth = store_append(&f.s, 1, "fifth", 5);
     note_reset();
-    uv_run(&loop, UV_RUN_NOWAIT);
-    CHECK(s.job == NULL);
+    uv_run(&f.loop, UV_RUN_NOWAIT);
+    CHECK(f.s.job == NULL);
     CHECK_EQ_INT(note.last_status, -EIO);
-    CHECK(!store_is_acked(&s, fifth));
-    CHECK_EQ_INT(store_failing(&s), -EIO);
-    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)good);
+    CHECK(!store_is_acked(&f.s, fifth));
+    CHECK_EQ_INT(store_failing(&f.s), -EIO);
+    CHECK_EQ_INT(file_size(path_of(f.dir, STORE_LOG_NAME)), (long)f.good);
+    fault_close(&f);
+}
 
+static void test_flush_sync_reports_a_failed_probe_in_flight(void) {
+    struct fault f;
+    fault_open(&f);
+    fault_fail_batch(&f, NULL, NULL);
+    CHECK_EQ_INT(store_failing(&f.s), -EIO);
     /* A retry with nothing pending is a probe, a threadpool job: one in flight fails while
      * store_flush_sync waits for it, and the flush reports it. */
     uv_sem_t sem;
     uv_work_t blocker;
     uv_sem_init(&sem, 0);
     blocker.data = &sem;
-    uv_queue_work(&loop, &blocker, on_block, on_block_done);
-    s.retry_due = true; /* as if the retry timer had fired */
-    store_sync_soon(&s);
-    uv_run(&loop, UV_RUN_NOWAIT); /* the probe is queued behind the blocker */
-    CHECK(s.job != NULL);
-    uint64_t sixth = store_append(&s, 1, "sixth", 5);
+    uv_queue_work(&f.loop, &blocker, on_block, on_block_done);
+    f.s.retry_due = true; /* as if the retry timer had fired */
+    store_sync_soon(&f.s);
+    uv_run(&f.loop, UV_RUN_NOWAIT); /* the probe is queued behind the blocker */
+    CHECK(f.s.job != NULL);
+    uint64_t sixth = store_append(&f.s, 1, "sixth", 5);
     uv_sem_post(&sem);
     note_reset();
-    CHECK_EQ_INT(store_flush_sync(&s), -EIO);
+    CHECK_EQ_INT(store_flush_sync(&f.s), -EIO);
     CHECK_EQ_INT(note.last_status, -EIO);
-    CHECK(!store_is_acked(&s, sixth));
-    CHECK_EQ_UINT(s.pending.len, 0);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(!store_is_acked(&f.s, sixth));
+    CHECK_EQ_UINT(f.s.pending.len, 0);
+    uv_run(&f.loop, UV_RUN_DEFAULT);
     uv_sem_destroy(&sem);
-    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)good);
-    unsetenv("EVENTD_FAULT_FSYNC_AFTER");
-    store_faults_rearm();
-    log_threshold = saved;
-    close_loop(&s, &loop);
-
-    uv_loop_init(&loop);
-    open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
-    CHECK_EQ_UINT(got.n, 1);
-    CHECK_EQ_STR(got.payload[0].ptr, "first");
-    close_loop(&s, &loop);
-    rmrf(dir);
+    CHECK_EQ_INT(file_size(path_of(f.dir, STORE_LOG_NAME)), (long)f.good);
+    fault_close(&f);
 }
 
 /* Compaction: the order frames reach the store is the order replay sees. */
@@ -902,29 +969,42 @@ static void test_compaction(void) {
     compact_run(true); /* several MiB: written out slice by slice */
 }
 
-static void test_compaction_abort_and_fault(void) {
+/* Opens a fresh "never" store in dir holding one frame, "a". */
+static void open_never_with_a(struct store *s, uv_loop_t *loop, const char *dir) {
+    static const struct store_opts never = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 1000};
+    uv_loop_init(loop);
+    open_replay(s, loop, dir, &never, STORE_REPLAY_EMPTY);
+    store_append(s, 1, "a", 1);
+    uv_run(loop, UV_RUN_DEFAULT);
+}
+
+static void test_compaction_abort_removes_its_file(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
-    struct store_opts never = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 1000};
-    open_replay(&s, &loop, dir, &never, STORE_REPLAY_EMPTY);
-    store_append(&s, 1, "a", 1);
-    uv_run(&loop, UV_RUN_DEFAULT);
-
+    open_never_with_a(&s, &loop, dir);
     CHECK_EQ_INT(store_compact_begin(&s), 0);
     store_compact_add(&s, 2, "snap", 4);
     store_compact_abort(&s);
     CHECK(!store_compacting(&s));
     CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME ".compact")), -1);
     CHECK_EQ_INT(store_compact_commit(&s, on_compact), -EINVAL);
+    close_loop(&s, &loop);
 
+    uv_loop_init(&loop);
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
+    CHECK_EQ_UINT(got.n, 1);
+    CHECK_EQ_STR(got.payload[0].ptr, "a");
+    close_loop(&s, &loop);
+    rmrf(dir);
+}
+
+static void test_compaction_sync_failure_keeps_the_log(void) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
+    struct store s;
+    open_never_with_a(&s, &loop, dir);
     /* The compaction file's fdatasync fails: the log stays as it was. */
-    CHECK_EQ_INT(store_close(&s), 0);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    CHECK_EQ_INT(store_open(&s, &loop, dir, &never, on_notify), 0);
-    struct store_replay_info info;
-    CHECK_EQ_INT(store_replay(&s, NULL, NULL, &info), STORE_REPLAY_OK);
     setenv("EVENTD_FAULT_FSYNC_AFTER", "0", 1);
     store_faults_rearm();
     memset(&cmp, 0, sizeof cmp);
@@ -942,7 +1022,7 @@ static void test_compaction_abort_and_fault(void) {
     CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME ".compact")), -1);
     /* "b" went to the old log unsynced ("never", acknowledged); the final sync fails, but
      * "never" keeps what it wrote: the page cache has it, and nothing else would. */
-    CHECK_EQ_INT(s.written_lsn, 1); /* LSNs count from 1 in each process */
+    CHECK_EQ_INT(s.written_lsn, 2); /* "a", then "b" */
     CHECK_EQ_INT(store_close(&s), 0);
     unsetenv("EVENTD_FAULT_FSYNC_AFTER");
     store_faults_rearm();
@@ -974,9 +1054,16 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_lock),
     CHECK_CASE(test_group_commit),
     CHECK_CASE(test_interval_never),
-    CHECK_CASE(test_fault),
+    CHECK_CASE(test_failed_sync_acks_none_of_its_batch),
+    CHECK_CASE(test_failed_sync_cuts_the_log_back),
+    CHECK_CASE(test_failed_sync_makes_the_store_failing),
+    CHECK_CASE(test_flush_sync_fails_while_the_disk_fails),
+    CHECK_CASE(test_a_successful_probe_ends_the_failing_episode),
+    CHECK_CASE(test_loop_thread_batch_fails_in_one_turn),
+    CHECK_CASE(test_flush_sync_reports_a_failed_probe_in_flight),
     CHECK_CASE(test_compaction),
-    CHECK_CASE(test_compaction_abort_and_fault),
+    CHECK_CASE(test_compaction_abort_removes_its_file),
+    CHECK_CASE(test_compaction_sync_failure_keeps_the_log),
 };
 
 int main(int argc, char **argv) {
