@@ -204,82 +204,158 @@ static void check_populated(const struct db *db, const struct fixture *f) {
     CHECK_EQ_UINT(index_owned(&db->index, 1, REC_THEME)->len, 4);
 }
 
-static void test_always_failed_batch_is_undone(void) {
-    char *dir = tmpdir("db");
+/*
+ * The failed batch: on a populated db in "always", with every fsync failing
+ * from then on, one batch of a create, an update, a delete, the event moved
+ * to another theme and off its address, a new event and a user renamed.
+ */
+struct failed_batch {
+    char *dir;
     uv_loop_t loop;
     struct db db;
-    open_db(&db, &loop, dir, &always);
     struct fixture f;
-    populate(&db, &loop, &f);
-    uint64_t good = acks.last_lsn;
-    uint64_t count = db.index.count;
+    uint64_t good;    /* the last acknowledged LSN before the batch */
+    uint64_t count;   /* records in the index before the batch */
+    uint64_t created; /* the theme the batch creates */
+    uint64_t ev2;     /* the event the batch creates */
+    uint64_t last;    /* the batch's last LSN */
+    enum log_level saved;
+};
 
-    enum log_level saved = log_threshold;
+static void batch_begin(struct failed_batch *x) {
+    x->dir = tmpdir("db");
+    open_db(&x->db, &x->loop, x->dir, &always);
+    populate(&x->db, &x->loop, &x->f);
+    x->good = acks.last_lsn;
+    x->count = x->db.index.count;
+    x->saved = log_threshold;
     log_threshold = LOG_OFF; /* the expected error is noise here */
     fault("EVENTD_FAULT_FSYNC_AFTER", "0");
-    /* One batch: a create, an update, a delete, the event moved to another
-     * theme and off its address, a new event, a user renamed. */
-    uint64_t created = put_theme(&db, "created");
-    db_put(&db, theme(f.t_upd, "updated"));
-    db_delete(&db, f.t_del);
-    db_put(&db, event(f.ev, f.t_other, 0));
-    uint64_t ev2 = take_id(&db);
-    db_put(&db, event(ev2, created, f.addr));
-    db_put_user(&db, f.user, "alice2", "key2");
-    uint64_t last = db_put(&db, theme(f.t_upd, "updated twice"));
-    /* Visible at once, not acknowledged. */
-    check_name(&db, created, "created");
-    check_name(&db, f.t_upd, "updated twice");
-    CHECK(db_get(&db, f.t_del) == NULL);
-    CHECK_EQ_UINT(link_of(&db, f.t_other), f.ev);
-    CHECK_EQ_UINT(link_of(&db, f.t_link), 0);
-    CHECK_EQ_UINT(link_of(&db, f.addr), ev2);
-    CHECK_EQ_UINT(db_visible_lsn(&db), last);
-    CHECK(!store_is_acked(&db.store, last));
+    struct db *db = &x->db;
+    x->created = put_theme(db, "created");
+    db_put(db, theme(x->f.t_upd, "updated"));
+    db_delete(db, x->f.t_del);
+    db_put(db, event(x->f.ev, x->f.t_other, 0));
+    x->ev2 = take_id(db);
+    db_put(db, event(x->ev2, x->created, x->f.addr));
+    db_put_user(db, x->f.user, "alice2", "key2");
+    x->last = db_put(db, theme(x->f.t_upd, "updated twice"));
+}
 
-    RUN_UNTIL(&loop, acks.errors > 0);
+/* Runs the loop until the batch's sync has failed. */
+static void batch_fail(struct failed_batch *x) {
+    RUN_UNTIL(&x->loop, acks.errors > 0);
+}
+
+/* The disk recovers: one successful attempt. */
+static void batch_recover(struct failed_batch *x) {
+    fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
+    CHECK_EQ_INT(store_flush_sync(&x->db.store), 0);
+}
+
+/* Writes after the recovery: a new theme (returned) and an update of t_other, acknowledged. */
+static uint64_t batch_write_after(struct failed_batch *x) {
+    uint64_t after = put_theme(&x->db, "after");
+    uint64_t lsn = db_put(&x->db, theme(x->f.t_other, "other v2"));
+    RUN_UNTIL(&x->loop, store_is_acked(&x->db.store, lsn));
+    CHECK_EQ_INT(acks.last_status, 0);
+    return after;
+}
+
+static void batch_end(struct failed_batch *x) {
+    batch_recover(x);
+    log_threshold = x->saved;
+    close_db(&x->db, &x->loop);
+    rmrf(x->dir);
+}
+
+static void test_always_batch_is_visible_before_its_ack(void) {
+    struct failed_batch x;
+    batch_begin(&x);
+    check_name(&x.db, x.created, "created");
+    check_name(&x.db, x.f.t_upd, "updated twice");
+    CHECK(db_get(&x.db, x.f.t_del) == NULL);
+    CHECK_EQ_UINT(link_of(&x.db, x.f.t_other), x.f.ev);
+    CHECK_EQ_UINT(link_of(&x.db, x.f.t_link), 0);
+    CHECK_EQ_UINT(link_of(&x.db, x.f.addr), x.ev2);
+    CHECK_EQ_UINT(db_visible_lsn(&x.db), x.last);
+    CHECK(!store_is_acked(&x.db.store, x.last));
+    batch_fail(&x);
+    batch_end(&x);
+}
+
+static void test_always_failed_batch_reports_eio_at_the_last_good_lsn(void) {
+    struct failed_batch x;
+    batch_begin(&x);
+    batch_fail(&x);
     CHECK_EQ_UINT(acks.errors, 1);
     CHECK_EQ_INT(acks.err_status, -EIO);
-    CHECK_EQ_UINT(acks.err_lsn, good); /* everything after it was lost */
-    /* Exactly the lost changes are undone. */
-    CHECK(db_get(&db, created) == NULL);
-    CHECK(db_get(&db, ev2) == NULL);
-    check_populated(&db, &f);
-    CHECK(index_user_by_name(&db.index, "alice2", 6) == NULL);
-    CHECK_EQ_UINT(db.index.count, count);
-    CHECK_EQ_UINT(db_visible_lsn(&db), good);
-    CHECK(db_writable(&db) < 0);
+    CHECK_EQ_UINT(acks.err_lsn, x.good); /* everything after it was lost */
+    batch_end(&x);
+}
 
+static void test_always_failed_batch_is_undone_exactly(void) {
+    struct failed_batch x;
+    batch_begin(&x);
+    batch_fail(&x);
+    CHECK(db_get(&x.db, x.created) == NULL);
+    CHECK(db_get(&x.db, x.ev2) == NULL);
+    check_populated(&x.db, &x.f);
+    CHECK(index_user_by_name(&x.db.index, "alice2", 6) == NULL);
+    CHECK_EQ_UINT(x.db.index.count, x.count);
+    CHECK_EQ_UINT(db_visible_lsn(&x.db), x.good);
+    batch_end(&x);
+}
+
+static void test_always_db_is_unwritable_until_an_attempt_succeeds(void) {
+    struct failed_batch x;
+    batch_begin(&x);
+    batch_fail(&x);
+    CHECK(db_writable(&x.db) < 0);
     /* Still failing: a second attempt fails the same, and the db stays unwritable. */
-    CHECK_EQ_INT(store_flush_sync(&db.store), -EIO);
-    CHECK(db_writable(&db) < 0);
+    CHECK_EQ_INT(store_flush_sync(&x.db.store), -EIO);
+    CHECK(db_writable(&x.db) < 0);
     /* The disk recovers: one successful attempt ends it. */
-    fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
-    CHECK_EQ_INT(store_flush_sync(&db.store), 0);
-    CHECK_EQ_INT(db_writable(&db), 0);
-    log_threshold = saved;
+    batch_recover(&x);
+    CHECK_EQ_INT(db_writable(&x.db), 0);
+    batch_end(&x);
+}
 
+static void test_always_writes_after_recovery_take_new_ids(void) {
+    struct failed_batch x;
+    batch_begin(&x);
+    batch_fail(&x);
+    batch_recover(&x);
     /* Writes work again; the created record's id is not handed out again. */
-    uint64_t after = put_theme(&db, "after");
-    CHECK(after > ev2);
-    uint64_t lsn = db_put(&db, theme(f.t_other, "other v2"));
-    RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
-    CHECK_EQ_INT(acks.last_status, 0);
-    close_db(&db, &loop);
+    uint64_t after = batch_write_after(&x);
+    CHECK(after > x.ev2);
+    batch_end(&x);
+}
+
+static void test_always_undone_batch_never_replays(void) {
+    struct failed_batch x;
+    batch_begin(&x);
+    batch_fail(&x);
+    batch_recover(&x);
+    uint64_t after = batch_write_after(&x);
+    log_threshold = x.saved;
+    close_db(&x.db, &x.loop);
 
     /* The log agrees with memory: what was undone never comes back. */
-    open_db(&db, &loop, dir, &always);
-    CHECK(db_get(&db, created) == NULL);
-    CHECK(db_get(&db, ev2) == NULL);
-    check_name(&db, f.t_upd, "to update");
-    check_name(&db, f.t_del, "to delete");
+    struct db db;
+    uv_loop_t loop;
+    open_db(&db, &loop, x.dir, &always);
+    CHECK(db_get(&db, x.created) == NULL);
+    CHECK(db_get(&db, x.ev2) == NULL);
+    check_name(&db, x.f.t_upd, "to update");
+    check_name(&db, x.f.t_del, "to delete");
     check_name(&db, after, "after");
-    check_name(&db, f.t_other, "other v2");
-    CHECK_EQ_UINT(link_of(&db, f.t_link), f.ev);
-    CHECK_EQ_UINT(link_of(&db, f.addr), f.ev);
+    check_name(&db, x.f.t_other, "other v2");
+    CHECK_EQ_UINT(link_of(&db, x.f.t_link), x.f.ev);
+    CHECK_EQ_UINT(link_of(&db, x.f.addr), x.f.ev);
     CHECK(index_user_by_name(&db.index, "alice", 5) != NULL);
     close_db(&db, &loop);
-    rmrf(dir);
+    rmrf(x.dir);
 }
 
 /* Changes acknowledged before the failed batch are kept; only the batch is undone. */
@@ -836,7 +912,12 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_keyed_put_torn_leaves_neither),
     CHECK_CASE(test_keyed_put_failed_batch_undoes_both),
     CHECK_CASE(test_compaction_drops_expired_keys),
-    CHECK_CASE(test_always_failed_batch_is_undone),
+    CHECK_CASE(test_always_batch_is_visible_before_its_ack),
+    CHECK_CASE(test_always_failed_batch_reports_eio_at_the_last_good_lsn),
+    CHECK_CASE(test_always_failed_batch_is_undone_exactly),
+    CHECK_CASE(test_always_db_is_unwritable_until_an_attempt_succeeds),
+    CHECK_CASE(test_always_writes_after_recovery_take_new_ids),
+    CHECK_CASE(test_always_undone_batch_never_replays),
     CHECK_CASE(test_always_undo_stops_at_the_acked_lsn),
     CHECK_CASE(test_interval_failed_write_loses_nothing),
     CHECK_CASE(test_interval_failed_sync_loses_nothing),
