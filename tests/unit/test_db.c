@@ -387,68 +387,146 @@ static void test_always_undo_stops_at_the_acked_lsn(void) {
 
 /* ---- "interval": a failed write or sync loses nothing ---- */
 
-static void interval_fault_run(const char *fault_var, bool written_first) {
-    char *dir = tmpdir("db");
+/*
+ * A failing batch in "interval": on a db holding "kept" and "deleted
+ * later", durable, a create, an update and a delete; the fault (a failed
+ * write, or a failed sync once the batch is written) holds from then on.
+ */
+struct interval_batch {
+    char *dir;
     uv_loop_t loop;
     struct db db;
-    open_db(&db, &loop, dir, &interval);
-    uint64_t kept = put_theme(&db, "kept");
-    uint64_t del = put_theme(&db, "deleted later");
-    RUN_UNTIL(&loop, db.store.durable_lsn == db.store.appended_lsn);
+    const char *fault_var;
+    uint64_t kept, del, created, last;
+    enum log_level saved;
+};
 
-    enum log_level saved = log_threshold;
+static void interval_begin(struct interval_batch *x, const char *fault_var, bool written_first) {
+    x->dir = tmpdir("db");
+    x->fault_var = fault_var;
+    struct db *db = &x->db;
+    open_db(db, &x->loop, x->dir, &interval);
+    x->kept = put_theme(db, "kept");
+    x->del = put_theme(db, "deleted later");
+    RUN_UNTIL(&x->loop, db->store.durable_lsn == db->store.appended_lsn);
+
+    x->saved = log_threshold;
     log_threshold = LOG_OFF;
     if (!written_first) fault(fault_var, "0");
-    uint64_t created = put_theme(&db, "created");
-    db_put(&db, theme(kept, "kept v2"));
-    uint64_t last = db_delete(&db, del);
-    CHECK(store_is_acked(&db.store, last)); /* acknowledged at once in this mode */
-    CHECK_EQ_UINT(acks.errors, 0);
+    x->created = put_theme(db, "created");
+    db_put(db, theme(x->kept, "kept v2"));
+    x->last = db_delete(db, x->del);
     if (written_first) {
         /* Written to the file but not yet synced when the sync fails. */
-        RUN_UNTIL(&loop, db.store.written_lsn == last);
-        CHECK(db.store.durable_lsn < last);
+        RUN_UNTIL(&x->loop, db->store.written_lsn == x->last);
+        CHECK(db->store.durable_lsn < x->last);
         fault(fault_var, "0");
     }
-    RUN_UNTIL(&loop, acks.errors > 0);
-    CHECK(db_writable(&db) < 0);
-    CHECK_EQ_UINT(acks.err_lsn, last); /* nothing lost: every LSN stays acknowledged */
-    /* Nothing undone in memory. */
-    check_name(&db, created, "created");
-    check_name(&db, kept, "kept v2");
-    CHECK(db_get(&db, del) == NULL);
+}
+
+static void interval_fail(struct interval_batch *x) {
+    RUN_UNTIL(&x->loop, acks.errors > 0);
+}
+
+static void interval_recover(struct interval_batch *x) {
+    fault(x->fault_var, NULL);
+    CHECK_EQ_INT(store_flush_sync(&x->db.store), 0);
+}
+
+static void interval_end(struct interval_batch *x) {
+    interval_recover(x);
+    log_threshold = x->saved;
+    close_db(&x->db, &x->loop);
+    rmrf(x->dir);
+}
+
+static void check_interval_batch(const struct db *db, const struct interval_batch *x) {
+    check_name(db, x->created, "created");
+    check_name(db, x->kept, "kept v2");
+    CHECK(db_get(db, x->del) == NULL);
+}
+
+static void interval_acked_at_once(const char *fault_var, bool written_first) {
+    struct interval_batch x;
+    interval_begin(&x, fault_var, written_first);
+    CHECK(store_is_acked(&x.db.store, x.last)); /* acknowledged at once in this mode */
+    CHECK_EQ_UINT(acks.errors, 0);
+    interval_fail(&x);
+    CHECK_EQ_UINT(acks.err_lsn, x.last); /* nothing lost: every LSN stays acknowledged */
+    interval_end(&x);
+}
+
+static void interval_nothing_undone(const char *fault_var, bool written_first) {
+    struct interval_batch x;
+    interval_begin(&x, fault_var, written_first);
+    interval_fail(&x);
+    check_interval_batch(&x.db, &x);
     /* Retries keep failing while the fault holds; the records stay. */
     uint64_t errors = acks.errors;
-    RUN_UNTIL(&loop, acks.errors > errors);
-    check_name(&db, created, "created");
+    RUN_UNTIL(&x.loop, acks.errors > errors);
+    check_name(&x.db, x.created, "created");
+    interval_end(&x);
+}
 
-    fault(fault_var, NULL);
-    CHECK_EQ_INT(store_flush_sync(&db.store), 0);
-    CHECK_EQ_INT(db_writable(&db), 0);
-    CHECK_EQ_UINT(db.store.durable_lsn, db.store.appended_lsn);
-    log_threshold = saved;
+static void interval_unwritable_until_recovered(const char *fault_var, bool written_first) {
+    struct interval_batch x;
+    interval_begin(&x, fault_var, written_first);
+    interval_fail(&x);
+    CHECK(db_writable(&x.db) < 0);
+    interval_recover(&x);
+    CHECK_EQ_INT(db_writable(&x.db), 0);
+    CHECK_EQ_UINT(x.db.store.durable_lsn, x.db.store.appended_lsn);
+    interval_end(&x);
+}
+
+static void interval_on_disk_after_recovery(const char *fault_var, bool written_first) {
+    struct interval_batch x;
+    interval_begin(&x, fault_var, written_first);
+    interval_fail(&x);
+    interval_recover(&x);
+    log_threshold = x.saved;
     /* On disk now, before any close: a crash copy has them. */
-    char *crash = copy_log(dir);
-    close_db(&db, &loop);
+    char *crash = copy_log(x.dir);
+    close_db(&x.db, &x.loop);
 
-    const char *dirs[] = {dir, crash};
+    const char *dirs[] = {x.dir, crash};
     for (int i = 0; i < 2; i++) {
+        struct db db;
+        uv_loop_t loop;
         open_db(&db, &loop, dirs[i], &interval);
-        check_name(&db, created, "created");
-        check_name(&db, kept, "kept v2");
-        CHECK(db_get(&db, del) == NULL);
+        check_interval_batch(&db, &x);
         close_db(&db, &loop);
     }
     rmrf(crash);
-    rmrf(dir);
+    rmrf(x.dir);
 }
 
-static void test_interval_failed_write_loses_nothing(void) {
-    interval_fault_run("EVENTD_FAULT_WRITE_AFTER", false);
-}
+#define WRITE_FAULT "EVENTD_FAULT_WRITE_AFTER", false
+#define SYNC_FAULT "EVENTD_FAULT_FSYNC_AFTER", true
 
-static void test_interval_failed_sync_loses_nothing(void) {
-    interval_fault_run("EVENTD_FAULT_FSYNC_AFTER", true);
+static void test_interval_failed_write_acks_at_once(void) {
+    interval_acked_at_once(WRITE_FAULT);
+}
+static void test_interval_failed_write_undoes_nothing(void) {
+    interval_nothing_undone(WRITE_FAULT);
+}
+static void test_interval_failed_write_unwritable_until_recovered(void) {
+    interval_unwritable_until_recovered(WRITE_FAULT);
+}
+static void test_interval_failed_write_on_disk_after_recovery(void) {
+    interval_on_disk_after_recovery(WRITE_FAULT);
+}
+static void test_interval_failed_sync_acks_at_once(void) {
+    interval_acked_at_once(SYNC_FAULT);
+}
+static void test_interval_failed_sync_undoes_nothing(void) {
+    interval_nothing_undone(SYNC_FAULT);
+}
+static void test_interval_failed_sync_unwritable_until_recovered(void) {
+    interval_unwritable_until_recovered(SYNC_FAULT);
+}
+static void test_interval_failed_sync_on_disk_after_recovery(void) {
+    interval_on_disk_after_recovery(SYNC_FAULT);
 }
 
 /* ---- ids ---- */
@@ -919,8 +997,14 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_always_writes_after_recovery_take_new_ids),
     CHECK_CASE(test_always_undone_batch_never_replays),
     CHECK_CASE(test_always_undo_stops_at_the_acked_lsn),
-    CHECK_CASE(test_interval_failed_write_loses_nothing),
-    CHECK_CASE(test_interval_failed_sync_loses_nothing),
+    CHECK_CASE(test_interval_failed_write_acks_at_once),
+    CHECK_CASE(test_interval_failed_write_undoes_nothing),
+    CHECK_CASE(test_interval_failed_write_unwritable_until_recovered),
+    CHECK_CASE(test_interval_failed_write_on_disk_after_recovery),
+    CHECK_CASE(test_interval_failed_sync_acks_at_once),
+    CHECK_CASE(test_interval_failed_sync_undoes_nothing),
+    CHECK_CASE(test_interval_failed_sync_unwritable_until_recovered),
+    CHECK_CASE(test_interval_failed_sync_on_disk_after_recovery),
     CHECK_CASE(test_ids_clean_close_gives_back_the_block),
     CHECK_CASE(test_ids_never_twice_after_crash_always),
     CHECK_CASE(test_ids_never_twice_after_crash_interval),
