@@ -65,25 +65,46 @@ class Base(ErrorAsserts, unittest.TestCase):
 
 # ---------------------------------------------------------------------------
 class ThemeFields(Base):
-    def test_empty_object_defaults(self):
-        uid = None
-        for _ in range(2):
-            rec = self.assertOk(self.c.create("theme", {}))
+    def empty_themes(self):
+        """Two themes created with {} (the defaults hold for every one, not only the first)."""
+        return [self.assertOk(self.c.create("theme", {})) for _ in range(2)]
+
+    def test_empty_object_gives_every_field_its_type(self):
+        for rec in self.empty_themes():
             self.assertTypes(rec, THEME_FIELDS)
+
+    def test_empty_object_gives_the_default_colours(self):
+        for rec in self.empty_themes():
             for k, v in THEME_DEFAULTS.items():
                 self.assertEqual(rec[k], v, k)
+
+    def test_empty_object_status_is_active(self):
+        for rec in self.empty_themes():
             self.assertEqual(rec["Status"], "active")
+
+    def test_empty_object_texts_are_empty(self):
+        for rec in self.empty_themes():
             self.assertEqual(rec["Name"], "")
-            self.assertEqual(rec["EventID"], 0)
             for k in ("Logo", "BackgroundImage", "SecondaryImage"):
                 self.assertEqual(rec[k], "", k)
+
+    def test_empty_object_has_no_event(self):
+        for rec in self.empty_themes():
+            self.assertEqual(rec["EventID"], 0)
+
+    def test_empty_object_gets_an_id_and_a_user_id(self):
+        for rec in self.empty_themes():
             self.assertGreater(rec["ID"], 0)
             self.assertGreater(rec["UserID"], 0)
-            if uid is not None:
-                self.assertEqual(rec["UserID"], uid, "UserID must be the same for one user")
-            uid = rec["UserID"]
+
+    def test_one_user_has_one_user_id(self):
+        first, second = self.empty_themes()
+        self.assertEqual(second["UserID"], first["UserID"], "UserID must be the same for one user")
         a = self.assertOk(self.c.create("address", {}))
-        self.assertEqual(a["UserID"], uid)
+        self.assertEqual(a["UserID"], first["UserID"])
+
+    def test_two_users_have_different_user_ids(self):
+        uid = self.assertOk(self.c.create("theme", {}))["UserID"]
         other = client("bob")
         try:
             b = other.must_create("theme", {})
@@ -149,20 +170,40 @@ class ThemeFields(Base):
 
 
 class AddressFields(Base):
-    def test_empty_object_defaults(self):
-        rec = self.assertOk(self.c.create("address", {}))
-        self.assertTypes(rec, ADDRESS_FIELDS)
+    def empty_address(self):
+        return self.assertOk(self.c.create("address", {}))
+
+    def test_empty_object_gives_every_field_its_type(self):
+        self.assertTypes(self.empty_address(), ADDRESS_FIELDS)
+
+    def test_empty_object_texts_are_empty(self):
+        rec = self.empty_address()
         for k in ("Name", "Line1", "Line2", "Line3", "Line4", "City", "State", "Country", "Post"):
             self.assertEqual(rec[k], "", k)
-        self.assertEqual(rec["Type"], "venue")
-        self.assertEqual(rec["Status"], "active")
-        self.assertEqual(rec["EventID"], 0)
-        self.assertGreater(rec["ID"], 0)
+
+    def test_empty_object_type_is_venue(self):
+        self.assertEqual(self.empty_address()["Type"], "venue")
+
+    def test_empty_object_status_is_active(self):
+        self.assertEqual(self.empty_address()["Status"], "active")
+
+    def test_empty_object_has_no_event(self):
+        self.assertEqual(self.empty_address()["EventID"], 0)
+
+    def test_empty_object_gets_an_id(self):
+        self.assertGreater(self.empty_address()["ID"], 0)
+
+    def test_empty_object_position_is_zero(self):
+        rec = self.empty_address()
         self.assertEqual(rec["Lon"], 0)
         self.assertEqual(rec["Lat"], 0)
-        self.assertIs(rec["ShowMap"], False)
+
+    def test_empty_object_show_map_is_false(self):
+        self.assertIs(self.empty_address()["ShowMap"], False)
+
+    def test_default_numbers_and_booleans_are_json_literals(self):
         # JSON number / boolean literally, not strings
-        raw = self.c.get("address", rec["ID"]).body
+        raw = self.c.get("address", self.empty_address()["ID"]).body
         self.assertRegex(raw, rb'"Lon":-?0(\.0+)?[,}]')
         self.assertRegex(raw, rb'"Lat":-?0(\.0+)?[,}]')
         self.assertIn(b'"ShowMap":false', raw)
@@ -176,21 +217,29 @@ class AddressFields(Base):
             self.assertEqual(rec[k], v, k)
         self.assertEqual(self.c.must_get("address", rec["ID"]), rec)
 
-    def test_unsettable_ignored(self):
+    def unsettable_body(self):
         uid = self.c.must_create("address", {})["UserID"]
-        body = {"Line4": "l4", "Type": "online", "UserID": uid + 1000, "EventID": 9,
-                "City": "X"}
+        return uid, {"Line4": "l4", "Type": "online", "UserID": uid + 1000, "EventID": 9,
+                     "City": "X"}
+
+    def test_unsettable_ignored_on_create(self):
+        uid, body = self.unsettable_body()
         rec = self.assertOk(self.c.create("address", body))
         self.assertEqual(rec["Line4"], "")
         self.assertEqual(rec["Type"], "venue")
         self.assertEqual(rec["UserID"], uid)
         self.assertEqual(rec["EventID"], 0)
         self.assertEqual(rec["City"], "X")
+
+    def test_unsettable_ignored_on_update(self):
+        _, body = self.unsettable_body()
+        rec = self.assertOk(self.c.create("address", {"City": "X"}))
         body["City"] = "Y"
         self.assert204(self.c.update("address", rec["ID"], body))
         back = self.c.must_get("address", rec["ID"])
         self.assertEqual(back, dict(rec, City="Y"))
-        # ID on create is ignored too
+
+    def test_id_ignored_on_create(self):
         r2 = self.assertOk(self.c.create("address", {"ID": 424242}))
         self.assertNotEqual(r2["ID"], 424242)
 
@@ -587,45 +636,58 @@ class ReadListDelete(Base):
             self.assertEqual(self.assertOk(r), rec)
             self.assertEqual(r.header("content-type").split(";")[0].strip(), "application/json")
 
-    def test_list_pagination_and_isolation(self):
-        # carol's theme list holds only what this test creates (other carol tests
-        # make at most a few themes first; count them).
+    def make_themes(self):
+        """Makes five themes; returns them and the IDs the theme list holds, newest first.
+        Other carol tests may have made themes before: they are listed after these."""
         before = self.c.list_all("theme", limit=500)
         made = [self.c.must_create("theme", {"Name": "L%d" % i}) for i in range(5)]
-        expect = [m["ID"] for m in reversed(made)] + [b["ID"] for b in before]
-        got = []
-        r = self.c.list("theme", "limit=2")
-        res = self.assertOk(r)
+        return made, [m["ID"] for m in reversed(made)] + [b["ID"] for b in before]
+
+    def test_list_page_holds_items_and_a_next_cursor(self):
+        self.make_themes()
+        res = self.assertOk(self.c.list("theme", "limit=2"))
         self.assertEqual(set(res), {"Items", "NextCursor"})
         self.assertEqual(len(res["Items"]), 2)
         self.assertIsInstance(res["NextCursor"], str)
-        got += res["Items"]
+
+    def test_list_pages_give_every_record_once_newest_first(self):
+        made, expect = self.make_themes()
+        res = self.assertOk(self.c.list("theme", "limit=2"))
+        got = res["Items"]
         for _ in range(50):
             if res["NextCursor"] is None:
                 break
             self.assertIsInstance(res["NextCursor"], str)
-            r = self.c.list("theme", "limit=2&cursor=" + res["NextCursor"])
-            res = self.assertOk(r)
+            res = self.assertOk(self.c.list("theme", "limit=2&cursor=" + res["NextCursor"]))
             self.assertLessEqual(len(res["Items"]), 2)
             got += res["Items"]
         self.assertIsNone(res["NextCursor"])
         self.assertEqual([g["ID"] for g in got], expect, "newest first, every record once")
         for g, m in zip(got, reversed(made)):
             self.assertEqual(g, m)
-        # default limit lists them all
+
+    def test_list_default_limit_lists_them_all(self):
+        _, expect = self.make_themes()
+        self.assertLessEqual(len(expect), 50, "carol holds more themes than the default limit")
         res = self.assertOk(self.c.list("theme"))
         self.assertEqual([g["ID"] for g in res["Items"]], expect)
         self.assertIsNone(res["NextCursor"])
-        # last page of exactly 5 with limit=5 -> NextCursor null or an empty next page
+
+    def test_list_page_ending_at_the_oldest_record_has_no_next_cursor(self):
+        _, expect = self.make_themes()
         res = self.assertOk(self.c.list("theme", "limit=%d" % len(expect)))
-        if res["NextCursor"] is not None:
-            nxt = self.assertOk(self.c.list("theme", "limit=5&cursor=" + res["NextCursor"]))
-            self.assertEqual(nxt["Items"], [])
-        # themes only: no address ids in the theme list
+        self.assertEqual([g["ID"] for g in res["Items"]], expect)
+        self.assertIsNone(res["NextCursor"])
+
+    def test_list_holds_only_its_kind(self):
+        self.make_themes()
         a = self.c.must_create("address", {})
         self.assertNotIn(a["ID"], [x["ID"] for x in self.c.list_all("theme", limit=500)])
         self.assertIn(a["ID"], [x["ID"] for x in self.c.list_all("address", limit=3)])
-        # other users never see carol's records
+
+    def test_list_never_shows_other_users_records(self):
+        made, expect = self.make_themes()
+        a = self.c.must_create("address", {})
         for other in ("alice", "bob"):
             oc = client(other)
             try:
