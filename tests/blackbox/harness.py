@@ -585,6 +585,65 @@ def wait_until(pred, timeout, interval=0.05):
         time.sleep(interval)
 
 
+# -- what the server has done with a connection, from the kernel's TCP table ----
+
+def _server_sockets(port, socks):
+    """The server's side of each of socks (connected to port on loopback), read from
+    /proc/net/tcp and /proc/net/tcp6: {client port: (rx_queue bytes, inode)}; a socket the
+    tables do not list (not yet established, or gone) is missing."""
+    want = {s.getsockname()[1] for s in socks}
+    found = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                lines = f.readlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, remote, queues, inode = fields[1], fields[2], fields[4], fields[9]
+            if int(local.rsplit(":", 1)[1], 16) != port:
+                continue
+            rport = int(remote.rsplit(":", 1)[1], 16)
+            if rport in want:
+                found[rport] = (int(queues.split(":")[1], 16), int(inode))
+    return found
+
+
+def wait_server_read(port, socks, timeout=DEFAULT_TIMEOUT):
+    """Waits (bounded) until the server has accepted each of socks and read every byte
+    sent on it so far: its side of each connection is its own and holds nothing unread.
+    On loopback a byte is in that queue once send returns, and eventd parses what it
+    reads in the same callback, so afterwards the server has seen the bytes (half a head
+    makes a connection busy, a first part of a request is a read of its own). Raises
+    HarnessError at the timeout."""
+    n = len(socks)
+
+    def all_read():
+        found = _server_sockets(port, socks)
+        # inode 0: still in the listener's queue (not accepted yet), or closed
+        return len(found) == n and all(rx == 0 and inode for rx, inode in found.values())
+
+    if not wait_until(all_read, timeout, 0.002):
+        raise HarnessError("the server did not read what was sent within %.1fs: %r"
+                           % (timeout, _server_sockets(port, socks)))
+
+
+def wait_server_closed(port, sock, timeout=DEFAULT_TIMEOUT):
+    """Waits (bounded) until the server has closed its side of sock's connection for good
+    (not only shut down its writing): the socket is gone from the table, or left to the
+    kernel (inode 0, as a closed socket finishing its FIN handshake is). Only for a
+    connection the server has accepted: one in the listener's queue has inode 0 too.
+    Raises HarnessError at the timeout."""
+    def closed():
+        found = _server_sockets(port, [sock])
+        return not found or all(inode == 0 for _, inode in found.values())
+
+    if not wait_until(closed, timeout, 0.005):
+        raise HarnessError("the server did not close the connection within %.1fs: %r"
+                           % (timeout, _server_sockets(port, [sock])))
+
+
 # -- a small file system that can be filled up (real ENOSPC) -------------------
 
 SANITIZER_RE = re.compile(r"AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|"
