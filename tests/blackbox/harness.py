@@ -210,6 +210,19 @@ class Server:
     def running(self):
         return self.proc is not None and self.proc.poll() is None
 
+    def read_to_end(self, timeout=STOP_TIMEOUT):
+        """Once the process has exited (stop, wait): waits (bounded) until its stdout and
+        stderr have been read to their end, so stdout_text and stderr_text hold all it
+        wrote. Raises HarnessError if it is still running or the reading does not end."""
+        if self.running():
+            raise HarnessError("read_to_end while eventd is still running")
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+            if t.is_alive():
+                raise HarnessError("eventd's output was not read to its end within %.1fs"
+                                   % timeout)
+
     def send_signal(self, sig):
         self.proc.send_signal(sig)
 
