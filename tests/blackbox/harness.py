@@ -25,6 +25,7 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
@@ -598,29 +599,41 @@ def wait_until(pred, timeout, interval=0.05):
         time.sleep(interval)
 
 
-# -- what the server has done with a connection, from the kernel's TCP table ----
+# -- what the server has done with a connection, asked of the kernel -----------
+
+_NETLINK_SOCK_DIAG = 4
+_SOCK_DIAG_BY_FAMILY = 20
+_NLMSG_ERROR = 2
+_TCP_LISTEN = 10
+
+
+def _server_socket(port, sock):
+    """The server's side of sock's connection to port on loopback, looked up in the kernel
+    by its address (sock_diag over netlink, as ss does): (unread bytes, inode), or None
+    when there is none (gone; the lookup then finds the listener, which does not count).
+    An inode of 0 is a socket no process holds: still in the listener's queue, or closed
+    and left to the kernel."""
+    client = sock.getsockname()[1]
+    lo = socket.inet_pton(socket.AF_INET, HOST) + bytes(12)
+    # inet_diag_sockid: the server's port and address first, then the client's; no cookie
+    sockid = struct.pack("!HH16s16s", port, client, lo, lo) + struct.pack(
+        "=III", 0, 0xFFFFFFFF, 0xFFFFFFFF)
+    req = struct.pack("=BBBBI", socket.AF_INET, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF) + sockid
+    msg = struct.pack("=IHHII", 16 + len(req), _SOCK_DIAG_BY_FAMILY, 1, 1, 0) + req
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as nl:
+        nl.send(msg)
+        data = nl.recv(65536)
+    _, mtype = struct.unpack_from("=IH", data)
+    if mtype == _NLMSG_ERROR:
+        return None
+    state = data[17]
+    rqueue, _, _, inode = struct.unpack_from("=IIII", data, 16 + 4 + 48 + 4)
+    return None if state == _TCP_LISTEN else (rqueue, inode)
+
 
 def _server_sockets(port, socks):
-    """The server's side of each of socks (connected to port on loopback), read from
-    /proc/net/tcp and /proc/net/tcp6: {client port: (rx_queue bytes, inode)}; a socket the
-    tables do not list (not yet established, or gone) is missing."""
-    want = {s.getsockname()[1] for s in socks}
-    found = {}
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as f:
-                lines = f.readlines()[1:]
-        except FileNotFoundError:
-            continue
-        for line in lines:
-            fields = line.split()
-            local, remote, queues, inode = fields[1], fields[2], fields[4], fields[9]
-            if int(local.rsplit(":", 1)[1], 16) != port:
-                continue
-            rport = int(remote.rsplit(":", 1)[1], 16)
-            if rport in want:
-                found[rport] = (int(queues.split(":")[1], 16), int(inode))
-    return found
+    """{client port: _server_socket(port, s)} for each of socks."""
+    return {s.getsockname()[1]: _server_socket(port, s) for s in socks}
 
 
 def wait_server_read(port, socks, timeout=DEFAULT_TIMEOUT):
@@ -630,12 +643,10 @@ def wait_server_read(port, socks, timeout=DEFAULT_TIMEOUT):
     reads in the same callback, so afterwards the server has seen the bytes (half a head
     makes a connection busy, a first part of a request is a read of its own). Raises
     HarnessError at the timeout."""
-    n = len(socks)
-
     def all_read():
-        found = _server_sockets(port, socks)
         # inode 0: still in the listener's queue (not accepted yet), or closed
-        return len(found) == n and all(rx == 0 and inode for rx, inode in found.values())
+        return all(f is not None and f[0] == 0 and f[1]
+                   for f in _server_sockets(port, socks).values())
 
     if not wait_until(all_read, timeout, 0.002):
         raise HarnessError("the server did not read what was sent within %.1fs: %r"
@@ -649,8 +660,8 @@ def wait_server_closed(port, sock, timeout=DEFAULT_TIMEOUT):
     connection the server has accepted: one in the listener's queue has inode 0 too.
     Raises HarnessError at the timeout."""
     def closed():
-        found = _server_sockets(port, [sock])
-        return not found or all(inode == 0 for _, inode in found.values())
+        f = _server_socket(port, sock)
+        return f is None or f[1] == 0
 
     if not wait_until(closed, timeout, 0.005):
         raise HarnessError("the server did not close the connection within %.1fs: %r"
