@@ -102,7 +102,7 @@ static void swap_markers(struct buf *b, bool to_markers) {
         else
             replace_all(&tmp, b->ptr, b->len, markers[i].marker, markers[i].text);
         buf_reset(b);
-        buf_append(b, tmp.ptr, tmp.len);
+        if (tmp.len) buf_append(b, tmp.ptr, tmp.len); /* an empty tmp has no storage */
         buf_destroy(&tmp);
     }
 }
