@@ -296,26 +296,57 @@ class AddressFields(Base):
 
 
 class StatusField(Base):
-    def test_status(self):
-        for kind in ("theme", "address"):
+    KINDS = ("theme", "address")
+
+    def archived(self, kind):
+        """A record of kind created with Status "archived"."""
+        return self.assertOk(self.c.create(kind, {"Status": "archived"}))
+
+    def test_status_defaults_to_active(self):
+        for kind in self.KINDS:
             with self.subTest(kind=kind):
-                rec = self.assertOk(self.c.create(kind, {}))
-                self.assertEqual(rec["Status"], "active")
-                rec = self.assertOk(self.c.create(kind, {"Status": "archived"}))
+                self.assertEqual(self.assertOk(self.c.create(kind, {}))["Status"], "active")
+
+    def test_status_set_on_create(self):
+        for kind in self.KINDS:
+            with self.subTest(kind=kind):
+                rec = self.archived(kind)
                 self.assertEqual(rec["Status"], "archived")
                 self.assertEqual(self.c.must_get(kind, rec["ID"])["Status"], "archived")
+
+    def test_empty_status_refused_on_create(self):
+        for kind in self.KINDS:
+            with self.subTest(kind=kind):
                 self.assertErr(self.c.create(kind, {"Status": ""}), 400, "invalid_field", "Status")
-                for v in (1, True, [], {"a": 1}):
+
+    def test_non_string_status_refused_on_create(self):
+        for kind in self.KINDS:
+            for v in (1, True, [], {"a": 1}):
+                with self.subTest(kind=kind, value=v):
                     self.assertErr(self.c.create(kind, {"Status": v}), 400, "invalid_field",
                                    "Status")
-                # update: absent keeps, given changes, "" rejected
+
+    def test_status_absent_from_an_update_is_kept(self):
+        for kind in self.KINDS:
+            with self.subTest(kind=kind):
+                rec = self.archived(kind)
                 self.assert204(self.c.update(kind, rec["ID"], {"Name": "n"}))
                 self.assertEqual(self.c.must_get(kind, rec["ID"])["Status"], "archived")
+
+    def test_status_given_in_an_update_is_changed(self):
+        for kind in self.KINDS:
+            with self.subTest(kind=kind):
+                rec = self.archived(kind)
                 self.assert204(self.c.update(kind, rec["ID"], {"Status": "active"}))
                 self.assertEqual(self.c.must_get(kind, rec["ID"])["Status"], "active")
+
+    def test_empty_status_refused_on_update_and_kept(self):
+        for kind in self.KINDS:
+            with self.subTest(kind=kind):
+                rec = self.archived(kind)
                 self.assertErr(self.c.update(kind, rec["ID"], {"Status": ""}), 400,
                                "invalid_field", "Status")
-                self.assertEqual(self.c.must_get(kind, rec["ID"])["Status"], "active")
+                self.assertEqual(self.c.must_get(kind, rec["ID"])["Status"], "archived")
 
 
 class Strings(Base):
@@ -717,19 +748,46 @@ class ReadListDelete(Base):
         nxt = self.assertOk(self.c.list("address", "limit=2&cursor=" + first["NextCursor"]))
         self.assertEqual([x["ID"] for x in nxt["Items"]], [ids[1], ids[0]])
 
-    def test_delete(self):
+    def deleted(self, kind):
+        """The id of a record of kind, created and then deleted (204, empty)."""
+        rid = self.c.must_create(kind, {"Name": "del"})["ID"]
+        self.assert204(self.c.delete(kind, rid))
+        return rid
+
+    def test_delete_answers_204(self):
         for kind in ("theme", "address"):
-            rec = self.c.must_create(kind, {"Name": "del"})
-            rid = rec["ID"]
-            r = self.c.delete(kind, rid)
-            self.assert204(r)
-            self.assertErr(self.c.get(kind, rid), 404, "not_found")
-            self.assertErr(self.c.update(kind, rid, {"Name": "x"}), 404, "not_found")
-            self.assertErr(self.c.delete(kind, rid), 404, "not_found")
-            self.assertNotIn(rid, [x["ID"] for x in self.c.list_all(kind, limit=500)])
-            newer = [self.c.must_create(k, {})["ID"] for k in ("theme", "address", "theme")]
-            for n in newer:
-                self.assertGreater(n, rid, "a deleted id must never be reused")
+            with self.subTest(kind=kind):
+                self.deleted(kind)
+
+    def test_deleted_record_is_404_to_get(self):
+        for kind in ("theme", "address"):
+            with self.subTest(kind=kind):
+                self.assertErr(self.c.get(kind, self.deleted(kind)), 404, "not_found")
+
+    def test_deleted_record_is_404_to_update(self):
+        for kind in ("theme", "address"):
+            with self.subTest(kind=kind):
+                self.assertErr(self.c.update(kind, self.deleted(kind), {"Name": "x"}), 404,
+                               "not_found")
+
+    def test_deleted_record_is_404_to_delete(self):
+        for kind in ("theme", "address"):
+            with self.subTest(kind=kind):
+                self.assertErr(self.c.delete(kind, self.deleted(kind)), 404, "not_found")
+
+    def test_deleted_record_is_not_listed(self):
+        for kind in ("theme", "address"):
+            with self.subTest(kind=kind):
+                rid = self.deleted(kind)
+                self.assertNotIn(rid, [x["ID"] for x in self.c.list_all(kind, limit=500)])
+
+    def test_deleted_id_is_never_reused(self):
+        for kind in ("theme", "address"):
+            with self.subTest(kind=kind):
+                rid = self.deleted(kind)
+                newer = [self.c.must_create(k, {})["ID"] for k in ("theme", "address", "theme")]
+                for n in newer:
+                    self.assertGreater(n, rid, "a deleted id must never be reused")
 
 
 class Events(Base):
