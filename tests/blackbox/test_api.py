@@ -804,51 +804,74 @@ class Events(Base):
     def put_event(self, eid, **kw):
         return self.c.call("PUT", "/v2/event/%d" % eid, {"Event": kw})
 
-    def test_link_lifecycle(self):
+    def gala(self):
+        """A theme T, an address A and the event Gala linking both: (t, a, event)."""
         t = self.c.must_create("theme", {"Name": "T"})
         a = self.c.must_create("address", {"City": "A"})
-        r = self.event(Name="Gala", ThemeID=t["ID"], AddressID=a["ID"])
-        ev = self.assertOk(r)
+        ev = self.assertOk(self.event(Name="Gala", ThemeID=t["ID"], AddressID=a["ID"]))
+        return t, a, ev
+
+    def test_create_event_answers_the_event(self):
+        t, a, ev = self.gala()
         for k in ("ID", "Name", "ThemeID", "AddressID", "Status"):
             self.assertIn(k, ev)
         self.assertEqual((ev["Name"], ev["ThemeID"], ev["AddressID"], ev["Status"]),
                          ("Gala", t["ID"], a["ID"], "active"))
         self.assertGreater(ev["ID"], 0)
-        eid = ev["ID"]
+
+    def test_linking_sets_event_id_and_nothing_else(self):
+        t, a, ev = self.gala()
         tt = self.c.must_get("theme", t["ID"])
         aa = self.c.must_get("address", a["ID"])
-        self.assertEqual(tt["EventID"], eid)
-        self.assertEqual(aa["EventID"], eid)
-        self.assertEqual(tt, dict(t, EventID=eid))
-        self.assertEqual(aa, dict(a, EventID=eid))
-        # read embeds the linked records
-        got = self.c.must_get("event", eid)
-        self.assertEqual(got["Theme"], tt)
-        self.assertEqual(got["Address"], aa)
+        self.assertEqual(tt["EventID"], ev["ID"])
+        self.assertEqual(aa["EventID"], ev["ID"])
+        self.assertEqual(tt, dict(t, EventID=ev["ID"]))
+        self.assertEqual(aa, dict(a, EventID=ev["ID"]))
+
+    def test_event_read_embeds_the_linked_records(self):
+        t, a, ev = self.gala()
+        got = self.c.must_get("event", ev["ID"])
+        self.assertEqual(got["Theme"], self.c.must_get("theme", t["ID"]))
+        self.assertEqual(got["Address"], self.c.must_get("address", a["ID"]))
         self.assertEqual(got["ThemeID"], t["ID"])
-        # listed
-        self.assertIn(eid, [x["ID"] for x in self.c.list_all("event", limit=100)])
-        # deleting linked records is a conflict
+
+    def test_event_is_listed(self):
+        _, _, ev = self.gala()
+        self.assertIn(ev["ID"], [x["ID"] for x in self.c.list_all("event", limit=100)])
+
+    def test_deleting_a_linked_record_is_a_conflict(self):
+        t, a, _ = self.gala()
         self.assertErr(self.c.delete("theme", t["ID"]), 409, "conflict")
         self.assertErr(self.c.delete("address", a["ID"]), 409, "conflict")
         self.c.must_get("theme", t["ID"])
-        # updating a linked theme keeps its EventID
+        self.c.must_get("address", a["ID"])
+
+    def test_updating_a_linked_theme_keeps_its_event_id(self):
+        t, _, ev = self.gala()
         self.assert204(self.c.update("theme", t["ID"], {"Name": "T2"}))
-        self.assertEqual(self.c.must_get("theme", t["ID"])["EventID"], eid)
-        self.assertEqual(self.c.must_get("event", eid)["Theme"]["Name"], "T2")
-        # unlink the theme with ThemeID 0
-        self.assert204(self.put_event(eid, ThemeID=0))
+        self.assertEqual(self.c.must_get("theme", t["ID"])["EventID"], ev["ID"])
+        self.assertEqual(self.c.must_get("event", ev["ID"])["Theme"]["Name"], "T2")
+
+    def test_theme_id_0_unlinks_the_theme(self):
+        t, a, ev = self.gala()
+        self.assert204(self.put_event(ev["ID"], ThemeID=0))
         self.assertEqual(self.c.must_get("theme", t["ID"])["EventID"], 0)
-        got = self.c.must_get("event", eid)
+        got = self.c.must_get("event", ev["ID"])
         self.assertIsNone(got["Theme"])
         self.assertEqual(got["ThemeID"], 0)
         self.assertEqual(got["AddressID"], a["ID"], "partial event update keeps AddressID")
         self.assertEqual(got["Name"], "Gala")
-        # relink, then delete the event: both unlinked
-        self.assert204(self.put_event(eid, ThemeID=t["ID"]))
-        self.assertEqual(self.c.must_get("theme", t["ID"])["EventID"], eid)
-        self.assert204(self.c.delete("event", eid))
-        self.assertErr(self.c.get("event", eid), 404, "not_found")
+
+    def test_an_unlinked_theme_can_be_linked_again(self):
+        t, _, ev = self.gala()
+        self.assert204(self.put_event(ev["ID"], ThemeID=0))
+        self.assert204(self.put_event(ev["ID"], ThemeID=t["ID"]))
+        self.assertEqual(self.c.must_get("theme", t["ID"])["EventID"], ev["ID"])
+
+    def test_deleting_the_event_unlinks_both(self):
+        t, a, ev = self.gala()
+        self.assert204(self.c.delete("event", ev["ID"]))
+        self.assertErr(self.c.get("event", ev["ID"]), 404, "not_found")
         self.assertEqual(self.c.must_get("theme", t["ID"])["EventID"], 0)
         self.assertEqual(self.c.must_get("address", a["ID"])["EventID"], 0)
         self.assert204(self.c.delete("theme", t["ID"]))
