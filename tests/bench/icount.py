@@ -244,7 +244,7 @@ def check(counts, budgets, path):
             failed.append(op)
         elif c < b * (1 - UNDER):
             verdict = ("FAIL: more than %d %% under budget: lower it to %d in %s in this commit"
-                       % (round(UNDER * 100), round(c), path))
+                       % (round(UNDER * 100), -(-round(c) // 10) * 10, path))
             failed.append(op)
         else:
             verdict = "ok"
