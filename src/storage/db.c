@@ -520,7 +520,7 @@ void db_stats(const struct db *db, struct db_stats *out) {
     memcpy(out->kind_count, db->index.kind_count, sizeof out->kind_count);
     memcpy(out->kind_bytes, db->index.kind_bytes, sizeof out->kind_bytes);
     out->syncs = db->store.stats_syncs;
-    out->loop_syncs = db->store.stats_loop_syncs;
+    out->loop_syncs = db->store.sync.stats_loop_syncs;
     out->compactions_ok = db->stats_compactions_ok;
     out->compactions_failed = db->stats_compactions_failed;
 }
