@@ -275,6 +275,11 @@ void db_stats(const struct db *db, struct db_stats *out);
 /* Writes and syncs every change appended so far, waiting for it (offline tools). 0 or -errno. */
 int db_sync_now(struct db *db);
 
+/* The last LSN acknowledged (db_ack_cb's lsn so far): where a new listener of acks starts. */
+static inline uint64_t db_acked_lsn(const struct db *db) {
+    return db->store.acked_lsn;
+}
+
 /* The LSN a response must wait for to show no change that could still be lost. */
 static inline uint64_t db_visible_lsn(const struct db *db) {
     return db->visible_lsn;

@@ -13,8 +13,9 @@ between folders. An arrow from folder A to folder B is either
 Every arrow not allowed by LAYERS is listed as file: A -> B (what).
 
 One more rule keeps the data layer's API the only way to records: no file
-outside storage/ names the db's index (`->index` or `.index`); the surfaces
-use the lookups storage/db.h declares (db_get, db_owned, db_stats, ...).
+outside storage/ names the db's index or store (`->index`, `.store`, ...);
+the layers above use what storage/db.h declares (db_get, db_owned, db_stats,
+db_acked_lsn, ...).
 
 Usage: layers.py SRC_DIR OBJ_DIR...   (OBJ_DIR: where the .c.o files of
        src/ are, e.g. build/CMakeFiles/eventd_lib.dir/src)
@@ -39,8 +40,8 @@ LAYERS = {
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
-# The db's index, named outside storage/ (comments are not code: stripped first).
-INDEX_FIELD = re.compile(r"(?:->|\.)\s*index\b")
+# The db's index or store, named outside storage/ (comments are not code: stripped first).
+INDEX_FIELD = re.compile(r"(?:->|\.)\s*(?:index|store)\b")
 COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 
 
@@ -84,13 +85,13 @@ def include_arrows(src):
 
 
 def index_uses(rel, text):
-    """Yields a problem for every use of the db's index field in text (file rel)."""
+    """Yields a problem for every use of the db's index or store field in text (file rel)."""
     if rel.split(os.sep)[0] == "storage":
         return
     code = COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
     for m in INDEX_FIELD.finditer(code):
         line = code.count("\n", 0, m.start()) + 1
-        yield "%s:%d: the db's index outside storage/: use storage/db.h" % (rel, line)
+        yield "%s:%d: the db's index or store outside storage/: use storage/db.h" % (rel, line)
 
 
 def index_field_uses(src):
@@ -167,10 +168,11 @@ def self_test():
     if bad != want:
         fails.append("check() found %r, wanted %r" % (bad, want))
     sample = ("/* the db->index */\nx = index_get(&h->db->index, 1);\n"
-              "// db.index\ny = db_get(h->db, 2); z = db . index;\n")
-    got = list(index_uses(os.path.join("api", "a.c"), sample))
-    want = ["%s:%d: the db's index outside storage/: use storage/db.h" % (os.path.join("api", "a.c"), n)
-            for n in (2, 4)]
+              "// db.index\ny = db_get(h->db, 2); z = db . index;\nn = db.store.acked_lsn;\n")
+    rel = os.path.join("api", "a.c")
+    got = list(index_uses(rel, sample))
+    want = ["%s:%d: the db's index or store outside storage/: use storage/db.h" % (rel, n)
+            for n in (2, 4, 5)]
     if got != want:
         fails.append("index_uses() found %r, wanted %r" % (got, want))
     if list(index_uses(os.path.join("storage", "db.c"), sample)):
