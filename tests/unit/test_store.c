@@ -238,16 +238,16 @@ static void test_sync_time_is_measured_on_the_loop(void) {
     uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
-    s.loop_sync_max_ns = 1; /* every sync is slow: batches go to the threadpool */
-    s.sync_ns = 1000000;
-    s.loop_sync_at = uv_now(&loop) + 1000000; /* and no probe is due */
+    s.sync.loop_sync_max_ns = 1; /* every sync is slow: batches go to the threadpool */
+    s.sync.sync_ns = 1000000;
+    s.sync.loop_sync_at = uv_now(&loop) + 1000000; /* and no probe is due */
     for (uint64_t i = 0; i < 5; i++)
         append_acked(&s, &loop, i);
-    CHECK_EQ_UINT(s.sync_ns, 1000000); /* threadpool syncs did not count */
-    s.loop_sync_at = 0;                /* a probe is due: the next batch syncs on the loop */
+    CHECK_EQ_UINT(s.sync.sync_ns, 1000000); /* threadpool syncs did not count */
+    s.sync.loop_sync_at = 0;                /* a probe is due: the next batch syncs on the loop */
     append_acked(&s, &loop, 5);
-    CHECK(s.sync_ns != 1000000);
-    CHECK(s.loop_sync_at >= uv_now(&loop) - 1000 && s.loop_sync_at <= uv_now(&loop));
+    CHECK(s.sync.sync_ns != 1000000);
+    CHECK(s.sync.loop_sync_at >= uv_now(&loop) - 1000 && s.sync.loop_sync_at <= uv_now(&loop));
     close_loop(&s, &loop);
     rmrf(dir);
 }
@@ -295,9 +295,9 @@ static void gather_setup(struct store *s, uv_loop_t *loop, const char *dir, uint
                          bool drain) {
     uv_loop_init(loop);
     open_replay(s, loop, dir, &always, STORE_REPLAY_EMPTY);
-    uv_run(loop, UV_RUN_DEFAULT);       /* nothing of the open still in flight */
-    s->loop_sync_max_ns = 60000000000u; /* the loop path, whatever this disk's speed */
-    s->sync_ns = sync_ns;
+    uv_run(loop, UV_RUN_DEFAULT);            /* nothing of the open still in flight */
+    s->sync.loop_sync_max_ns = 60000000000u; /* the loop path, whatever this disk's speed */
+    s->sync.sync_ns = sync_ns;
     memset(&input, 0, sizeof input);
     input.s = s;
     input.drain = drain;
@@ -342,8 +342,8 @@ static void test_gathering_is_bounded(void) {
     uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     uv_run(&loop, UV_RUN_DEFAULT);
-    s.loop_sync_max_ns = 60000000000u;
-    s.sync_ns = 30000000000u;
+    s.sync.loop_sync_max_ns = 60000000000u;
+    s.sync.sync_ns = 30000000000u;
     uint8_t p[300];
     uint64_t lsn = store_append(&s, 4, p, payload_of(0, p));
     uv_run(&loop, UV_RUN_NOWAIT);
@@ -962,7 +962,7 @@ static void test_loop_thread_batch_fails_in_one_turn(void) {
     fault_open(&f);
     /* In "always" a plain batch is written and synced on the loop thread, in the idle phase
      * after the turn that appended it: one turn fails it, with nothing left in flight. */
-    f.s.sync_ns = 0; /* as on a fast disk: a slow one would send the batch to the threadpool */
+    f.s.sync.sync_ns = 0; /* as on a fast disk: a slow one would send the batch to the threadpool */
     uint64_t fifth = store_append(&f.s, 1, "fifth", 5);
     note_reset();
     uv_run(&f.loop, UV_RUN_NOWAIT);
