@@ -440,6 +440,28 @@ def self_test():
            {"X-Request-ID": "a"}, b"", site_path="/acct")
     expect(True, "204: no body", "DELETE", "/v2/theme/2", 204, {"X-Request-ID": "a"}, b"")
     expect(False, "204 with a body", "DELETE", "/v2/theme/2", 204, {"X-Request-ID": "a"}, b"{}")
+    # Every code of README's error table, under its status somewhere in the document.
+    readme = os.path.join(os.path.dirname(DOC_PATH), "..", "README.md")
+    with open(readme, encoding="utf-8") as f:
+        table = re.findall(r"^\| `([a-z_]+)` \| (\d{3}) \|", f.read(), re.M)
+    if len(table) < 20:
+        failures.append("README's error table: only %d rows found" % len(table))
+    by_status = {}
+    any_path = c.any_path.get("connection", {}).items()
+    any_path = list(any_path) + [("404", c.any_path["unlisted-path"]),
+                                 ("405", c.any_path["unlisted-method"])]
+    answers = [(st, r) for item in c.doc["paths"].values() for m, o in item.items()
+               if m in METHODS for st, r in o["responses"].items()] + any_path
+    for st, resp in answers:
+        for media in c.schemas.resolve(resp).get("content", {}).values():
+            env = c.schemas.resolve(media.get("schema", {}))
+            code = env.get("properties", {}).get("Error", {}).get("properties", {}).get("Code")
+            if code:
+                for v in code.get("enum", [code.get("const")]):
+                    by_status.setdefault(v, set()).add(st)
+    for code, status in table:
+        if status not in by_status.get(code, ()):
+            failures.append("README's %s (%s) is not documented with that status" % (code, status))
     s = Schemas({})
     cases = [({"oneOf": [{"type": "integer"}, {"type": "number"}]}, 1, False),
              ({"oneOf": [{"type": "integer"}, {"type": "string"}]}, 1, True),
