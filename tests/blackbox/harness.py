@@ -134,7 +134,7 @@ def _flag_value(args, env, flag, var, default):
 
 
 def check_answer(port, method, target, status, header_list, body, head=False):
-    """Checks one answer of the eventd on port against docs/openapi.json
+    """Checks one answer of the eventd on port (or admin socket path) against docs/openapi.json
     (tests/blackbox/openapi_check.py); raises openapi_check.Mismatch."""
     if not OPENAPI_CHECK or port not in _served:
         return
@@ -260,13 +260,15 @@ def _checked_request(self, method, url, *args, **kwargs):
 def _checked_getresponse(self):
     r = _http_getresponse(self)
     sent, self._eventd_sent = getattr(self, "_eventd_sent", None), None
-    if sent and self.host == HOST and self.port in _served:
+    # A server by its port, or its admin socket by its path (an AF_UNIX subclass's unix_path).
+    where = getattr(self, "unix_path", None) or (self.port if self.host == HOST else None)
+    if sent and where in _served:
         read = r.read
 
         def checked_read(amt=None):
             data = read(amt)
             if amt is None:
-                check_answer(self.port, sent[0], sent[1], r.status, r.getheaders(), data)
+                check_answer(where, sent[0], sent[1], r.status, r.getheaders(), data)
             return data
         r.read = checked_read
     return r
@@ -348,6 +350,8 @@ class Server:
             _flag_value(self.extra_args, env, "--base-path", "EVENTD_BASE_PATH", "/v2"),
             _flag_value(self.extra_args, env, "--site-path", "EVENTD_SITE_PATH", ""),
             {"--max-string-bytes": _max_string})
+        # The admin socket (DATA/admin.sock) answers as the listener does.
+        _served[os.path.join(self.data_dir, "admin.sock")] = _served[self.port]
         return self
 
     def _drain(self, pipe, is_stderr):

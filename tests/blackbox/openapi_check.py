@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """tests/blackbox/openapi_check.py: every answer checked against docs/openapi.json.
 
-The black-box suites hand each response they read (harness.request, raw sockets
-through send_raw/read_response, apiclient.Client.call) to check(); a mismatch
-raises Mismatch (an AssertionError), failing the test:
+The black-box suites' harness hands each answer they read from an eventd it
+started (raw sockets through send_raw/read_response, so harness.request too;
+http.client connections, apiclient.Client's included, to the listener or the
+admin socket) to check(); a mismatch raises Mismatch (an AssertionError),
+failing the test:
 
   - the path must be one of the document's (with the server URL of its path
     item: the API's under --base-path, the account site's under --site-path,
@@ -21,7 +23,10 @@ raises Mismatch (an AssertionError), failing the test:
 A JSON-Schema subset is implemented with the standard library: type, const,
 enum, properties, required, additionalProperties, items, minItems, maxItems,
 oneOf, anyOf, allOf, $ref (local), minimum, maximum, minLength, maxLength,
-pattern; descriptive keywords are ignored. --self-test runs its own cases.
+pattern; descriptive keywords are ignored. --self-test runs its own cases (drift
+that must be refused: an extra member, a wrong type, an undocumented status, a
+missing header...) and checks that every code of README's error table is
+documented with its status.
 
 Usage: openapi_check.py --self-test
 """
