@@ -26,6 +26,7 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
@@ -386,6 +387,19 @@ class Server:
 
     def running(self):
         return self.proc is not None and self.proc.poll() is None
+
+    def read_to_end(self, timeout=STOP_TIMEOUT):
+        """Once the process has exited (stop, wait): waits (bounded) until its stdout and
+        stderr have been read to their end, so stdout_text and stderr_text hold all it
+        wrote. Raises HarnessError if it is still running or the reading does not end."""
+        if self.running():
+            raise HarnessError("read_to_end while eventd is still running")
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+            if t.is_alive():
+                raise HarnessError("eventd's output was not read to its end within %.1fs"
+                                   % timeout)
 
     def send_signal(self, sig):
         self.proc.send_signal(sig)
@@ -774,6 +788,78 @@ def wait_until(pred, timeout, interval=0.05):
         if v or time.monotonic() >= deadline:
             return v
         time.sleep(interval)
+
+
+# -- what the server has done with a connection, asked of the kernel -----------
+
+_NETLINK_SOCK_DIAG = 4
+_SOCK_DIAG_BY_FAMILY = 20
+_NLMSG_ERROR = 2
+_TCP_ESTABLISHED, _TCP_SYN_RECV, _TCP_LISTEN = 1, 3, 10
+
+
+def _server_socket(port, sock):
+    """The server's side of sock's connection to port on loopback, looked up in the kernel
+    by its address (sock_diag over netlink, as ss does): (unread bytes, inode, TCP state),
+    or None when there is none (gone; the lookup then finds the listener, which does not
+    count). An inode of 0 is a socket no process holds: still in the listener's queue
+    (established), or closed and left to the kernel (finishing its FIN handshake)."""
+    client = sock.getsockname()[1]
+    lo = socket.inet_pton(socket.AF_INET, HOST) + bytes(12)
+    # inet_diag_sockid: the server's port and address first, then the client's; no cookie
+    sockid = struct.pack("!HH16s16s", port, client, lo, lo) + struct.pack(
+        "=III", 0, 0xFFFFFFFF, 0xFFFFFFFF)
+    req = struct.pack("=BBBBI", socket.AF_INET, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF) + sockid
+    msg = struct.pack("=IHHII", 16 + len(req), _SOCK_DIAG_BY_FAMILY, 1, 1, 0) + req
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as nl:
+        nl.send(msg)
+        data = nl.recv(65536)
+    _, mtype = struct.unpack_from("=IH", data)
+    if mtype == _NLMSG_ERROR:
+        return None
+    state = data[17]
+    rqueue, _, _, inode = struct.unpack_from("=IIII", data, 16 + 4 + 48 + 4)
+    return None if state == _TCP_LISTEN else (rqueue, inode, state)
+
+
+def _closed_by_server(f):
+    """f (a _server_socket answer) is a socket the server has closed for good."""
+    return f is None or (f[1] == 0 and f[2] not in (_TCP_ESTABLISHED, _TCP_SYN_RECV))
+
+
+def _server_sockets(port, socks):
+    """{client port: _server_socket(port, s)} for each of socks."""
+    return {s.getsockname()[1]: _server_socket(port, s) for s in socks}
+
+
+def wait_server_read(port, socks, timeout=DEFAULT_TIMEOUT, or_closed=False):
+    """Waits (bounded) until the server has accepted each of socks and read every byte
+    sent on it so far: its side of each connection is its own and holds nothing unread.
+    On loopback a byte is in that queue once send returns, and eventd parses what it
+    reads in the same callback, so afterwards the server has seen the bytes (half a head
+    makes a connection busy, a first part of a request is a read of its own). With
+    or_closed, a connection the server has closed counts as done (for a client sending a
+    request the server may refuse halfway). Raises HarnessError at the timeout."""
+    def done(f):
+        if or_closed and _closed_by_server(f):
+            return True
+        return f is not None and f[0] == 0 and f[1] != 0  # inode 0: not accepted yet
+
+    def all_read():
+        return all(done(f) for f in _server_sockets(port, socks).values())
+
+    if not wait_until(all_read, timeout, 0.002):
+        raise HarnessError("the server did not read what was sent within %.1fs: %r"
+                           % (timeout, _server_sockets(port, socks)))
+
+
+def wait_server_closed(port, sock, timeout=DEFAULT_TIMEOUT):
+    """Waits (bounded) until the server has closed its side of sock's connection for good
+    (not only shut down its writing, as a lingering close does): the socket is gone, or
+    left to the kernel to finish its FIN handshake. Raises HarnessError at the timeout."""
+    if not wait_until(lambda: _closed_by_server(_server_socket(port, sock)), timeout, 0.005):
+        raise HarnessError("the server did not close the connection within %.1fs: %r"
+                           % (timeout, _server_sockets(port, [sock])))
 
 
 # -- a small file system that can be filled up (real ENOSPC) -------------------
