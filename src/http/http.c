@@ -31,7 +31,6 @@
 #include <strings.h>
 #include <time.h>
 
-
 enum { H_OTHER, H_AUTHORIZATION, H_EXPECT, H_HOST, H_TRANSFER_ENCODING, H_FIELD };
 
 /* The kept headers (enum http_field), by lower-case name. */

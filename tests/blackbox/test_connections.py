@@ -20,7 +20,7 @@ from harness import (  # noqa: E402
     EVENTD_BIN, Server, auth_header, build_request, connect, is_open, parse_response_bytes,
     read_response, request, send_raw, wait_closed, wait_server_closed, wait_server_read)
 
-SWEEP_S = 1.0            # SERVER_SWEEP_MS: idle connections keep their app state this long
+SWEEP_S = 1.0            # --idle-sweep-ms's default: idle connections keep their app state this long
 SETTLE_S = 3.5 * SWEEP_S  # state released (<= 2 sweeps), free lists trimmed (one more)
 IDLE_CONN_LIMIT = 1024   # bytes of RSS per idle connection (README)
 IDLE_CONN_SLACK = 64     # libuv's per-descriptor watcher array (8-16 B) and page rounding
