@@ -422,6 +422,10 @@ enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
         buf_append_str(&r->body, "{\"Status\":\"ok\"}");
         return SERVER_ANSWERED;
     }
+    if (st->route.action == ACT_OPENAPI) {
+        api_openapi_reply(h, r);
+        return SERVER_ANSWERED;
+    }
     r->route = metrics_api_route(st->route.type - REC_THEME, st->route.action - ACT_CREATE);
     const struct record *user = authenticate(h, st, &req->kept->authorization);
     if (!user) {

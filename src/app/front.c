@@ -222,6 +222,7 @@ int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, const struct 
         conc = cores > 3 ? 2 : cores > 1 ? cores - 1 : 1;
     }
     pwhash_init(&h->pw, loop, conc, lim->pwhash_queue, lim->pwhash_register_queue);
+    api_openapi_init(h);
     memset(out, 0, sizeof *out);
     out->data = h;
     out->state_size = sizeof(struct req_state);
@@ -235,6 +236,7 @@ int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, const struct 
 }
 
 void front_destroy(struct handlers *h) {
+    api_openapi_destroy(h);
     throttle_destroy(&h->by_name);
     throttle_destroy(&h->by_addr);
     throttle_destroy(&h->reg_by_addr);

@@ -7,8 +7,6 @@
  */
 #include "core/json.h"
 
-#include <errno.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -93,12 +91,17 @@ static int before_value(struct json_decoder *d, bool is_container) {
     return 1;
 }
 
+/* The wrapper ({"Theme": ...}) holding anything but an object: a field of
+ * the wrong type, answered as every other one (invalid_field naming it). */
+static int wrapper_not_object(struct json_decoder *d) {
+    return fail(d, ERR_INVALID_FIELD, d->kind->name, "%s must be an object", d->kind->name);
+}
+
 /* Before a scalar value: 1 to take it, 2 to skip it, 0 on error (yajl: stop). */
 static int scalar_start(struct json_decoder *d) {
     int b = before_value(d, false);
     if (b != 1) return b;
-    if (d->field == JF_WRAPPER)
-        return fail(d, ERR_INVALID_JSON, d->kind->name, "%s must be an object", d->kind->name);
+    if (d->field == JF_WRAPPER) return wrapper_not_object(d);
     return 1;
 }
 
@@ -151,18 +154,50 @@ static bool parse_short_decimal(const char *s, size_t n, double *out) {
     return true;
 }
 
+/*
+ * The syntax of a number: JSON's, with leading zeros and a bare "5." or ".5"
+ * let through (a numeric string is read as strtod would), but no "inf",
+ * "nan", hex, leading '+' or spaces, which strtod would also take.
+ */
+static bool number_syntax(const char *s, size_t n) {
+    size_t i = 0, digits = 0;
+    if (i < n && s[i] == '-') i++;
+    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++)
+        digits++;
+    if (i < n && s[i] == '.')
+        for (i++; i < n && s[i] >= '0' && s[i] <= '9'; i++)
+            digits++;
+    if (digits == 0) return false;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+        size_t exp = 0;
+        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++)
+            exp++;
+        if (exp == 0) return false;
+    }
+    return i == n;
+}
+
+/*
+ * Every finite number is read, correctly rounded (strtod). A magnitude
+ * below the smallest subnormal double rounds to zero, as IEEE 754 and every
+ * JSON parser do (README "Lon/Lat": a coordinate a hundred orders of
+ * magnitude below a nanometre is 0); strtod's ERANGE on underflow is no
+ * fault. A magnitude past the largest double becomes infinity, which the
+ * field's range refuses.
+ */
 static int set_double(struct json_decoder *d, const char *s, size_t n) {
     double v;
     if (!parse_short_decimal(s, n, &v)) {
+        if (!number_syntax(s, n)) return wrong_type(d);
         char tmp[64];
-        if (n == 0 || n >= sizeof tmp) return wrong_type(d);
-        memcpy(tmp, s, n);
-        tmp[n] = '\0';
-        char *end;
-        errno = 0;
-        v = strtod(tmp, &end);
-        if (*end || errno == ERANGE || !isfinite(v) || tmp[0] == ' ' || tmp[0] == '+')
-            return wrong_type(d);
+        char *z = n < sizeof tmp ? tmp : arena_strndup(d->arena, s, n);
+        if (z == tmp) {
+            memcpy(tmp, s, n);
+            tmp[n] = '\0';
+        }
+        v = strtod(z, NULL);
     }
     return take(d, (union value){.d = v});
 }
@@ -266,8 +301,7 @@ static int on_start_array(void *ctx) {
     int b = open_container(d);
     if (b != 1) return b != 0;
     if (d->depth == 1) return fail(d, ERR_INVALID_JSON, NULL, "the body must be a JSON object");
-    if (d->field == JF_WRAPPER)
-        return fail(d, ERR_INVALID_JSON, d->kind->name, "%s must be an object", d->kind->name);
+    if (d->field == JF_WRAPPER) return wrapper_not_object(d);
     return wrong_type(d);
 }
 

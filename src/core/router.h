@@ -5,6 +5,7 @@
  * and the same for address and event. Ids are read by record_parse_id:
  * plain decimal positive integers up to 2^53-1 (exact in a JavaScript
  * number); anything else in the id position is not a path we serve (404).
+ * GET /openapi.json under the base path is the API contract (api/openapi.c).
  * GET /healthz sits outside the base path. HEAD is served wherever GET is,
  * as the same action (the server drops the body), and every Allow line
  * lists it. Pure: no I/O.
@@ -17,7 +18,7 @@
 #include "common/buf.h"
 #include "common/err.h"
 
-enum action { ACT_HEALTH, ACT_CREATE, ACT_LIST, ACT_GET, ACT_UPDATE, ACT_DELETE };
+enum action { ACT_HEALTH, ACT_CREATE, ACT_LIST, ACT_GET, ACT_UPDATE, ACT_DELETE, ACT_OPENAPI };
 
 struct route {
     uint8_t action;    /* enum action */

@@ -270,9 +270,37 @@ class AddressFields(Base):
         rec = self.c.must_get("address", aid)
         self.assertEqual((rec["Lat"], rec["Lon"]), (1, 2))
 
+    def test_lon_lat_subnormal_accepted(self):
+        # Every finite number in range is read (issue 21): subnormal doubles too.
+        for v in (1e-310, 2.2250738585072011e-308, 5e-324, -1e-310):
+            for sent in (v, repr(v)):
+                with self.subTest(Lat=sent):
+                    body = ('{"Address":{"Lat":%s,"Lon":%s}}' % (
+                        repr(v) if isinstance(sent, float) else '"%s"' % sent,
+                        repr(v) if isinstance(sent, float) else '"%s"' % sent)).encode()
+                    rec = self.assertOk(self.c.call("POST", "/v2/address", body))
+                    self.assertEqual((rec["Lat"], rec["Lon"]), (v, v))
+                    self.assertEqual(self.c.must_get("address", rec["ID"])["Lat"], v)
+
+    def test_lon_lat_underflow_rounds_to_zero(self):
+        # Below the smallest subnormal the value rounds to 0, as IEEE 754 does (README).
+        for text in ("1e-400", "-1e-400", '"1e-400"', "0.0000000001e-999"):
+            with self.subTest(Lat=text):
+                body = ('{"Address":{"Lat":%s,"Lon":%s}}' % (text, text)).encode()
+                rec = self.assertOk(self.c.call("POST", "/v2/address", body))
+                self.assertEqual((rec["Lat"], rec["Lon"]), (0, 0))
+
+    def test_lon_lat_overflow_out_of_range(self):
+        for text in ("1e400", "-1e400", '"1e400"'):
+            with self.subTest(Lat=text):
+                r = self.c.call("POST", "/v2/address", ('{"Address":{"Lat":%s}}' % text).encode())
+                err = self.assertErr(r, 400, "invalid_field", "Lat")
+                self.assertNotIn("must be a number", err["Message"])
+
     def test_lon_lat_non_numeric(self):
         for f in ("Lon", "Lat"):
-            for v in ("abc", "", "12abc", "1,5", "NaN", "inf", True, [], {}):
+            for v in ("abc", "", "12abc", "1,5", "NaN", "inf", "0x10", "+1", " 1", "1e",
+                      True, [], {}):
                 with self.subTest(field=f, value=v):
                     self.assertErr(self.c.create("address", {f: v}), 400, "invalid_field", f)
 
@@ -513,8 +541,19 @@ class BodyShapes(Base):
             with self.subTest(body=b):
                 r = self.c.call("POST", "/v2/theme", b)
                 self.assertEqual(r.status, 400, r.describe())
-                if not b.startswith(b'{"Theme"'):
-                    self.assertEqual(r.error()["Code"], "invalid_json", r.describe())
+                self.assertEqual(r.error()["Code"], "invalid_field" if b.startswith(b'{"Theme"')
+                                 else "invalid_json", r.describe())
+
+    def test_wrapper_of_wrong_type_is_invalid_field(self):
+        # One code for one kind of fault: the wrapper holding anything but an object is a
+        # field of the wrong type, as every other one (issue 21).
+        for kind, wrapper in (("theme", "Theme"), ("address", "Address"), ("event", "Event")):
+            for v in ('"x"', "1", "true", "null", "[]", "[1]"):
+                with self.subTest(kind=kind, value=v):
+                    b = ('{"%s":%s}' % (wrapper, v)).encode()
+                    err = self.assertErr(self.c.call("POST", "/v2/" + kind, b), 400,
+                                         "invalid_field", wrapper)
+                    self.assertEqual(err["Message"], "%s must be an object" % wrapper)
 
     def test_empty_body(self):
         r = self.c.call("POST", "/v2/theme", b"")
