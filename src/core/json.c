@@ -663,8 +663,6 @@ void json_write_record(struct buf *b, const struct record *r, bool open) {
         o += sizeof event_key - 1;
         o += u64_digits(r->event_id, o);
     }
-    union value vals[RECORD_MAX_FIELDS];
-    if (r->set) record_values(r, vals);
     int run = 0; /* first field of the run at its default not yet written */
     for (int i = 0; i < k->nfields; i++) {
         if (!(r->set >> i & 1)) continue;
@@ -673,7 +671,7 @@ void json_write_record(struct buf *b, const struct record *r, bool open) {
         o += n;
         run = i + 1;
         const struct field *f = &k->fields[i];
-        if (f->flags & FF_OUTPUT) o = put_member(o, f, &m[i], vals[i]);
+        if (f->flags & FF_OUTPUT) o = put_member(o, f, &m[i], record_get(r, i));
     }
     size_t n = doff[k->nfields] - doff[run];
     memcpy(o, dtext + doff[run], n);

@@ -31,7 +31,6 @@
 #include <strings.h>
 #include <time.h>
 
-
 enum { H_OTHER, H_AUTHORIZATION, H_EXPECT, H_HOST, H_TRANSFER_ENCODING, H_FIELD };
 
 /* The kept headers (enum http_field), by lower-case name. */
@@ -53,33 +52,17 @@ static const struct {
 enum { HOST_VALUE, HOST_TRAILING_WS };
 
 /* RFC 3986 host and port: unreserved, sub-delims, '%' (pct-encoded), ':' and
- * the brackets of an IP literal. Not '@': userinfo has no place here. */
+ * the brackets of an IP literal. Not '@': userinfo has no place here. A
+ * table: every byte of every Host value is looked up. */
+static const uint8_t host_chars[256] = {
+    ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1, ['0' ... '9'] = 1, ['-'] = 1, ['.'] = 1,  ['_'] = 1,
+    ['~'] = 1,         ['!'] = 1,         ['$'] = 1,         ['&'] = 1, ['\''] = 1, ['('] = 1,
+    [')'] = 1,         ['*'] = 1,         ['+'] = 1,         [','] = 1, [';'] = 1,  ['='] = 1,
+    ['%'] = 1,         [':'] = 1,         ['['] = 1,         [']'] = 1,
+};
+
 static bool host_char(unsigned char c) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-    switch (c) {
-    case '-':
-    case '.':
-    case '_':
-    case '~':
-    case '!':
-    case '$':
-    case '&':
-    case '\'':
-    case '(':
-    case ')':
-    case '*':
-    case '+':
-    case ',':
-    case ';':
-    case '=':
-    case '%':
-    case ':':
-    case '[':
-    case ']':
-        return true;
-    default:
-        return false;
-    }
+    return host_chars[c];
 }
 
 static bool ows(char c) {
@@ -172,22 +155,37 @@ static int on_header_field(llhttp_t *ll, const char *at, size_t n) {
     return 0;
 }
 
+/*
+ * The name being parsed (name_len bytes, all kept) is lit, a lower-case
+ * name, ignoring case: a letter of lit matches itself with bit 5 set (only
+ * its own upper case does that), any other byte matches only itself. No
+ * strncasecmp call on every header.
+ */
+static bool name_is(const struct http_parser *p, const char *lit, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char c = lit[i] >= 'a' ? (char)(p->name[i] | 0x20) : p->name[i];
+        if (c != lit[i]) return false;
+    }
+    return true;
+}
+
 static int on_header_field_complete(llhttp_t *ll) {
     struct http_parser *p = P(ll);
     struct http_request *r = &p->req;
-    if (p->name_len == 13 && strncasecmp(p->name, "authorization", 13) == 0)
+    size_t n = p->name_len;
+    /* Lengths first: most names are told apart without looking at a byte. */
+    if (n == 13 && name_is(p, "authorization", 13))
         r->cur_header = H_AUTHORIZATION;
-    else if (p->name_len == 6 && strncasecmp(p->name, "expect", 6) == 0)
+    else if (n == 6 && name_is(p, "expect", 6))
         r->cur_header = H_EXPECT;
-    else if (p->name_len == 4 && strncasecmp(p->name, "host", 4) == 0)
+    else if (n == 4 && name_is(p, "host", 4))
         r->cur_header = H_HOST;
-    else if (p->name_len == 17 && strncasecmp(p->name, "transfer-encoding", 17) == 0)
+    else if (n == 17 && name_is(p, "transfer-encoding", 17))
         r->cur_header = H_TRANSFER_ENCODING;
     else
         r->cur_header = H_OTHER;
     for (uint8_t f = 0; r->cur_header == H_OTHER && f < HF_COUNT; f++) {
-        if (p->name_len == kept_fields[f].len &&
-            strncasecmp(p->name, kept_fields[f].name, kept_fields[f].len) == 0) {
+        if (n == kept_fields[f].len && name_is(p, kept_fields[f].name, n)) {
             r->cur_header = H_FIELD;
             p->cur_field = f;
         }

@@ -412,43 +412,43 @@ void record_values(const struct record *r, union value *vals) {
 
 void record_encode(const struct record *r, struct buf *out) {
     const struct kind_desc *k = record_kind(r->type);
-    uint8_t *p = (uint8_t *)buf_reserve(out, 30);
-    size_t n = varint_put(p, r->id);
-    n += varint_put(p + n, r->user_id);
-    n += varint_put(p + n, k->nfields);
-    buf_commit(out, n);
-    union value vals[RECORD_MAX_FIELDS];
-    record_values(r, vals);
+    const union value *defs = meta[r->type].defaults;
+    /* One reservation: record_size counts a string's bytes plus 2 (its varint
+     * takes at most 5) and 8 for any other value (a varint takes at most 10). */
+    uint8_t *p = (uint8_t *)buf_reserve(out, record_size(r) + 10 * (size_t)k->nfields), *start = p;
+    p += varint_put(p, r->id);
+    p += varint_put(p, r->user_id);
+    p += varint_put(p, k->nfields);
+    const uint64_t *cell = r->cell;
     for (int i = 0; i < k->nfields; i++) {
-        union value v = vals[i];
-        switch (k->fields[i].type) {
+        uint8_t t = k->fields[i].type;
+        union value v = r->set >> i & 1 ? cell_value(r, t, *cell++) : defs[i];
+        switch (t) {
         case FT_STR:
         case FT_COLOR:
         case FT_BYTES:
-            p = (uint8_t *)buf_reserve(out, 10 + v.s.len);
-            n = varint_put(p, v.s.len);
-            memcpy(p + n, v.s.ptr, v.s.len);
-            buf_commit(out, n + v.s.len);
+            p += varint_put(p, v.s.len);
+            memcpy(p, v.s.ptr, v.s.len);
+            p += v.s.len;
             break;
         case FT_REF:
         case FT_INT:
-            p = (uint8_t *)buf_reserve(out, 10);
-            buf_commit(out, varint_put(p, v.i));
+            p += varint_put(p, v.i);
             break;
         case FT_DOUBLE: {
             uint64_t bits;
             memcpy(&bits, &v.d, 8);
-            p = (uint8_t *)buf_reserve(out, 8);
             for (int b = 0; b < 8; b++)
                 p[b] = (uint8_t)(bits >> (8 * b));
-            buf_commit(out, 8);
+            p += 8;
             break;
         }
         case FT_BOOL:
-            buf_append_char(out, v.b ? 1 : 0);
+            *p++ = v.b ? 1 : 0;
             break;
         }
     }
+    buf_commit(out, (size_t)(p - start));
 }
 
 struct record *record_decode(uint8_t type, const uint8_t *p, size_t len) {
