@@ -632,9 +632,9 @@ static size_t put(char *h, const char *s, size_t n) {
 
 #define PUT_LIT(h, s) put((h), (s), sizeof(s) - 1)
 
-void http_response_finish(struct http_response *r, bool keep_alive) {
-    /* Hot path: no printf; every piece has a known bound within r->head. */
-    char *h = r->head;
+/* The head's first lines: status line, Date, and unless no_body, Content-Type
+ * and the name of Content-Length. At most HEAD_START_MAX bytes. */
+static size_t head_start(char *h, const struct http_response *r) {
     size_t n = PUT_LIT(h, "HTTP/1.1 ");
     h[n++] = (char)('0' + r->status / 100);
     h[n++] = (char)('0' + r->status / 10 % 10);
@@ -643,7 +643,7 @@ void http_response_finish(struct http_response *r, bool keep_alive) {
     const char *reason = http_reason(r->status);
     n += put(h + n, reason, strlen(reason));
     n += PUT_LIT(h + n, "\r\nDate: ");
-    n += put(h + n, http_date(), 29);
+    n += put(h + n, date_buf, 29);
     n += PUT_LIT(h + n, "\r\n");
     /* RFC 9110 forbids Content-Length on a 204; every other response has one. */
     if (!r->no_body) {
@@ -653,6 +653,39 @@ void http_response_finish(struct http_response *r, bool keep_alive) {
         else
             n += PUT_LIT(h + n, "application/json");
         n += PUT_LIT(h + n, "\r\nContent-Length: ");
+    }
+    return n;
+}
+
+/*
+ * The first lines change with the second, the status and the Content-Type
+ * only: the last ones made are kept and copied while those stay the same
+ * (content types are static strings, so their address tells them apart).
+ */
+#define HEAD_START_MAX 200
+static struct {
+    char text[HEAD_START_MAX];
+    size_t len;
+    time_t at;
+    uint16_t status;
+    bool no_body;
+    const char *content_type;
+} head_cache;
+
+void http_response_finish(struct http_response *r, bool keep_alive) {
+    /* Hot path: no printf; every piece has a known bound within r->head. */
+    char *h = r->head;
+    http_date();
+    if (head_cache.len == 0 || head_cache.at != date_at || head_cache.status != r->status ||
+        head_cache.no_body != r->no_body || head_cache.content_type != r->content_type) {
+        head_cache.len = head_start(head_cache.text, r);
+        head_cache.at = date_at;
+        head_cache.status = r->status;
+        head_cache.no_body = r->no_body;
+        head_cache.content_type = r->content_type;
+    }
+    size_t n = put(h, head_cache.text, head_cache.len);
+    if (!r->no_body) {
         n += u64_digits(r->body.len, h + n);
         n += PUT_LIT(h + n, "\r\n");
     }
