@@ -664,14 +664,16 @@ void json_write_record(struct buf *b, const struct record *r, bool open) {
         o += u64_digits(r->event_id, o);
     }
     int run = 0; /* first field of the run at its default not yet written */
+    const uint64_t *cell = r->cell;
     for (int i = 0; i < k->nfields; i++) {
         if (!(r->set >> i & 1)) continue;
+        uint64_t c = *cell++;
         size_t n = doff[i] - doff[run];
         memcpy(o, dtext + doff[run], n);
         o += n;
         run = i + 1;
         const struct field *f = &k->fields[i];
-        if (f->flags & FF_OUTPUT) o = put_member(o, f, &m[i], record_get(r, i));
+        if (f->flags & FF_OUTPUT) o = put_member(o, f, &m[i], record_cell_value(r, f->type, c));
     }
     size_t n = doff[k->nfields] - doff[run];
     memcpy(o, dtext + doff[run], n);

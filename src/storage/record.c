@@ -366,28 +366,6 @@ size_t record_mapped(void) {
     return slab.mapped;
 }
 
-/* The value of field i (of type t) held in cell c of r. */
-static inline union value cell_value(const struct record *r, uint8_t t, uint64_t c) {
-    union value v;
-    switch (t) {
-    case FT_STR:
-    case FT_COLOR:
-    case FT_BYTES:
-        v.s.len = (uint32_t)c;
-        v.s.ptr = v.s.len ? (const char *)r + (c >> 32) : "";
-        return v;
-    case FT_DOUBLE:
-        memcpy(&v.d, &c, sizeof v.d);
-        return v;
-    case FT_BOOL:
-        v.b = c != 0;
-        return v;
-    default:
-        v.i = c;
-        return v;
-    }
-}
-
 /* Set bits below bit i: the index of field i's cell. Portable (no popcnt
  * instruction is assumed); record_values walks the cells without it. */
 static inline int cells_before(uint32_t set, int i) {
@@ -399,7 +377,7 @@ static inline int cells_before(uint32_t set, int i) {
 
 union value record_get(const struct record *r, int i) {
     if (!(r->set >> i & 1)) return meta[r->type].defaults[i];
-    return cell_value(r, kinds[r->type]->fields[i].type, r->cell[cells_before(r->set, i)]);
+    return record_cell_value(r, kinds[r->type]->fields[i].type, r->cell[cells_before(r->set, i)]);
 }
 
 void record_values(const struct record *r, union value *vals) {
@@ -407,7 +385,7 @@ void record_values(const struct record *r, union value *vals) {
     const union value *defs = meta[r->type].defaults;
     const uint64_t *cell = r->cell;
     for (int i = 0; i < k->nfields; i++)
-        vals[i] = r->set >> i & 1 ? cell_value(r, k->fields[i].type, *cell++) : defs[i];
+        vals[i] = r->set >> i & 1 ? record_cell_value(r, k->fields[i].type, *cell++) : defs[i];
 }
 
 void record_encode(const struct record *r, struct buf *out) {
@@ -422,7 +400,7 @@ void record_encode(const struct record *r, struct buf *out) {
     const uint64_t *cell = r->cell;
     for (int i = 0; i < k->nfields; i++) {
         uint8_t t = k->fields[i].type;
-        union value v = r->set >> i & 1 ? cell_value(r, t, *cell++) : defs[i];
+        union value v = r->set >> i & 1 ? record_cell_value(r, t, *cell++) : defs[i];
         switch (t) {
         case FT_STR:
         case FT_COLOR:
