@@ -77,6 +77,16 @@ void json_write_string(struct buf *b, const char *ptr, size_t len) {
  * rounded, exactly as strtod would read "m e-k": the text round-trips. Other
  * numbers go through printf.
  */
+/*
+ * nearbyint for 0 <= x < 2^53 in the default rounding mode, without a call
+ * into libm: below 2^52, adding and taking away 2^52 leaves the nearest
+ * integer (ties to even, as nearbyint); from 2^52 on every double is one.
+ */
+static inline double round_even(double x) {
+    const double two52 = 4503599627370496.0;
+    return x < two52 ? (x + two52) - two52 : x;
+}
+
 static char *put_short_decimal(char *o, double d) {
     static const double pow10[] = {1e0, 1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7, 1e8,
                                    1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16};
@@ -85,7 +95,7 @@ static char *put_short_decimal(char *o, double d) {
     for (int k = 0; k <= 16; k++) {
         double scaled = ad * pow10[k];
         if (scaled >= 9007199254740992.0) return NULL;
-        double m = nearbyint(scaled);
+        double m = round_even(scaled);
         if (m / pow10[k] != ad) continue;
         char digits[20];
         size_t n = u64_digits((uint64_t)m, digits);
