@@ -375,10 +375,181 @@ void json_decoder_begin(struct json_decoder *d, const struct kind_desc *k, struc
     d->err_field = NULL;
     d->err_msg[0] = '\0';
     record_defaults(k, d->vals);
-    static yajl_alloc_funcs afs = {a_malloc, a_realloc, a_free, NULL};
-    yajl_alloc_funcs mine = afs;
-    mine.ctx = arena;
-    d->h = yajl_alloc(&callbacks, &mine, d);
+    /* yajl's handle is made by the first chunk that needs it (see fast_feed). */
+}
+
+/* ---- the fast path: a whole, plain body in one chunk ---- */
+
+/*
+ * Most bodies arrive whole in one read and are plain: an object holding the
+ * wrapper object or the fields, with ASCII strings without escapes, numbers,
+ * true, false and null. Such a body is checked here first and its tokens
+ * noted; only when all of it is well formed are the callbacks yajl would
+ * make made, with the same arguments, in the same order. Anything else (an
+ * escape, a byte outside printable ASCII in a string, an array, deeper
+ * nesting, a body in several chunks, more than FAST_TOKENS tokens, any
+ * syntax error) goes to yajl from its first byte, so every answer, error
+ * messages included, is yajl's. This spares the lexer's work and the
+ * handle's setup on the common path.
+ */
+#define FAST_TOKENS 96
+enum { T_OPEN, T_CLOSE, T_KEY, T_STRING, T_NUMBER, T_TRUE, T_FALSE, T_NULL };
+struct token {
+    const char *ptr;
+    uint32_t len;
+    uint8_t type;
+};
+
+/* Bytes a plain string holds: printable ASCII but '"' and '\\'. */
+static const uint8_t plain_byte[256] = {
+    [0x20 ... 0x21] = 1,
+    [0x23 ... 0x5b] = 1,
+    [0x5d ... 0x7e] = 1,
+};
+
+static const char *skip_ws(const char *p, const char *end) {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    return p;
+}
+
+/* The closing quote of the plain string whose bytes start at p, or NULL. */
+static const char *plain_string_end(const char *p, const char *end) {
+    while (p < end && plain_byte[(unsigned char)*p])
+        p++;
+    return p < end && *p == '"' ? p : NULL;
+}
+
+static const char *digits_end(const char *p, const char *end) {
+    while (p < end && *p >= '0' && *p <= '9')
+        p++;
+    return p;
+}
+
+/* The end of the JSON number at p (RFC 8259 grammar), or NULL. */
+static const char *number_end(const char *p, const char *end) {
+    if (p < end && *p == '-') p++;
+    if (p == end || *p < '0' || *p > '9') return NULL;
+    p = *p == '0' ? p + 1 : digits_end(p, end);
+    if (p < end && *p == '.') {
+        const char *d = p + 1;
+        p = digits_end(d, end);
+        if (p == d) return NULL;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        const char *d = p;
+        p = digits_end(d, end);
+        if (p == d) return NULL;
+    }
+    return p;
+}
+
+static bool literal_at(const char *p, const char *end, const char *w, size_t n) {
+    return (size_t)(end - p) >= n && memcmp(p, w, n) == 0;
+}
+
+/* The tokens of a whole plain body, or -1 when it is not one. */
+static int fast_tokens(const char *p, const char *end, struct token *t) {
+    int n = 0, depth = 1;
+    p = skip_ws(p, end);
+    if (p == end || *p != '{') return -1;
+    t[n++] = (struct token){p++, 0, T_OPEN};
+    bool first = true; /* just after '{': '}' may follow */
+    for (;;) {
+        p = skip_ws(p, end);
+        if (p == end || n + 2 > FAST_TOKENS) return -1;
+        if (*p == '}' && first) goto close;
+        if (*p != '"') return -1;
+        const char *q = plain_string_end(p + 1, end);
+        if (!q) return -1;
+        t[n++] = (struct token){p + 1, (uint32_t)(q - p - 1), T_KEY};
+        p = skip_ws(q + 1, end);
+        if (p == end || *p != ':') return -1;
+        p = skip_ws(p + 1, end);
+        if (p == end) return -1;
+        if (*p == '{') {
+            if (depth == 2) return -1;
+            t[n++] = (struct token){p++, 0, T_OPEN};
+            depth++;
+            first = true;
+            continue;
+        }
+        if (*p == '"') {
+            q = plain_string_end(p + 1, end);
+            if (!q) return -1;
+            t[n++] = (struct token){p + 1, (uint32_t)(q - p - 1), T_STRING};
+            p = q + 1;
+        } else if (literal_at(p, end, "true", 4)) {
+            t[n++] = (struct token){p, 4, T_TRUE};
+            p += 4;
+        } else if (literal_at(p, end, "false", 5)) {
+            t[n++] = (struct token){p, 5, T_FALSE};
+            p += 5;
+        } else if (literal_at(p, end, "null", 4)) {
+            t[n++] = (struct token){p, 4, T_NULL};
+            p += 4;
+        } else {
+            q = number_end(p, end);
+            if (!q) return -1;
+            t[n++] = (struct token){p, (uint32_t)(q - p), T_NUMBER};
+            p = q;
+        }
+    after_value:
+        p = skip_ws(p, end);
+        if (p == end) return -1;
+        if (*p == ',') {
+            p++;
+            first = false;
+            continue;
+        }
+        if (*p != '}') return -1;
+    close:
+        if (n + 1 > FAST_TOKENS) return -1;
+        t[n++] = (struct token){p++, 0, T_CLOSE};
+        if (--depth == 0) break;
+        goto after_value;
+    }
+    return skip_ws(p, end) == end ? n : -1;
+}
+
+/* Decodes ptr/len when it is a whole plain body; false leaves d as it was. */
+static bool fast_feed(struct json_decoder *d, const char *ptr, size_t len) {
+    if (d->fed || d->h || len != d->body_len) return false;
+    struct token t[FAST_TOKENS];
+    int n = fast_tokens(ptr, ptr + len, t);
+    if (n < 0) return false;
+    for (int i = 0; i < n; i++) {
+        const unsigned char *s = (const unsigned char *)t[i].ptr;
+        int go;
+        switch (t[i].type) {
+        case T_OPEN:
+            go = on_start_map(d);
+            break;
+        case T_CLOSE:
+            go = on_end(d);
+            break;
+        case T_KEY:
+            go = on_map_key(d, s, t[i].len);
+            break;
+        case T_STRING:
+            go = on_string(d, s, t[i].len);
+            break;
+        case T_NUMBER:
+            go = on_number(d, t[i].ptr, t[i].len);
+            break;
+        case T_TRUE:
+        case T_FALSE:
+            go = on_boolean(d, t[i].type == T_TRUE);
+            break;
+        default:
+            go = on_null(d);
+            break;
+        }
+        if (!go) break; /* as yajl: the callback has said why */
+    }
+    return true;
 }
 
 static void syntax_error(struct json_decoder *d, const char *ptr, size_t len) {
@@ -397,6 +568,16 @@ static void syntax_error(struct json_decoder *d, const char *ptr, size_t len) {
 int json_decoder_feed(struct json_decoder *d, const char *ptr, size_t len) {
     if (d->err != ERR_NONE) return -1;
     if (len) d->any = true;
+    if (fast_feed(d, ptr, len)) {
+        d->fed += len;
+        return d->err == ERR_NONE ? 0 : -1;
+    }
+    if (!d->h) {
+        static const yajl_alloc_funcs afs = {a_malloc, a_realloc, a_free, NULL};
+        yajl_alloc_funcs mine = afs;
+        mine.ctx = d->arena;
+        d->h = yajl_alloc(&callbacks, &mine, d);
+    }
     yajl_status st = yajl_parse(d->h, (const unsigned char *)ptr, len);
     if (st == yajl_status_error) syntax_error(d, ptr, len);
     d->fed += len;
@@ -409,7 +590,8 @@ int json_decoder_finish(struct json_decoder *d) {
         fail(d, ERR_INVALID_JSON, NULL, "the body is empty; send {\"%s\": {...}}", d->kind->name);
         return -1;
     }
-    yajl_status st = yajl_complete_parse(d->h);
+    /* No handle: the fast path read the whole body, a complete value. */
+    yajl_status st = d->h ? yajl_complete_parse(d->h) : yajl_status_ok;
     if (st == yajl_status_error && d->err == ERR_NONE)
         fail(d, ERR_INVALID_JSON, NULL, "malformed JSON: the body ends at byte %llu inside a value",
              (unsigned long long)d->fed);
@@ -425,42 +607,111 @@ void json_decoder_end(struct json_decoder *d) {
 
 /* ---- writer ---- */
 
-void json_write_record(struct buf *b, const struct record *r, bool open) {
-    const struct kind_desc *k = record_kind(r->type);
-    buf_append_str(b, "{\"ID\":");
-    buf_append_u64(b, r->id);
-    buf_append_str(b, ",\"UserID\":");
-    buf_append_u64(b, r->user_id);
-    if (k->has_event) {
-        buf_append_str(b, ",\"EventID\":");
-        buf_append_u64(b, r->event_id);
+/*
+ * What the record writer needs of each kind, rendered once from the tables:
+ * the member of every output field at its default (",\"Logo\":\"\""), back
+ * to back in field order, so that a run of fields at their defaults (most
+ * of a record, often) is one copy. Fields not shown render as nothing.
+ * Static: built on first use, on the loop's thread, like the tables' meta.
+ */
+static struct {
+    char *text;
+    uint32_t off[RECORD_MAX_FIELDS + 1]; /* field i's default member: text[off[i] .. off[i + 1]) */
+} defaults_text[REC_KIND_MAX + 1];
+static bool defaults_ready;
+
+/* Room for the longest text of a value that is not a string. */
+#define VALUE_MAX 32
+
+/* Writes field i's member with value v at o; returns the end. o must have
+ * room for the key, VALUE_MAX bytes and a string value escaped. */
+static char *put_member(char *o, const struct field *f, const struct field_meta *m, union value v) {
+    memcpy(o, m->key, m->key_len);
+    o += m->key_len;
+    switch (f->type) {
+    case FT_STR:
+    case FT_COLOR:
+        return json_put_string(o, v.s.ptr, v.s.len);
+    case FT_REF:
+    case FT_INT:
+        return o + u64_digits(v.i, o);
+    case FT_DOUBLE:
+        return o + json_put_double(o, v.d);
+    case FT_BOOL:
+        memcpy(o, v.b ? "true" : "false", 5);
+        return o + (v.b ? 4 : 5);
+    default:
+        return o;
     }
-    const struct field_meta *m = record_field_meta(k);
-    union value vals[RECORD_MAX_FIELDS];
-    record_values(r, vals);
-    for (int i = 0; i < k->nfields; i++) {
-        const struct field *f = &k->fields[i];
-        if (!(f->flags & FF_OUTPUT)) continue;
-        buf_append(b, m[i].key, m[i].key_len);
-        union value v = vals[i];
-        switch (f->type) {
-        case FT_STR:
-        case FT_COLOR:
-            json_write_string(b, v.s.ptr, v.s.len);
-            break;
-        case FT_REF:
-        case FT_INT:
-            buf_append_u64(b, v.i);
-            break;
-        case FT_DOUBLE:
-            json_write_double(b, v.d);
-            break;
-        case FT_BOOL:
-            buf_append_str(b, v.b ? "true" : "false");
-            break;
-        case FT_BYTES:
-            break;
+}
+
+static void defaults_init(void) {
+    for (uint8_t t = 1; t <= REC_KIND_MAX; t++) {
+        const struct kind_desc *k = record_kind(t);
+        const struct field_meta *m = record_field_meta(k);
+        union value vals[RECORD_MAX_FIELDS];
+        record_defaults(k, vals);
+        struct buf b;
+        buf_init(&b, 256);
+        for (int i = 0; i < k->nfields; i++) {
+            defaults_text[t].off[i] = (uint32_t)b.len;
+            const struct field *f = &k->fields[i];
+            if (!(f->flags & FF_OUTPUT) || f->type == FT_BYTES) continue;
+            bool text = f->type == FT_STR || f->type == FT_COLOR;
+            size_t room = m[i].key_len + VALUE_MAX + (text ? 6 * (size_t)vals[i].s.len : 0);
+            char *o = buf_reserve(&b, room);
+            buf_commit(&b, (size_t)(put_member(o, f, &m[i], vals[i]) - o));
         }
+        defaults_text[t].off[k->nfields] = (uint32_t)b.len;
+        defaults_text[t].text = b.ptr; /* kept for the life of the process */
     }
-    if (!open) buf_append_char(b, '}');
+    defaults_ready = true;
+}
+
+/*
+ * One reservation covers the whole record: a member's text is at most six
+ * bytes per byte of a string value plus its quotes, or VALUE_MAX for any
+ * other value, and the key; record_size counts at least the string's bytes
+ * plus 2, or 8 for other values (so 6 * record_size + VALUE_MAX per field
+ * bounds the values), and the keys are within the defaults' text.
+ */
+void json_write_record(struct buf *b, const struct record *r, bool open) {
+    if (!defaults_ready) defaults_init();
+    const struct kind_desc *k = record_kind(r->type);
+    const char *dtext = defaults_text[r->type].text;
+    const uint32_t *doff = defaults_text[r->type].off;
+    const struct field_meta *m = record_field_meta(k);
+    size_t room =
+        80 + 6 * (size_t)record_size(r) + (size_t)k->nfields * (VALUE_MAX + 44) + doff[k->nfields];
+    char *o = buf_reserve(b, room), *start = o;
+    static const char id_key[] = "{\"ID\":", user_key[] = ",\"UserID\":",
+                      event_key[] = ",\"EventID\":";
+    memcpy(o, id_key, sizeof id_key - 1);
+    o += sizeof id_key - 1;
+    o += u64_digits(r->id, o);
+    memcpy(o, user_key, sizeof user_key - 1);
+    o += sizeof user_key - 1;
+    o += u64_digits(r->user_id, o);
+    if (k->has_event) {
+        memcpy(o, event_key, sizeof event_key - 1);
+        o += sizeof event_key - 1;
+        o += u64_digits(r->event_id, o);
+    }
+    int run = 0; /* first field of the run at its default not yet written */
+    const uint64_t *cell = r->cell;
+    for (int i = 0; i < k->nfields; i++) {
+        if (!(r->set >> i & 1)) continue;
+        uint64_t c = *cell++;
+        size_t n = doff[i] - doff[run];
+        memcpy(o, dtext + doff[run], n);
+        o += n;
+        run = i + 1;
+        const struct field *f = &k->fields[i];
+        if (f->flags & FF_OUTPUT) o = put_member(o, f, &m[i], record_cell_value(r, f->type, c));
+    }
+    size_t n = doff[k->nfields] - doff[run];
+    memcpy(o, dtext + doff[run], n);
+    o += n;
+    if (!open) *o++ = '}';
+    buf_commit(b, (size_t)(o - start));
 }
