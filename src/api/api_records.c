@@ -450,7 +450,6 @@ enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
         arena_reset(&st->arena);
         json_decoder_begin(&st->dec, record_kind(st->route.type), &st->arena,
                            h->lim.max_string_bytes);
-        st->dec.body_len = req->content_length;
         st->decoding = true;
     }
     return SERVER_READ_BODY;

@@ -375,181 +375,10 @@ void json_decoder_begin(struct json_decoder *d, const struct kind_desc *k, struc
     d->err_field = NULL;
     d->err_msg[0] = '\0';
     record_defaults(k, d->vals);
-    /* yajl's handle is made by the first chunk that needs it (see fast_feed). */
-}
-
-/* ---- the fast path: a whole, plain body in one chunk ---- */
-
-/*
- * Most bodies arrive whole in one read and are plain: an object holding the
- * wrapper object or the fields, with ASCII strings without escapes, numbers,
- * true, false and null. Such a body is checked here first and its tokens
- * noted; only when all of it is well formed are the callbacks yajl would
- * make made, with the same arguments, in the same order. Anything else (an
- * escape, a byte outside printable ASCII in a string, an array, deeper
- * nesting, a body in several chunks, more than FAST_TOKENS tokens, any
- * syntax error) goes to yajl from its first byte, so every answer, error
- * messages included, is yajl's. This spares the lexer's work and the
- * handle's setup on the common path.
- */
-#define FAST_TOKENS 96
-enum { T_OPEN, T_CLOSE, T_KEY, T_STRING, T_NUMBER, T_TRUE, T_FALSE, T_NULL };
-struct token {
-    const char *ptr;
-    uint32_t len;
-    uint8_t type;
-};
-
-/* Bytes a plain string holds: printable ASCII but '"' and '\\'. */
-static const uint8_t plain_byte[256] = {
-    [0x20 ... 0x21] = 1,
-    [0x23 ... 0x5b] = 1,
-    [0x5d ... 0x7e] = 1,
-};
-
-static const char *skip_ws(const char *p, const char *end) {
-    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
-        p++;
-    return p;
-}
-
-/* The closing quote of the plain string whose bytes start at p, or NULL. */
-static const char *plain_string_end(const char *p, const char *end) {
-    while (p < end && plain_byte[(unsigned char)*p])
-        p++;
-    return p < end && *p == '"' ? p : NULL;
-}
-
-static const char *digits_end(const char *p, const char *end) {
-    while (p < end && *p >= '0' && *p <= '9')
-        p++;
-    return p;
-}
-
-/* The end of the JSON number at p (RFC 8259 grammar), or NULL. */
-static const char *number_end(const char *p, const char *end) {
-    if (p < end && *p == '-') p++;
-    if (p == end || *p < '0' || *p > '9') return NULL;
-    p = *p == '0' ? p + 1 : digits_end(p, end);
-    if (p < end && *p == '.') {
-        const char *d = p + 1;
-        p = digits_end(d, end);
-        if (p == d) return NULL;
-    }
-    if (p < end && (*p == 'e' || *p == 'E')) {
-        p++;
-        if (p < end && (*p == '+' || *p == '-')) p++;
-        const char *d = p;
-        p = digits_end(d, end);
-        if (p == d) return NULL;
-    }
-    return p;
-}
-
-static bool literal_at(const char *p, const char *end, const char *w, size_t n) {
-    return (size_t)(end - p) >= n && memcmp(p, w, n) == 0;
-}
-
-/* The tokens of a whole plain body, or -1 when it is not one. */
-static int fast_tokens(const char *p, const char *end, struct token *t) {
-    int n = 0, depth = 1;
-    p = skip_ws(p, end);
-    if (p == end || *p != '{') return -1;
-    t[n++] = (struct token){p++, 0, T_OPEN};
-    bool first = true; /* just after '{': '}' may follow */
-    for (;;) {
-        p = skip_ws(p, end);
-        if (p == end || n + 2 > FAST_TOKENS) return -1;
-        if (*p == '}' && first) goto close;
-        if (*p != '"') return -1;
-        const char *q = plain_string_end(p + 1, end);
-        if (!q) return -1;
-        t[n++] = (struct token){p + 1, (uint32_t)(q - p - 1), T_KEY};
-        p = skip_ws(q + 1, end);
-        if (p == end || *p != ':') return -1;
-        p = skip_ws(p + 1, end);
-        if (p == end) return -1;
-        if (*p == '{') {
-            if (depth == 2) return -1;
-            t[n++] = (struct token){p++, 0, T_OPEN};
-            depth++;
-            first = true;
-            continue;
-        }
-        if (*p == '"') {
-            q = plain_string_end(p + 1, end);
-            if (!q) return -1;
-            t[n++] = (struct token){p + 1, (uint32_t)(q - p - 1), T_STRING};
-            p = q + 1;
-        } else if (literal_at(p, end, "true", 4)) {
-            t[n++] = (struct token){p, 4, T_TRUE};
-            p += 4;
-        } else if (literal_at(p, end, "false", 5)) {
-            t[n++] = (struct token){p, 5, T_FALSE};
-            p += 5;
-        } else if (literal_at(p, end, "null", 4)) {
-            t[n++] = (struct token){p, 4, T_NULL};
-            p += 4;
-        } else {
-            q = number_end(p, end);
-            if (!q) return -1;
-            t[n++] = (struct token){p, (uint32_t)(q - p), T_NUMBER};
-            p = q;
-        }
-    after_value:
-        p = skip_ws(p, end);
-        if (p == end) return -1;
-        if (*p == ',') {
-            p++;
-            first = false;
-            continue;
-        }
-        if (*p != '}') return -1;
-    close:
-        if (n + 1 > FAST_TOKENS) return -1;
-        t[n++] = (struct token){p++, 0, T_CLOSE};
-        if (--depth == 0) break;
-        goto after_value;
-    }
-    return skip_ws(p, end) == end ? n : -1;
-}
-
-/* Decodes ptr/len when it is a whole plain body; false leaves d as it was. */
-static bool fast_feed(struct json_decoder *d, const char *ptr, size_t len) {
-    if (d->fed || d->h || len != d->body_len) return false;
-    struct token t[FAST_TOKENS];
-    int n = fast_tokens(ptr, ptr + len, t);
-    if (n < 0) return false;
-    for (int i = 0; i < n; i++) {
-        const unsigned char *s = (const unsigned char *)t[i].ptr;
-        int go;
-        switch (t[i].type) {
-        case T_OPEN:
-            go = on_start_map(d);
-            break;
-        case T_CLOSE:
-            go = on_end(d);
-            break;
-        case T_KEY:
-            go = on_map_key(d, s, t[i].len);
-            break;
-        case T_STRING:
-            go = on_string(d, s, t[i].len);
-            break;
-        case T_NUMBER:
-            go = on_number(d, t[i].ptr, t[i].len);
-            break;
-        case T_TRUE:
-        case T_FALSE:
-            go = on_boolean(d, t[i].type == T_TRUE);
-            break;
-        default:
-            go = on_null(d);
-            break;
-        }
-        if (!go) break; /* as yajl: the callback has said why */
-    }
-    return true;
+    static yajl_alloc_funcs afs = {a_malloc, a_realloc, a_free, NULL};
+    yajl_alloc_funcs mine = afs;
+    mine.ctx = arena;
+    d->h = yajl_alloc(&callbacks, &mine, d);
 }
 
 static void syntax_error(struct json_decoder *d, const char *ptr, size_t len) {
@@ -568,16 +397,6 @@ static void syntax_error(struct json_decoder *d, const char *ptr, size_t len) {
 int json_decoder_feed(struct json_decoder *d, const char *ptr, size_t len) {
     if (d->err != ERR_NONE) return -1;
     if (len) d->any = true;
-    if (fast_feed(d, ptr, len)) {
-        d->fed += len;
-        return d->err == ERR_NONE ? 0 : -1;
-    }
-    if (!d->h) {
-        static const yajl_alloc_funcs afs = {a_malloc, a_realloc, a_free, NULL};
-        yajl_alloc_funcs mine = afs;
-        mine.ctx = d->arena;
-        d->h = yajl_alloc(&callbacks, &mine, d);
-    }
     yajl_status st = yajl_parse(d->h, (const unsigned char *)ptr, len);
     if (st == yajl_status_error) syntax_error(d, ptr, len);
     d->fed += len;
@@ -590,8 +409,7 @@ int json_decoder_finish(struct json_decoder *d) {
         fail(d, ERR_INVALID_JSON, NULL, "the body is empty; send {\"%s\": {...}}", d->kind->name);
         return -1;
     }
-    /* No handle: the fast path read the whole body, a complete value. */
-    yajl_status st = d->h ? yajl_complete_parse(d->h) : yajl_status_ok;
+    yajl_status st = yajl_complete_parse(d->h);
     if (st == yajl_status_error && d->err == ERR_NONE)
         fail(d, ERR_INVALID_JSON, NULL, "malformed JSON: the body ends at byte %llu inside a value",
              (unsigned long long)d->fed);

@@ -33,7 +33,6 @@ struct json_decoder {
     const struct kind_desc *kind;
     uint32_t max_string;   /* bytes */
     uint64_t fed;          /* body bytes fed before the current chunk */
-    uint64_t body_len;     /* the body's length when known (Content-Length), else 0 */
     int depth;             /* nesting of maps and arrays */
     int fields_depth;      /* depth of the map holding the fields, 0 until known */
     int skip_depth;        /* > 0: inside a skipped value */
@@ -62,9 +61,7 @@ struct json_decoder {
 void json_decoder_begin(struct json_decoder *d, const struct kind_desc *k, struct arena *arena,
                         uint32_t max_string);
 /* Feeds one chunk (not kept after the call). Returns 0, or -1 once an error
- * is known (d->err etc.). Set d->body_len after begin when the body's length
- * is known: a body that then comes whole in one chunk may be read without
- * yajl (same callbacks, same answers). */
+ * is known (d->err etc.). */
 int json_decoder_feed(struct json_decoder *d, const char *ptr, size_t len);
 /* Ends the body. Returns 0 when a complete, valid object was read, else -1. */
 int json_decoder_finish(struct json_decoder *d);

@@ -38,14 +38,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
-/* Decodes into d; pieces of at most max_piece bytes (0: one piece). With known_len the
- * length is told, so that one piece takes the decoder's fast path. Returns 0 if accepted. */
+/* Decodes into d; pieces of at most max_piece bytes (0: one piece). Returns 0 if accepted. */
 static int decode(struct json_decoder *d, struct arena *a, const struct kind_desc *k,
-                  uint32_t max_string, const char *p, size_t n, size_t max_piece, uint64_t seed,
-                  bool known_len) {
+                  uint32_t max_string, const char *p, size_t n, size_t max_piece, uint64_t seed) {
     arena_reset(a);
     json_decoder_begin(d, k, a, max_string);
-    if (known_len) d->body_len = n;
     int rc = 0;
     uint64_t rng = seed * 0x9E3779B97F4A7C15ull + 1;
     for (size_t off = 0; off < n && rc == 0;) {
@@ -133,17 +130,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *body = (const char *)data + 2;
     size_t n = size - 2;
 
-    struct json_decoder whole, split, fast;
-    int rc1 = decode(&whole, &arena1, k, max_string, body, n, 0, 0, false);
-    int rc2 = decode(&split, &arena2, k, max_string, body, n, max_piece, data[1], false);
-    /* The fast path answers exactly as yajl does, message and values included. */
-    int rc3 = decode(&fast, &arena3, k, max_string, body, n, 0, 0, true);
-    if (rc1 != rc3 || whole.err != fast.err || strcmp(whole.err_msg, fast.err_msg) != 0 ||
-        whole.present != fast.present || whole.has_id != fast.has_id ||
-        whole.id_invalid != fast.id_invalid || (whole.has_id && whole.id != fast.id))
-        fuzz_die("%s: the fast path changed the outcome: rc %d/%d, err %d/%d (%s / %s)", k->name,
-                 rc1, rc3, whole.err, fast.err, whole.err_msg, fast.err_msg);
-    if (rc1 == 0) check_same("fast", k, whole.vals, &fast, whole.present);
+    struct json_decoder whole, split;
+    int rc1 = decode(&whole, &arena1, k, max_string, body, n, 0, 0);
+    int rc2 = decode(&split, &arena2, k, max_string, body, n, max_piece, data[1]);
     if (rc1 != rc2 || whole.err != split.err || whole.present != split.present ||
         whole.has_id != split.has_id || whole.id_invalid != split.id_invalid ||
         (whole.has_id && whole.id != split.id))
@@ -175,7 +164,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     buf_init(&out2, 256);
     json_write_record(&out1, r, false);
     struct json_decoder again;
-    if (decode(&again, &arena3, k, max_string, out1.ptr, out1.len, 0, 0, true) != 0)
+    if (decode(&again, &arena3, k, max_string, out1.ptr, out1.len, 0, 0) != 0)
         fuzz_die("%s: its own output was refused (%s): %.*s", k->name, again.err_msg, (int)out1.len,
                  out1.ptr);
     if (!again.has_id || again.id_invalid || again.id != 7)
