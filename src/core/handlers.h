@@ -1,10 +1,11 @@
 /*
  * handlers: what every surface (api/, site/, admin/) is handed: the shared
  * context (struct handlers: the data layer, the server, the settings, the
- * throttles) and the per-request state. The front (app/front.c) owns both
- * and routes each request to its surface; a surface gets the request at
- * headers time (it decides whether it wants the body), its body chunks, and
- * the complete request.
+ * throttles) and the tag of the per-request state (enum surface). The front
+ * (app/front.c) owns the context and each connection's request state, and
+ * routes each request to its surface; a surface gets the request at headers
+ * time (it decides whether it wants the body), its body chunks, and the
+ * complete request, each with its own part of the state.
  */
 #ifndef EVENTD_CORE_HANDLERS_H
 #define EVENTD_CORE_HANDLERS_H
@@ -16,9 +17,6 @@
 #include "common/netaddr.h"
 #include "common/pwhash.h"
 #include "common/throttle.h"
-#include "core/account_body.h"
-#include "core/json.h"
-#include "core/router.h"
 #include "http/server.h"
 #include "storage/auth.h"
 #include "storage/db.h"
@@ -75,42 +73,18 @@ struct handlers {
     uint8_t site_secret[32]; /* signs the pre-sign-in CSRF tokens (site_csrf.c) */
 };
 
-enum surface { SURF_API, SURF_SITE, SURF_ADMIN };
-
-/* Room for a crypto_generichash_state (384 bytes, 64-aligned) at any alignment. */
-#define IDEM_HASH_STATE_BYTES (384 + 64)
-
-struct req_state {
-    uint8_t surface; /* enum surface */
-    /* /v2 */
-    struct arena arena;
-    struct json_decoder dec;
-    struct route route;
-    /* The caller, by id: a record pointer could be freed (a rotated key, an
-     * undone write) between the headers and the end of the body. */
-    uint64_t user_id;
-    bool decoding;
-    /* A create with an Idempotency-Key: the key (validated, copied from the
-     * header) and the running BLAKE2b of the request (kind, then body). The
-     * hash state lives in hash_mem, aligned by idem_hash_state(). */
-    bool idem;
-    uint8_t idem_key_len;
-    char idem_key[IDEM_KEY_MAX];
-    unsigned char hash_mem[IDEM_HASH_STATE_BYTES];
-    /* The Authorization header that last verified on this connection, and
-     * what it verified as: a keep-alive client skips the base64 and the hash. */
-    struct buf auth_seen;
-    uint64_t auth_user_id;
-    uint8_t auth_hash[AUTH_HASH_BYTES];
-    /* account site and admin API */
-    uint8_t page;  /* site.c / admin.c route */
-    bool json;     /* answer JSON */
-    char name[68]; /* admin: the path's username */
-    /* admin on the listener: the token that let the request in (0: the
-     * admin socket, no token), and its hash, checked again at completion */
-    uint64_t admin_token_id;
-    uint8_t admin_token_hash[AUTH_HASH_BYTES];
-    struct account_body body;
+/*
+ * The surfaces a request can go to. Each declares its own per-request state
+ * (struct api_state in api/api.h, struct site_state in site/site.h, struct
+ * admin_state in admin/admin.h); a connection's state (struct front_state,
+ * app/front.c) is this tag, saying which of them is live, the API's
+ * connection cache (struct api_conn), and a union of the three.
+ */
+enum surface {
+    SURF_NONE, /* between requests: no surface state is live */
+    SURF_API,
+    SURF_SITE,
+    SURF_ADMIN,
 };
 
 #endif

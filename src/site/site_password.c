@@ -128,7 +128,7 @@ static void job_done(struct pwhash_job *pj) {
 }
 
 /* The fields' rules, before any hashing. Returns false after answering. */
-static bool fields_ok(struct handlers *h, struct req_state *st, struct http_response *r,
+static bool fields_ok(struct handlers *h, struct site_state *st, struct http_response *r,
                       const struct session *s, uint8_t page) {
     struct slice cur = site_field(st, F_CURRENT), pw = site_field(st, F_PASSWORD),
                  confirm = site_field(st, F_CONFIRM);
@@ -151,7 +151,7 @@ static bool fields_ok(struct handlers *h, struct req_state *st, struct http_resp
     return false;
 }
 
-void site_password_change(struct handlers *h, struct req_state *st, struct http_request *req,
+void site_password_change(struct handlers *h, struct site_state *st, struct http_request *req,
                           struct http_response *r, const struct session *s, uint8_t page) {
     if (!fields_ok(h, st, r, s, page)) return;
     uint8_t addr[17];
