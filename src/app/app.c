@@ -249,8 +249,8 @@ int app_serve(struct app *a) {
     uv_close((uv_handle_t *)&a->sig_term, NULL);
     uv_close((uv_handle_t *)&a->sig_int, NULL);
     uv_close((uv_handle_t *)&a->sig_usr1, NULL);
-    /* Password jobs still on the threadpool finish later: they must not answer. */
-    a->handlers.srv = NULL;
+    /* Password jobs still on the threadpool finish later: server_destroy tells the
+     * handlers (on_server_gone), so they do not answer. */
     a->serving_done = true;
     server_destroy(&a->srv);
     access_log_close(&a->alog);

@@ -3,11 +3,9 @@
  *
  * The per-connection request state, and routing a request to its surface
  * (the /v2 records, the account site, the admin API); the replies they
- * share are core/reply.c.
- *
- * Every response carries the store's latest LSN, so it leaves only once
- * everything it could have seen is acknowledged: a read never shows a
- * write that could still be lost.
+ * share are core/reply.c. Every answer at completion, immediate or
+ * deferred, leaves through reply_answer (core/reply.h), which applies the
+ * LSN rule.
  */
 #include "app/front.h"
 
@@ -212,9 +210,12 @@ static void on_complete(void *data, void *mem, struct http_request *req, struct 
     default: /* on_headers answered: no completion comes */
         http_response_error(r, ERR_INTERNAL, NULL, NULL);
     }
-    /* Whatever this response shows must be acknowledged before it leaves. */
-    if (r->lsn < db_visible_lsn(h->db)) r->lsn = db_visible_lsn(h->db);
+    reply_answer(h, r, NULL);
     request_end(st);
+}
+
+static void on_server_gone(void *data) {
+    reply_server_gone(data);
 }
 
 int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, const struct handler_limits *lim,
@@ -263,6 +264,7 @@ int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, const struct 
     out->on_headers = on_headers;
     out->on_body = on_body;
     out->on_complete = on_complete;
+    out->on_server_gone = on_server_gone;
     return 0;
 }
 

@@ -71,6 +71,9 @@ struct handlers {
     struct net_block proxies[HANDLERS_MAX_PROXIES]; /* --trusted-proxies */
     uint32_t nproxies;
     uint8_t site_secret[32]; /* signs the pre-sign-in CSRF tokens (site_csrf.c) */
+    /* The completion path (reply.c "answers at completion"): */
+    bool deferring;   /* the surface being completed took a ticket (reply_defer) */
+    bool server_gone; /* reply_server_gone: the server's tickets are void */
 };
 
 /*

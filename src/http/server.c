@@ -626,6 +626,7 @@ void server_shutdown(struct server *srv, void (*on_drained)(struct server *srv))
 
 void server_destroy(struct server *srv) {
     server__pool_destroy(srv);
+    if (srv->handler.on_server_gone) srv->handler.on_server_gone(srv->handler.data);
     net_counts_destroy(&srv->per_addr);
     free(srv->scratch);
     srv->scratch = NULL;

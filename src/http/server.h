@@ -83,6 +83,9 @@ struct server_handler {
     void (*on_body)(void *data, void *state, const char *ptr, size_t len);
     void (*on_complete)(void *data, void *state, struct http_request *req,
                         struct http_response *resp);
+    /* server_destroy ran: every ticket (server_defer) is void, and no callback
+     * comes any more; work still running must not answer. Optional. */
+    void (*on_server_gone)(void *data);
 };
 
 /*
@@ -237,7 +240,8 @@ void server_shutdown(struct server *srv, void (*on_drained)(struct server *srv))
 void server_drain(struct server *srv, uint64_t ms, void (*on_drained)(struct server *srv));
 /* In a drain window (server_drain, not yet shut down). */
 bool server_draining(const struct server *srv);
-/* Frees the free lists and connection slots (after the loop has closed every connection). */
+/* Frees the free lists and connection slots (after the loop has closed every connection),
+ * then tells the handler (on_server_gone). */
 void server_destroy(struct server *srv);
 
 #endif

@@ -231,7 +231,7 @@ static bool submit(struct handlers *h, struct site_state *st, struct http_reques
         r->extra = hdr_retry_after;
         return false;
     }
-    j->ticket = server_defer(h->srv, r);
+    j->ticket = reply_defer(h, r);
     if (verify) {
         j->flight =
             (struct signin_flight){.name = j->name, .addr = j->addr, .addr_len = j->addr_len};
@@ -323,15 +323,14 @@ static void finish_signin(struct site_job *j, struct http_response *r) {
 static void job_done(struct pwhash_job *pj) {
     struct site_job *j = (struct site_job *)pj;
     if (j->job.verify) signin_flight_remove(j->h, &j->flight);
-    /* After shutdown (srv NULL) nobody waits for the answer any more. */
-    struct http_response *r = j->h->srv ? server_deferred(j->h->srv, j->ticket) : NULL;
+    /* NULL: nobody waits for the answer any more (the client left, or shutdown). */
+    struct http_response *r = reply_deferred(j->h, j->ticket);
     if (r) {
         if (j->page == P_REGISTER_POST)
             finish_register(j, r);
         else
             finish_signin(j, r);
-        if (r->lsn < db_visible_lsn(j->h->db)) r->lsn = db_visible_lsn(j->h->db);
-        server_deferred_done(j->h->srv, j->ticket);
+        reply_answer(j->h, r, &j->ticket);
     }
     sodium_memzero(j, sizeof *j);
     free(j);

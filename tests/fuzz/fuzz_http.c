@@ -254,8 +254,7 @@ static void svc_stop(void) {
     if (!drained) fuzz_die("server_shutdown did not drain");
     serving = false;
     db_on_ack(&db, NULL, NULL);
-    handlers.srv = NULL;
-    server_destroy(&srv);
+    server_destroy(&srv); /* tells the handlers (on_server_gone) */
     db_close(&db);
     uv_run(&loop, UV_RUN_DEFAULT);
     front_destroy(&handlers);
