@@ -421,7 +421,7 @@ enum server_headers_result api_headers(struct handlers *h, struct api_conn *c, s
         /* A load balancer takes a shard whose disk refuses writes out of rotation. */
         if (reply_if_storage_failing(h, r)) return SERVER_ANSWERED;
         /* ... and one that is stopping (SIGTERM's drain window), while it still serves. */
-        if (h->srv && server_draining(h->srv)) {
+        if (server_draining(h->srv)) {
             http_response_error(r, ERR_DRAINING, NULL, NULL);
             return SERVER_ANSWERED;
         }

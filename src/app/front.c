@@ -105,26 +105,26 @@ static void reply_metrics(struct handlers *h, struct http_request *req, struct h
     metrics_render(h->metrics, b, db->stats_compactions_ok, db->stats_compactions_failed);
     const struct server *srv = h->srv;
     metrics_write_gauge(b, "eventd_connections_open", "Open client connections.",
-                        srv ? (double)(srv->nconns - srv->nclosing) : 0);
+                        (double)(srv->nconns - srv->nclosing));
     metrics_write_head(b, "eventd_connections_refused_total", "counter",
                        "Connections closed unserved, by reason: cap (--max-connections, nothing "
                        "to close), per_address (--max-connections-per-address), peer_unknown "
                        "(reset before accept), peer_credentials (admin socket, another uid).");
     for (unsigned i = 0; i < SERVER_REFUSALS; i++)
         metrics_write_sample(b, "eventd_connections_refused_total", "reason",
-                             server_refusal_label(i), srv ? (double)srv->stats_refused[i] : 0);
+                             server_refusal_label(i), (double)srv->stats_refused[i]);
     metrics_write_head(b, "eventd_connections_evicted_total", "counter",
                        "Connections closed at --max-connections with a half-sent request, to "
                        "admit a new client.");
     metrics_write_sample(b, "eventd_connections_evicted_total", NULL, NULL,
-                         srv ? (double)srv->stats_evicted_half_sent : 0);
+                         (double)srv->stats_evicted_half_sent);
     metrics_write_gauge(b, "eventd_draining",
                         "1 in the drain window after SIGTERM (--drain-ms), else 0.",
-                        srv && server_draining(srv) ? 1 : 0);
+                        server_draining(srv) ? 1 : 0);
     metrics_write_head(b, "eventd_drain_closed_total", "counter",
                        "Keep-alive connections closed after their answer in the drain window.");
     metrics_write_sample(b, "eventd_drain_closed_total", NULL, NULL,
-                         srv ? (double)srv->stats_drain_closed : 0);
+                         (double)srv->stats_drain_closed);
     metrics_write_gauge(b, "eventd_log_bytes", "Bytes in the log file (eventd.log).",
                         (double)db->store.file_size);
     metrics_write_gauge(b, "eventd_log_live_bytes",
@@ -218,11 +218,15 @@ static void on_server_gone(void *data) {
     reply_server_gone(data);
 }
 
-int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, const struct handler_limits *lim,
+int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, struct server *srv,
+               struct metrics *metrics, const struct handlers_settings *set,
                struct server_handler *out, char *msg, size_t msg_len) {
     memset(h, 0, sizeof *h);
     h->db = db;
-    h->lim = *lim;
+    h->srv = srv;
+    h->metrics = metrics;
+    h->lim = *set;
+    const struct handlers_settings *lim = &h->lim;
     char why[160];
     int n = net_block_parse_list(lim->trusted_proxies, h->proxies, HANDLERS_MAX_PROXIES, why,
                                  sizeof why);

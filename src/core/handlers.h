@@ -21,8 +21,11 @@
 #include "storage/auth.h"
 #include "storage/db.h"
 
-/* The settings the endpoints need, copied from the configuration. */
-struct handler_limits {
+/*
+ * The handlers' settings: app.c fills them from the configuration
+ * (docs/ARCHITECTURE.md "Settings"); front_init copies them into h->lim.
+ */
+struct handlers_settings {
     const char *base_path;     /* "/v2"; must outlive the handlers (config strings do) */
     uint32_t max_string_bytes; /* longest text field value, bytes */
     uint32_t list_default;     /* page size without ?limit */
@@ -59,15 +62,15 @@ struct handler_limits {
 struct signin_flight;
 
 struct handlers {
-    struct db *db;           /* borrowed: outlives the server */
-    struct server *srv;      /* borrowed: set by the assembly once the server exists */
-    struct metrics *metrics; /* borrowed: set by the assembly (account events, /metrics); or NULL */
-    struct handler_limits lim;
-    struct throttle by_name, by_addr;               /* failed sign-ins */
-    struct throttle reg_by_addr;                    /* registrations by client address */
-    struct throttle_rate reg_rate;                  /* registrations of the whole server */
-    struct signin_flight *verifying;                /* sign-ins whose password is being checked */
-    struct pwhash pw;                               /* Argon2id jobs on the threadpool */
+    struct db *db;                    /* borrowed (front_init): outlives the server */
+    struct server *srv;               /* borrowed (front_init): the server these handlers serve */
+    struct metrics *metrics;          /* borrowed (front_init): account events, /metrics; or NULL */
+    struct handlers_settings lim;     /* the settings (a copy) */
+    struct throttle by_name, by_addr; /* failed sign-ins */
+    struct throttle reg_by_addr;      /* registrations by client address */
+    struct throttle_rate reg_rate;    /* registrations of the whole server */
+    struct signin_flight *verifying;  /* sign-ins whose password is being checked */
+    struct pwhash pw;                 /* Argon2id jobs on the threadpool */
     struct net_block proxies[HANDLERS_MAX_PROXIES]; /* --trusted-proxies */
     uint32_t nproxies;
     uint8_t site_secret[32]; /* signs the pre-sign-in CSRF tokens (site_csrf.c) */
