@@ -1,8 +1,12 @@
 /*
- * site_internal: what the account site's files share (site.c, the pages
- * and their flows; site_session.c, sessions and cookies; site_csrf.c, the
- * server secret, the pre-sign-in CSRF token and the Origin check). Not an
- * API for anyone else.
+ * site_internal: what the account site's files share: site.c (routing, the
+ * pages and their flows, register and sign-in on the threadpool),
+ * site_session.c (sessions and cookies), site_csrf.c (the server secret,
+ * the pre-sign-in CSRF token and the Origin check) and site_password.c (the
+ * password change). Not an API for anyone else. The site's other files are
+ * modules with their own headers: site_pages (the page templates), html
+ * (the template renderer), password_policy, and signin_throttle (declared
+ * in site.h).
  */
 #ifndef EVENTD_SITE_INTERNAL_H
 #define EVENTD_SITE_INTERNAL_H
