@@ -376,6 +376,10 @@ void admin_complete(struct handlers *h, struct admin_state *st, struct http_requ
     sodium_memzero(key, sizeof key);
 }
 
+void admin_body(struct admin_state *st, const char *ptr, size_t len) {
+    if (st->body.kind != BODY_NONE) account_body_feed(&st->body, ptr, len);
+}
+
 void admin_request_end(struct admin_state *st) {
     if (st->body.kind != BODY_NONE) account_body_end(&st->body);
 }

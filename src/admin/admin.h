@@ -28,6 +28,8 @@ struct admin_state {
 /* Returns true when the request is the admin API's (then *res is set). */
 bool admin_headers(struct handlers *h, struct admin_state *st, struct http_request *req,
                    struct http_response *r, enum server_headers_result *res);
+/* A body chunk (valid during the call) of a request admin_headers let read its body. */
+void admin_body(struct admin_state *st, const char *ptr, size_t len);
 void admin_complete(struct handlers *h, struct admin_state *st, struct http_request *req,
                     struct http_response *r);
 /* Releases what the request holds (its body's parser), completed or cut short; idempotent. */

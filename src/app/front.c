@@ -188,10 +188,10 @@ static void on_body(void *data, void *mem, const char *ptr, size_t len) {
     struct front_state *st = mem;
     if (st->surface == SURF_API)
         api_body(&st->u.api, ptr, len);
-    else if (st->surface == SURF_SITE && st->u.site.body.kind != BODY_NONE)
-        account_body_feed(&st->u.site.body, ptr, len);
-    else if (st->surface == SURF_ADMIN && st->u.admin.body.kind != BODY_NONE)
-        account_body_feed(&st->u.admin.body, ptr, len);
+    else if (st->surface == SURF_SITE)
+        site_body(&st->u.site, ptr, len);
+    else if (st->surface == SURF_ADMIN)
+        admin_body(&st->u.admin, ptr, len);
 }
 
 static void on_complete(void *data, void *mem, struct http_request *req, struct http_response *r) {

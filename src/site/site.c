@@ -688,6 +688,10 @@ void site_complete(struct handlers *h, struct site_state *st, struct http_reques
     site_post(h, st, req, r, signed_in ? &s : NULL);
 }
 
+void site_body(struct site_state *st, const char *ptr, size_t len) {
+    if (st->body.kind != BODY_NONE) account_body_feed(&st->body, ptr, len);
+}
+
 void site_request_end(struct site_state *st) {
     if (st->body.kind != BODY_NONE) account_body_end(&st->body);
 }

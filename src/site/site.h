@@ -28,6 +28,8 @@ int site_init(struct handlers *h, char *msg, size_t msg_len);
 /* Returns true when path is the site's (then *res is set). */
 bool site_headers(struct handlers *h, struct site_state *st, struct http_request *req,
                   struct http_response *r, enum server_headers_result *res);
+/* A body chunk (valid during the call) of a request site_headers let read its body. */
+void site_body(struct site_state *st, const char *ptr, size_t len);
 void site_complete(struct handlers *h, struct site_state *st, struct http_request *req,
                    struct http_response *r);
 /* Releases what the request holds (its body's parser), completed or cut short; idempotent. */
