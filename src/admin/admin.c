@@ -36,7 +36,7 @@ static bool refuse(struct http_response *r, enum err e, const char *allow) {
 }
 
 /* Matches the path and method; false with r answered (404/405) when it does not. */
-static bool route(struct req_state *st, struct http_request *req, struct http_response *r) {
+static bool route(struct admin_state *st, struct http_request *req, struct http_response *r) {
     struct slice p = {req->path.ptr + sizeof prefix - 1, req->path.len - (sizeof prefix - 1)};
     uint8_t m = req->method;
     bool get = m == HTTP_GET || m == HTTP_HEAD;
@@ -115,7 +115,7 @@ static uint64_t token_match(struct handlers *h, struct slice hdr, uint8_t hash[A
 }
 
 /* The token that let the request in is still an admin token (revocation means now). */
-static bool token_still_valid(const struct handlers *h, const struct req_state *st) {
+static bool token_still_valid(const struct handlers *h, const struct admin_state *st) {
     const struct record *a = db_get(h->db, st->admin_token_id);
     return a && a->type == REC_ADMIN && record_get(a, ADMIN_TOKEN_HASH).s.len == AUTH_HASH_BYTES &&
            memcmp(record_get(a, ADMIN_TOKEN_HASH).s.ptr, st->admin_token_hash, AUTH_HASH_BYTES) ==
@@ -127,7 +127,7 @@ static void unauthorized(struct http_response *r, const char *msg) {
     r->extra = "WWW-Authenticate: Bearer realm=\"eventd-admin\"\r\n";
 }
 
-bool admin_headers(struct handlers *h, struct req_state *st, struct http_request *req,
+bool admin_headers(struct handlers *h, struct admin_state *st, struct http_request *req,
                    struct http_response *r, enum server_headers_result *res) {
     /* The listener that accepted the connection says it, never an address. */
     bool local = req->peer.local;
@@ -135,6 +135,8 @@ bool admin_headers(struct handlers *h, struct req_state *st, struct http_request
     if (req->path.len < sizeof prefix - 1 || memcmp(req->path.ptr, prefix, sizeof prefix - 1) != 0)
         return false;
     *res = SERVER_ANSWERED;
+    /* The state's memory may hold another surface's request: set what is read later. */
+    st->body.kind = BODY_NONE;
     st->admin_token_id = 0;
     if (!local) {
         st->admin_token_id = token_match(
@@ -208,7 +210,7 @@ static void write_user(struct handlers *h, struct buf *b, const struct record *u
  * a member absent keeps that limit, null (or "") gives it back the server's
  * default, N sets the user's own, 0 meaning no limit. Answers the user.
  */
-static void set_limits(struct handlers *h, struct req_state *st, const struct record *u,
+static void set_limits(struct handlers *h, struct admin_state *st, const struct record *u,
                        struct http_response *r) {
     if (!account_body_finish(&st->body, r)) return;
     uint64_t stored[2];
@@ -243,7 +245,7 @@ static bool take_id(struct handlers *h, struct http_response *r, uint64_t *id) {
 }
 
 /* PUT /admin/tokens/NAME (create or replace) and DELETE (revoke). */
-static void admin_token(struct handlers *h, struct req_state *st, struct http_response *r) {
+static void admin_token(struct handlers *h, struct admin_state *st, struct http_response *r) {
     char key[AUTH_KEY_CHARS + 1];
     if (st->page == A_TOKEN_REVOKE) {
         uint64_t id = db_admin_token(h->db, st->name);
@@ -282,7 +284,7 @@ static void admin_token(struct handlers *h, struct req_state *st, struct http_re
     sodium_memzero(key, sizeof key);
 }
 
-void admin_complete(struct handlers *h, struct req_state *st, struct http_request *req,
+void admin_complete(struct handlers *h, struct admin_state *st, struct http_request *req,
                     struct http_response *r) {
     (void)req;
     if (st->admin_token_id && !token_still_valid(h, st)) {
@@ -371,4 +373,12 @@ void admin_complete(struct handlers *h, struct req_state *st, struct http_reques
         return;
     }
     sodium_memzero(key, sizeof key);
+}
+
+void admin_body(struct admin_state *st, const char *ptr, size_t len) {
+    if (st->body.kind != BODY_NONE) account_body_feed(&st->body, ptr, len);
+}
+
+void admin_request_end(struct admin_state *st) {
+    if (st->body.kind != BODY_NONE) account_body_end(&st->body);
 }

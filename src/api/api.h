@@ -7,11 +7,64 @@
 #define EVENTD_API_API_H
 
 #include "core/handlers.h"
+#include "core/json.h"
+#include "core/router.h"
+#include "storage/auth.h"
 
-enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
+/*
+ * What the API keeps on a connection from one request to the next, whatever
+ * surface the requests in between went to (so it is not in the front's
+ * union of the surfaces' states): owned by the front's connection state,
+ * api_conn_init when the state is made, api_conn_reset when it moves to
+ * another connection, api_conn_destroy when it is freed.
+ */
+struct api_conn {
+    struct arena arena; /* the decoder's strings: reset per body, its blocks kept warm */
+    /* The Authorization header that last verified on this connection, and
+     * what it verified as: a keep-alive client skips the base64 and the hash. */
+    struct buf auth_seen;
+    uint64_t auth_user_id;
+    uint8_t auth_hash[AUTH_HASH_BYTES];
+};
+void api_conn_init(struct api_conn *c);
+/* Forgets the credentials (the state goes to another connection, or idle). */
+void api_conn_reset(struct api_conn *c);
+void api_conn_destroy(struct api_conn *c);
+
+/* Room for a crypto_generichash_state (384 bytes, 64-aligned) at any alignment. */
+#define IDEM_HASH_STATE_BYTES (384 + 64)
+
+/*
+ * One /v2 request's state, from api_headers to api_request_end. It shares
+ * its memory with the other surfaces' (the front's union): on entry to
+ * api_headers it holds anything, and api_headers sets what it uses.
+ */
+struct api_state {
+    struct json_decoder dec;
+    struct route route;
+    /* The caller, by id: a record pointer could be freed (a rotated key, an
+     * undone write) between the headers and the end of the body. */
+    uint64_t user_id;
+    bool decoding; /* dec holds a yajl handle (creates and updates) */
+    /* A create with an Idempotency-Key: the key (validated, copied from the
+     * header) and the running BLAKE2b of the request (kind, then body). The
+     * hash state lives in hash_mem, aligned by idem_hash_state(). */
+    bool idem;
+    uint8_t idem_key_len;
+    char idem_key[IDEM_KEY_MAX];
+    unsigned char hash_mem[IDEM_HASH_STATE_BYTES];
+};
+
+/* A /v2 request (every path the site and the admin API do not take): routing, the
+ * credentials (cached in c), and for a create or update the start of the body's decoding. */
+enum server_headers_result api_headers(struct handlers *h, struct api_conn *c, struct api_state *st,
                                        struct http_request *req, struct http_response *r);
-void api_complete(struct handlers *h, struct req_state *st, struct http_request *req,
-                  struct http_response *r);
+/* A body chunk (valid during the call) of a request api_headers let read its body. */
+void api_body(struct api_state *st, const char *ptr, size_t len);
+void api_complete(struct handlers *h, struct api_conn *c, struct api_state *st,
+                  struct http_request *req, struct http_response *r);
+/* Releases what the request holds (the decoder), completed or cut short; idempotent. */
+void api_request_end(struct api_state *st);
 
 /* ---- the API contract (openapi.c) ---- */
 
@@ -24,9 +77,6 @@ void api_openapi_init(struct handlers *h);
 void api_openapi_destroy(struct handlers *h);
 /* Answers GET/HEAD {base}/openapi.json: no authentication. */
 void api_openapi_reply(struct handlers *h, struct http_response *r);
-
-/* Feeds a body chunk of a keyed create to its request hash (api_records.c). */
-void api_idem_body(struct req_state *st, const char *ptr, size_t len);
 
 /* ---- /v2 events (api_events.c) ---- */
 

@@ -73,22 +73,22 @@ static bool within_quota(struct handlers *h, uint64_t user_id, uint64_t add, uin
  * the one that verified last on this connection is trusted again only if
  * that user still has the same key hash; anything else is checked in full.
  */
-static const struct record *authenticate(struct handlers *h, struct req_state *st,
+static const struct record *authenticate(struct handlers *h, struct api_conn *c,
                                          const struct buf *hdr) {
-    if (st->auth_user_id && hdr->len == st->auth_seen.len &&
-        memcmp(hdr->ptr, st->auth_seen.ptr, hdr->len) == 0) {
-        const struct record *u = db_get(h->db, st->auth_user_id);
+    if (c->auth_user_id && hdr->len == c->auth_seen.len &&
+        memcmp(hdr->ptr, c->auth_seen.ptr, hdr->len) == 0) {
+        const struct record *u = db_get(h->db, c->auth_user_id);
         if (u && u->type == REC_USER && record_get(u, USER_KEY_HASH).s.len == AUTH_HASH_BYTES &&
-            memcmp(record_get(u, USER_KEY_HASH).s.ptr, st->auth_hash, AUTH_HASH_BYTES) == 0)
+            memcmp(record_get(u, USER_KEY_HASH).s.ptr, c->auth_hash, AUTH_HASH_BYTES) == 0)
             return u;
     }
-    st->auth_user_id = 0;
+    c->auth_user_id = 0;
     const struct record *u = db_auth_check(h->db, (struct slice){hdr->ptr, hdr->len});
     if (u && record_get(u, USER_KEY_HASH).s.len == AUTH_HASH_BYTES) {
-        buf_reset(&st->auth_seen);
-        buf_append(&st->auth_seen, hdr->ptr, hdr->len);
-        st->auth_user_id = u->id;
-        memcpy(st->auth_hash, record_get(u, USER_KEY_HASH).s.ptr, AUTH_HASH_BYTES);
+        buf_reset(&c->auth_seen);
+        buf_append(&c->auth_seen, hdr->ptr, hdr->len);
+        c->auth_user_id = u->id;
+        memcpy(c->auth_hash, record_get(u, USER_KEY_HASH).s.ptr, AUTH_HASH_BYTES);
     }
     return u;
 }
@@ -100,18 +100,18 @@ static void reply_record(struct http_response *r, const struct record *rec) {
 }
 
 /* The caller's record of this type with this id, or NULL (also for other users' records). */
-static const struct record *owned(struct handlers *h, const struct req_state *st, uint64_t id) {
+static const struct record *owned(struct handlers *h, const struct api_state *st, uint64_t id) {
     return db_get_owned(h->db, id, st->route.type, st->user_id);
 }
 
-static void not_found(struct http_response *r, const struct req_state *st) {
+static void not_found(struct http_response *r, const struct api_state *st) {
     const struct kind_desc *k = record_kind(st->route.type);
     reply_error(r, ERR_NOT_FOUND, NULL, "no %s with ID %llu", k->path,
                 (unsigned long long)st->route.id);
 }
 
 /* Reports a decoding error; returns true if there was one. */
-static bool body_failed(struct req_state *st, struct http_response *r) {
+static bool body_failed(struct api_state *st, struct http_response *r) {
     if (json_decoder_finish(&st->dec) == 0) return false;
     http_response_error(r, st->dec.err, st->dec.err_field, st->dec.err_msg);
     return true;
@@ -121,14 +121,14 @@ static bool body_failed(struct req_state *st, struct http_response *r) {
 
 static const char hdr_replayed[] = "Idempotent-Replayed: true\r\n";
 
-static crypto_generichash_state *idem_hash_state(struct req_state *st) {
+static crypto_generichash_state *idem_hash_state(struct api_state *st) {
     uintptr_t p = ((uintptr_t)st->hash_mem + 63) & ~(uintptr_t)63;
     return (crypto_generichash_state *)p;
 }
 
 _Static_assert(sizeof(crypto_generichash_state) + 63 <= IDEM_HASH_STATE_BYTES, "hash state");
 
-void api_idem_body(struct req_state *st, const char *ptr, size_t len) {
+static void idem_body(struct api_state *st, const char *ptr, size_t len) {
     crypto_generichash_update(idem_hash_state(st), (const unsigned char *)ptr, len);
 }
 
@@ -137,7 +137,7 @@ void api_idem_body(struct req_state *st, const char *ptr, size_t len) {
  * printable ASCII without spaces (a repeated header is joined with ", ",
  * so it fails here too). Returns false after answering 400.
  */
-static bool idem_begin(struct req_state *st, struct http_request *req, struct http_response *r) {
+static bool idem_begin(struct api_state *st, struct http_request *req, struct http_response *r) {
     struct slice v = http_request_field(req, HF_IDEMPOTENCY_KEY);
     bool ok = v.len >= 1 && v.len <= IDEM_KEY_MAX;
     for (size_t i = 0; ok && i < v.len; i++)
@@ -213,7 +213,7 @@ static bool idem_room(struct handlers *h, uint64_t user_id, uint64_t now, struct
     return false;
 }
 
-static void do_create(struct handlers *h, struct req_state *st, struct http_response *r) {
+static void do_create(struct handlers *h, struct api_state *st, struct http_response *r) {
     uint8_t hash[IDEM_HASH_BYTES];
     uint64_t now = 0, stale = 0; /* stale: an expired key record of this key, to delete */
     if (st->idem) {
@@ -273,7 +273,7 @@ static void do_create(struct handlers *h, struct req_state *st, struct http_resp
     metrics_idem(h->metrics, MI_STORED);
 }
 
-static void do_update(struct handlers *h, struct req_state *st, struct http_response *r) {
+static void do_update(struct handlers *h, struct api_state *st, struct http_response *r) {
     const struct record *old = owned(h, st, st->route.id);
     if (!old) {
         not_found(r, st);
@@ -300,7 +300,7 @@ static void do_update(struct handlers *h, struct req_state *st, struct http_resp
     reply_no_content(r);
 }
 
-static void do_get(struct handlers *h, struct req_state *st, struct http_response *r) {
+static void do_get(struct handlers *h, struct api_state *st, struct http_response *r) {
     const struct record *rec = owned(h, st, st->route.id);
     if (!rec) {
         not_found(r, st);
@@ -317,7 +317,7 @@ static void do_get(struct handlers *h, struct req_state *st, struct http_respons
     buf_append_str(&r->body, "}}");
 }
 
-static void do_delete(struct handlers *h, struct req_state *st, struct http_response *r) {
+static void do_delete(struct handlers *h, struct api_state *st, struct http_response *r) {
     const struct record *rec = owned(h, st, st->route.id);
     if (!rec) {
         not_found(r, st);
@@ -369,7 +369,7 @@ static bool list_params(struct handlers *h, struct slice q, struct http_response
 }
 
 /* Newest first: ids below the cursor, walking the ascending list from its end. */
-static void do_list(struct handlers *h, struct req_state *st, struct http_request *req,
+static void do_list(struct handlers *h, struct api_state *st, struct http_request *req,
                     struct http_response *r) {
     uint32_t limit;
     uint64_t cursor;
@@ -396,8 +396,12 @@ static void do_list(struct handlers *h, struct req_state *st, struct http_reques
     buf_append_str(&r->body, "}}");
 }
 
-enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
+enum server_headers_result api_headers(struct handlers *h, struct api_conn *c, struct api_state *st,
                                        struct http_request *req, struct http_response *r) {
+    /* The state's memory may hold another surface's request: set what is read later. */
+    st->decoding = false;
+    st->idem = false;
+    st->user_id = 0;
     struct slice base = {h->lim.base_path, strlen(h->lim.base_path)};
     enum err e = router_match(base, req->path, req->method, &st->route);
     if (e == ERR_METHOD_NOT_ALLOWED) {
@@ -414,7 +418,7 @@ enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
         /* A load balancer takes a shard whose disk refuses writes out of rotation. */
         if (reply_if_storage_failing(h, r)) return SERVER_ANSWERED;
         /* ... and one that is stopping (SIGTERM's drain window), while it still serves. */
-        if (h->srv && server_draining(h->srv)) {
+        if (server_draining(h->srv)) {
             http_response_error(r, ERR_DRAINING, NULL, NULL);
             return SERVER_ANSWERED;
         }
@@ -427,7 +431,7 @@ enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
         return SERVER_ANSWERED;
     }
     r->route = metrics_api_route(st->route.type - REC_THEME, st->route.action - ACT_CREATE);
-    const struct record *user = authenticate(h, st, &req->kept->authorization);
+    const struct record *user = authenticate(h, c, &req->kept->authorization);
     if (!user) {
         http_response_error(r, ERR_UNAUTHORIZED, NULL,
                             req->kept->authorization.len
@@ -447,8 +451,8 @@ enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
         return SERVER_ANSWERED;
     }
     if (st->route.action == ACT_CREATE || st->route.action == ACT_UPDATE) {
-        arena_reset(&st->arena);
-        json_decoder_begin(&st->dec, record_kind(st->route.type), &st->arena,
+        arena_reset(&c->arena);
+        json_decoder_begin(&st->dec, record_kind(st->route.type), &c->arena,
                            h->lim.max_string_bytes);
         st->decoding = true;
     }
@@ -462,8 +466,9 @@ enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
  * body came writes nothing. authenticate left that key's hash in st, so
  * this costs one compare.
  */
-void api_complete(struct handlers *h, struct req_state *st, struct http_request *req,
-                  struct http_response *r) {
+void api_complete(struct handlers *h, struct api_conn *c, struct api_state *st,
+                  struct http_request *req, struct http_response *r) {
+    r->user_id = st->user_id;
     const struct record *user = db_get(h->db, st->user_id);
     if (!user || user->type != REC_USER) {
         /* The user was removed (or its creation undone) while the body came. */
@@ -472,8 +477,8 @@ void api_complete(struct handlers *h, struct req_state *st, struct http_request 
         return;
     }
     union value kh = record_get(user, USER_KEY_HASH);
-    if (st->auth_user_id != st->user_id || kh.s.len != AUTH_HASH_BYTES ||
-        memcmp(kh.s.ptr, st->auth_hash, AUTH_HASH_BYTES) != 0) {
+    if (c->auth_user_id != st->user_id || kh.s.len != AUTH_HASH_BYTES ||
+        memcmp(kh.s.ptr, c->auth_hash, AUTH_HASH_BYTES) != 0) {
         http_response_error(r, ERR_UNAUTHORIZED, NULL,
                             "invalid credentials: the API key was replaced or revoked while "
                             "the request came; nothing was changed");
@@ -500,4 +505,32 @@ void api_complete(struct handlers *h, struct req_state *st, struct http_request 
     default:
         http_response_error(r, ERR_INTERNAL, NULL, NULL);
     }
+}
+
+void api_body(struct api_state *st, const char *ptr, size_t len) {
+    if (st->decoding) json_decoder_feed(&st->dec, ptr, len);
+    if (st->idem) idem_body(st, ptr, len);
+}
+
+void api_request_end(struct api_state *st) {
+    if (st->decoding) json_decoder_end(&st->dec);
+    st->decoding = false;
+}
+
+#define ARENA_BLOCK 16384 /* bytes: a body's strings, most often in one block */
+
+void api_conn_init(struct api_conn *c) {
+    memset(c, 0, sizeof *c);
+    arena_init(&c->arena, ARENA_BLOCK);
+    buf_init(&c->auth_seen, 0);
+}
+
+void api_conn_reset(struct api_conn *c) {
+    buf_reset(&c->auth_seen);
+    c->auth_user_id = 0;
+}
+
+void api_conn_destroy(struct api_conn *c) {
+    arena_destroy(&c->arena);
+    buf_destroy(&c->auth_seen);
 }

@@ -164,53 +164,79 @@ static void raise_fd_limit(const struct config *cfg) {
             (unsigned long long)rl.rlim_cur, cfg->max_connections);
 }
 
+/* Each module's settings, from the configuration (app.h). */
+struct server_settings app_server_settings(const struct config *cfg) {
+    return (struct server_settings){
+        .listen = cfg->listen,
+        .trusted_proxies = cfg->trusted_proxies,
+        .max_header_bytes = cfg->max_header_bytes,
+        .max_body_bytes = cfg->max_body_bytes,
+        .max_connections = cfg->max_connections,
+        .max_connections_per_address = cfg->max_connections_per_address,
+        .evict_half_sent_ms = cfg->evict_half_sent_ms,
+        .max_pipeline = cfg->max_pipeline,
+        .header_timeout_ms = cfg->header_timeout_ms,
+        .request_timeout_ms = cfg->request_timeout_ms,
+        .idle_timeout_ms = cfg->idle_timeout_ms,
+        .shutdown_timeout_ms = cfg->shutdown_timeout_ms,
+        .linger_ms = cfg->linger_ms,
+        .linger_bytes = cfg->linger_bytes,
+        .idle_sweep_ms = cfg->idle_sweep_ms,
+    };
+}
+
+struct handlers_settings app_handlers_settings(const struct config *cfg, const char *secret_path) {
+    return (struct handlers_settings){
+        .base_path = cfg->base_path,
+        .max_string_bytes = cfg->max_string_bytes,
+        .list_default = cfg->list_default,
+        .list_max = cfg->list_max,
+        .site = cfg->site,
+        .site_path = cfg->site_path,
+        .admin_on_listener = cfg->admin && cfg->admin_on_listener,
+        .cookie_secure = cfg->cookie_secure,
+        .password_min_bytes = cfg->password_min_bytes,
+        .session_ttl_s = cfg->session_ttl_s,
+        .signin_free_failures = cfg->signin_free_failures,
+        .pwhash_concurrency = cfg->pwhash_concurrency,
+        .pwhash_queue = cfg->pwhash_queue,
+        .trusted_proxies = cfg->trusted_proxies,
+        .metrics = cfg->metrics,
+        .max_records_per_user = cfg->max_records_per_user,
+        .max_bytes_per_user = cfg->max_bytes_per_user,
+        .max_idem_keys_per_user = cfg->max_idempotency_keys_per_user,
+        .throttle_entries = cfg->throttle_entries,
+        .register_per_address = cfg->register_per_address,
+        .register_per_minute = cfg->register_per_minute,
+        .pwhash_register_queue = cfg->pwhash_register_queue,
+        .site_origin = cfg->site_origin,
+        .site_secret_path = secret_path,
+    };
+}
+
 int app_serve(struct app *a) {
     raise_fd_limit(&a->cfg);
-    struct handler_limits lim = {.base_path = a->cfg.base_path,
-                                 .max_string_bytes = a->cfg.max_string_bytes,
-                                 .list_default = a->cfg.list_default,
-                                 .list_max = a->cfg.list_max,
-                                 .site = a->cfg.site,
-                                 .site_path = a->cfg.site_path,
-                                 .admin_on_listener = a->cfg.admin && a->cfg.admin_on_listener,
-                                 .cookie_secure = a->cfg.cookie_secure,
-                                 .password_min_bytes = a->cfg.password_min_bytes,
-                                 .session_ttl_s = a->cfg.session_ttl_s,
-                                 .signin_free_failures = a->cfg.signin_free_failures,
-                                 .pwhash_concurrency = a->cfg.pwhash_concurrency,
-                                 .pwhash_queue = a->cfg.pwhash_queue,
-                                 .trusted_proxies = a->cfg.trusted_proxies,
-                                 .metrics = a->cfg.metrics,
-                                 .max_records_per_user = a->cfg.max_records_per_user,
-                                 .max_bytes_per_user = a->cfg.max_bytes_per_user,
-                                 .max_idem_keys_per_user = a->cfg.max_idempotency_keys_per_user,
-
-                                 .throttle_entries = a->cfg.throttle_entries,
-                                 .register_per_address = a->cfg.register_per_address,
-                                 .register_per_minute = a->cfg.register_per_minute,
-                                 .pwhash_register_queue = a->cfg.pwhash_register_queue,
-
-                                 .site_origin = a->cfg.site_origin};
     char secret_path[4096];
     if (a->cfg.site_secret_file[0])
         snprintf(secret_path, sizeof secret_path, "%s", a->cfg.site_secret_file);
     else
         snprintf(secret_path, sizeof secret_path, "%s/%s", a->cfg.data_dir, APP_SITE_SECRET);
-    lim.site_secret_path = secret_path;
+    struct handlers_settings hs = app_handlers_settings(&a->cfg, secret_path);
+    struct server_settings ss = app_server_settings(&a->cfg);
     struct server_handler handler;
     char msg[512];
-    if (front_init(&a->handlers, a->loop, &a->db, &lim, &handler, msg, sizeof msg) < 0) {
+    /* The handlers borrow the server before it starts: they use it only once requests come. */
+    if (front_init(&a->handlers, a->loop, &a->db, &a->srv, &a->metrics, &hs, &handler, msg,
+                   sizeof msg) < 0) {
         fprintf(stderr, "eventd: %s\n", msg);
         return 2;
     }
-    int rc = server_start(&a->srv, a->loop, &a->cfg, &handler);
+    int rc = server_start(&a->srv, a->loop, &ss, &handler);
     if (rc < 0) {
         fprintf(stderr, "eventd: cannot listen on %s: %s\n", a->cfg.listen, uv_strerror(rc));
         front_destroy(&a->handlers);
         return 1;
     }
-    a->handlers.srv = &a->srv;
-    a->handlers.metrics = &a->metrics;
     access_log_init(&a->alog, a->loop, STDERR_FILENO, a->cfg.access_log);
     server_on_sent(&a->srv, on_sent, a);
     if (a->cfg.admin) {
@@ -249,8 +275,8 @@ int app_serve(struct app *a) {
     uv_close((uv_handle_t *)&a->sig_term, NULL);
     uv_close((uv_handle_t *)&a->sig_int, NULL);
     uv_close((uv_handle_t *)&a->sig_usr1, NULL);
-    /* Password jobs still on the threadpool finish later: they must not answer. */
-    a->handlers.srv = NULL;
+    /* Password jobs still on the threadpool finish later: server_destroy tells the
+     * handlers (on_server_gone), so they do not answer. */
     a->serving_done = true;
     server_destroy(&a->srv);
     access_log_close(&a->alog);

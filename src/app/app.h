@@ -41,6 +41,14 @@ struct app {
 int app_open(struct app *a, uv_loop_t *loop, const struct config *cfg);
 /* The guard's live data limit: --max-live-bytes, or for 0 half the memory eventd may use. */
 uint64_t app_max_live_bytes(const struct config *cfg);
+/*
+ * Each module's settings from the configuration: the one place where a
+ * module's settings struct is filled (docs/ARCHITECTURE.md "Settings").
+ * The strings point into cfg's (they live as long as the process);
+ * secret_path (the CSRF secret's file) is the caller's, read by front_init.
+ */
+struct server_settings app_server_settings(const struct config *cfg);
+struct handlers_settings app_handlers_settings(const struct config *cfg, const char *secret_path);
 /* Serves until SIGTERM/SIGINT; returns the process exit status. */
 int app_serve(struct app *a);
 /*

@@ -3,11 +3,9 @@
  *
  * The per-connection request state, and routing a request to its surface
  * (the /v2 records, the account site, the admin API); the replies they
- * share are core/reply.c.
- *
- * Every response carries the store's latest LSN, so it leaves only once
- * everything it could have seen is acknowledged: a read never shows a
- * write that could still be lost.
+ * share are core/reply.c. Every answer at completion, immediate or
+ * deferred, leaves through reply_answer (core/reply.h), which applies the
+ * LSN rule.
  */
 #include "app/front.h"
 
@@ -22,34 +20,65 @@
 #include "core/reply.h"
 #include "site/site.h"
 
-#define ARENA_BLOCK 16384
+/*
+ * A connection's request state (the server allocates state_size bytes of it
+ * per connection, and hands it from connection to connection): which
+ * surface the current request went to, what the API keeps from request to
+ * request, and the current request's own state. That last is a union of the
+ * surfaces' states, not a struct of them: a request goes to one surface, so
+ * a connection holds the largest surface's state rather than the sum of all
+ * three. The API's connection cache (its arena and the last credentials) is
+ * outside the union, because a site or admin request between two API
+ * requests must neither wipe nor leak it.
+ */
+struct front_state {
+    uint8_t surface; /* enum surface: the live member of u; SURF_NONE between requests */
+    struct api_conn api_conn;
+    union {
+        struct api_state api;
+        struct site_state site;
+        struct admin_state admin;
+    } u;
+};
+
+/* Ends the request on st, completed or cut short (the client left mid-body):
+ * its surface releases what it holds. */
+static void request_end(struct front_state *st) {
+    switch (st->surface) {
+    case SURF_API:
+        api_request_end(&st->u.api);
+        break;
+    case SURF_SITE:
+        site_request_end(&st->u.site);
+        break;
+    case SURF_ADMIN:
+        admin_request_end(&st->u.admin);
+        break;
+    default:
+        break;
+    }
+    st->surface = SURF_NONE;
+}
 
 static void state_init(void *data, void *mem) {
     (void)data;
-    struct req_state *st = mem;
-    memset(st, 0, sizeof *st);
-    arena_init(&st->arena, ARENA_BLOCK);
-    buf_init(&st->auth_seen, 0);
+    struct front_state *st = mem;
+    st->surface = SURF_NONE;
+    api_conn_init(&st->api_conn);
 }
 
 static void state_reset(void *data, void *mem) {
     (void)data;
-    struct req_state *st = mem;
-    /* A request cut short (the client left mid-body) never completed. */
-    if (st->body.kind != BODY_NONE) account_body_end(&st->body);
-    if (st->decoding) json_decoder_end(&st->dec);
-    st->decoding = false;
-    buf_reset(&st->auth_seen);
-    st->auth_user_id = 0;
+    struct front_state *st = mem;
+    request_end(st);
+    api_conn_reset(&st->api_conn);
 }
 
 static void state_destroy(void *data, void *mem) {
     (void)data;
-    struct req_state *st = mem;
-    if (st->body.kind != BODY_NONE) account_body_end(&st->body);
-    if (st->decoding) json_decoder_end(&st->dec);
-    arena_destroy(&st->arena);
-    buf_destroy(&st->auth_seen);
+    struct front_state *st = mem;
+    request_end(st);
+    api_conn_destroy(&st->api_conn);
 }
 
 /* GET /metrics: the Prometheus text format (README "Metrics"). */
@@ -77,26 +106,26 @@ static void reply_metrics(struct handlers *h, struct http_request *req, struct h
     metrics_render(h->metrics, b, ds.compactions_ok, ds.compactions_failed);
     const struct server *srv = h->srv;
     metrics_write_gauge(b, "eventd_connections_open", "Open client connections.",
-                        srv ? (double)(srv->nconns - srv->nclosing) : 0);
+                        (double)(srv->nconns - srv->nclosing));
     metrics_write_head(b, "eventd_connections_refused_total", "counter",
                        "Connections closed unserved, by reason: cap (--max-connections, nothing "
                        "to close), per_address (--max-connections-per-address), peer_unknown "
                        "(reset before accept), peer_credentials (admin socket, another uid).");
     for (unsigned i = 0; i < SERVER_REFUSALS; i++)
         metrics_write_sample(b, "eventd_connections_refused_total", "reason",
-                             server_refusal_label(i), srv ? (double)srv->stats_refused[i] : 0);
+                             server_refusal_label(i), (double)srv->stats_refused[i]);
     metrics_write_head(b, "eventd_connections_evicted_total", "counter",
                        "Connections closed at --max-connections with a half-sent request, to "
                        "admit a new client.");
     metrics_write_sample(b, "eventd_connections_evicted_total", NULL, NULL,
-                         srv ? (double)srv->stats_evicted_half_sent : 0);
+                         (double)srv->stats_evicted_half_sent);
     metrics_write_gauge(b, "eventd_draining",
                         "1 in the drain window after SIGTERM (--drain-ms), else 0.",
-                        srv && server_draining(srv) ? 1 : 0);
+                        server_draining(srv) ? 1 : 0);
     metrics_write_head(b, "eventd_drain_closed_total", "counter",
                        "Keep-alive connections closed after their answer in the drain window.");
     metrics_write_sample(b, "eventd_drain_closed_total", NULL, NULL,
-                         srv ? (double)srv->stats_drain_closed : 0);
+                         (double)srv->stats_drain_closed);
     metrics_write_gauge(b, "eventd_log_bytes", "Bytes in the log file (eventd.log).",
                         (double)ds.log_bytes);
     metrics_write_gauge(b, "eventd_log_live_bytes",
@@ -131,65 +160,72 @@ static void reply_metrics(struct handlers *h, struct http_request *req, struct h
 static enum server_headers_result on_headers(void *data, void *mem, struct http_request *req,
                                              struct http_response *r) {
     struct handlers *h = data;
-    struct req_state *st = mem;
+    struct front_state *st = mem;
     /* The previous request on this state may have been cut short. */
-    if (st->body.kind != BODY_NONE) account_body_end(&st->body);
-    if (st->decoding) json_decoder_end(&st->dec);
-    st->decoding = false;
-    st->idem = false;
-    st->user_id = 0;
+    request_end(st);
     if (h->lim.metrics && h->metrics && slice_eq(req->path, "/metrics", 8)) {
-        st->surface = SURF_API;
         reply_metrics(h, req, r);
         return SERVER_ANSWERED;
     }
     enum server_headers_result res;
-    if (admin_headers(h, st, req, r, &res)) {
+    if (admin_headers(h, &st->u.admin, req, r, &res)) {
         st->surface = SURF_ADMIN;
         r->route = MR_ADMIN;
         metrics_account(h->metrics, MA_ADMIN_CALL);
         return res;
     }
-    if (site_headers(h, st, req, r, &res)) {
+    if (site_headers(h, &st->u.site, req, r, &res)) {
         st->surface = SURF_SITE;
         return res;
     }
     st->surface = SURF_API;
-    return api_headers(h, st, req, r);
+    return api_headers(h, &st->api_conn, &st->u.api, req, r);
 }
 
 static void on_body(void *data, void *mem, const char *ptr, size_t len) {
     (void)data;
-    struct req_state *st = mem;
-    if (st->decoding) json_decoder_feed(&st->dec, ptr, len);
-    if (st->idem) api_idem_body(st, ptr, len);
-    if (st->body.kind != BODY_NONE) account_body_feed(&st->body, ptr, len);
+    struct front_state *st = mem;
+    if (st->surface == SURF_API)
+        api_body(&st->u.api, ptr, len);
+    else if (st->surface == SURF_SITE)
+        site_body(&st->u.site, ptr, len);
+    else if (st->surface == SURF_ADMIN)
+        admin_body(&st->u.admin, ptr, len);
 }
 
 static void on_complete(void *data, void *mem, struct http_request *req, struct http_response *r) {
     struct handlers *h = data;
-    struct req_state *st = mem;
-    if (st->surface == SURF_ADMIN)
-        admin_complete(h, st, req, r);
-    else if (st->surface == SURF_SITE)
-        site_complete(h, st, req, r);
-    else
-        api_complete(h, st, req, r);
-    if (st->user_id) r->user_id = st->user_id;
-    /* Whatever this response shows must be acknowledged before it leaves. */
-    if (r->lsn < db_visible_lsn(h->db)) r->lsn = db_visible_lsn(h->db);
-    if (st->decoding) {
-        json_decoder_end(&st->dec);
-        st->decoding = false;
+    struct front_state *st = mem;
+    switch (st->surface) {
+    case SURF_API:
+        api_complete(h, &st->api_conn, &st->u.api, req, r);
+        break;
+    case SURF_SITE:
+        site_complete(h, &st->u.site, req, r);
+        break;
+    case SURF_ADMIN:
+        admin_complete(h, &st->u.admin, req, r);
+        break;
+    default: /* on_headers answered: no completion comes */
+        http_response_error(r, ERR_INTERNAL, NULL, NULL);
     }
-    if (st->body.kind != BODY_NONE) account_body_end(&st->body);
+    reply_answer(h, r, NULL);
+    request_end(st);
 }
 
-int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, const struct handler_limits *lim,
+static void on_server_gone(void *data) {
+    reply_server_gone(data);
+}
+
+int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, struct server *srv,
+               struct metrics *metrics, const struct handlers_settings *set,
                struct server_handler *out, char *msg, size_t msg_len) {
     memset(h, 0, sizeof *h);
     h->db = db;
-    h->lim = *lim;
+    h->srv = srv;
+    h->metrics = metrics;
+    h->lim = *set;
+    const struct handlers_settings *lim = &h->lim;
     char why[160];
     int n = net_block_parse_list(lim->trusted_proxies, h->proxies, HANDLERS_MAX_PROXIES, why,
                                  sizeof why);
@@ -225,13 +261,14 @@ int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, const struct 
     api_openapi_init(h);
     memset(out, 0, sizeof *out);
     out->data = h;
-    out->state_size = sizeof(struct req_state);
+    out->state_size = sizeof(struct front_state);
     out->state_init = state_init;
     out->state_reset = state_reset;
     out->state_destroy = state_destroy;
     out->on_headers = on_headers;
     out->on_body = on_body;
     out->on_complete = on_complete;
+    out->on_server_gone = on_server_gone;
     return 0;
 }
 

@@ -12,10 +12,15 @@
 
 /*
  * Fills h (caller-owned storage) and out with the callbacks that serve the
- * API over db. Returns 0, or -1 after writing the reason (a bad
- * trusted_proxies entry or site_origin, an unreadable secret file) to msg.
+ * API over db. set is copied (site_secret_path is read here only). db, srv
+ * and metrics (or NULL) are borrowed and must outlive h; srv is the server
+ * that out is given to: it is not used before its first request, so
+ * server_start may come after front_init. Returns 0, or -1 after writing
+ * the reason (a bad trusted_proxies entry or site_origin, an unreadable
+ * secret file) to msg.
  */
-int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, const struct handler_limits *lim,
+int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, struct server *srv,
+               struct metrics *metrics, const struct handlers_settings *set,
                struct server_handler *out, char *msg, size_t msg_len);
 void front_destroy(struct handlers *h);
 

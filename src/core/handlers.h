@@ -1,10 +1,11 @@
 /*
  * handlers: what every surface (api/, site/, admin/) is handed: the shared
  * context (struct handlers: the data layer, the server, the settings, the
- * throttles) and the per-request state. The front (app/front.c) owns both
- * and routes each request to its surface; a surface gets the request at
- * headers time (it decides whether it wants the body), its body chunks, and
- * the complete request.
+ * throttles) and the tag of the per-request state (enum surface). The front
+ * (app/front.c) owns the context and each connection's request state, and
+ * routes each request to its surface; a surface gets the request at headers
+ * time (it decides whether it wants the body), its body chunks, and the
+ * complete request, each with its own part of the state.
  */
 #ifndef EVENTD_CORE_HANDLERS_H
 #define EVENTD_CORE_HANDLERS_H
@@ -16,15 +17,15 @@
 #include "common/netaddr.h"
 #include "common/pwhash.h"
 #include "common/throttle.h"
-#include "core/account_body.h"
-#include "core/json.h"
-#include "core/router.h"
 #include "http/server.h"
 #include "storage/auth.h"
 #include "storage/db.h"
 
-/* The settings the endpoints need, copied from the configuration. */
-struct handler_limits {
+/*
+ * The handlers' settings: app.c fills them from the configuration
+ * (docs/ARCHITECTURE.md "Settings"); front_init copies them into h->lim.
+ */
+struct handlers_settings {
     const char *base_path;     /* "/v2"; must outlive the handlers (config strings do) */
     uint32_t max_string_bytes; /* longest text field value, bytes */
     uint32_t list_default;     /* page size without ?limit */
@@ -61,15 +62,15 @@ struct handler_limits {
 struct signin_flight;
 
 struct handlers {
-    struct db *db;           /* borrowed: outlives the server */
-    struct server *srv;      /* borrowed: set by the assembly once the server exists */
-    struct metrics *metrics; /* borrowed: set by the assembly (account events, /metrics); or NULL */
-    struct handler_limits lim;
-    struct throttle by_name, by_addr;               /* failed sign-ins */
-    struct throttle reg_by_addr;                    /* registrations by client address */
-    struct throttle_rate reg_rate;                  /* registrations of the whole server */
-    struct signin_flight *verifying;                /* sign-ins whose password is being checked */
-    struct pwhash pw;                               /* Argon2id jobs on the threadpool */
+    struct db *db;                    /* borrowed (front_init): outlives the server */
+    struct server *srv;               /* borrowed (front_init): the server these handlers serve */
+    struct metrics *metrics;          /* borrowed (front_init): account events, /metrics; or NULL */
+    struct handlers_settings lim;     /* the settings (a copy) */
+    struct throttle by_name, by_addr; /* failed sign-ins */
+    struct throttle reg_by_addr;      /* registrations by client address */
+    struct throttle_rate reg_rate;    /* registrations of the whole server */
+    struct signin_flight *verifying;  /* sign-ins whose password is being checked */
+    struct pwhash pw;                 /* Argon2id jobs on the threadpool */
     struct net_block proxies[HANDLERS_MAX_PROXIES]; /* --trusted-proxies */
     uint32_t nproxies;
     uint8_t site_secret[32]; /* signs the pre-sign-in CSRF tokens (site_csrf.c) */
@@ -77,44 +78,23 @@ struct handlers {
      * naming the base path), and its ETag and Cache-Control lines; built by api_openapi_init */
     struct buf openapi_doc;
     char openapi_head[96];
+    /* The completion path (reply.c "answers at completion"): */
+    bool deferring;   /* the surface being completed took a ticket (reply_defer) */
+    bool server_gone; /* reply_server_gone: the server's tickets are void */
 };
 
-enum surface { SURF_API, SURF_SITE, SURF_ADMIN };
-
-/* Room for a crypto_generichash_state (384 bytes, 64-aligned) at any alignment. */
-#define IDEM_HASH_STATE_BYTES (384 + 64)
-
-struct req_state {
-    uint8_t surface; /* enum surface */
-    /* /v2 */
-    struct arena arena;
-    struct json_decoder dec;
-    struct route route;
-    /* The caller, by id: a record pointer could be freed (a rotated key, an
-     * undone write) between the headers and the end of the body. */
-    uint64_t user_id;
-    bool decoding;
-    /* A create with an Idempotency-Key: the key (validated, copied from the
-     * header) and the running BLAKE2b of the request (kind, then body). The
-     * hash state lives in hash_mem, aligned by idem_hash_state(). */
-    bool idem;
-    uint8_t idem_key_len;
-    char idem_key[IDEM_KEY_MAX];
-    unsigned char hash_mem[IDEM_HASH_STATE_BYTES];
-    /* The Authorization header that last verified on this connection, and
-     * what it verified as: a keep-alive client skips the base64 and the hash. */
-    struct buf auth_seen;
-    uint64_t auth_user_id;
-    uint8_t auth_hash[AUTH_HASH_BYTES];
-    /* account site and admin API */
-    uint8_t page;  /* site.c / admin.c route */
-    bool json;     /* answer JSON */
-    char name[68]; /* admin: the path's username */
-    /* admin on the listener: the token that let the request in (0: the
-     * admin socket, no token), and its hash, checked again at completion */
-    uint64_t admin_token_id;
-    uint8_t admin_token_hash[AUTH_HASH_BYTES];
-    struct account_body body;
+/*
+ * The surfaces a request can go to. Each declares its own per-request state
+ * (struct api_state in api/api.h, struct site_state in site/site.h, struct
+ * admin_state in admin/admin.h); a connection's state (struct front_state,
+ * app/front.c) is this tag, saying which of them is live, the API's
+ * connection cache (struct api_conn), and a union of the three.
+ */
+enum surface {
+    SURF_NONE, /* between requests: no surface state is live */
+    SURF_API,
+    SURF_SITE,
+    SURF_ADMIN,
 };
 
 #endif

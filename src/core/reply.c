@@ -38,6 +38,32 @@ bool reply_if_no_room(struct handlers *h, struct http_response *r) {
     return true;
 }
 
+void reply_answer(struct handlers *h, struct http_response *r, const struct server_ticket *t) {
+    if (!t && h->deferring) {
+        /* The surface took a ticket: its answer comes back here with it. */
+        h->deferring = false;
+        return;
+    }
+    uint64_t visible = db_visible_lsn(h->db);
+    if (r->lsn < visible) r->lsn = visible;
+    if (t && !h->server_gone) server_deferred_done(h->srv, *t);
+}
+
+struct server_ticket reply_defer(struct handlers *h, struct http_response *r) {
+    h->deferring = true;
+    return server_defer(h->srv, r);
+}
+
+struct http_response *reply_deferred(struct handlers *h, struct server_ticket t) {
+    /* After server_destroy a ticket points into freed connections: never look. */
+    if (h->server_gone) return NULL;
+    return server_deferred(h->srv, t);
+}
+
+void reply_server_gone(struct handlers *h) {
+    h->server_gone = true;
+}
+
 void reply_ok_open(struct http_response *r) {
     r->status = 200;
     buf_reset(&r->body);

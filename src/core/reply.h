@@ -30,4 +30,32 @@ bool reply_if_storage_failing(struct handlers *h, struct http_response *r);
  */
 bool reply_if_no_room(struct handlers *h, struct http_response *r);
 
+/* ---- answers at completion: one path for immediate and deferred ones ---- */
+
+/*
+ * Every answer a surface gives at completion leaves through reply_answer,
+ * and only there is the rule applied that a response carries the store's
+ * latest visible LSN: it leaves only once everything it could have seen is
+ * acknowledged, so a read never shows a write that could still be lost.
+ *
+ * Immediate: the surface fills r in its complete; then the front calls
+ * reply_answer(h, r, NULL). Deferred (work on the threadpool): in its
+ * complete the surface takes a ticket (reply_defer) and leaves r unfilled;
+ * the front's reply_answer(h, r, NULL) then lets r be. When the work is
+ * done, reply_deferred gives r back to fill, or NULL when nobody waits for
+ * it any more (the connection closed: the client left, a timeout; or the
+ * server is gone, reply_server_gone); after filling it the surface calls
+ * reply_answer(h, r, &ticket), which sends it in its turn.
+ *
+ * Answers given at headers time (SERVER_ANSWERED: routing errors, refused
+ * credentials, /healthz, /metrics) do not pass here and leave at once.
+ */
+void reply_answer(struct handlers *h, struct http_response *r, const struct server_ticket *t);
+/* During the surface's complete only: r is answered later; the ticket is used once. */
+struct server_ticket reply_defer(struct handlers *h, struct http_response *r);
+/* The deferred response to fill, or NULL when nobody waits for it (then drop the answer). */
+struct http_response *reply_deferred(struct handlers *h, struct server_ticket t);
+/* The server is destroyed (its on_server_gone): from now on reply_deferred answers NULL. */
+void reply_server_gone(struct handlers *h);
+
 #endif

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/log.h"
 #include "http/server_internal.h"
 
@@ -164,7 +165,7 @@ static struct conn *oldest_half_sent(struct server *srv) {
         struct conn *c = CONN_OF(q, link);
         if (!c->closing && half_sent(c) && (!best || c->req_start < best->req_start)) best = c;
     }
-    uint64_t min_age = srv->cfg->evict_half_sent_ms;
+    uint64_t min_age = srv->set.evict_half_sent_ms;
     if (best && uv_now(srv->loop) - best->req_start < min_age) return NULL;
     return best;
 }
@@ -179,17 +180,17 @@ static struct conn *oldest_half_sent(struct server *srv) {
  * no longer count.
  */
 static bool make_room(struct server *srv) {
-    if (srv->nconns - srv->nclosing < srv->cfg->max_connections) return true;
+    if (srv->nconns - srv->nclosing < srv->set.max_connections) return true;
     struct server_link *q = !q_empty(&srv->lingering) ? &srv->lingering : &srv->idle;
     struct conn *c = NULL;
     if (!q_empty(q)) {
         c = CONN_OF(q->next, ilink);
         LOG(LOG_DEBUG, "at --max-connections %u: closing a %s connection (idle %llu ms)",
-            srv->cfg->max_connections, c->lingering ? "lingering" : "idle",
+            srv->set.max_connections, c->lingering ? "lingering" : "idle",
             (unsigned long long)(uv_now(srv->loop) - c->idle_at));
     } else if ((c = oldest_half_sent(srv))) {
         LOG(LOG_DEBUG, "at --max-connections %u: closing a half-sent request (%llu ms old)",
-            srv->cfg->max_connections, (unsigned long long)(uv_now(srv->loop) - c->req_start));
+            srv->set.max_connections, (unsigned long long)(uv_now(srv->loop) - c->req_start));
         srv->stats_evicted_half_sent++;
     } else {
         return false;
@@ -237,7 +238,7 @@ static bool peer_credentials_ok(struct conn *c) {
 /* Counts c under its client's key; false when that client is at its cap. */
 static bool count_peer(struct server *srv, struct conn *c) {
     const struct http_request *req = &c->parser.req;
-    uint32_t cap = srv->cfg->max_connections_per_address;
+    uint32_t cap = srv->set.max_connections_per_address;
     if (cap == 0) return true;
     for (uint32_t i = 0; i < srv->nexempt; i++)
         if (net_block_contains(&srv->exempt[i], req->peer.family, req->peer.addr)) return true;
@@ -370,15 +371,15 @@ static bool has_input(struct conn *c) {
 
 /* ---- the server ---- */
 
-int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg,
+int server_start(struct server *srv, uv_loop_t *loop, const struct server_settings *set,
                  const struct server_handler *handler) {
     memset(srv, 0, sizeof *srv);
     srv->loop = loop;
-    srv->cfg = cfg;
+    srv->set = *set;
     srv->handler = *handler;
-    srv->limits.max_header_bytes = cfg->max_header_bytes;
-    srv->limits.max_body_bytes = cfg->max_body_bytes;
-    srv->nslots = cfg->max_pipeline + 1;
+    srv->limits.max_header_bytes = set->max_header_bytes;
+    srv->limits.max_body_bytes = set->max_body_bytes;
+    srv->nslots = set->max_pipeline + 1;
     q_init(&srv->conns);
     q_init(&srv->idle);
     q_init(&srv->warm);
@@ -386,7 +387,7 @@ int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg,
     q_init(&srv->free_conns);
     net_counts_init(&srv->per_addr);
     char why[160];
-    int n = net_block_parse_list(cfg->trusted_proxies, srv->exempt,
+    int n = net_block_parse_list(set->trusted_proxies, srv->exempt,
                                  sizeof srv->exempt / sizeof srv->exempt[0], why, sizeof why);
     if (n < 0) return UV_EINVAL;
     srv->nexempt = (uint32_t)n;
@@ -407,7 +408,7 @@ int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg,
     char host[256];
     int port, rc;
     struct sockaddr_storage sa;
-    if (config_split_listen(cfg->listen, host, sizeof host, &port) < 0) return UV_EINVAL;
+    if (config_split_listen(set->listen, host, sizeof host, &port) < 0) return UV_EINVAL;
     if (uv_ip4_addr(host, port, (struct sockaddr_in *)&sa) != 0 &&
         uv_ip6_addr(host, port, (struct sockaddr_in6 *)&sa) != 0)
         return UV_EINVAL;
@@ -515,7 +516,7 @@ static void on_listener_closed(uv_handle_t *h) {
 static void on_shutdown_timeout(uv_timer_t *t) {
     struct server *srv = t->data;
     LOG(LOG_WARN, "shutdown: closing %u connection(s) still busy after %u ms", srv->nconns,
-        srv->cfg->shutdown_timeout_ms);
+        srv->set.shutdown_timeout_ms);
     for (struct server_link *q = srv->conns.next; q != &srv->conns; q = q->next)
         conn_close(CONN_OF(q, link));
 }
@@ -621,11 +622,12 @@ void server_shutdown(struct server *srv, void (*on_drained)(struct server *srv))
         on_drained(srv);
         return;
     }
-    uv_timer_start(&srv->shutdown_timer, on_shutdown_timeout, srv->cfg->shutdown_timeout_ms, 0);
+    uv_timer_start(&srv->shutdown_timer, on_shutdown_timeout, srv->set.shutdown_timeout_ms, 0);
 }
 
 void server_destroy(struct server *srv) {
     server__pool_destroy(srv);
+    if (srv->handler.on_server_gone) srv->handler.on_server_gone(srv->handler.data);
     net_counts_destroy(&srv->per_addr);
     free(srv->scratch);
     srv->scratch = NULL;

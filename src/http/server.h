@@ -17,11 +17,11 @@
  * buffers) is a "kit" taken from a server-wide LIFO free list when a request
  * starts and given back when the connection goes idle, so a keep-alive
  * client cycles the same warm kit with no heap traffic. The handler's state
- * stays with an idle connection for cfg->idle_sweep_ms more (so its credential
+ * stays with an idle connection for set.idle_sweep_ms more (so its credential
  * cache survives between requests) and then goes back to its own free list;
  * a state moving to another connection is reset first (state_reset), so
  * nothing of one connection's requests reaches another. A periodic sweep
- * (every cfg->idle_sweep_ms) frees what the free lists did not need during the last period and then
+ * (every set.idle_sweep_ms) frees what the free lists did not need during the last period and then
  * returns freed memory to the OS (malloc_trim).
  *
  * At the connection cap the longest-idle connection (lingering ones first)
@@ -30,8 +30,8 @@
  *
  * Closing after an error answer (400, 408, 413, 431) lingers, as nginx's
  * lingering_close: the response is written, the write side shut down, and
- * input is read and discarded for at most cfg->linger_ms and
- * cfg->linger_bytes, so the client reads the answer instead of a reset.
+ * input is read and discarded for at most linger_ms and linger_bytes (the
+ * settings), so the client reads the answer instead of a reset.
  *
  * Every response carries an X-Request-ID: the request's own when it is 1 to
  * 64 bytes of [A-Za-z0-9._:-], else one made of a per-process random prefix
@@ -50,9 +50,31 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "common/config.h"
 #include "common/netaddr.h"
 #include "http/http.h"
+
+/*
+ * The server's settings: app.c fills them from the configuration
+ * (docs/ARCHITECTURE.md "Settings"); server_start copies them.
+ */
+struct server_settings {
+    const char *listen;                   /* "HOST:PORT"; read by server_start only */
+    const char *trusted_proxies;          /* no per-address cap for these: comma-separated
+                                           * addresses / CIDR blocks, or ""; read by server_start */
+    uint32_t max_header_bytes;            /* request line + headers, bytes */
+    uint32_t max_body_bytes;              /* bytes */
+    uint32_t max_connections;             /* open at once; then the longest idle is closed */
+    uint32_t max_connections_per_address; /* per IPv4 address or IPv6 /64; 0: no cap */
+    uint32_t evict_half_sent_ms;  /* at the cap, a request arriving this long may be closed */
+    uint32_t max_pipeline;        /* queued responses per connection before reads pause */
+    uint32_t header_timeout_ms;   /* first byte of a request to end of headers */
+    uint32_t request_timeout_ms;  /* first byte of a request to end of body */
+    uint32_t idle_timeout_ms;     /* keep-alive connection with nothing to do */
+    uint32_t shutdown_timeout_ms; /* server_shutdown: wait this long for requests in flight */
+    uint32_t linger_ms;           /* a connection closing after an error reads this long at most */
+    uint32_t linger_bytes;        /* ... and discards at most this many bytes */
+    uint32_t idle_sweep_ms;       /* idle memory given back this often */
+};
 
 enum server_headers_result {
     SERVER_READ_BODY, /* the handler wants the body (on_body, then on_complete) */
@@ -83,6 +105,9 @@ struct server_handler {
     void (*on_body)(void *data, void *state, const char *ptr, size_t len);
     void (*on_complete)(void *data, void *state, struct http_request *req,
                         struct http_response *resp);
+    /* server_destroy ran: every ticket (server_defer) is void, and no callback
+     * comes any more; work still running must not answer. Optional. */
+    void (*on_server_gone)(void *data);
 };
 
 /*
@@ -128,7 +153,7 @@ struct server_link {
 
 struct server {
     uv_loop_t *loop;
-    const struct config *cfg; /* borrowed: outlives the server (server_start) */
+    struct server_settings set; /* a copy (server_start) */
     struct http_limits limits;
     struct server_handler handler;
     uv_tcp_t listener;
@@ -177,11 +202,11 @@ struct server {
 };
 
 /*
- * Binds and listens on cfg->listen. cfg is kept, not copied: it (and the
- * strings it points to) must outlive the server, until server_destroy.
- * handler is copied. Returns 0 or a negative libuv error.
+ * Binds and listens on set->listen. set and handler are copied (set's
+ * strings are read here only); handler->data is borrowed and must outlive
+ * the server. Returns 0 or a negative libuv error.
  */
-int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg,
+int server_start(struct server *srv, uv_loop_t *loop, const struct server_settings *set,
                  const struct server_handler *handler);
 /*
  * Also listens on a Unix socket at path, for local tools (the admin API).
@@ -220,7 +245,7 @@ void server_acked(struct server *srv, uint64_t lsn);
 void server_fail_after(struct server *srv, uint64_t lsn);
 /*
  * Stops accepting, lets requests in flight finish (at most
- * cfg->shutdown_timeout_ms), closes every connection, then calls on_drained.
+ * shutdown_timeout_ms), closes every connection, then calls on_drained.
  */
 void server_shutdown(struct server *srv, void (*on_drained)(struct server *srv));
 /*
@@ -235,7 +260,8 @@ void server_shutdown(struct server *srv, void (*on_drained)(struct server *srv))
 void server_drain(struct server *srv, uint64_t ms, void (*on_drained)(struct server *srv));
 /* In a drain window (server_drain, not yet shut down). */
 bool server_draining(const struct server *srv);
-/* Frees the free lists and connection slots (after the loop has closed every connection). */
+/* Frees the free lists and connection slots (after the loop has closed every connection),
+ * then tells the handler (on_server_gone). */
 void server_destroy(struct server *srv);
 
 #endif

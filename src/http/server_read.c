@@ -24,7 +24,7 @@ void conn_timer_start(struct conn *c, uint64_t ms) {
 
 void conn_arm_timer(struct conn *c) {
     if (c->closing || c->lingering) return;
-    const struct config *cfg = c->srv->cfg;
+    const struct server_settings *set = &c->srv->set;
     uint64_t now = uv_now(c->srv->loop), deadline;
     if (c->parser.in_message) {
         if (!c->timing) {
@@ -33,9 +33,9 @@ void conn_arm_timer(struct conn *c) {
             if (c->kit) c->kit->req_ns = c->kit->read_ns;
         }
         deadline = c->req_start +
-                   (c->parser.in_headers ? cfg->header_timeout_ms : cfg->request_timeout_ms);
+                   (c->parser.in_headers ? set->header_timeout_ms : set->request_timeout_ms);
     } else {
-        deadline = c->idle_since + cfg->idle_timeout_ms;
+        deadline = c->idle_since + set->idle_timeout_ms;
     }
     /* Most calls only push the deadline later (each request moves the idle
      * deadline): leave a timer that fires earlier alone, and let on_timer
@@ -56,7 +56,7 @@ static void on_timer(uv_timer_t *t) {
     }
     if (c->lingering) {
         LOG(LOG_DEBUG, "closing connection after lingering %u ms (%llu bytes discarded)",
-            c->srv->cfg->linger_ms, (unsigned long long)c->drained);
+            c->srv->set.linger_ms, (unsigned long long)c->drained);
         conn_close(c);
         return;
     }
@@ -76,7 +76,7 @@ static void on_timer(uv_timer_t *t) {
     }
     if (c->count > 0 && c->nwriting == 0) {
         /* Responses wait for the disk, not for the client: keep waiting. */
-        conn_timer_start(c, c->srv->cfg->idle_timeout_ms);
+        conn_timer_start(c, c->srv->set.idle_timeout_ms);
         return;
     }
     conn_close(c);
@@ -258,7 +258,7 @@ static void drain(struct conn *c, ssize_t nread) {
         return;
     }
     c->drained += (uint64_t)nread;
-    if (c->drained > c->srv->cfg->linger_bytes) {
+    if (c->drained > c->srv->set.linger_bytes) {
         LOG(LOG_DEBUG, "closing connection: %llu bytes discarded after an error answer",
             (unsigned long long)c->drained);
         conn_close(c);

@@ -93,7 +93,7 @@ static uint32_t collect(struct conn *c, unsigned *nbuf) {
  */
 static void end_connection(struct conn *c) {
     struct server *srv = c->srv;
-    if (!c->draining || c->eof || srv->cfg->linger_ms == 0 || srv->shutting_down) {
+    if (!c->draining || c->eof || srv->set.linger_ms == 0 || srv->shutting_down) {
         conn_close(c);
         return;
     }
@@ -116,7 +116,7 @@ static void end_connection(struct conn *c) {
     conn_list_leave(c);
     c->list = LIST_LINGER;
     q_push(&srv->lingering, &c->ilink);
-    conn_timer_start(c, srv->cfg->linger_ms);
+    conn_timer_start(c, srv->set.linger_ms);
 }
 
 /* The responses being written have left. Returns false if the connection closed. */

@@ -196,7 +196,7 @@ void site_fail(struct handlers *h, struct http_response *r, bool json, uint8_t p
     render(h, r, (uint16_t)err_status(e), sp, v, sizeof v / sizeof v[0]);
 }
 
-struct slice site_field(const struct req_state *st, int i) {
+struct slice site_field(const struct site_state *st, int i) {
     struct slice s;
     if (!form_get(&st->body.form, (size_t)i, &s)) return (struct slice){"", 0};
     return s;
@@ -207,7 +207,7 @@ struct slice site_field(const struct req_state *st, int i) {
 static void job_done(struct pwhash_job *pj);
 
 /* Queues the hash or verification; false after answering 503 when its lane is full. */
-static bool submit(struct handlers *h, struct req_state *st, struct http_request *req,
+static bool submit(struct handlers *h, struct site_state *st, struct http_request *req,
                    struct http_response *r, bool verify, const char *hash) {
     struct site_job *j = xcalloc(1, sizeof *j);
     j->h = h;
@@ -231,7 +231,7 @@ static bool submit(struct handlers *h, struct req_state *st, struct http_request
         r->extra = hdr_retry_after;
         return false;
     }
-    j->ticket = server_defer(h->srv, r);
+    j->ticket = reply_defer(h, r);
     if (verify) {
         j->flight =
             (struct signin_flight){.name = j->name, .addr = j->addr, .addr_len = j->addr_len};
@@ -323,15 +323,14 @@ static void finish_signin(struct site_job *j, struct http_response *r) {
 static void job_done(struct pwhash_job *pj) {
     struct site_job *j = (struct site_job *)pj;
     if (j->job.verify) signin_flight_remove(j->h, &j->flight);
-    /* After shutdown (srv NULL) nobody waits for the answer any more. */
-    struct http_response *r = j->h->srv ? server_deferred(j->h->srv, j->ticket) : NULL;
+    /* NULL: nobody waits for the answer any more (the client left, or shutdown). */
+    struct http_response *r = reply_deferred(j->h, j->ticket);
     if (r) {
         if (j->page == P_REGISTER_POST)
             finish_register(j, r);
         else
             finish_signin(j, r);
-        if (r->lsn < db_visible_lsn(j->h->db)) r->lsn = db_visible_lsn(j->h->db);
-        server_deferred_done(j->h->srv, j->ticket);
+        reply_answer(j->h, r, &j->ticket);
     }
     sodium_memzero(j, sizeof *j);
     free(j);
@@ -400,7 +399,7 @@ static void not_signed_in(struct handlers *h, struct http_response *r, bool json
     redirect(h, r, "/signin");
 }
 
-bool site_headers(struct handlers *h, struct req_state *st, struct http_request *req,
+bool site_headers(struct handlers *h, struct site_state *st, struct http_request *req,
                   struct http_response *r, enum server_headers_result *res) {
     if (!h->lim.site) return false;
     bool ok;
@@ -410,6 +409,8 @@ bool site_headers(struct handlers *h, struct req_state *st, struct http_request 
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (slice_eq(rel, routes[i].path, strlen(routes[i].path))) found = (int)i;
     if (found < 0) return false;
+    /* The state's memory may hold another surface's request: set what is read later. */
+    st->body.kind = BODY_NONE;
     st->json = wants_json(req);
     *res = SERVER_ANSWERED;
     uint8_t m = req->method;
@@ -451,7 +452,7 @@ bool site_headers(struct handlers *h, struct req_state *st, struct http_request 
 
 /* A form post's CSRF token is right (the JSON variant needs none): the
  * session's once signed in, before that the MAC of the CSRF cookie. */
-static bool csrf_ok(struct handlers *h, const struct req_state *st, const struct http_request *req,
+static bool csrf_ok(struct handlers *h, const struct site_state *st, const struct http_request *req,
                     const struct session *s) {
     if (st->body.kind == BODY_JSON) return true;
     struct slice got = site_field(st, F_CSRF);
@@ -459,7 +460,7 @@ static bool csrf_ok(struct handlers *h, const struct req_state *st, const struct
     return site_csrf_pre_ok(h, req, got);
 }
 
-static void do_register(struct handlers *h, struct req_state *st, struct http_request *req,
+static void do_register(struct handlers *h, struct site_state *st, struct http_request *req,
                         struct http_response *r) {
     struct slice name = site_field(st, F_USERNAME), pw = site_field(st, F_PASSWORD),
                  confirm = site_field(st, F_CONFIRM), csrf = site_field(st, F_CSRF);
@@ -507,7 +508,7 @@ static void do_register(struct handlers *h, struct req_state *st, struct http_re
     if (submit(h, st, req, r, false, NULL)) register_counted(h, addr, alen, now);
 }
 
-static void do_signin(struct handlers *h, struct req_state *st, struct http_request *req,
+static void do_signin(struct handlers *h, struct site_state *st, struct http_request *req,
                       struct http_response *r) {
     struct slice name = site_field(st, F_USERNAME), csrf = site_field(st, F_CSRF);
     uint64_t now = uv_now(h->db->loop);
@@ -539,7 +540,7 @@ static void do_signin(struct handlers *h, struct req_state *st, struct http_requ
 }
 
 /* Ends this session, or with all every session of the user: cookie cleared. */
-static void do_signout(struct handlers *h, struct req_state *st, struct http_response *r,
+static void do_signout(struct handlers *h, struct site_state *st, struct http_response *r,
                        const struct session *s, bool all) {
     if (reply_if_storage_failing(h, r)) return;
     if (all) {
@@ -556,7 +557,7 @@ static void do_signout(struct handlers *h, struct req_state *st, struct http_res
         redirect(h, r, "/signin");
 }
 
-static void issue_key(struct handlers *h, struct req_state *st, struct http_request *req,
+static void issue_key(struct handlers *h, struct site_state *st, struct http_request *req,
                       struct http_response *r, const struct session *s) {
     if (reply_if_storage_failing(h, r)) return;
     char key[AUTH_KEY_CHARS + 1];
@@ -578,7 +579,7 @@ static void issue_key(struct handlers *h, struct req_state *st, struct http_requ
 
 /* Revokes the API key only: sessions are signed in with the password, not
  * the key, so they go on (docs/ACCOUNTS.md); "sign out everywhere" ends them. */
-static void revoke_key(struct handlers *h, struct req_state *st, struct http_response *r,
+static void revoke_key(struct handlers *h, struct site_state *st, struct http_response *r,
                        const struct session *s) {
     if (reply_if_storage_failing(h, r)) return;
     const struct record *u = db_get(h->db, s->user_id);
@@ -595,7 +596,7 @@ static void revoke_key(struct handlers *h, struct req_state *st, struct http_res
 }
 
 /* The form posts (and their JSON variants); s: the session, if signed in. */
-static void site_post(struct handlers *h, struct req_state *st, struct http_request *req,
+static void site_post(struct handlers *h, struct site_state *st, struct http_request *req,
                       struct http_response *r, const struct session *s) {
     if (!site_origin_ok(h, req)) {
         site_fail(h, r, st->json, st->page, ERR_CSRF, "csrf",
@@ -646,7 +647,7 @@ static void site_post(struct handlers *h, struct req_state *st, struct http_requ
     }
 }
 
-void site_complete(struct handlers *h, struct req_state *st, struct http_request *req,
+void site_complete(struct handlers *h, struct site_state *st, struct http_request *req,
                    struct http_response *r) {
     if (st->body.kind != BODY_NONE && !account_body_finish(&st->body, r)) {
         if (!st->json) {
@@ -685,4 +686,12 @@ void site_complete(struct handlers *h, struct req_state *st, struct http_request
         break;
     }
     site_post(h, st, req, r, signed_in ? &s : NULL);
+}
+
+void site_body(struct site_state *st, const char *ptr, size_t len) {
+    if (st->body.kind != BODY_NONE) account_body_feed(&st->body, ptr, len);
+}
+
+void site_request_end(struct site_state *st) {
+    if (st->body.kind != BODY_NONE) account_body_end(&st->body);
 }

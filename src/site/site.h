@@ -6,17 +6,34 @@
 #ifndef EVENTD_SITE_SITE_H
 #define EVENTD_SITE_SITE_H
 
+#include "core/account_body.h"
 #include "core/handlers.h"
+
+/*
+ * One site request's state, from site_headers to site_request_end. It shares
+ * its memory with the other surfaces' (the front's union): on entry to
+ * site_headers it holds anything, and site_headers sets what it uses before
+ * it claims the request.
+ */
+struct site_state {
+    uint8_t page; /* site.c's enum page */
+    bool json;    /* answer JSON (the JSON variant), else HTML pages */
+    struct account_body body;
+};
 
 /* Computes the pages' Content-Security-Policy (the inline assets' hashes),
  * checks --site-origin and loads (or makes) the CSRF secret. Returns 0, or
  * -1 after writing the reason to msg. */
 int site_init(struct handlers *h, char *msg, size_t msg_len);
 /* Returns true when path is the site's (then *res is set). */
-bool site_headers(struct handlers *h, struct req_state *st, struct http_request *req,
+bool site_headers(struct handlers *h, struct site_state *st, struct http_request *req,
                   struct http_response *r, enum server_headers_result *res);
-void site_complete(struct handlers *h, struct req_state *st, struct http_request *req,
+/* A body chunk (valid during the call) of a request site_headers let read its body. */
+void site_body(struct site_state *st, const char *ptr, size_t len);
+void site_complete(struct handlers *h, struct site_state *st, struct http_request *req,
                    struct http_response *r);
+/* Releases what the request holds (its body's parser), completed or cut short; idempotent. */
+void site_request_end(struct site_state *st);
 
 /* ---- sign-in and registration throttling (signin_throttle.c) ---- */
 

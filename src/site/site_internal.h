@@ -1,8 +1,12 @@
 /*
- * site_internal: what the account site's files share (site.c, the pages
- * and their flows; site_session.c, sessions and cookies; site_csrf.c, the
- * server secret, the pre-sign-in CSRF token and the Origin check). Not an
- * API for anyone else.
+ * site_internal: what the account site's files share: site.c (routing, the
+ * pages and their flows, register and sign-in on the threadpool),
+ * site_session.c (sessions and cookies), site_csrf.c (the server secret,
+ * the pre-sign-in CSRF token and the Origin check) and site_password.c (the
+ * password change). Not an API for anyone else. The site's other files are
+ * modules with their own headers: site_pages (the page templates), html
+ * (the template renderer), password_policy, and signin_throttle (declared
+ * in site.h).
  */
 #ifndef EVENTD_SITE_INTERNAL_H
 #define EVENTD_SITE_INTERNAL_H
@@ -81,7 +85,7 @@ const char *site_origin_setting_check(const char *o);
 /* The fields of every form post, and of the JSON variant. */
 enum { F_USERNAME, F_PASSWORD, F_CONFIRM, F_CSRF, F_CURRENT };
 /* A field's value (NUL-terminated; "" when absent), valid until the next body. */
-struct slice site_field(const struct req_state *st, int i);
+struct slice site_field(const struct site_state *st, int i);
 /* A failure: the JSON error, or the page of the post again (page: site.c's
  * enum page) with the reason, the name and the CSRF token refilled. */
 void site_fail(struct handlers *h, struct http_response *r, bool json, uint8_t page, enum err e,
@@ -98,7 +102,7 @@ void site_answer_account(struct handlers *h, struct http_response *r, bool json,
  * hashes the new one; then the user's sessions all end and this client gets
  * a new one. page: site.c's page number of the post (for site_fail).
  */
-void site_password_change(struct handlers *h, struct req_state *st, struct http_request *req,
+void site_password_change(struct handlers *h, struct site_state *st, struct http_request *req,
                           struct http_response *r, const struct session *s, uint8_t page);
 
 #endif

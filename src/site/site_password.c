@@ -105,7 +105,8 @@ static void finish(struct password_job *j, struct http_response *r) {
 static void job_done(struct pwhash_job *pj) {
     struct password_job *j = (struct password_job *)pj;
     struct handlers *h = j->h;
-    struct http_response *r = h->srv ? server_deferred(h->srv, j->ticket) : NULL;
+    /* NULL: nobody waits for the answer any more (the client left, or shutdown). */
+    struct http_response *r = reply_deferred(h, j->ticket);
     if (!j->hashing) {
         signin_flight_remove(h, &j->flight);
         if (j->job.result != 0) {
@@ -120,15 +121,12 @@ static void job_done(struct pwhash_job *pj) {
     } else if (r) {
         finish(j, r);
     }
-    if (r) {
-        if (r->lsn < db_visible_lsn(h->db)) r->lsn = db_visible_lsn(h->db);
-        server_deferred_done(h->srv, j->ticket);
-    }
+    if (r) reply_answer(h, r, &j->ticket);
     job_free(j);
 }
 
 /* The fields' rules, before any hashing. Returns false after answering. */
-static bool fields_ok(struct handlers *h, struct req_state *st, struct http_response *r,
+static bool fields_ok(struct handlers *h, struct site_state *st, struct http_response *r,
                       const struct session *s, uint8_t page) {
     struct slice cur = site_field(st, F_CURRENT), pw = site_field(st, F_PASSWORD),
                  confirm = site_field(st, F_CONFIRM);
@@ -151,7 +149,7 @@ static bool fields_ok(struct handlers *h, struct req_state *st, struct http_resp
     return false;
 }
 
-void site_password_change(struct handlers *h, struct req_state *st, struct http_request *req,
+void site_password_change(struct handlers *h, struct site_state *st, struct http_request *req,
                           struct http_response *r, const struct session *s, uint8_t page) {
     if (!fields_ok(h, st, r, s, page)) return;
     uint8_t addr[17];
@@ -202,7 +200,7 @@ void site_password_change(struct handlers *h, struct req_state *st, struct http_
         r->extra = hdr_retry_after;
         return;
     }
-    j->ticket = server_defer(h->srv, r);
+    j->ticket = reply_defer(h, r);
     j->flight = (struct signin_flight){.name = j->name, .addr = j->addr, .addr_len = j->addr_len};
     signin_flight_add(h, &j->flight);
 }

@@ -966,6 +966,36 @@ class Configuration(unittest.TestCase):
             self.assertIn("secure", parse_set_cookies(r)["__Host-" + SESSION][1], r.describe())
 
 
+class SurfacesOnOneConnection(Base):
+    """One keep-alive connection whose requests go to the API and the site in
+    turn, pipelined, one of them answered later (a sign-in, hashed on the
+    threadpool): each surface has its own request state and the API keeps
+    its credential cache between them (docs/ARCHITECTURE.md "Request state"),
+    so every answer comes right and in order."""
+
+    def test_api_and_site_requests_take_turns_on_one_connection(self):
+        b, name = register(self.port())
+        auth = {"Authorization": auth_header(name, b.issue_key_json())}
+        theme = {"Theme": {"Name": "One connection", "Status": "active"}}
+        signin = {"username": name, "password": PASSWORD}
+        reqs = [harness.build_request("POST", "/v2/theme", theme, auth),
+                harness.build_request("POST", "/signin", signin),
+                harness.build_request("GET", "/v2/theme", headers=auth),
+                harness.build_request("GET", "/signin"),
+                harness.build_request("GET", "/v2/theme", headers=auth)]
+        s = harness.connect(self.port())
+        try:
+            harness.send_raw(s, b"".join(reqs))
+            got = [harness.read_response(s) for _ in reqs]
+        finally:
+            s.close()
+        self.assertEqual([r.status for r in got], [200, 200, 200, 200, 200], got)
+        self.assertEqual(got[1].json()["Result"]["Username"], name, got[1])
+        self.assertIn("text/html", got[3].header("content-type", ""), got[3])
+        for r in (got[2], got[4]):
+            self.assertIn(b"One connection", r.body, r)
+
+
 class HashingKeepsTheLoopFree(OwnServer):
     """/v2 answers within milliseconds while Argon2id runs on the threadpool.
 

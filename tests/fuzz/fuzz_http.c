@@ -82,6 +82,7 @@
 
 /* ---- the server: the only code that knows the app, handlers and server APIs ---- */
 
+#include "app/app.h"
 #include "app/front.h"
 #include "common/pwhash.h"
 #include "http/server.h"
@@ -99,7 +100,7 @@
 _Static_assert(sizeof SITE_TOKEN == 44 && sizeof SITE_CSRF == 44, "tokens have 43 characters");
 
 static uv_loop_t loop;
-static struct config cfg; /* the server keeps a pointer to it */
+static struct config cfg; /* the handlers' settings point at its strings */
 static struct db db;
 static struct handlers handlers;
 static struct server srv;
@@ -202,31 +203,31 @@ static void svc_start(void) {
     /* The account site as the binary serves it by default (site_path ""): its
      * password hashes run on the threadpool, at most one at a time, fast ones
      * (EVENTD_TEST_PWHASH_FAST, set in LLVMFuzzerInitialize). */
-    struct handler_limits lim = {.base_path = cfg.base_path,
-                                 .max_string_bytes = cfg.max_string_bytes,
-                                 .list_default = cfg.list_default,
-                                 .list_max = cfg.list_max,
-                                 .site = true,
-                                 .site_path = "",
-                                 .password_min_bytes = 10,
-                                 .session_ttl_s = SESSION_TTL_S,
-                                 .signin_free_failures = 5,
-                                 .pwhash_concurrency = 1,
-                                 .pwhash_queue = 4,
-                                 .trusted_proxies = "",
-                                 .throttle_entries = 4096,
-                                 .register_per_address = 10,
-                                 .register_per_minute = 60,
-                                 .pwhash_register_queue = 4};
+    struct handlers_settings lim = {.base_path = cfg.base_path,
+                                    .max_string_bytes = cfg.max_string_bytes,
+                                    .list_default = cfg.list_default,
+                                    .list_max = cfg.list_max,
+                                    .site = true,
+                                    .site_path = "",
+                                    .password_min_bytes = 10,
+                                    .session_ttl_s = SESSION_TTL_S,
+                                    .signin_free_failures = 5,
+                                    .pwhash_concurrency = 1,
+                                    .pwhash_queue = 4,
+                                    .trusted_proxies = "",
+                                    .throttle_entries = 4096,
+                                    .register_per_address = 10,
+                                    .register_per_minute = 60,
+                                    .pwhash_register_queue = 4};
     struct server_handler sa;
-    if (front_init(&handlers, &loop, &db, &lim, &sa, msg, sizeof msg) < 0)
+    if (front_init(&handlers, &loop, &db, &srv, NULL, &lim, &sa, msg, sizeof msg) < 0)
         fuzz_die("front_init: %s", msg);
     /* A fixed site secret, so that seeds carry a valid pre-sign-in CSRF pair
      * (make_corpus.py computes the form token). */
     memset(handlers.site_secret, 0x5a, sizeof handlers.site_secret);
-    int rc = server_start(&srv, &loop, &cfg, &sa);
+    struct server_settings ss = app_server_settings(&cfg);
+    int rc = server_start(&srv, &loop, &ss, &sa);
     if (rc < 0) fuzz_die("server_start: %s", uv_strerror(rc));
-    handlers.srv = &srv;
     /* What app_serve does before it runs the loop. */
     serving = true;
     srv.acked_lsn = db.store.acked_lsn;
@@ -254,8 +255,7 @@ static void svc_stop(void) {
     if (!drained) fuzz_die("server_shutdown did not drain");
     serving = false;
     db_on_ack(&db, NULL, NULL);
-    handlers.srv = NULL;
-    server_destroy(&srv);
+    server_destroy(&srv); /* tells the handlers (on_server_gone) */
     db_close(&db);
     uv_run(&loop, UV_RUN_DEFAULT);
     front_destroy(&handlers);
