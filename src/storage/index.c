@@ -557,8 +557,9 @@ void index_relink(struct index *ix) {
     EACH_RECORD(ix, r, if (r->type == REC_EVENT) link_event(ix, r));
 }
 
-int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
-    struct index *ix = ctx;
+/* Applies a change frame (record.h: record_type_is_change) made at revision rev. */
+static int apply_change(struct index *ix, uint8_t type, const uint8_t *payload, size_t len,
+                        uint64_t rev) {
     uint64_t v = 0;
     switch (type) {
     case REC_DELETE:
@@ -566,17 +567,6 @@ int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
         index_delete(ix, v); /* absent is fine: a compacted log may hold the delete only */
         if (v >= ix->next_id && v <= ix->id_max) ix->next_id = v + 1;
         ix->written = true;
-        return 0;
-    case REC_NEXT_ID:
-        if (varint_get(payload, len, &v) != len || v == 0 || v > RECORD_ID_MAX + 1) return -1;
-        ix->id_floor = v; /* the last one holds: a clean close gives back unused ids */
-        return 0;
-    case REC_NODE:
-        if (varint_get(payload, len, &v) != len || v == 0 || v > RECORD_NODE_MAX) return -1;
-        /* A directory belongs to one node: a second, different frame is damage. */
-        if (ix->node_recorded && v != ix->node_id) return -1;
-        index_set_node(ix, (uint32_t)v);
-        ix->node_recorded = true;
         return 0;
     case REC_KEYED: {
         uint8_t t;
@@ -590,6 +580,7 @@ int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
             record_free(k);
             return -1;
         }
+        r->rev = k->rev = rev;
         index_put(ix, r);
         index_put(ix, k);
         ix->written = true;
@@ -605,10 +596,51 @@ int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
         }
         struct record *r = record_decode(type, payload, len);
         if (!r) return -1;
+        r->rev = rev;
         index_put(ix, r);
         ix->written = true;
         return 0;
     }
+    }
+}
+
+int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
+    struct index *ix = ctx;
+    uint64_t v = 0;
+    switch (type) {
+    case REC_NEXT_ID:
+        if (varint_get(payload, len, &v) != len || v == 0 || v > RECORD_ID_MAX + 1) return -1;
+        ix->id_floor = v; /* the last one holds: a clean close gives back unused ids */
+        return 0;
+    case REC_NODE:
+        if (varint_get(payload, len, &v) != len || v == 0 || v > RECORD_NODE_MAX) return -1;
+        /* A directory belongs to one node: a second, different frame is damage. */
+        if (ix->node_recorded && v != ix->node_id) return -1;
+        index_set_node(ix, (uint32_t)v);
+        ix->node_recorded = true;
+        return 0;
+    case REC_REV: {
+        uint8_t t;
+        const uint8_t *inner;
+        size_t inner_len;
+        if (record_rev_split(payload, len, &v, &t, &inner, &inner_len) < 0) return -1;
+        if (apply_change(ix, t, inner, inner_len, v) < 0) return -1;
+        if (v > ix->rev) ix->rev = v;
+        return 0;
+    }
+    case REC_REVS: {
+        uint64_t h = 0;
+        size_t n = varint_get(payload, len, &v);
+        if (!n || varint_get(payload + n, len - n, &h) != len - n || h > v) return -1;
+        if (v > ix->rev) ix->rev = v;
+        ix->rev_horizon = h;
+        return 0;
+    }
+    default:
+        /* An older log's change frame: its rev is implicit, the counter's next. */
+        if (apply_change(ix, type, payload, len, ix->rev + 1) < 0) return -1;
+        ix->rev++;
+        return 0;
     }
 }
 

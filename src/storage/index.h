@@ -76,6 +76,8 @@ struct index {
     uint32_t node_id;           /* from a REC_NODE frame; 0 without one */
     bool node_recorded;         /* a REC_NODE frame was applied */
     bool written;               /* a record or a deletion was applied: the log holds data */
+    uint64_t rev;               /* the rev counter: the highest rev applied or handed out */
+    uint64_t rev_horizon;       /* every change with a rev above it is in the log (REC_REVS) */
     struct id_list foreign;     /* ids of records outside id_min..id_max (imported), ascending */
     uint64_t live_bytes;        /* encoded payload bytes of live records (frames included) */
     struct index_slot *scratch; /* a shard's live slots while it grows */
@@ -88,7 +90,10 @@ struct index {
 void index_init(struct index *ix);
 void index_destroy(struct index *ix);
 
-/* Applies one log frame. Returns 0, or -1 if the payload is malformed. */
+/*
+ * Applies one log frame. Returns 0, or -1 if the payload is malformed. A
+ * change frame not wrapped in REC_REV (an older log's) takes the next rev.
+ */
 int index_apply(void *ix, uint8_t type, const uint8_t *payload, size_t len);
 
 /*
