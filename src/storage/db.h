@@ -98,9 +98,9 @@ struct db {
     uint64_t stats_compactions_ok, stats_compactions_failed; /* finished compactions */
     db_compact_cb on_compacted;
     void *compact_ctx;
-    uint64_t compact_now_s; /* Unix time the compaction began (key expiry), s */
+    uint64_t compact_now_s;   /* Unix time the compaction began (key expiry), s */
     uint64_t compact_horizon; /* the rev counter then: the new log's horizon (index.h) */
-    uint32_t idem_ttl_s;    /* idempotency keys live this long, s */
+    uint32_t idem_ttl_s;      /* idempotency keys live this long, s */
     bool open;
     uint64_t appended; /* frame bytes this process appended to the log */
     struct db_guard guard;
