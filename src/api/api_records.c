@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "api/api.h"
+#include "core/etag.h"
 #include "core/reply.h"
 
 /* metrics_api_route counts on these layouts. */
@@ -110,6 +111,75 @@ static void not_found(struct http_response *r, const struct req_state *st) {
     const struct kind_desc *k = record_kind(st->route.type);
     reply_error(r, ERR_NOT_FOUND, NULL, "no %s with ID %llu", k->path,
                 (unsigned long long)st->route.id);
+}
+
+/* ---- conditional requests (README "Conditional requests") ---- */
+
+/* Adds the header line "ETag: <tag>". */
+static void put_etag(struct http_response *r, const char *tag, size_t n) {
+    char *p = buf_reserve(&r->headers, n + 8);
+    memcpy(p, "ETag: ", 6);
+    memcpy(p + 6, tag, n);
+    memcpy(p + 6 + n, "\r\n", 2);
+    buf_commit(&r->headers, n + 8);
+}
+
+/* Adds rec's ETag to the response. */
+static void reply_etag(struct handlers *h, struct http_response *r, const struct record *rec) {
+    char tag[ETAG_MAX];
+    put_etag(r, tag, etag_of(h->db, rec, tag));
+}
+
+/*
+ * The preconditions of a request on the existing record rec (RFC 9110
+ * 13.2.2): If-Match, then If-None-Match. A failed If-Match, or a matching
+ * If-None-Match on a write, answers 412; a matching If-None-Match on a read
+ * answers 304; both with rec's ETag. A value that is not a list of entity
+ * tags (or "*") answers 400. Returns true when the request goes on.
+ */
+static bool preconditions(struct handlers *h, struct http_request *req, const struct record *rec,
+                          bool read, struct http_response *r) {
+    const struct http_kept *kept = req->kept;
+    if (!kept->seen[HF_IF_MATCH] && !kept->seen[HF_IF_NONE_MATCH]) return true;
+    char tag[ETAG_MAX];
+    size_t n = etag_of(h->db, rec, tag);
+    int m = 1;
+    if (kept->seen[HF_IF_MATCH]) {
+        m = etag_match(http_request_field(req, HF_IF_MATCH), tag, n, false);
+        if (m < 0) {
+            reply_error(r, ERR_INVALID_HEADER, "If-Match",
+                        "If-Match must be * or a list of ETags (\"...\")");
+            return false;
+        }
+        if (!m) {
+            reply_error(r, ERR_PRECONDITION_FAILED, "If-Match",
+                        "the record changed: its ETag is not one If-Match names; read it again");
+            put_etag(r, tag, n);
+            return false;
+        }
+    }
+    if (kept->seen[HF_IF_NONE_MATCH]) {
+        m = etag_match(http_request_field(req, HF_IF_NONE_MATCH), tag, n, true);
+        if (m < 0) {
+            reply_error(r, ERR_INVALID_HEADER, "If-None-Match",
+                        "If-None-Match must be * or a list of ETags (\"...\")");
+            return false;
+        }
+        if (m && read) {
+            r->status = 304;
+            r->no_body = true;
+            buf_reset(&r->body);
+            put_etag(r, tag, n);
+            return false;
+        }
+        if (m) {
+            reply_error(r, ERR_PRECONDITION_FAILED, "If-None-Match",
+                        "the record's ETag is one If-None-Match names");
+            put_etag(r, tag, n);
+            return false;
+        }
+    }
+    return true;
 }
 
 /* Reports a decoding error; returns true if there was one. */
@@ -255,7 +325,9 @@ static void do_create(struct handlers *h, struct req_state *st, struct http_resp
     struct record *rec = record_build(k, id, st->user_id, vals);
     if (!st->idem) {
         r->lsn = db_put(h->db, rec);
-        reply_record(r, index_get(&h->db->index, id));
+        rec = index_get(&h->db->index, id);
+        reply_record(r, rec);
+        reply_etag(h, r, rec);
         return;
     }
     /* The answer is rendered before the record is stored, to be stored with it. */
@@ -273,15 +345,18 @@ static void do_create(struct handlers *h, struct req_state *st, struct http_resp
     kv[IDEM_RECORD_ID].i = id;
     if (stale) db_delete(h->db, stale);
     r->lsn = db_put_keyed(h->db, rec, record_build(&record_idem, key_id, st->user_id, kv));
+    reply_etag(h, r, index_get(&h->db->index, id));
     metrics_idem(h->metrics, MI_STORED);
 }
 
-static void do_update(struct handlers *h, struct req_state *st, struct http_response *r) {
+static void do_update(struct handlers *h, struct req_state *st, struct http_request *req,
+                      struct http_response *r) {
     struct record *old = owned(h, st, st->route.id);
     if (!old) {
         not_found(r, st);
         return;
     }
+    if (!preconditions(h, req, old, false, r)) return;
     if (body_failed(st, r)) return;
     if (st->dec.has_id && st->dec.id_invalid) {
         reply_error(r, ERR_INVALID_FIELD, "ID", "ID must be a positive integer");
@@ -301,14 +376,18 @@ static void do_update(struct handlers *h, struct req_state *st, struct http_resp
     if (!within_quota(h, st->user_id, 0, record_size(old), record_size_of(k, vals), r)) return;
     r->lsn = db_put(h->db, record_build(k, old->id, old->user_id, vals));
     reply_no_content(r);
+    reply_etag(h, r, index_get(&h->db->index, st->route.id));
 }
 
-static void do_get(struct handlers *h, struct req_state *st, struct http_response *r) {
+static void do_get(struct handlers *h, struct req_state *st, struct http_request *req,
+                   struct http_response *r) {
     struct record *rec = owned(h, st, st->route.id);
     if (!rec) {
         not_found(r, st);
         return;
     }
+    if (!preconditions(h, req, rec, true, r)) return;
+    reply_etag(h, r, rec);
     if (rec->type != REC_EVENT) {
         reply_record(r, rec);
         return;
@@ -320,12 +399,14 @@ static void do_get(struct handlers *h, struct req_state *st, struct http_respons
     buf_append_str(&r->body, "}}");
 }
 
-static void do_delete(struct handlers *h, struct req_state *st, struct http_response *r) {
+static void do_delete(struct handlers *h, struct req_state *st, struct http_request *req,
+                      struct http_response *r) {
     struct record *rec = owned(h, st, st->route.id);
     if (!rec) {
         not_found(r, st);
         return;
     }
+    if (!preconditions(h, req, rec, false, r)) return;
     if (rec->type != REC_EVENT && rec->event_id) {
         const struct kind_desc *k = record_kind(rec->type);
         reply_error(r, ERR_CONFLICT, NULL,
@@ -485,13 +566,13 @@ void api_complete(struct handlers *h, struct req_state *st, struct http_request 
         do_create(h, st, r);
         break;
     case ACT_UPDATE:
-        do_update(h, st, r);
+        do_update(h, st, req, r);
         break;
     case ACT_GET:
-        do_get(h, st, r);
+        do_get(h, st, req, r);
         break;
     case ACT_DELETE:
-        do_delete(h, st, r);
+        do_delete(h, st, req, r);
         break;
     case ACT_LIST:
         do_list(h, st, req, r);

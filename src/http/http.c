@@ -31,7 +31,6 @@
 #include <strings.h>
 #include <time.h>
 
-
 enum { H_OTHER, H_AUTHORIZATION, H_EXPECT, H_HOST, H_TRANSFER_ENCODING, H_FIELD };
 
 /* The kept headers (enum http_field), by lower-case name. */
@@ -48,6 +47,8 @@ static const struct {
     [HF_ORIGIN] = {"origin", 6},
     [HF_FETCH_SITE] = {"sec-fetch-site", 14},
     [HF_IDEMPOTENCY_KEY] = {"idempotency-key", 15},
+    [HF_IF_MATCH] = {"if-match", 8},
+    [HF_IF_NONE_MATCH] = {"if-none-match", 13},
 };
 
 enum { HOST_VALUE, HOST_TRAILING_WS };

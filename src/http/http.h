@@ -32,6 +32,8 @@ enum http_field {
     HF_ORIGIN,          /* Origin (the account site's form posts) */
     HF_FETCH_SITE,      /* Sec-Fetch-Site (the same) */
     HF_IDEMPOTENCY_KEY, /* Idempotency-Key (the API's creates) */
+    HF_IF_MATCH,        /* If-Match (the API's updates and deletions) */
+    HF_IF_NONE_MATCH,   /* If-None-Match (the API's reads, updates and deletions) */
     HF_COUNT
 };
 
