@@ -115,19 +115,15 @@ static void not_found(struct http_response *r, const struct req_state *st) {
 
 /* ---- conditional requests (README "Conditional requests") ---- */
 
-/* Adds the header line "ETag: <tag>". */
+/* The response's ETag is tag (n bytes). */
 static void put_etag(struct http_response *r, const char *tag, size_t n) {
-    char *p = buf_reserve(&r->headers, n + 8);
-    memcpy(p, "ETag: ", 6);
-    memcpy(p + 6, tag, n);
-    memcpy(p + 6 + n, "\r\n", 2);
-    buf_commit(&r->headers, n + 8);
+    memcpy(r->etag, tag, n);
+    r->etag_len = (uint8_t)n;
 }
 
-/* Adds rec's ETag to the response. */
+/* The response's ETag is rec's. */
 static void reply_etag(struct handlers *h, struct http_response *r, const struct record *rec) {
-    char tag[ETAG_MAX];
-    put_etag(r, tag, etag_of(h->db, rec, tag));
+    r->etag_len = (uint8_t)etag_of(h->db, rec, r->etag);
 }
 
 /*
@@ -374,9 +370,10 @@ static void do_update(struct handlers *h, struct req_state *st, struct http_requ
         if (st->dec.present & (UINT64_C(1) << i)) vals[i] = st->dec.vals[i];
     if (k->type == REC_EVENT && !events_check_links(h, st->user_id, r, vals, old->id)) return;
     if (!within_quota(h, st->user_id, 0, record_size(old), record_size_of(k, vals), r)) return;
-    r->lsn = db_put(h->db, record_build(k, old->id, old->user_id, vals));
+    struct record *rec = record_build(k, old->id, old->user_id, vals);
+    r->lsn = db_put(h->db, rec); /* rec is in the index now, with its rev and link */
     reply_no_content(r);
-    reply_etag(h, r, index_get(&h->db->index, st->route.id));
+    reply_etag(h, r, rec);
 }
 
 static void do_get(struct handlers *h, struct req_state *st, struct http_request *req,

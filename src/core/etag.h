@@ -17,9 +17,12 @@
 #include <stddef.h>
 
 #include "common/buf.h"
+#include "http/http.h"
 #include "storage/db.h"
 
-#define ETAG_MAX 72 /* bytes of the longest ETag, quotes included: three 20-digit numbers */
+/* Bytes of the longest ETag, quotes included: three 20-digit numbers and "-t", "-a". */
+#define ETAG_MAX HTTP_ETAG_MAX
+_Static_assert(ETAG_MAX >= 2 + 3 * 20 + 4, "ETag room");
 
 /* Writes r's ETag, quotes included, into out (ETAG_MAX bytes); returns its length. */
 size_t etag_of(const struct db *db, const struct record *r, char *out);

@@ -574,6 +574,7 @@ void http_response_reset(struct http_response *r) {
     r->extra = NULL;
     r->content_type = NULL;
     r->lsn = 0;
+    r->etag_len = 0;
     r->head_len = 0;
     r->route = 0;
     r->method = 0;
@@ -600,6 +601,7 @@ void http_response_error(struct http_response *r, enum err e, const char *field,
     r->status = (uint16_t)err_status(e);
     r->no_body = false;
     r->extra = NULL; /* e.g. a 401's WWW-Authenticate, when a 413 replaces it */
+    r->etag_len = 0;
     r->content_type = NULL;
     buf_reset(&r->body);
     buf_append_str(&r->body, "{\"Status\":\"error\",\"Error\":{\"Code\":\"");
@@ -668,6 +670,12 @@ void http_response_finish(struct http_response *r, bool keep_alive) {
          * falls back to the built lines below when it does not fit). */
         n += PUT_LIT(h + n, "X-Request-ID: ");
         n += put(h + n, r->request_id, r->request_id_len);
+        n += PUT_LIT(h + n, "\r\n");
+    }
+    if (r->etag_len) {
+        /* At most 80 bytes too: with it the head's lines stay below 350 bytes. */
+        n += PUT_LIT(h + n, "ETag: ");
+        n += put(h + n, r->etag, r->etag_len);
         n += PUT_LIT(h + n, "\r\n");
     }
     if (r->extra) {

@@ -180,6 +180,7 @@ void http_parser_resume(struct http_parser *p);
 
 #define HTTP_REQUEST_ID_MAX 64 /* bytes of an X-Request-ID kept; longer ones are replaced */
 #define HTTP_PATH_KEEP 1024    /* bytes of the path kept with the response for the access log */
+#define HTTP_ETAG_MAX 72       /* bytes of an ETag value, quotes included */
 
 /*
  * True when an X-Request-ID value can be echoed as it is: 1 to
@@ -198,6 +199,8 @@ struct http_response {
     struct buf headers;       /* more header lines built for this response (Set-Cookie...);
                                * each ends "\r\n"; http_response_finish ends the head here */
     uint64_t lsn;             /* sent only once the store has acknowledged this LSN */
+    uint8_t etag_len; /* an "ETag: " line of etag[0 .. etag_len) (quotes included); 0: none */
+    char etag[HTTP_ETAG_MAX];
     struct buf body;
     char head[384];
     uint32_t head_len;
