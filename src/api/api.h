@@ -16,6 +16,19 @@ void api_complete(struct handlers *h, struct req_state *st, struct http_request 
 /* Feeds a body chunk of a keyed create to its request hash (api_records.c). */
 void api_idem_body(struct req_state *st, const char *ptr, size_t len);
 
+/* ---- /v2/changes, the change feed (api_changes.c) ---- */
+
+void api_changes(struct handlers *h, struct req_state *st, struct http_request *req,
+                 struct http_response *r);
+/* A change of user_id's records was made: answer the user's waiting callers now. */
+void changes_notify(struct handlers *h, uint64_t user_id);
+/* Answers every waiting caller now (drain and shutdown). */
+void changes_release(struct handlers *h);
+/* Drops the waiters (their connections are gone) and closes the timer: the loop must run. */
+void changes_close(struct handlers *h);
+/* Callers waiting. */
+size_t changes_waiting(const struct handlers *h);
+
 /* ---- /v2 events (api_events.c) ---- */
 
 /* The linked theme and address of an event draft are the caller's and free; true if fine. */

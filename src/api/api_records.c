@@ -324,6 +324,7 @@ static void do_create(struct handlers *h, struct req_state *st, struct http_resp
         rec = index_get(&h->db->index, id);
         reply_record(r, rec);
         reply_etag(h, r, rec);
+        changes_notify(h, st->user_id);
         return;
     }
     /* The answer is rendered before the record is stored, to be stored with it. */
@@ -342,6 +343,7 @@ static void do_create(struct handlers *h, struct req_state *st, struct http_resp
     if (stale) db_delete(h->db, stale);
     r->lsn = db_put_keyed(h->db, rec, record_build(&record_idem, key_id, st->user_id, kv));
     reply_etag(h, r, index_get(&h->db->index, id));
+    changes_notify(h, st->user_id);
     metrics_idem(h->metrics, MI_STORED);
 }
 
@@ -374,6 +376,7 @@ static void do_update(struct handlers *h, struct req_state *st, struct http_requ
     r->lsn = db_put(h->db, rec); /* rec is in the index now, with its rev and link */
     reply_no_content(r);
     reply_etag(h, r, rec);
+    changes_notify(h, st->user_id);
 }
 
 static void do_get(struct handlers *h, struct req_state *st, struct http_request *req,
@@ -413,6 +416,7 @@ static void do_delete(struct handlers *h, struct req_state *st, struct http_requ
     }
     r->lsn = db_delete(h->db, rec->id);
     reply_no_content(r);
+    changes_notify(h, st->user_id);
 }
 
 /* Reads "limit" and "cursor" from the query string. Returns false after answering 400. */
@@ -466,6 +470,10 @@ static void do_list(struct handlers *h, struct req_state *st, struct http_reques
         if (n++) buf_append_char(&r->body, ',');
         json_write_record(&r->body, rec, false);
     }
+    /* Where the change feed goes on from this state (README "The change feed"). */
+    buf_append_str(&r->headers, "X-Changes-Cursor: ");
+    buf_append_u64(&r->headers, h->db->index.rev);
+    buf_append_str(&r->headers, "\r\n");
     buf_append_str(&r->body, "],\"NextCursor\":");
     if (i > 0 && n > 0) {
         buf_append_char(&r->body, '"');
@@ -503,7 +511,8 @@ enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
         buf_append_str(&r->body, "{\"Status\":\"ok\"}");
         return SERVER_ANSWERED;
     }
-    r->route = metrics_api_route(st->route.type - REC_THEME, st->route.action - ACT_CREATE);
+    if (st->route.action != ACT_CHANGES)
+        r->route = metrics_api_route(st->route.type - REC_THEME, st->route.action - ACT_CREATE);
     const struct record *user = authenticate(h, st, &req->kept->authorization);
     if (!user) {
         http_response_error(r, ERR_UNAUTHORIZED, NULL,
@@ -573,6 +582,9 @@ void api_complete(struct handlers *h, struct req_state *st, struct http_request 
         break;
     case ACT_LIST:
         do_list(h, st, req, r);
+        break;
+    case ACT_CHANGES:
+        api_changes(h, st, req, r);
         break;
     default:
         http_response_error(r, ERR_INTERNAL, NULL, NULL);

@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "api/api.h"
 #include "app/cli.h"
 #include "common/log.h"
 #include "storage/auth.h"
@@ -131,6 +132,7 @@ static void on_signal(uv_signal_t *h, int signum) {
             "%s: draining for %u ms (/healthz answers 503 draining, every answer closes its "
             "connection; a second SIGTERM stops now), then stopping",
             signal_name(signum), a->cfg.drain_ms);
+        changes_release(&a->handlers); /* feed callers held: answered, to come back elsewhere */
         server_drain(&a->srv, a->cfg.drain_ms, on_drained);
         return;
     }
@@ -139,6 +141,7 @@ static void on_signal(uv_signal_t *h, int signum) {
         a->cfg.shutdown_timeout_ms);
     uv_signal_stop(&a->sig_term);
     uv_signal_stop(&a->sig_int);
+    changes_release(&a->handlers);
     server_shutdown(&a->srv, on_drained);
 }
 
@@ -170,6 +173,7 @@ int app_serve(struct app *a) {
                                  .max_string_bytes = a->cfg.max_string_bytes,
                                  .list_default = a->cfg.list_default,
                                  .list_max = a->cfg.list_max,
+                                 .changes_max_wait_s = a->cfg.changes_max_wait_s,
                                  .site = a->cfg.site,
                                  .site_path = a->cfg.site_path,
                                  .admin_on_listener = a->cfg.admin && a->cfg.admin_on_listener,
@@ -249,6 +253,7 @@ int app_serve(struct app *a) {
     uv_close((uv_handle_t *)&a->sig_term, NULL);
     uv_close((uv_handle_t *)&a->sig_int, NULL);
     uv_close((uv_handle_t *)&a->sig_usr1, NULL);
+    changes_close(&a->handlers);
     /* Password jobs still on the threadpool finish later: they must not answer. */
     a->handlers.srv = NULL;
     a->serving_done = true;

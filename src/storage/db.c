@@ -151,7 +151,10 @@ uint64_t db_put(struct db *db, struct record *r) {
     record_encode(r, &db->scratch);
     uint64_t lsn = rev_append(db);
     uint64_t id = r->id;
-    return changed(db, lsn, id, index_swap(&db->index, r));
+    struct record *old = index_swap(&db->index, r);
+    index_change_add(&db->index, r->user_id, r->rev, id, r->type,
+                     old ? INDEX_OP_UPDATE : INDEX_OP_CREATE);
+    return changed(db, lsn, id, old);
 }
 
 uint64_t db_put_keyed(struct db *db, struct record *r, struct record *key) {
@@ -160,6 +163,8 @@ uint64_t db_put_keyed(struct db *db, struct record *r, struct record *key) {
     uint64_t lsn = rev_append(db);
     uint64_t id = r->id, key_id = key->id;
     struct record *old = index_swap(&db->index, r);
+    index_change_add(&db->index, r->user_id, r->rev, id, r->type,
+                     old ? INDEX_OP_UPDATE : INDEX_OP_CREATE);
     /* Two changes under one LSN: an undo takes back the key first, then the record. */
     if (store_is_acked(&db->store, lsn))
         record_free(old);
@@ -181,11 +186,12 @@ void db_set_idem_ttl(struct db *db, uint32_t ttl_s) {
 }
 
 uint64_t db_delete(struct db *db, uint64_t id) {
-    rev_begin(db, REC_DELETE);
+    uint64_t rev = rev_begin(db, REC_DELETE);
     uint8_t *p = (uint8_t *)buf_reserve(&db->scratch, VARINT_MAX);
     buf_commit(&db->scratch, varint_put(p, id));
     uint64_t lsn = rev_append(db);
     struct record *old = index_remove(&db->index, id);
+    if (old) index_change_add(&db->index, old->user_id, rev, id, old->type, INDEX_OP_DELETE);
     if (id >= db->index.next_id) db->index.next_id = id + 1;
     return changed(db, lsn, id, old);
 }
