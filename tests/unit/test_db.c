@@ -973,7 +973,67 @@ static void test_revs_implicit_in_an_old_log(void) {
     index_destroy(&ix);
 }
 
+/* The feed's change lists: one entry per change above the horizon, shown while current; an
+ * undone change is not current and what it superseded is again; replay rebuilds them. */
+static uint32_t current_changes(const struct db *db, uint64_t user, uint64_t *revs) {
+    const struct index_changes *l = index_changes_of(&db->index, user);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < l->len; i++)
+        if (index_change_current(&db->index, &l->v[i]) != INDEX_CHANGE_STALE)
+            revs[n++] = l->v[i].rev;
+    return n;
+}
+
+static void test_change_lists(void) {
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, &always);
+    uint64_t revs[16];
+    uint64_t a = put_theme(&db, "a"), b = put_theme(&db, "b"); /* revs 1, 2 (user 1) */
+    db_put(&db, theme(a, "a2"));                               /* 3 supersedes 1 */
+    uint64_t lsn = db_delete(&db, b);                          /* 4 supersedes 2 */
+    RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
+    CHECK_EQ_UINT(index_changes_of(&db.index, 1)->len, 4);
+    CHECK_EQ_UINT(current_changes(&db, 1, revs), 2);
+    CHECK_EQ_UINT(revs[0], 3);
+    CHECK_EQ_UINT(revs[1], 4);
+    CHECK_EQ_UINT(index_change_op(&index_changes_of(&db.index, 1)->v[3]), INDEX_OP_DELETE);
+    CHECK_EQ_UINT(index_changes_after(index_changes_of(&db.index, 1), 3), 3);
+    /* A failed batch: its update is not current, the one before it is again. */
+    enum log_level saved = log_threshold;
+    log_threshold = LOG_OFF;
+    fault("EVENTD_FAULT_FSYNC_AFTER", "0");
+    db_put(&db, theme(a, "lost")); /* 5 */
+    CHECK_EQ_UINT(current_changes(&db, 1, revs), 2);
+    CHECK_EQ_UINT(revs[1], 5);
+    RUN_UNTIL(&loop, acks.errors > 0);
+    fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
+    CHECK_EQ_INT(store_flush_sync(&db.store), 0);
+    log_threshold = saved;
+    CHECK_EQ_UINT(current_changes(&db, 1, revs), 2);
+    CHECK_EQ_UINT(revs[0], 3);
+    CHECK_EQ_UINT(revs[1], 4);
+    close_db(&db, &loop);
+    /* Replay: the same current changes; after a compaction, none at or below the horizon. */
+    open_db(&db, &loop, dir, &always);
+    CHECK_EQ_UINT(current_changes(&db, 1, revs), 2);
+    CHECK_EQ_UINT(revs[0], 3);
+    CHECK_EQ_UINT(revs[1], 4);
+    CHECK_EQ_INT(db_compact_now(&db), 0);
+    close_db(&db, &loop);
+    open_db(&db, &loop, dir, &always);
+    CHECK_EQ_UINT(index_changes_of(&db.index, 1)->len, 0);
+    uint64_t c = put_theme(&db, "c");
+    CHECK_EQ_UINT(current_changes(&db, 1, revs), 1);
+    CHECK_EQ_UINT(revs[0], db.index.rev);
+    CHECK_EQ_UINT(index_change_id(&index_changes_of(&db.index, 1)->v[0]), c);
+    close_db(&db, &loop);
+    rmrf(dir);
+}
+
 static const struct check_case cases[] = {
+    CHECK_CASE(test_change_lists),
     CHECK_CASE(test_revs_survive_reopen),
     CHECK_CASE(test_revs_survive_compaction),
     CHECK_CASE(test_revs_after_a_failed_batch),
