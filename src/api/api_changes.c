@@ -130,8 +130,10 @@ static uint32_t write_page(struct handlers *h, uint64_t user_id, uint64_t after,
         buf_append_str(b, op_name[index_change_op(c)]);
         buf_append_char(b, '"');
         if (rec) {
+            struct http_etag e;
+            etag_of(h->db, rec, &e);
             char tag[ETAG_MAX];
-            size_t tn = etag_of(h->db, rec, tag);
+            size_t tn = http_etag_format(&e, tag);
             buf_append_str(b, ",\"ETag\":");
             json_write_string(b, tag, tn);
             buf_append_str(b, ",\"");

@@ -115,15 +115,9 @@ static void not_found(struct http_response *r, const struct req_state *st) {
 
 /* ---- conditional requests (README "Conditional requests") ---- */
 
-/* The response's ETag is tag (n bytes). */
-static void put_etag(struct http_response *r, const char *tag, size_t n) {
-    memcpy(r->etag, tag, n);
-    r->etag_len = (uint8_t)n;
-}
-
 /* The response's ETag is rec's. */
 static void reply_etag(struct handlers *h, struct http_response *r, const struct record *rec) {
-    r->etag_len = (uint8_t)etag_of(h->db, rec, r->etag);
+    etag_of(h->db, rec, &r->etag);
 }
 
 /*
@@ -137,8 +131,10 @@ static bool preconditions(struct handlers *h, struct http_request *req, const st
                           bool read, struct http_response *r) {
     const struct http_kept *kept = req->kept;
     if (!kept->seen[HF_IF_MATCH] && !kept->seen[HF_IF_NONE_MATCH]) return true;
+    struct http_etag e;
+    etag_of(h->db, rec, &e);
     char tag[ETAG_MAX];
-    size_t n = etag_of(h->db, rec, tag);
+    size_t n = http_etag_format(&e, tag);
     int m = 1;
     if (kept->seen[HF_IF_MATCH]) {
         m = etag_match(http_request_field(req, HF_IF_MATCH), tag, n, false);
@@ -150,7 +146,7 @@ static bool preconditions(struct handlers *h, struct http_request *req, const st
         if (!m) {
             reply_error(r, ERR_PRECONDITION_FAILED, "If-Match",
                         "the record changed: its ETag is not one If-Match names; read it again");
-            put_etag(r, tag, n);
+            r->etag = e;
             return false;
         }
     }
@@ -165,13 +161,13 @@ static bool preconditions(struct handlers *h, struct http_request *req, const st
             r->status = 304;
             r->no_body = true;
             buf_reset(&r->body);
-            put_etag(r, tag, n);
+            r->etag = e;
             return false;
         }
         if (m) {
             reply_error(r, ERR_PRECONDITION_FAILED, "If-None-Match",
                         "the record's ETag is one If-None-Match names");
-            put_etag(r, tag, n);
+            r->etag = e;
             return false;
         }
     }

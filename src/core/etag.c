@@ -5,27 +5,9 @@
 
 #include <string.h>
 
-/* Appends '-', tag, then v in decimal at p; returns the bytes written. */
-static size_t put_part(char *p, char tag, uint64_t v) {
-    char d[20];
-    size_t n = 0, k = 0;
-    do {
-        d[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    if (tag) {
-        p[k++] = '-';
-        p[k++] = tag;
-    }
-    while (n)
-        p[k++] = d[--n];
-    return k;
-}
-
-size_t etag_of(const struct db *db, const struct record *r, char *out) {
-    size_t n = 0;
-    out[n++] = '"';
-    n += put_part(out + n, 0, r->rev);
+void etag_of(const struct db *db, const struct record *r, struct http_etag *out) {
+    out->n = 1;
+    out->v[0] = r->rev;
     if (r->type == REC_EVENT) {
         static const struct {
             int field;
@@ -34,13 +16,15 @@ size_t etag_of(const struct db *db, const struct record *r, char *out) {
         for (int i = 0; i < 2; i++) {
             uint64_t id = record_ref(r, embeds[i].field);
             const struct record *t = id ? db_get(db, id) : NULL;
-            if (t) n += put_part(out + n, embeds[i].tag, t->rev);
+            if (!t) continue;
+            out->tag[out->n] = embeds[i].tag;
+            out->v[out->n++] = t->rev;
         }
     } else if (r->event_id) {
-        n += put_part(out + n, 'e', r->event_id);
+        out->tag[1] = 'e';
+        out->v[1] = r->event_id;
+        out->n = 2;
     }
-    out[n++] = '"';
-    return n;
 }
 
 static bool ows(char c) {

@@ -24,8 +24,8 @@
 #define ETAG_MAX HTTP_ETAG_MAX
 _Static_assert(ETAG_MAX >= 2 + 3 * 20 + 4, "ETag room");
 
-/* Writes r's ETag, quotes included, into out (ETAG_MAX bytes); returns its length. */
-size_t etag_of(const struct db *db, const struct record *r, char *out);
+/* r's ETag, as numbers (http_etag_format writes it). */
+void etag_of(const struct db *db, const struct record *r, struct http_etag *out);
 
 /*
  * Whether an If-Match or If-None-Match value (a list of entity tags, or
