@@ -18,15 +18,17 @@ esac
 RUNTIME="build-essential cmake pkg-config libuv1-dev libyajl-dev libsodium-dev node-llhttp"
 # Tests (tests/run-all.sh): python3 for the black-box suites; curl, wrk, nginx-light
 # and haproxy for the benchmarks and the load-balancer smoke test; valgrind for the
-# memcheck suite; clang and libclang-rt-14-dev for libFuzzer and the sanitizers
-# (EVENTD_FUZZ=ON); clang-format for the formatting check; podman, runc, netavark,
+# memcheck suite and the instruction-count guard (callgrind, vgdb); clang and
+# libclang-rt-14-dev for libFuzzer and the sanitizers (EVENTD_FUZZ=ON); clang-format for the formatting check; podman, runc, netavark,
 # iptables and debootstrap (+ the archive keyring) for tests/docker/run.sh, which
 # builds and runs docker/Dockerfile without a Docker engine; chromium and nodejs for
-# the browser test (tests/browser: headless Chromium driven by playwright-core from npm);
+# the browser test (tests/browser: headless Chromium driven by playwright-core from npm)
+# and the OpenAPI lint (tests/openapi: Redocly CLI from npm);
 # redis-server and redis-tools for tests/bench/sync_compare.sh (Redis with appendfsync
 # always, the anchor of issue 11), and liburing-dev for the io_uring variant that script
 # builds from the experiment commit (eventd itself does not link it); strace for the
-# admin-socket test (test_admin_reach.py holds every chmod up with its fault injection).
+# admin-socket test (test_admin_reach.py holds every chmod up with its fault injection)
+# and tests/bench/syscalls.py.
 TEST="python3 curl wrk nginx-light haproxy valgrind clang clang-format libclang-rt-14-dev
 podman runc netavark iptables debootstrap debian-archive-keyring chromium nodejs
 redis-server redis-tools liburing-dev strace"
@@ -37,10 +39,12 @@ command -v npm >/dev/null 2>&1 || TEST="$TEST npm"
 PACKAGES=$RUNTIME
 [ "$MODE" = test ] && PACKAGES="$RUNTIME $TEST"
 
-# The browser test's playwright-core, pinned by tests/browser/package-lock.json.
+# The browser test's playwright-core, pinned by tests/browser/package-lock.json, and the
+# OpenAPI lint's Redocly CLI, pinned by tests/openapi/package-lock.json.
 npm_step() {
     [ "$MODE" = test ] || return 0
     "$(dirname "$0")/../tests/browser/install.sh"
+    "$(dirname "$0")/../tests/openapi/install.sh"
 }
 
 missing=""

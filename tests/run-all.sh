@@ -3,13 +3,16 @@
 #   1. the formatting check (clang-format, the committed .clang-format);
 #   2. the plain build with -Werror: every ctest suite (unit, http, lb: three shards
 #      behind HAProxy, bench smoke);
-#   3. the sanitizer build (AddressSanitizer + UndefinedBehaviorSanitizer): the same
+#   3. the Release build as shipped (no test hooks) and the instruction-count guard
+#      (ctest -L perf: instructions per request under callgrind against
+#      tests/perf/budgets.txt, docs/BENCHMARKS.md "The instruction guard");
+#   4. the sanitizer build (AddressSanitizer + UndefinedBehaviorSanitizer): the same
 #      suites but valgrind's and the benchmark's, on the same binary the fault tests use;
-#   4. the fuzz build (clang + libFuzzer): each target for a bounded time over its corpus;
-#   5. the container: docker/Dockerfile built and run with podman (tests/docker/run.sh).
-# Build trees: build/, build-asan/, build-fuzz/ (-DEVENTD_TESTS=ON: README's run command
-# configures build/ without tests). Every step runs; the exit status
-# is non-zero if any failed, and the last lines name them.
+#   5. the fuzz build (clang + libFuzzer): each target for a bounded time over its corpus;
+#   6. the container: docker/Dockerfile built and run with podman (tests/docker/run.sh).
+# Build trees: build/, build-bench/ (Release, the benchmarks' tree too), build-asan/,
+# build-fuzz/ (-DEVENTD_TESTS=ON: README's run command configures build/ without tests).
+# Every step runs; the exit status is non-zero if any failed, and the last lines name them.
 set -u
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
@@ -29,6 +32,13 @@ step "$STEP"
 run cmake -S . -B build -DEVENTD_WERROR=ON -DEVENTD_TESTS=ON >/dev/null &&
     run cmake --build build -j"$JOBS" &&
     run ctest --test-dir build --output-on-failure -j"$JOBS"
+
+STEP="Release build and the instruction-count guard (ctest -L perf)"
+step "$STEP"
+run cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DEVENTD_TESTS=OFF -DEVENTD_PERF=ON \
+    -DEVENTD_WERROR=ON >/dev/null &&
+    run cmake --build build-bench -j"$JOBS" --target eventd &&
+    run ctest --test-dir build-bench --output-on-failure -L perf
 
 STEP="sanitizer build (address;undefined) and every suite but valgrind's and the benchmark"
 step "$STEP"

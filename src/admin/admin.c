@@ -102,10 +102,10 @@ static uint64_t token_match(struct handlers *h, struct slice hdr, uint8_t hash[A
     struct slice t;
     if (!auth_credentials(hdr, "Bearer", &t)) return 0;
     auth_hash_key(t.ptr, t.len, hash);
-    const struct id_list *l = index_owned(&h->db->index, UINT64_MAX, REC_ADMIN);
+    const struct id_list *l = db_owned(h->db, DB_SYSTEM, REC_ADMIN);
     uint64_t found = 0;
     for (uint32_t i = 0; i < l->len; i++) {
-        const struct record *a = index_get(&h->db->index, l->ids[i]);
+        const struct record *a = db_get(h->db, l->ids[i]);
         if (!a || record_get(a, ADMIN_TOKEN_HASH).s.len != AUTH_HASH_BYTES) continue;
         uint64_t same =
             sodium_memcmp(record_get(a, ADMIN_TOKEN_HASH).s.ptr, hash, AUTH_HASH_BYTES) == 0;
@@ -170,7 +170,7 @@ static void write_own_limit(struct buf *b, const char *key, uint64_t stored) {
 
 /* ,"Quota":{...}: usage, the limits in effect (0: none) and the user's own (null: default). */
 static void write_quota(struct handlers *h, struct buf *b, const struct record *u) {
-    struct index_usage use = index_usage(&h->db->index, u->id);
+    struct index_usage use = db_usage(h->db, u->id);
     buf_append_str(b, ",\"Quota\":{\"Records\":");
     buf_append_u64(b, use.records);
     buf_append_str(b, ",\"MaxRecords\":");
@@ -291,8 +291,7 @@ void admin_complete(struct handlers *h, struct req_state *st, struct http_reques
         return;
     }
     bool about_user = st->page != A_LIST && st->page != A_TOKEN && st->page != A_TOKEN_REVOKE;
-    const struct record *u =
-        about_user ? index_user_by_name(&h->db->index, st->name, strlen(st->name)) : NULL;
+    const struct record *u = about_user ? db_user_by_name(h->db, st->name, strlen(st->name)) : NULL;
     if (about_user && st->page != A_CREATE && !u) {
         reply_error(r, ERR_NOT_FOUND, NULL, "no user %s", st->name);
         return;
@@ -300,12 +299,12 @@ void admin_complete(struct handlers *h, struct req_state *st, struct http_reques
     char key[AUTH_KEY_CHARS + 1];
     switch (st->page) {
     case A_LIST: {
-        const struct id_list *l = index_owned(&h->db->index, UINT64_MAX, REC_USER);
+        const struct id_list *l = db_owned(h->db, DB_SYSTEM, REC_USER);
         reply_ok_open(r);
         buf_append_str(&r->body, "{\"Items\":[");
         for (uint32_t i = 0; i < l->len; i++) {
             if (i) buf_append_char(&r->body, ',');
-            write_user(h, &r->body, index_get(&h->db->index, l->ids[i]), NULL);
+            write_user(h, &r->body, db_get(h->db, l->ids[i]), NULL);
         }
         buf_append_str(&r->body, "]}}");
         return;
@@ -349,10 +348,10 @@ void admin_complete(struct handlers *h, struct req_state *st, struct http_reques
          * idempotency keys too: they answer for no one now. */
         static const uint8_t gone[] = {REC_SESSION, REC_IDEM};
         for (size_t k = 0; k < sizeof gone; k++) {
-            const struct id_list *l = index_owned(&h->db->index, id, gone[k]);
+            const struct id_list *l = db_owned(h->db, id, gone[k]);
             while (l->len) {
                 db_delete(h->db, l->ids[l->len - 1]);
-                l = index_owned(&h->db->index, id, gone[k]);
+                l = db_owned(h->db, id, gone[k]);
             }
         }
         r->lsn = db_delete(h->db, id);

@@ -13,6 +13,18 @@ enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
 void api_complete(struct handlers *h, struct req_state *st, struct http_request *req,
                   struct http_response *r);
 
+/* ---- the API contract (openapi.c) ---- */
+
+/*
+ * Builds the served copy of the embedded docs/openapi.json into h->openapi_doc
+ * (the top-level servers entry naming h->lim.base_path) and its head lines
+ * (a strong ETag of those bytes, Cache-Control); api_openapi_destroy frees them.
+ */
+void api_openapi_init(struct handlers *h);
+void api_openapi_destroy(struct handlers *h);
+/* Answers GET/HEAD {base}/openapi.json: no authentication. */
+void api_openapi_reply(struct handlers *h, struct http_response *r);
+
 /* Feeds a body chunk of a keyed create to its request hash (api_records.c). */
 void api_idem_body(struct req_state *st, const char *ptr, size_t len);
 

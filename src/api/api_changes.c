@@ -100,18 +100,18 @@ static const char *const op_name[] = {"", "create", "update", "delete"};
 /* The user's changes after `after`, at most limit, as a whole answer. Returns how many. */
 static uint32_t write_page(struct handlers *h, uint64_t user_id, uint64_t after, uint32_t limit,
                            struct http_response *r) {
-    const struct index *ix = &h->db->index;
-    const struct index_changes *l = index_changes_of(ix, user_id);
+    const struct db *db = h->db;
+    const struct index_changes *l = db_changes(db, user_id);
     reply_ok_open(r);
     struct buf *b = &r->body;
     buf_append_str(b, "{\"Changes\":[");
     uint32_t n = 0;
     /* At the end of the user's changes the cursor is the server's last rev: the changes of
      * others up to it need not be looked at again. */
-    uint64_t next = ix->rev > after ? ix->rev : after, last = after;
+    uint64_t rev = db_rev(db), next = rev > after ? rev : after, last = after;
     for (uint32_t i = index_changes_after(l, after); i < l->len; i++) {
         const struct index_change *c = &l->v[i];
-        const struct record *rec = index_change_current(ix, c);
+        const struct record *rec = db_change_current(db, c);
         if (rec == INDEX_CHANGE_STALE) continue;
         if (n == limit) {
             next = last; /* more to come: the next page starts after the last one shown */
@@ -318,10 +318,9 @@ void api_changes(struct handlers *h, struct req_state *st, struct http_request *
     uint64_t after;
     uint32_t limit, wait_s;
     if (!changes_params(h, req->query, r, &after, &limit, &wait_s)) return;
-    const struct index *ix = &h->db->index;
-    if (after < ix->rev_horizon || after > ix->rev) {
+    if (after < db_rev_horizon(h->db) || after > db_rev(h->db)) {
         reply_error(r, ERR_CURSOR_EXPIRED, "after",
-                    after > ix->rev
+                    after > db_rev(h->db)
                         ? "this cursor is ahead of the server's changes (they were lost in a "
                           "crash): list, then follow the list's X-Changes-Cursor"
                         : "this cursor is older than the log's last compaction: list, then "

@@ -24,7 +24,7 @@ bool events_check_links(struct handlers *h, uint64_t user_id, struct http_respon
         uint64_t id = vals[links[i].field].i;
         if (id == 0) continue;
         const char *name = record_event.fields[links[i].field].name;
-        struct record *t = index_get(&h->db->index, id);
+        const struct record *t = db_get(h->db, id);
         if (!t || t->type != links[i].type || t->user_id != user_id) {
             reply_error(r, ERR_INVALID_FIELD, name, "%s %llu is not one of your %s records", name,
                         (unsigned long long)id, links[i].what);
@@ -46,9 +46,7 @@ void events_write_embeds(struct handlers *h, const struct record *rec, struct bu
     } embeds[] = {{EVENT_THEME_ID, ",\"Theme\":"}, {EVENT_ADDRESS_ID, ",\"Address\":"}};
     for (int i = 0; i < 2; i++) {
         buf_append_str(out, embeds[i].key);
-        struct record *t = record_ref(rec, embeds[i].field)
-                               ? index_get(&h->db->index, record_ref(rec, embeds[i].field))
-                               : NULL;
+        const struct record *t = db_get_ref(h->db, rec, embeds[i].field);
         if (t)
             json_write_record(out, t, false);
         else

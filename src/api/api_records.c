@@ -50,7 +50,7 @@ static bool within_quota(struct handlers *h, uint64_t user_id, uint64_t add, uin
     uint64_t max_records = record_user_limit(u, USER_MAX_RECORDS, h->lim.max_records_per_user);
     uint64_t max_bytes = record_user_limit(u, USER_MAX_BYTES, h->lim.max_bytes_per_user);
     if (!(max_records && add) && !(max_bytes && new_size > old_size)) return true;
-    struct index_usage use = index_usage(&h->db->index, user_id);
+    struct index_usage use = db_usage(h->db, user_id);
     if (max_records && add && use.records + add > max_records) {
         reply_error(r, ERR_QUOTA, "MaxRecords",
                     "quota exceeded: this account holds %llu records and may hold %llu "
@@ -78,13 +78,13 @@ static const struct record *authenticate(struct handlers *h, struct req_state *s
                                          const struct buf *hdr) {
     if (st->auth_user_id && hdr->len == st->auth_seen.len &&
         memcmp(hdr->ptr, st->auth_seen.ptr, hdr->len) == 0) {
-        const struct record *u = index_get(&h->db->index, st->auth_user_id);
+        const struct record *u = db_get(h->db, st->auth_user_id);
         if (u && u->type == REC_USER && record_get(u, USER_KEY_HASH).s.len == AUTH_HASH_BYTES &&
             memcmp(record_get(u, USER_KEY_HASH).s.ptr, st->auth_hash, AUTH_HASH_BYTES) == 0)
             return u;
     }
     st->auth_user_id = 0;
-    const struct record *u = auth_check(&h->db->index, (struct slice){hdr->ptr, hdr->len});
+    const struct record *u = db_auth_check(h->db, (struct slice){hdr->ptr, hdr->len});
     if (u && record_get(u, USER_KEY_HASH).s.len == AUTH_HASH_BYTES) {
         buf_reset(&st->auth_seen);
         buf_append(&st->auth_seen, hdr->ptr, hdr->len);
@@ -101,10 +101,8 @@ static void reply_record(struct http_response *r, const struct record *rec) {
 }
 
 /* The caller's record of this type with this id, or NULL (also for other users' records). */
-static struct record *owned(struct handlers *h, const struct req_state *st, uint64_t id) {
-    struct record *r = index_get(&h->db->index, id);
-    if (!r || r->type != st->route.type || r->user_id != st->user_id) return NULL;
-    return r;
+static const struct record *owned(struct handlers *h, const struct req_state *st, uint64_t id) {
+    return db_get_owned(h->db, id, st->route.type, st->user_id);
 }
 
 static void not_found(struct http_response *r, const struct req_state *st) {
@@ -241,7 +239,7 @@ static void idem_replay(struct handlers *h, const struct record *k, const uint8_
         reply_error(r, ERR_IDEMPOTENCY_KEY_REUSED, "Idempotency-Key",
                     "this Idempotency-Key was used with another request (another path or body) "
                     "in the last %u seconds; use a new key for a new request",
-                    h->db->idem_ttl_s);
+                    db_idem_ttl(h->db));
         metrics_idem(h->metrics, MI_REUSED);
         return;
     }
@@ -262,18 +260,18 @@ static void idem_replay(struct handlers *h, const struct record *k, const uint8_
 #define IDEM_RECLAIM_PER_CREATE 4
 static bool idem_room(struct handlers *h, uint64_t user_id, uint64_t now, struct http_response *r) {
     for (int n = 0; n < IDEM_RECLAIM_PER_CREATE; n++) {
-        const struct id_list *l = index_owned(&h->db->index, user_id, REC_IDEM);
+        const struct id_list *l = db_owned(h->db, user_id, REC_IDEM);
         const struct record *k = l->len ? db_get(h->db, l->ids[0]) : NULL;
         if (!k || !db_idem_expired(h->db, k, now)) break;
         db_delete(h->db, k->id);
     }
     uint64_t max = h->lim.max_idem_keys_per_user;
-    uint32_t have = index_owned(&h->db->index, user_id, REC_IDEM)->len;
+    uint32_t have = db_count(h->db, user_id, REC_IDEM);
     if (!max || have < max) return true;
     reply_error(r, ERR_QUOTA, "Idempotency-Key",
                 "quota exceeded: this account has %u Idempotency-Keys kept and may have %llu "
                 "(--max-idempotency-keys-per-user); they are forgotten %u seconds after use",
-                have, (unsigned long long)max, h->db->idem_ttl_s);
+                have, (unsigned long long)max, db_idem_ttl(h->db));
     return false;
 }
 
@@ -283,8 +281,7 @@ static void do_create(struct handlers *h, struct req_state *st, struct http_resp
     if (st->idem) {
         crypto_generichash_final(idem_hash_state(st), hash, sizeof hash);
         now = (uint64_t)time(NULL);
-        const struct record *k =
-            index_idem_get(&h->db->index, st->user_id, st->idem_key, st->idem_key_len);
+        const struct record *k = db_idem_get(h->db, st->user_id, st->idem_key, st->idem_key_len);
         if (k && !db_idem_expired(h->db, k, now)) {
             idem_replay(h, k, hash, r);
             return;
@@ -317,9 +314,9 @@ static void do_create(struct handlers *h, struct req_state *st, struct http_resp
     struct record *rec = record_build(k, id, st->user_id, vals);
     if (!st->idem) {
         r->lsn = db_put(h->db, rec);
-        rec = index_get(&h->db->index, id);
-        reply_record(r, rec);
-        reply_etag(h, r, rec);
+        const struct record *stored = db_get(h->db, id);
+        reply_record(r, stored);
+        reply_etag(h, r, stored);
         changes_notify(h, st->user_id);
         return;
     }
@@ -338,14 +335,14 @@ static void do_create(struct handlers *h, struct req_state *st, struct http_resp
     kv[IDEM_RECORD_ID].i = id;
     if (stale) db_delete(h->db, stale);
     r->lsn = db_put_keyed(h->db, rec, record_build(&record_idem, key_id, st->user_id, kv));
-    reply_etag(h, r, index_get(&h->db->index, id));
+    reply_etag(h, r, db_get(h->db, id));
     changes_notify(h, st->user_id);
     metrics_idem(h->metrics, MI_STORED);
 }
 
 static void do_update(struct handlers *h, struct req_state *st, struct http_request *req,
                       struct http_response *r) {
-    struct record *old = owned(h, st, st->route.id);
+    const struct record *old = owned(h, st, st->route.id);
     if (!old) {
         not_found(r, st);
         return;
@@ -377,7 +374,7 @@ static void do_update(struct handlers *h, struct req_state *st, struct http_requ
 
 static void do_get(struct handlers *h, struct req_state *st, struct http_request *req,
                    struct http_response *r) {
-    struct record *rec = owned(h, st, st->route.id);
+    const struct record *rec = owned(h, st, st->route.id);
     if (!rec) {
         not_found(r, st);
         return;
@@ -397,7 +394,7 @@ static void do_get(struct handlers *h, struct req_state *st, struct http_request
 
 static void do_delete(struct handlers *h, struct req_state *st, struct http_request *req,
                       struct http_response *r) {
-    struct record *rec = owned(h, st, st->route.id);
+    const struct record *rec = owned(h, st, st->route.id);
     if (!rec) {
         not_found(r, st);
         return;
@@ -455,20 +452,20 @@ static void do_list(struct handlers *h, struct req_state *st, struct http_reques
     uint32_t limit;
     uint64_t cursor;
     if (!list_params(h, req->query, r, &limit, &cursor)) return;
-    const struct id_list *l = index_owned(&h->db->index, st->user_id, st->route.type);
+    const struct id_list *l = db_owned(h->db, st->user_id, st->route.type);
     uint32_t hi = cursor ? id_list_lower_bound(l, cursor) : l->len; /* first index not to show */
     reply_ok_open(r);
     buf_append_str(&r->body, "{\"Items\":[");
     uint32_t n = 0;
     uint32_t i = hi;
     while (i > 0 && n < limit) {
-        struct record *rec = index_get(&h->db->index, l->ids[--i]);
+        const struct record *rec = db_get(h->db, l->ids[--i]);
         if (n++) buf_append_char(&r->body, ',');
         json_write_record(&r->body, rec, false);
     }
     /* Where the change feed goes on from this state (README "The change feed"). */
     buf_append_str(&r->headers, "X-Changes-Cursor: ");
-    buf_append_u64(&r->headers, h->db->index.rev);
+    buf_append_u64(&r->headers, db_rev(h->db));
     buf_append_str(&r->headers, "\r\n");
     buf_append_str(&r->body, "],\"NextCursor\":");
     if (i > 0 && n > 0) {
@@ -505,6 +502,10 @@ enum server_headers_result api_headers(struct handlers *h, struct req_state *st,
         }
         buf_reset(&r->body);
         buf_append_str(&r->body, "{\"Status\":\"ok\"}");
+        return SERVER_ANSWERED;
+    }
+    if (st->route.action == ACT_OPENAPI) {
+        api_openapi_reply(h, r);
         return SERVER_ANSWERED;
     }
     if (st->route.action != ACT_CHANGES)

@@ -227,7 +227,7 @@ int app_serve(struct app *a) {
         }
     }
     a->serving = true;
-    a->srv.acked_lsn = a->db.store.acked_lsn;
+    a->srv.acked_lsn = db_acked_lsn(&a->db);
     db_on_ack(&a->db, on_db_ack, a);
     if (a->cfg.demo_user) cli_demo_user(&a->db, &a->cfg, a->srv.bound);
     store_faults_rearm(); /* test builds: injected faults count from here */

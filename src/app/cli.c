@@ -14,14 +14,14 @@
 #include "storage/logfile.h"
 
 static int save(struct db *db) {
-    int rc = store_flush_sync(&db->store);
+    int rc = db_sync_now(db);
     if (rc < 0) fprintf(stderr, "eventd: could not write the log: %s\n", strerror(-rc));
     return rc;
 }
 
 /* A new key for user name (created with a new id unless it exists). Returns 0 or -errno. */
 static int set_key(struct db *db, const char *name, char key[AUTH_KEY_CHARS + 1]) {
-    const struct record *old = index_user_by_name(&db->index, name, strlen(name));
+    const struct record *old = db_user_by_name(db, name, strlen(name));
     uint64_t id = old ? old->id : 0;
     if (!id) {
         int rc = db_take_id(db, &id);
@@ -36,7 +36,7 @@ static int set_key(struct db *db, const char *name, char key[AUTH_KEY_CHARS + 1]
 }
 
 static void list_users(const struct db *db) {
-    const struct id_list *l = index_owned(&db->index, UINT64_MAX, REC_USER);
+    const struct id_list *l = db_owned(db, DB_SYSTEM, REC_USER);
     printf("%-8s %s\n", "ID", "NAME");
     for (uint32_t i = 0; i < l->len; i++) {
         const struct record *u = db_get(db, l->ids[i]);
@@ -55,9 +55,9 @@ static size_t purge_records(struct db *db, uint64_t uid) {
     for (int k = (int)sizeof owned_kinds - 1; k >= 0; k--) {
         /* Each delete shrinks the list (asked for again each time): take from its end, at
          * most its first length of times. */
-        uint32_t left = index_owned(&db->index, uid, owned_kinds[k])->len;
+        uint32_t left = db_count(db, uid, owned_kinds[k]);
         for (; left > 0; left--, n++) {
-            const struct id_list *l = index_owned(&db->index, uid, owned_kinds[k]);
+            const struct id_list *l = db_owned(db, uid, owned_kinds[k]);
             if (!l->len) break;
             db_delete(db, l->ids[l->len - 1]);
         }
@@ -83,7 +83,7 @@ int cli_user(struct db *db, int npos, const char **pos) {
         fprintf(stderr, "eventd: bad username '%s': %s\n", name, why);
         return 2;
     }
-    const struct record *u = index_user_by_name(&db->index, name, strlen(name));
+    const struct record *u = db_user_by_name(db, name, strlen(name));
     if (!strcmp(verb, "add") && u) {
         fprintf(stderr, "eventd: user '%s' exists already (use 'eventd user rotate')\n", name);
         return 1;
@@ -105,10 +105,10 @@ int cli_user(struct db *db, int npos, const char **pos) {
         uint64_t uid = u->id;
         static const uint8_t gone[] = {REC_SESSION, REC_IDEM};
         for (size_t k = 0; k < sizeof gone; k++) {
-            const struct id_list *l = index_owned(&db->index, uid, gone[k]);
+            const struct id_list *l = db_owned(db, uid, gone[k]);
             while (l->len) {
                 db_delete(db, l->ids[l->len - 1]);
-                l = index_owned(&db->index, uid, gone[k]);
+                l = db_owned(db, uid, gone[k]);
             }
         }
         db_delete(db, uid);
@@ -166,7 +166,7 @@ static const struct record *existing_user(struct db *db, const char *name, int *
         *rc = 2;
         return NULL;
     }
-    const struct record *u = index_user_by_name(&db->index, name, strlen(name));
+    const struct record *u = db_user_by_name(db, name, strlen(name));
     if (!u) {
         fprintf(stderr, "eventd: no user '%s'\n", name);
         *rc = 1;
@@ -189,7 +189,7 @@ int cli_user_limits(struct db *db, const struct config *cfg, const char *name,
         if (save(db) < 0) return 1;
         u = db_get(db, uid);
     }
-    struct index_usage use = index_usage(&db->index, uid);
+    struct index_usage use = db_usage(db, uid);
     cli_print_quota(name, use.records,
                     record_user_limit(u, USER_MAX_RECORDS, cfg->max_records_per_user),
                     stored[0] != 0, use.bytes,
@@ -237,14 +237,16 @@ int cli_admin_token(struct db *db, const char *verb, const char *name) {
 }
 
 int cli_compact(struct db *db, const struct config *cfg) {
-    uint64_t before = db->store.file_size;
+    struct db_stats before, after;
+    db_stats(db, &before);
     int rc = db_compact_now(db);
     if (rc < 0) {
         fprintf(stderr, "eventd: compaction failed: %s\n", strerror(-rc));
         return 1;
     }
+    db_stats(db, &after);
     printf("compacted %s/%s: %llu -> %llu bytes\n", cfg->data_dir, STORE_LOG_NAME,
-           (unsigned long long)before, (unsigned long long)db->store.file_size);
+           (unsigned long long)before.log_bytes, (unsigned long long)after.log_bytes);
     return 0;
 }
 
@@ -261,7 +263,7 @@ static int write_key_file(const char *path, const char *key) {
 }
 
 void cli_demo_user(struct db *db, const struct config *cfg, const char *bound) {
-    const struct id_list *users = index_owned(&db->index, UINT64_MAX, REC_USER);
+    const struct id_list *users = db_owned(db, DB_SYSTEM, REC_USER);
     if (users->len) return;
     char key[AUTH_KEY_CHARS + 1];
     if (set_key(db, "demo", key) < 0) return;
@@ -327,7 +329,7 @@ int cli_export(struct db *db, const char *name) {
     put_frame(&out, &scratch, u);
     size_t count = 0;
     for (size_t k = 0; k < sizeof owned_kinds; k++) {
-        const struct id_list *l = index_owned(&db->index, u->id, owned_kinds[k]);
+        const struct id_list *l = db_owned(db, u->id, owned_kinds[k]);
         for (uint32_t i = 0; i < l->len; i++, count++)
             put_frame(&out, &scratch, db_get(db, l->ids[i]));
     }
@@ -407,7 +409,7 @@ int cli_import(struct db *db) {
     const struct record *u = recs[0];
     union value uname = record_get(u, USER_NAME);
     const char *name = uname.s.ptr;
-    if (index_user_by_name(&db->index, name, uname.s.len)) {
+    if (db_user_by_name(db, name, uname.s.len)) {
         fprintf(stderr, "eventd: user '%s' exists already here; nothing was imported\n", name);
         goto done;
     }

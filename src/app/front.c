@@ -72,8 +72,9 @@ static void reply_metrics(struct handlers *h, struct http_request *req, struct h
     struct buf *b = &r->body;
     buf_reset(b);
     r->content_type = "text/plain; version=0.0.4; charset=utf-8";
-    const struct db *db = h->db;
-    metrics_render(h->metrics, b, db->stats_compactions_ok, db->stats_compactions_failed);
+    struct db_stats ds;
+    db_stats(h->db, &ds);
+    metrics_render(h->metrics, b, ds.compactions_ok, ds.compactions_failed);
     const struct server *srv = h->srv;
     metrics_write_gauge(b, "eventd_connections_open", "Open client connections.",
                         srv ? (double)(srv->nconns - srv->nclosing) : 0);
@@ -100,29 +101,27 @@ static void reply_metrics(struct handlers *h, struct http_request *req, struct h
                         "Callers of GET /v2/changes?wait held until a change of theirs.",
                         (double)changes_waiting(h));
     metrics_write_gauge(b, "eventd_log_bytes", "Bytes in the log file (eventd.log).",
-                        (double)db->store.file_size);
+                        (double)ds.log_bytes);
     metrics_write_gauge(b, "eventd_log_live_bytes",
                         "Bytes of the live records' frames: what a compaction would keep.",
-                        (double)db->index.live_bytes);
+                        (double)ds.live_bytes);
     metrics_write_head(b, "eventd_records", "gauge", "Live records, by kind.");
     for (unsigned k = 0; k < INDEX_KINDS; k++)
         if (kinds[k])
-            metrics_write_sample(b, "eventd_records", "kind", kinds[k],
-                                 (double)db->index.kind_count[k]);
+            metrics_write_sample(b, "eventd_records", "kind", kinds[k], (double)ds.kind_count[k]);
     metrics_write_head(b, "eventd_record_bytes", "gauge",
                        "Bytes of the live records' frames, by kind.");
     for (unsigned k = 0; k < INDEX_KINDS; k++)
         if (kinds[k])
             metrics_write_sample(b, "eventd_record_bytes", "kind", kinds[k],
-                                 (double)db->index.kind_bytes[k]);
+                                 (double)ds.kind_bytes[k]);
     metrics_write_head(b, "eventd_fsyncs_total", "counter",
                        "fdatasyncs of the log completed (compactions' included).");
-    metrics_write_sample(b, "eventd_fsyncs_total", NULL, NULL, (double)db->store.stats_syncs);
+    metrics_write_sample(b, "eventd_fsyncs_total", NULL, NULL, (double)ds.syncs);
     metrics_write_head(b, "eventd_fsyncs_on_loop_total", "counter",
                        "Of those, the ones the event loop did itself (--loop-sync-max-us); the "
                        "rest ran on a worker thread.");
-    metrics_write_sample(b, "eventd_fsyncs_on_loop_total", NULL, NULL,
-                         (double)db->store.stats_loop_syncs);
+    metrics_write_sample(b, "eventd_fsyncs_on_loop_total", NULL, NULL, (double)ds.loop_syncs);
     metrics_write_head(b, "eventd_password_hashes_total", "counter",
                        "Argon2id hashes and checks done, by lane: signin (every sign-in, known "
                        "user or not), register (every registration, free name or taken).");
@@ -226,6 +225,7 @@ int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, const struct 
         conc = cores > 3 ? 2 : cores > 1 ? cores - 1 : 1;
     }
     pwhash_init(&h->pw, loop, conc, lim->pwhash_queue, lim->pwhash_register_queue);
+    api_openapi_init(h);
     memset(out, 0, sizeof *out);
     out->data = h;
     out->state_size = sizeof(struct req_state);
@@ -239,6 +239,7 @@ int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, const struct 
 }
 
 void front_destroy(struct handlers *h) {
+    api_openapi_destroy(h);
     throttle_destroy(&h->by_name);
     throttle_destroy(&h->by_addr);
     throttle_destroy(&h->reg_by_addr);

@@ -24,6 +24,7 @@ const struct config config_defaults = {
     .header_timeout_ms = 10000,
     .request_timeout_ms = 30000,
     .idle_timeout_ms = 60000,
+    .idle_sweep_ms = 1000,
     .drain_ms = 5000,
     .shutdown_timeout_ms = 10000,
     .linger_ms = 5000,
@@ -123,6 +124,9 @@ static const struct opt opts[] = {
      3600000, "first byte of a request to end of body, ms"},
     {"idle-timeout-ms", "EVENTD_IDLE_TIMEOUT_MS", OPT_U32, OFF(idle_timeout_ms), 1, 86400000,
      "idle keep-alive connection timeout, ms"},
+    {"idle-sweep-ms", "EVENTD_IDLE_SWEEP_MS", OPT_U32, OFF(idle_sweep_ms), 1, 86400000,
+     "give back idle memory this often: an idle connection keeps its handler state (credential "
+     "cache) this long, then the free lists and the heap return what the period did not use, ms"},
     {"drain-ms", "EVENTD_DRAIN_MS", OPT_U32, OFF(drain_ms), 0, 3600000,
      "on SIGTERM, first drain this long: keep serving, each answer with Connection: close, "
      "/healthz 503 draining; a second SIGTERM ends it, ms (0: stop at once)"},

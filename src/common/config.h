@@ -40,6 +40,7 @@ struct config {
     uint32_t header_timeout_ms;   /* first byte of a request to end of headers */
     uint32_t request_timeout_ms;  /* first byte of a request to end of body */
     uint32_t idle_timeout_ms;     /* keep-alive connection with nothing to do */
+    uint32_t idle_sweep_ms;       /* idle memory given back this often (server.h) */
     uint32_t drain_ms;            /* SIGTERM: serve with Connection: close this long first */
     uint32_t shutdown_timeout_ms; /* SIGTERM: wait this long for requests in flight */
     uint32_t linger_ms;           /* a connection closing after an error reads this long at most */

@@ -15,10 +15,8 @@ static const uint8_t needs_escape[256] = {
     ['\\'] = 1,
 };
 
-void json_write_string(struct buf *b, const char *ptr, size_t len) {
+char *json_put_string(char *o, const char *ptr, size_t len) {
     static const char hex[] = "0123456789abcdef";
-    /* Worst case every byte becomes \u00XX. */
-    char *o = buf_reserve(b, len * 6 + 2), *start = o;
     *o++ = '"';
     size_t i = 0;
     while (i < len) {
@@ -63,7 +61,13 @@ void json_write_string(struct buf *b, const char *ptr, size_t len) {
         i = run + 1;
     }
     *o++ = '"';
-    buf_commit(b, (size_t)(o - start));
+    return o;
+}
+
+void json_write_string(struct buf *b, const char *ptr, size_t len) {
+    /* Worst case every byte becomes \u00XX. */
+    char *o = buf_reserve(b, len * 6 + 2);
+    buf_commit(b, (size_t)(json_put_string(o, ptr, len) - o));
 }
 
 /*
@@ -73,19 +77,28 @@ void json_write_string(struct buf *b, const char *ptr, size_t len) {
  * rounded, exactly as strtod would read "m e-k": the text round-trips. Other
  * numbers go through printf.
  */
-static bool write_short_decimal(struct buf *b, double d) {
+/*
+ * nearbyint for 0 <= x < 2^53 in the default rounding mode, without a call
+ * into libm: below 2^52, adding and taking away 2^52 leaves the nearest
+ * integer (ties to even, as nearbyint); from 2^52 on every double is one.
+ */
+static inline double round_even(double x) {
+    const double two52 = 4503599627370496.0;
+    return x < two52 ? (x + two52) - two52 : x;
+}
+
+static char *put_short_decimal(char *o, double d) {
     static const double pow10[] = {1e0, 1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7, 1e8,
                                    1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16};
     double ad = fabs(d);
-    if (!(ad < 1e15)) return false;
+    if (!(ad < 1e15)) return NULL;
     for (int k = 0; k <= 16; k++) {
         double scaled = ad * pow10[k];
-        if (scaled >= 9007199254740992.0) return false;
-        double m = nearbyint(scaled);
+        if (scaled >= 9007199254740992.0) return NULL;
+        double m = round_even(scaled);
         if (m / pow10[k] != ad) continue;
         char digits[20];
         size_t n = u64_digits((uint64_t)m, digits);
-        char *o = buf_reserve(b, n + (size_t)k + 3), *start = o;
         if (d < 0) *o++ = '-';
         if (n <= (size_t)k) {
             *o++ = '0';
@@ -103,22 +116,27 @@ static bool write_short_decimal(struct buf *b, double d) {
                 o += k;
             }
         }
-        buf_commit(b, (size_t)(o - start));
-        return true;
+        return o;
     }
-    return false;
+    return NULL;
+}
+
+size_t json_put_double(char *out, double d) {
+    if (d == 0) {
+        *out = '0';
+        return 1;
+    }
+    char *o = put_short_decimal(out, d);
+    if (o) return (size_t)(o - out);
+    int n = 0;
+    for (int prec = 15; prec <= 17; prec++) {
+        n = snprintf(out, JSON_DOUBLE_MAX, "%.*g", prec, d);
+        if (strtod(out, NULL) == d) break;
+    }
+    return (size_t)n;
 }
 
 void json_write_double(struct buf *b, double d) {
-    if (d == 0) {
-        buf_append_char(b, '0');
-        return;
-    }
-    if (write_short_decimal(b, d)) return;
-    char tmp[32];
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(tmp, sizeof tmp, "%.*g", prec, d);
-        if (strtod(tmp, NULL) == d) break;
-    }
-    buf_append_str(b, tmp);
+    char *o = buf_reserve(b, JSON_DOUBLE_MAX);
+    buf_commit(b, json_put_double(o, d));
 }

@@ -54,7 +54,8 @@
     X(SITE_PASSWORD_FORM, "site_password_form")                                                    \
     X(SITE_PASSWORD, "site_password")                                                              \
     X(SITE_SIGNOUT_ALL, "site_signout_all")                                                        \
-    X(ADMIN, "admin")
+    X(ADMIN, "admin")                                                                              \
+    X(OPENAPI, "openapi")
 
 enum metrics_route {
 #define METRICS_ROUTE_ENUM(name, label) MR_##name,

@@ -76,6 +76,10 @@ struct handlers {
     uint32_t nproxies;
     uint8_t site_secret[32];         /* signs the pre-sign-in CSRF tokens (site_csrf.c) */
     struct changes_waiters *waiters; /* callers held by GET /v2/changes?wait (api_changes.c) */
+    /* GET {base}/openapi.json (api/openapi.c): the document as served (its servers entry
+     * naming the base path), and its ETag and Cache-Control lines; built by api_openapi_init */
+    struct buf openapi_doc;
+    char openapi_head[96];
 };
 
 enum surface { SURF_API, SURF_SITE, SURF_ADMIN };

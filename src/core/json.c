@@ -7,8 +7,6 @@
  */
 #include "core/json.h"
 
-#include <errno.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -93,12 +91,17 @@ static int before_value(struct json_decoder *d, bool is_container) {
     return 1;
 }
 
+/* The wrapper ({"Theme": ...}) holding anything but an object: a field of
+ * the wrong type, answered as every other one (invalid_field naming it). */
+static int wrapper_not_object(struct json_decoder *d) {
+    return fail(d, ERR_INVALID_FIELD, d->kind->name, "%s must be an object", d->kind->name);
+}
+
 /* Before a scalar value: 1 to take it, 2 to skip it, 0 on error (yajl: stop). */
 static int scalar_start(struct json_decoder *d) {
     int b = before_value(d, false);
     if (b != 1) return b;
-    if (d->field == JF_WRAPPER)
-        return fail(d, ERR_INVALID_JSON, d->kind->name, "%s must be an object", d->kind->name);
+    if (d->field == JF_WRAPPER) return wrapper_not_object(d);
     return 1;
 }
 
@@ -151,18 +154,50 @@ static bool parse_short_decimal(const char *s, size_t n, double *out) {
     return true;
 }
 
+/*
+ * The syntax of a number: JSON's, with leading zeros and a bare "5." or ".5"
+ * let through (a numeric string is read as strtod would), but no "inf",
+ * "nan", hex, leading '+' or spaces, which strtod would also take.
+ */
+static bool number_syntax(const char *s, size_t n) {
+    size_t i = 0, digits = 0;
+    if (i < n && s[i] == '-') i++;
+    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++)
+        digits++;
+    if (i < n && s[i] == '.')
+        for (i++; i < n && s[i] >= '0' && s[i] <= '9'; i++)
+            digits++;
+    if (digits == 0) return false;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+        size_t exp = 0;
+        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++)
+            exp++;
+        if (exp == 0) return false;
+    }
+    return i == n;
+}
+
+/*
+ * Every finite number is read, correctly rounded (strtod). A magnitude
+ * below the smallest subnormal double rounds to zero, as IEEE 754 and every
+ * JSON parser do (README "Lon/Lat": a coordinate a hundred orders of
+ * magnitude below a nanometre is 0); strtod's ERANGE on underflow is no
+ * fault. A magnitude past the largest double becomes infinity, which the
+ * field's range refuses.
+ */
 static int set_double(struct json_decoder *d, const char *s, size_t n) {
     double v;
     if (!parse_short_decimal(s, n, &v)) {
+        if (!number_syntax(s, n)) return wrong_type(d);
         char tmp[64];
-        if (n == 0 || n >= sizeof tmp) return wrong_type(d);
-        memcpy(tmp, s, n);
-        tmp[n] = '\0';
-        char *end;
-        errno = 0;
-        v = strtod(tmp, &end);
-        if (*end || errno == ERANGE || !isfinite(v) || tmp[0] == ' ' || tmp[0] == '+')
-            return wrong_type(d);
+        char *z = n < sizeof tmp ? tmp : arena_strndup(d->arena, s, n);
+        if (z == tmp) {
+            memcpy(tmp, s, n);
+            tmp[n] = '\0';
+        }
+        v = strtod(z, NULL);
     }
     return take(d, (union value){.d = v});
 }
@@ -266,8 +301,7 @@ static int on_start_array(void *ctx) {
     int b = open_container(d);
     if (b != 1) return b != 0;
     if (d->depth == 1) return fail(d, ERR_INVALID_JSON, NULL, "the body must be a JSON object");
-    if (d->field == JF_WRAPPER)
-        return fail(d, ERR_INVALID_JSON, d->kind->name, "%s must be an object", d->kind->name);
+    if (d->field == JF_WRAPPER) return wrapper_not_object(d);
     return wrong_type(d);
 }
 
@@ -391,42 +425,111 @@ void json_decoder_end(struct json_decoder *d) {
 
 /* ---- writer ---- */
 
-void json_write_record(struct buf *b, const struct record *r, bool open) {
-    const struct kind_desc *k = record_kind(r->type);
-    buf_append_str(b, "{\"ID\":");
-    buf_append_u64(b, r->id);
-    buf_append_str(b, ",\"UserID\":");
-    buf_append_u64(b, r->user_id);
-    if (k->has_event) {
-        buf_append_str(b, ",\"EventID\":");
-        buf_append_u64(b, r->event_id);
+/*
+ * What the record writer needs of each kind, rendered once from the tables:
+ * the member of every output field at its default (",\"Logo\":\"\""), back
+ * to back in field order, so that a run of fields at their defaults (most
+ * of a record, often) is one copy. Fields not shown render as nothing.
+ * Static: built on first use, on the loop's thread, like the tables' meta.
+ */
+static struct {
+    char *text;
+    uint32_t off[RECORD_MAX_FIELDS + 1]; /* field i's default member: text[off[i] .. off[i + 1]) */
+} defaults_text[REC_KIND_MAX + 1];
+static bool defaults_ready;
+
+/* Room for the longest text of a value that is not a string. */
+#define VALUE_MAX 32
+
+/* Writes field i's member with value v at o; returns the end. o must have
+ * room for the key, VALUE_MAX bytes and a string value escaped. */
+static char *put_member(char *o, const struct field *f, const struct field_meta *m, union value v) {
+    memcpy(o, m->key, m->key_len);
+    o += m->key_len;
+    switch (f->type) {
+    case FT_STR:
+    case FT_COLOR:
+        return json_put_string(o, v.s.ptr, v.s.len);
+    case FT_REF:
+    case FT_INT:
+        return o + u64_digits(v.i, o);
+    case FT_DOUBLE:
+        return o + json_put_double(o, v.d);
+    case FT_BOOL:
+        memcpy(o, v.b ? "true" : "false", 5);
+        return o + (v.b ? 4 : 5);
+    default:
+        return o;
     }
-    const struct field_meta *m = record_field_meta(k);
-    union value vals[RECORD_MAX_FIELDS];
-    record_values(r, vals);
-    for (int i = 0; i < k->nfields; i++) {
-        const struct field *f = &k->fields[i];
-        if (!(f->flags & FF_OUTPUT)) continue;
-        buf_append(b, m[i].key, m[i].key_len);
-        union value v = vals[i];
-        switch (f->type) {
-        case FT_STR:
-        case FT_COLOR:
-            json_write_string(b, v.s.ptr, v.s.len);
-            break;
-        case FT_REF:
-        case FT_INT:
-            buf_append_u64(b, v.i);
-            break;
-        case FT_DOUBLE:
-            json_write_double(b, v.d);
-            break;
-        case FT_BOOL:
-            buf_append_str(b, v.b ? "true" : "false");
-            break;
-        case FT_BYTES:
-            break;
+}
+
+static void defaults_init(void) {
+    for (uint8_t t = 1; t <= REC_KIND_MAX; t++) {
+        const struct kind_desc *k = record_kind(t);
+        const struct field_meta *m = record_field_meta(k);
+        union value vals[RECORD_MAX_FIELDS];
+        record_defaults(k, vals);
+        struct buf b;
+        buf_init(&b, 256);
+        for (int i = 0; i < k->nfields; i++) {
+            defaults_text[t].off[i] = (uint32_t)b.len;
+            const struct field *f = &k->fields[i];
+            if (!(f->flags & FF_OUTPUT) || f->type == FT_BYTES) continue;
+            bool text = f->type == FT_STR || f->type == FT_COLOR;
+            size_t room = m[i].key_len + VALUE_MAX + (text ? 6 * (size_t)vals[i].s.len : 0);
+            char *o = buf_reserve(&b, room);
+            buf_commit(&b, (size_t)(put_member(o, f, &m[i], vals[i]) - o));
         }
+        defaults_text[t].off[k->nfields] = (uint32_t)b.len;
+        defaults_text[t].text = b.ptr; /* kept for the life of the process */
     }
-    if (!open) buf_append_char(b, '}');
+    defaults_ready = true;
+}
+
+/*
+ * One reservation covers the whole record: a member's text is at most six
+ * bytes per byte of a string value plus its quotes, or VALUE_MAX for any
+ * other value, and the key; record_size counts at least the string's bytes
+ * plus 2, or 8 for other values (so 6 * record_size + VALUE_MAX per field
+ * bounds the values), and the keys are within the defaults' text.
+ */
+void json_write_record(struct buf *b, const struct record *r, bool open) {
+    if (!defaults_ready) defaults_init();
+    const struct kind_desc *k = record_kind(r->type);
+    const char *dtext = defaults_text[r->type].text;
+    const uint32_t *doff = defaults_text[r->type].off;
+    const struct field_meta *m = record_field_meta(k);
+    size_t room =
+        80 + 6 * (size_t)record_size(r) + (size_t)k->nfields * (VALUE_MAX + 44) + doff[k->nfields];
+    char *o = buf_reserve(b, room), *start = o;
+    static const char id_key[] = "{\"ID\":", user_key[] = ",\"UserID\":",
+                      event_key[] = ",\"EventID\":";
+    memcpy(o, id_key, sizeof id_key - 1);
+    o += sizeof id_key - 1;
+    o += u64_digits(r->id, o);
+    memcpy(o, user_key, sizeof user_key - 1);
+    o += sizeof user_key - 1;
+    o += u64_digits(r->user_id, o);
+    if (k->has_event) {
+        memcpy(o, event_key, sizeof event_key - 1);
+        o += sizeof event_key - 1;
+        o += u64_digits(r->event_id, o);
+    }
+    int run = 0; /* first field of the run at its default not yet written */
+    const uint64_t *cell = r->cell;
+    for (int i = 0; i < k->nfields; i++) {
+        if (!(r->set >> i & 1)) continue;
+        uint64_t c = *cell++;
+        size_t n = doff[i] - doff[run];
+        memcpy(o, dtext + doff[run], n);
+        o += n;
+        run = i + 1;
+        const struct field *f = &k->fields[i];
+        if (f->flags & FF_OUTPUT) o = put_member(o, f, &m[i], record_cell_value(r, f->type, c));
+    }
+    size_t n = doff[k->nfields] - doff[run];
+    memcpy(o, dtext + doff[run], n);
+    o += n;
+    if (!open) *o++ = '}';
+    buf_commit(b, (size_t)(o - start));
 }

@@ -31,6 +31,10 @@ enum err router_match(struct slice base, struct slice path, uint8_t method, stru
         path.ptr[base.len] != '/')
         return ERR_NOT_FOUND;
     const char *p = path.ptr + base.len + 1, *end = path.ptr + path.len;
+    if (slice_eq((struct slice){p, (size_t)(end - p)}, "openapi.json", 12)) {
+        static const uint8_t m[] = {HTTP_GET}, a[] = {ACT_OPENAPI};
+        return pick(method, out, "Allow: GET, HEAD\r\n", 1, m, a);
+    }
     const char *slash = memchr(p, '/', (size_t)(end - p));
     if (!slash && end - p == 7 && memcmp(p, "changes", 7) == 0) {
         static const uint8_t m[] = {HTTP_GET}, a[] = {ACT_CHANGES};

@@ -54,33 +54,17 @@ static const struct {
 enum { HOST_VALUE, HOST_TRAILING_WS };
 
 /* RFC 3986 host and port: unreserved, sub-delims, '%' (pct-encoded), ':' and
- * the brackets of an IP literal. Not '@': userinfo has no place here. */
+ * the brackets of an IP literal. Not '@': userinfo has no place here. A
+ * table: every byte of every Host value is looked up. */
+static const uint8_t host_chars[256] = {
+    ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1, ['0' ... '9'] = 1, ['-'] = 1, ['.'] = 1,  ['_'] = 1,
+    ['~'] = 1,         ['!'] = 1,         ['$'] = 1,         ['&'] = 1, ['\''] = 1, ['('] = 1,
+    [')'] = 1,         ['*'] = 1,         ['+'] = 1,         [','] = 1, [';'] = 1,  ['='] = 1,
+    ['%'] = 1,         [':'] = 1,         ['['] = 1,         [']'] = 1,
+};
+
 static bool host_char(unsigned char c) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-    switch (c) {
-    case '-':
-    case '.':
-    case '_':
-    case '~':
-    case '!':
-    case '$':
-    case '&':
-    case '\'':
-    case '(':
-    case ')':
-    case '*':
-    case '+':
-    case ',':
-    case ';':
-    case '=':
-    case '%':
-    case ':':
-    case '[':
-    case ']':
-        return true;
-    default:
-        return false;
-    }
+    return host_chars[c];
 }
 
 static bool ows(char c) {
@@ -173,22 +157,37 @@ static int on_header_field(llhttp_t *ll, const char *at, size_t n) {
     return 0;
 }
 
+/*
+ * The name being parsed (name_len bytes, all kept) is lit, a lower-case
+ * name, ignoring case: a letter of lit matches itself with bit 5 set (only
+ * its own upper case does that), any other byte matches only itself. No
+ * strncasecmp call on every header.
+ */
+static bool name_is(const struct http_parser *p, const char *lit, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char c = lit[i] >= 'a' ? (char)(p->name[i] | 0x20) : p->name[i];
+        if (c != lit[i]) return false;
+    }
+    return true;
+}
+
 static int on_header_field_complete(llhttp_t *ll) {
     struct http_parser *p = P(ll);
     struct http_request *r = &p->req;
-    if (p->name_len == 13 && strncasecmp(p->name, "authorization", 13) == 0)
+    size_t n = p->name_len;
+    /* Lengths first: most names are told apart without looking at a byte. */
+    if (n == 13 && name_is(p, "authorization", 13))
         r->cur_header = H_AUTHORIZATION;
-    else if (p->name_len == 6 && strncasecmp(p->name, "expect", 6) == 0)
+    else if (n == 6 && name_is(p, "expect", 6))
         r->cur_header = H_EXPECT;
-    else if (p->name_len == 4 && strncasecmp(p->name, "host", 4) == 0)
+    else if (n == 4 && name_is(p, "host", 4))
         r->cur_header = H_HOST;
-    else if (p->name_len == 17 && strncasecmp(p->name, "transfer-encoding", 17) == 0)
+    else if (n == 17 && name_is(p, "transfer-encoding", 17))
         r->cur_header = H_TRANSFER_ENCODING;
     else
         r->cur_header = H_OTHER;
     for (uint8_t f = 0; r->cur_header == H_OTHER && f < HF_COUNT; f++) {
-        if (p->name_len == kept_fields[f].len &&
-            strncasecmp(p->name, kept_fields[f].name, kept_fields[f].len) == 0) {
+        if (n == kept_fields[f].len && name_is(p, kept_fields[f].name, n)) {
             r->cur_header = H_FIELD;
             p->cur_field = f;
         }
@@ -651,9 +650,9 @@ size_t http_etag_format(const struct http_etag *e, char *out) {
     return n;
 }
 
-void http_response_finish(struct http_response *r, bool keep_alive) {
-    /* Hot path: no printf; every piece has a known bound within r->head. */
-    char *h = r->head;
+/* The head's first lines: status line, Date, and unless no_body, Content-Type
+ * and the name of Content-Length. At most HEAD_START_MAX bytes. */
+static size_t head_start(char *h, const struct http_response *r) {
     size_t n = PUT_LIT(h, "HTTP/1.1 ");
     h[n++] = (char)('0' + r->status / 100);
     h[n++] = (char)('0' + r->status / 10 % 10);
@@ -662,7 +661,7 @@ void http_response_finish(struct http_response *r, bool keep_alive) {
     const char *reason = http_reason(r->status);
     n += put(h + n, reason, strlen(reason));
     n += PUT_LIT(h + n, "\r\nDate: ");
-    n += put(h + n, http_date(), 29);
+    n += put(h + n, date_buf, 29);
     n += PUT_LIT(h + n, "\r\n");
     /* RFC 9110 forbids Content-Length on a 204; every other response has one. */
     if (!r->no_body) {
@@ -672,6 +671,39 @@ void http_response_finish(struct http_response *r, bool keep_alive) {
         else
             n += PUT_LIT(h + n, "application/json");
         n += PUT_LIT(h + n, "\r\nContent-Length: ");
+    }
+    return n;
+}
+
+/*
+ * The first lines change with the second, the status and the Content-Type
+ * only: the last ones made are kept and copied while those stay the same
+ * (content types are static strings, so their address tells them apart).
+ */
+#define HEAD_START_MAX 200
+static struct {
+    char text[HEAD_START_MAX];
+    size_t len;
+    time_t at;
+    uint16_t status;
+    bool no_body;
+    const char *content_type;
+} head_cache;
+
+void http_response_finish(struct http_response *r, bool keep_alive) {
+    /* Hot path: no printf; every piece has a known bound within r->head. */
+    char *h = r->head;
+    http_date();
+    if (head_cache.len == 0 || head_cache.at != date_at || head_cache.status != r->status ||
+        head_cache.no_body != r->no_body || head_cache.content_type != r->content_type) {
+        head_cache.len = head_start(head_cache.text, r);
+        head_cache.at = date_at;
+        head_cache.status = r->status;
+        head_cache.no_body = r->no_body;
+        head_cache.content_type = r->content_type;
+    }
+    size_t n = put(h, head_cache.text, head_cache.len);
+    if (!r->no_body) {
         n += u64_digits(r->body.len, h + n);
         n += PUT_LIT(h + n, "\r\n");
     }

@@ -17,11 +17,11 @@
  * buffers) is a "kit" taken from a server-wide LIFO free list when a request
  * starts and given back when the connection goes idle, so a keep-alive
  * client cycles the same warm kit with no heap traffic. The handler's state
- * stays with an idle connection for SERVER_SWEEP_MS more (so its credential
+ * stays with an idle connection for cfg->idle_sweep_ms more (so its credential
  * cache survives between requests) and then goes back to its own free list;
  * a state moving to another connection is reset first (state_reset), so
  * nothing of one connection's requests reaches another. A periodic sweep
- * frees what the free lists did not need during the last period and then
+ * (every cfg->idle_sweep_ms) frees what the free lists did not need during the last period and then
  * returns freed memory to the OS (malloc_trim).
  *
  * At the connection cap the longest-idle connection (lingering ones first)
@@ -125,8 +125,6 @@ struct server_link {
 };
 
 #define SERVER_MAX_BATCH 32 /* responses per writev */
-#define SERVER_SWEEP_MS                                                                            \
-    1000 /* sweep period; an idle connection keeps its handler state this long */
 
 struct server {
     uv_loop_t *loop;

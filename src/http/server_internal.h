@@ -77,7 +77,7 @@ struct conn {
     struct conn *next_waiting;   /* srv->waiting */
     struct server_kit *kit;      /* NULL while idle or lingering */
     struct server_state *hstate; /* handler state: NULL until the first request and
-                                  * SERVER_SWEEP_MS after the last */
+                                  * cfg->idle_sweep_ms after the last */
     struct http_response *cur;   /* slot of the request being parsed */
     struct http_parser parser;
     uint64_t req_start;     /* uv_now() when the current request's first byte came */

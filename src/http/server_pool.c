@@ -240,7 +240,8 @@ void conn_release(struct conn *c) {
 
 void server__sweep_arm(struct server *srv) {
     if (!uv_is_active((uv_handle_t *)&srv->sweep_timer) && !srv->shutting_down)
-        uv_timer_start(&srv->sweep_timer, on_sweep, SERVER_SWEEP_MS, SERVER_SWEEP_MS);
+        uv_timer_start(&srv->sweep_timer, on_sweep, srv->cfg->idle_sweep_ms,
+                       srv->cfg->idle_sweep_ms);
 }
 
 /* Frees the free slabs beyond the spare slots the last period did not use;
@@ -273,7 +274,7 @@ static uint32_t sweep_slabs(struct server *srv) {
 
 /*
  * Once a period: idle connections give their handler state back after
- * SERVER_SWEEP_MS, and the free lists give back to the heap what they did
+ * cfg->idle_sweep_ms, and the free lists give back to the heap what they did
  * not need during the last period (the fewest free entries seen since the
  * last sweep were never taken), so a burst's memory goes but a steady load
  * keeps cycling the same kits (its free lists' low-water marks stay near
@@ -289,7 +290,7 @@ static void on_sweep(uv_timer_t *t) {
     /* First, so that states given back now are freed at the next sweep if unused. */
     while (!q_empty(&srv->warm)) {
         struct conn *c = CONN_OF(srv->warm.next, wlink);
-        if (now - c->idle_at < SERVER_SWEEP_MS) break;
+        if (now - c->idle_at < srv->cfg->idle_sweep_ms) break;
         conn_state_put(c);
     }
 

@@ -271,7 +271,7 @@ static void finish_register(struct site_job *j, struct http_response *r) {
                   j->name, "");
         return;
     }
-    if (index_user_by_name(&h->db->index, j->name, strlen(j->name))) {
+    if (db_user_by_name(h->db, j->name, strlen(j->name))) {
         /* Taken while the password was being hashed. */
         site_fail(h, r, j->json, j->page, ERR_CONFLICT, "username", "this username is taken",
                   j->name, "");
@@ -297,7 +297,7 @@ static void finish_register(struct site_job *j, struct http_response *r) {
 
 static void finish_signin(struct site_job *j, struct http_response *r) {
     struct handlers *h = j->h;
-    const struct record *u = index_user_by_name(&h->db->index, j->name, strlen(j->name));
+    const struct record *u = db_user_by_name(h->db, j->name, strlen(j->name));
     bool ok =
         j->job.result == 0 && u && record_get(u, USER_PASSWORD_HASH).s.len > 0 &&
         record_get(u, USER_PASSWORD_HASH).s.len == strlen(j->job.hash) &&
@@ -523,7 +523,7 @@ static void do_signin(struct handlers *h, struct req_state *st, struct http_requ
         add_header(r, "Retry-After: %u\r\n", wait);
         return;
     }
-    const struct record *u = index_user_by_name(&h->db->index, name.ptr, name.len);
+    const struct record *u = db_user_by_name(h->db, name.ptr, name.len);
     const char *hash = pwhash_decoy(); /* an unknown user's answer takes as long */
     if (u && record_get(u, USER_PASSWORD_HASH).s.len > 0 &&
         record_get(u, USER_PASSWORD_HASH).s.len < crypto_pwhash_STRBYTES)

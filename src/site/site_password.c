@@ -51,7 +51,7 @@ static void fail(struct password_job *j, struct http_response *r, enum err e, co
 static const struct record *unchanged(struct password_job *j, struct http_response *r) {
     struct handlers *h = j->h;
     const struct record *u = db_get(h->db, j->user_id);
-    const struct record *ses = index_get(&h->db->index, j->session_id);
+    const struct record *ses = db_get(h->db, j->session_id);
     if (!u || !ses || ses->type != REC_SESSION || ses->user_id != j->user_id) {
         fail(j, r, ERR_UNAUTHORIZED, NULL, "sign in first");
         return NULL;

@@ -64,22 +64,22 @@ bool site_session_get(struct handlers *h, const struct http_request *req, struct
     struct slice name = {c.ptr, (size_t)(colon - c.ptr)};
     struct slice tok = {colon + 1, c.len - name.len - 1};
     if (tok.len != SITE_TOKEN_CHARS || name.len == 0 || name.len > 64) return false;
-    const struct index *ix = &h->db->index;
-    const struct record *u = index_user_by_name(ix, name.ptr, name.len);
+    const struct db *db = h->db;
+    const struct record *u = db_user_by_name(db, name.ptr, name.len);
     /* An unknown name does the work of a known one: the sessions of a decoy
      * user (picked by the name, as cold in cache as a real one), and either
      * way the same number of hash comparisons, against nothing where a user
      * has fewer sessions. Without it a known name took ~1.4 us longer. */
-    const struct record *against = u ? u : auth_decoy_user(ix, name.ptr, name.len);
+    const struct record *against = u ? u : db_auth_decoy(db, name.ptr, name.len);
     static const struct id_list none;
-    const struct id_list *l = against ? index_owned(ix, against->id, REC_SESSION) : &none;
+    const struct id_list *l = against ? db_owned(db, against->id, REC_SESSION) : &none;
     uint8_t hash[AUTH_HASH_BYTES];
     auth_hash_key(tok.ptr, tok.len, hash);
     static const uint8_t dummy[AUTH_HASH_BYTES];
     const struct record *found = NULL;
     uint32_t rounds = l->len > SITE_SESSIONS_PER_USER ? l->len : SITE_SESSIONS_PER_USER;
     for (uint32_t i = 0; i < rounds; i++) {
-        const struct record *ses = i < l->len ? index_get(ix, l->ids[i]) : NULL;
+        const struct record *ses = i < l->len ? db_get(db, l->ids[i]) : NULL;
         const uint8_t *want = dummy;
         if (ses && record_get(ses, SESSION_TOKEN_HASH).s.len == AUTH_HASH_BYTES)
             want = (const uint8_t *)record_get(ses, SESSION_TOKEN_HASH).s.ptr;
@@ -102,19 +102,19 @@ bool site_session_get(struct handlers *h, const struct http_request *req, struct
 uint64_t site_session_start(struct handlers *h, struct http_response *r, uint64_t user_id,
                             const char *name) {
     uint64_t now = (uint64_t)time(NULL), lsn = 0;
-    const struct id_list *l = index_owned(&h->db->index, user_id, REC_SESSION);
+    const struct id_list *l = db_owned(h->db, user_id, REC_SESSION);
     /* Collect first: deleting changes the list. */
     uint64_t old[64];
     uint32_t nold = 0, live = 0;
     for (uint32_t i = 0; i < l->len && nold < 64; i++) {
-        const struct record *ses = index_get(&h->db->index, l->ids[i]);
+        const struct record *ses = db_get(h->db, l->ids[i]);
         if (ses && record_get(ses, SESSION_EXPIRES).i > now)
             live++;
         else
             old[nold++] = l->ids[i];
     }
     for (uint32_t i = 0; i < l->len && live >= SITE_SESSIONS_PER_USER && nold < 64; i++) {
-        const struct record *ses = index_get(&h->db->index, l->ids[i]);
+        const struct record *ses = db_get(h->db, l->ids[i]);
         if (ses && record_get(ses, SESSION_EXPIRES).i > now) {
             old[nold++] = l->ids[i]; /* ids ascend: the oldest first */
             live--;
@@ -152,11 +152,11 @@ uint64_t site_session_end_all(struct handlers *h, uint64_t user_id) {
     uint64_t lsn = 0;
     /* Deleting changes the list: take from its end until it is empty. Each
      * pass deletes one, so the loop is bounded by the list's length. */
-    const struct id_list *l = index_owned(&h->db->index, user_id, REC_SESSION);
+    const struct id_list *l = db_owned(h->db, user_id, REC_SESSION);
     for (uint32_t guard = l->len; l->len && guard; guard--) {
         uint32_t before = l->len;
         lsn = db_delete(h->db, l->ids[l->len - 1]);
-        l = index_owned(&h->db->index, user_id, REC_SESSION);
+        l = db_owned(h->db, user_id, REC_SESSION);
         if (l->len >= before) break; /* not removed: never loop on it */
     }
     return lsn;

@@ -545,3 +545,18 @@ uint64_t db_admin_token(const struct db *db, const char *name) {
     }
     return 0;
 }
+
+void db_stats(const struct db *db, struct db_stats *out) {
+    out->log_bytes = db->store.file_size;
+    out->live_bytes = db->index.live_bytes;
+    memcpy(out->kind_count, db->index.kind_count, sizeof out->kind_count);
+    memcpy(out->kind_bytes, db->index.kind_bytes, sizeof out->kind_bytes);
+    out->syncs = db->store.stats_syncs;
+    out->loop_syncs = db->store.sync.stats_loop_syncs;
+    out->compactions_ok = db->stats_compactions_ok;
+    out->compactions_failed = db->stats_compactions_failed;
+}
+
+int db_sync_now(struct db *db) {
+    return store_flush_sync(&db->store);
+}

@@ -2,7 +2,9 @@
  * db: the data layer: the index and the log behind it. Every change goes
  * through db_put/db_delete: encode the frame, append it to the store, apply
  * it to the index. The same frames replay into the same index at the next
- * start.
+ * start. The layers above read records only through db's lookups (db_get,
+ * db_owned, db_user_by_name, db_stats, ...), never the index or the store
+ * inside (tests/lint/layers.py checks the index).
  *
  * Until the store acknowledges a change (in "always" mode: until the
  * fdatasync that covers it returns), db keeps what the change replaced, so
@@ -34,6 +36,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "storage/auth.h"
 #include "storage/index.h"
 #include "storage/store.h"
 
@@ -192,11 +195,108 @@ uint64_t db_admin_token(const struct db *db, const char *name);
 uint64_t db_put_user(struct db *db, uint64_t id, const char *name, const char *key);
 
 /*
- * The record with this id, or NULL. Valid until the next db_put/db_delete
- * of that id, or the undo of a failed batch: never keep it across loop turns.
+ * ---- Reads: the surfaces reach records only through these ----
+ *
+ * A record returned is the index's, read-only: valid until the next
+ * db_put/db_delete of that id, or the undo of a failed batch, so never kept
+ * across loop turns (keep its id). A list returned is valid until the next
+ * change of the db.
  */
+
+/* The record with this id, or NULL. */
 static inline const struct record *db_get(const struct db *db, uint64_t id) {
     return index_get(&db->index, id);
+}
+/* The record with this id if it is of this type and user_id's, else NULL (another user's too). */
+static inline const struct record *db_get_owned(const struct db *db, uint64_t id, uint8_t type,
+                                                uint64_t user_id) {
+    const struct record *r = index_get(&db->index, id);
+    return r && r->type == type && r->user_id == user_id ? r : NULL;
+}
+/* The record that field `field` of rec refers to (record_ref: an event's theme or address), or
+ * NULL. */
+static inline const struct record *db_get_ref(const struct db *db, const struct record *rec,
+                                              int field) {
+    uint64_t id = record_ref(rec, field);
+    return id ? index_get(&db->index, id) : NULL;
+}
+/* The user named <ptr, len>, or NULL. */
+static inline const struct record *db_user_by_name(const struct db *db, const char *ptr,
+                                                   size_t len) {
+    return index_user_by_name(&db->index, ptr, len);
+}
+/* user_id's idempotency key <ptr, len> (a REC_IDEM record, maybe expired: db_idem_expired), or
+ * NULL. */
+static inline const struct record *db_idem_get(const struct db *db, uint64_t user_id,
+                                               const char *ptr, size_t len) {
+    return index_idem_get(&db->index, user_id, ptr, len);
+}
+/*
+ * user_id's ids of one kind, ascending (an empty list when none). The users
+ * and the admin tokens own themselves: DB_SYSTEM with REC_USER, REC_ADMIN.
+ */
+#define DB_SYSTEM UINT64_MAX
+static inline const struct id_list *db_owned(const struct db *db, uint64_t user_id, uint8_t type) {
+    return index_owned(&db->index, user_id, type);
+}
+/* How many: db_owned's length. */
+static inline uint32_t db_count(const struct db *db, uint64_t user_id, uint8_t type) {
+    return index_owned(&db->index, user_id, type)->len;
+}
+/* What user_id's quota counts (index_usage): one lookup. */
+static inline struct index_usage db_usage(const struct db *db, uint64_t user_id) {
+    return index_usage(&db->index, user_id);
+}
+/* The user behind an Authorization header value, or NULL (auth_check over the db's users). */
+static inline const struct record *db_auth_check(const struct db *db, struct slice header) {
+    return auth_check(&db->index, header);
+}
+/* A decoy user for the name <ptr, len> (auth_decoy_user), or NULL when there are no users. */
+static inline const struct record *db_auth_decoy(const struct db *db, const char *ptr, size_t len) {
+    return auth_decoy_user(&db->index, ptr, len);
+}
+/* How long idempotency keys are kept (db_set_idem_ttl), s. */
+static inline uint32_t db_idem_ttl(const struct db *db) {
+    return db->idem_ttl_s;
+}
+
+/* The figures /metrics shows, read at once by db_stats. */
+struct db_stats {
+    uint64_t log_bytes;               /* the log file's size, bytes */
+    uint64_t live_bytes;              /* the live records' frames: what compaction keeps */
+    uint64_t kind_count[INDEX_KINDS]; /* live records by type */
+    uint64_t kind_bytes[INDEX_KINDS]; /* their frames' bytes by type */
+    uint64_t syncs;                   /* fdatasyncs of the log done (compactions' too) */
+    uint64_t loop_syncs;              /* of those, done on the loop thread */
+    uint64_t compactions_ok;          /* compactions finished */
+    uint64_t compactions_failed;      /* ... and failed */
+};
+void db_stats(const struct db *db, struct db_stats *out);
+
+/* Writes and syncs every change appended so far, waiting for it (offline tools). 0 or -errno. */
+int db_sync_now(struct db *db);
+
+/* The last LSN acknowledged (db_ack_cb's lsn so far): where a new listener of acks starts. */
+static inline uint64_t db_acked_lsn(const struct db *db) {
+    return db->store.acked_lsn;
+}
+
+/* The rev counter: the newest change's rev (docs/STORAGE.md "Revisions"). */
+static inline uint64_t db_rev(const struct db *db) {
+    return db->index.rev;
+}
+/* The log's horizon: every change with a rev above it is in the log. */
+static inline uint64_t db_rev_horizon(const struct db *db) {
+    return db->index.rev_horizon;
+}
+/* The user's changes (index.h, the change feed's), valid as db_owned's list. */
+static inline const struct index_changes *db_changes(const struct db *db, uint64_t user_id) {
+    return index_changes_of(&db->index, user_id);
+}
+/* What a change shows while current: its record, NULL for a deletion, or INDEX_CHANGE_STALE. */
+static inline const struct record *db_change_current(const struct db *db,
+                                                     const struct index_change *c) {
+    return index_change_current(&db->index, c);
 }
 
 /* The LSN a response must wait for to show no change that could still be lost. */

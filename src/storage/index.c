@@ -236,7 +236,19 @@ void index_reserve(struct index *ix, size_t records) {
         if (ix->shards[i].cap < cap) rehash(ix, &ix->shards[i], cap);
 }
 
-struct record *index_get(const struct index *ix, uint64_t id) {
+const struct record *index_get(const struct index *ix, uint64_t id) {
+    bool found;
+    struct index_slot *sl = find_slot(ix, id, &found);
+    return found ? sl->r : NULL;
+}
+
+/*
+ * The record with this id, to change in place, or NULL. The one way to a
+ * mutable record: only the index changes its records (their event links),
+ * and only while applying a change, so that every reader sees what the log
+ * says.
+ */
+static struct record *get_mut(struct index *ix, uint64_t id) {
     bool found;
     struct index_slot *sl = find_slot(ix, id, &found);
     return found ? sl->r : NULL;
@@ -313,7 +325,7 @@ static uint64_t owner_key(const struct record *r) {
 
 static void set_link(struct index *ix, uint64_t target, uint8_t type, uint64_t event_id,
                      uint64_t only_if) {
-    struct record *t = target ? index_get(ix, target) : NULL;
+    struct record *t = target ? get_mut(ix, target) : NULL;
     if (t && t->type == type && (only_if == UINT64_MAX || t->event_id == only_if))
         t->event_id = event_id;
 }
@@ -411,8 +423,8 @@ static bool named(uint8_t type) {
     return type == REC_USER || type == REC_IDEM;
 }
 
-struct record *index_idem_get(const struct index *ix, uint64_t user_id, const char *ptr,
-                              size_t len) {
+const struct record *index_idem_get(const struct index *ix, uint64_t user_id, const char *ptr,
+                                    size_t len) {
     struct name_entry *e = name_slot(ix, REC_IDEM, user_id, ptr, len);
     return e ? index_get(ix, e->id) : NULL;
 }
@@ -510,7 +522,7 @@ struct record *index_remove(struct index *ix, uint64_t id) {
     return r;
 }
 
-struct record *index_user_by_name(const struct index *ix, const char *ptr, size_t len) {
+const struct record *index_user_by_name(const struct index *ix, const char *ptr, size_t len) {
     struct name_entry *e = name_slot(ix, REC_USER, 0, ptr, len);
     return e ? index_get(ix, e->id) : NULL;
 }

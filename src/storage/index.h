@@ -108,16 +108,18 @@ struct record *index_remove(struct index *ix, uint64_t id);
 /* index_remove, freeing the record; returns 0 or -1 if absent. */
 int index_delete(struct index *ix, uint64_t id);
 /*
- * The record with this id, or NULL. Valid until the next put, swap or
- * removal of that id (including a db undo): never keep it across loop turns.
+ * The record with this id, or NULL: read-only (records change only by a
+ * put, swap or removal; the index alone updates their event links). Valid
+ * until the next put, swap or removal of that id (including a db undo):
+ * never keep it across loop turns.
  */
-struct record *index_get(const struct index *ix, uint64_t id);
+const struct record *index_get(const struct index *ix, uint64_t id);
 /* The user with this name, or NULL. Valid as index_get's result. */
-struct record *index_user_by_name(const struct index *ix, const char *ptr, size_t len);
+const struct record *index_user_by_name(const struct index *ix, const char *ptr, size_t len);
 
 /* The user's REC_IDEM record with this key, or NULL. Valid as index_get's result. */
-struct record *index_idem_get(const struct index *ix, uint64_t user_id, const char *ptr,
-                              size_t len);
+const struct record *index_idem_get(const struct index *ix, uint64_t user_id, const char *ptr,
+                                    size_t len);
 
 /* A user's ids of one kind, ascending; an empty list when none. Valid until
  * the next change of the index. */

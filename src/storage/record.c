@@ -367,28 +367,6 @@ size_t record_mapped(void) {
     return slab.mapped;
 }
 
-/* The value of field i (of type t) held in cell c of r. */
-static inline union value cell_value(const struct record *r, uint8_t t, uint64_t c) {
-    union value v;
-    switch (t) {
-    case FT_STR:
-    case FT_COLOR:
-    case FT_BYTES:
-        v.s.len = (uint32_t)c;
-        v.s.ptr = v.s.len ? (const char *)r + (c >> 32) : "";
-        return v;
-    case FT_DOUBLE:
-        memcpy(&v.d, &c, sizeof v.d);
-        return v;
-    case FT_BOOL:
-        v.b = c != 0;
-        return v;
-    default:
-        v.i = c;
-        return v;
-    }
-}
-
 /* Set bits below bit i: the index of field i's cell. Portable (no popcnt
  * instruction is assumed); record_values walks the cells without it. */
 static inline int cells_before(uint32_t set, int i) {
@@ -400,7 +378,7 @@ static inline int cells_before(uint32_t set, int i) {
 
 union value record_get(const struct record *r, int i) {
     if (!(r->set >> i & 1)) return meta[r->type].defaults[i];
-    return cell_value(r, kinds[r->type]->fields[i].type, r->cell[cells_before(r->set, i)]);
+    return record_cell_value(r, kinds[r->type]->fields[i].type, r->cell[cells_before(r->set, i)]);
 }
 
 void record_values(const struct record *r, union value *vals) {
@@ -408,48 +386,48 @@ void record_values(const struct record *r, union value *vals) {
     const union value *defs = meta[r->type].defaults;
     const uint64_t *cell = r->cell;
     for (int i = 0; i < k->nfields; i++)
-        vals[i] = r->set >> i & 1 ? cell_value(r, k->fields[i].type, *cell++) : defs[i];
+        vals[i] = r->set >> i & 1 ? record_cell_value(r, k->fields[i].type, *cell++) : defs[i];
 }
 
 void record_encode(const struct record *r, struct buf *out) {
     const struct kind_desc *k = record_kind(r->type);
-    uint8_t *p = (uint8_t *)buf_reserve(out, 30);
-    size_t n = varint_put(p, r->id);
-    n += varint_put(p + n, r->user_id);
-    n += varint_put(p + n, k->nfields);
-    buf_commit(out, n);
-    union value vals[RECORD_MAX_FIELDS];
-    record_values(r, vals);
+    const union value *defs = meta[r->type].defaults;
+    /* One reservation: record_size counts a string's bytes plus 2 (its varint
+     * takes at most 5) and 8 for any other value (a varint takes at most 10). */
+    uint8_t *p = (uint8_t *)buf_reserve(out, record_size(r) + 10 * (size_t)k->nfields), *start = p;
+    p += varint_put(p, r->id);
+    p += varint_put(p, r->user_id);
+    p += varint_put(p, k->nfields);
+    const uint64_t *cell = r->cell;
     for (int i = 0; i < k->nfields; i++) {
-        union value v = vals[i];
-        switch (k->fields[i].type) {
+        uint8_t t = k->fields[i].type;
+        union value v = r->set >> i & 1 ? record_cell_value(r, t, *cell++) : defs[i];
+        switch (t) {
         case FT_STR:
         case FT_COLOR:
         case FT_BYTES:
-            p = (uint8_t *)buf_reserve(out, 10 + v.s.len);
-            n = varint_put(p, v.s.len);
-            memcpy(p + n, v.s.ptr, v.s.len);
-            buf_commit(out, n + v.s.len);
+            p += varint_put(p, v.s.len);
+            memcpy(p, v.s.ptr, v.s.len);
+            p += v.s.len;
             break;
         case FT_REF:
         case FT_INT:
-            p = (uint8_t *)buf_reserve(out, 10);
-            buf_commit(out, varint_put(p, v.i));
+            p += varint_put(p, v.i);
             break;
         case FT_DOUBLE: {
             uint64_t bits;
             memcpy(&bits, &v.d, 8);
-            p = (uint8_t *)buf_reserve(out, 8);
             for (int b = 0; b < 8; b++)
                 p[b] = (uint8_t)(bits >> (8 * b));
-            buf_commit(out, 8);
+            p += 8;
             break;
         }
         case FT_BOOL:
-            buf_append_char(out, v.b ? 1 : 0);
+            *p++ = v.b ? 1 : 0;
             break;
         }
     }
+    buf_commit(out, (size_t)(p - start));
 }
 
 struct record *record_decode(uint8_t type, const uint8_t *p, size_t len) {

@@ -170,6 +170,31 @@ struct record {
 /* Field i of r (of r's kind), as a value: strings point into r or at static
  * defaults, NUL-terminated, valid as long as r. */
 union value record_get(const struct record *r, int i);
+/*
+ * The value in cell c of r, for a field of type t: how record_get reads a
+ * cell. For writers that walk every set field in order: the cells are
+ * r->cell[0], r->cell[1], ... one per set bit of r->set, in field order.
+ */
+static inline union value record_cell_value(const struct record *r, uint8_t t, uint64_t c) {
+    union value v;
+    switch (t) {
+    case FT_STR:
+    case FT_COLOR:
+    case FT_BYTES:
+        v.s.len = (uint32_t)c;
+        v.s.ptr = v.s.len ? (const char *)r + (c >> 32) : "";
+        return v;
+    case FT_DOUBLE:
+        memcpy(&v.d, &c, sizeof v.d);
+        return v;
+    case FT_BOOL:
+        v.b = c != 0;
+        return v;
+    default:
+        v.i = c;
+        return v;
+    }
+}
 /* Every field of r, as record_get gives them, into vals[0 .. nfields). */
 void record_values(const struct record *r, union value *vals);
 /* Field i of r, known to be an FT_REF: the id (0, the default, when unset). */

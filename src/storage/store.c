@@ -2,7 +2,8 @@
  * store: see store.h for the API and docs/STORAGE.md for the file format.
  *
  * Two chains of jobs run, each with at most one job in flight (store_sync.c
- * runs them: a plain "always" batch on the loop thread, the rest on the threadpool):
+ * runs them: a plain "always" batch on the loop thread, the rest on the threadpool,
+ * and hands each back to on_batch_done; it sees struct store_sync, never the store):
  * the log chain writes (and fdatasyncs) batches of pending frames to
  * eventd.log, the compaction chain writes snapshot and tail frames to
  * eventd.log.compact. The final compaction step (sync, rename, directory
@@ -39,9 +40,17 @@
 
 static void start_jobs(struct store *s);
 
+/* The next batch would be a plain one, which may sync on the loop: nothing in flight,
+ * frames pending, and no failure, cut, directory sync or compaction switch owed. */
+static bool plain_batch_ready(const struct store *s) {
+    return !s->job && s->pending.len && !s->failing && !s->needs_cut && !s->dir_unsynced &&
+           !s->compact_committing;
+}
+
 static void on_kick(uv_idle_t *h) {
     struct store *s = h->data;
-    if (store_sync_gathering(s)) return; /* still active: the next poll does not block */
+    /* Still active while gathering: the next poll does not block. */
+    if (store_sync_gathering(&s->sync, plain_batch_ready(s), s->pending_since)) return;
     uv_idle_stop(h);
     start_jobs(s);
 }
@@ -271,7 +280,7 @@ static void recycle(struct store *s, struct store_batch *b) {
 
 /* Applies a job's results on the loop; restart starts the next jobs. Returns
  * the log part's -errno (0 for compaction jobs). */
-int store_job_finish(struct store *s, struct store_batch *b, bool restart) {
+static int job_finish(struct store *s, struct store_batch *b, bool restart) {
     store_compact_cb ccb = NULL;
     int cstatus = 0, err = 0;
 
@@ -320,6 +329,11 @@ int store_job_finish(struct store *s, struct store_batch *b, bool restart) {
     return err;
 }
 
+/* The sync path's store_sync_done_cb: a batch's body has run. */
+static void on_batch_done(void *ctx, struct store_batch *b, bool restart) {
+    job_finish(ctx, b, restart);
+}
+
 static void take_pending(struct store *s, struct store_batch *b) {
     b->fd = s->fd;
     b->last_lsn = s->pending.len ? s->pending_lsn : s->written_lsn;
@@ -343,12 +357,12 @@ static void take_pending(struct store *s, struct store_batch *b) {
 static void start_jobs(struct store *s) {
     if (s->compact_fd >= 0 && !s->switching && !s->compact_job && !s->compact_cancel &&
         s->compact_buf.len >= COMPACT_CHUNK) {
-        struct store_batch *b = store_batch_new(s, JOB_COMPACT);
+        struct store_batch *b = store_batch_new(&s->sync, JOB_COMPACT);
         b->compact_fd = s->compact_fd;
         b->cdata = s->compact_buf;
         s->compact_buf = (struct buf)BUF_INIT;
         s->compact_job = b;
-        store_sync_submit(s, b);
+        store_sync_submit(&s->sync, b);
     }
     if (s->job) return;
     /* While the disk refuses writes, only the retry timer starts the next attempt. */
@@ -357,7 +371,7 @@ static void start_jobs(struct store *s) {
     if (s->compact_fd >= 0 && s->compact_committing && !s->compact_job && !s->compact_cancel) {
         /* The switch: the log chain is idle, so every frame appended so far is
          * either on disk in the old log or in this job, and also in the tail. */
-        b = store_batch_new(s, JOB_LOG);
+        b = store_batch_new(&s->sync, JOB_LOG);
         take_pending(s, b);
         b->commit = true;
         b->compact_fd = s->compact_fd;
@@ -367,14 +381,14 @@ static void start_jobs(struct store *s) {
         b->compact_path = logfile_path(s->dir, COMPACT_NAME);
         s->switching = true;
     } else if (s->pending.len || s->sync_wanted || s->failing || s->needs_cut) {
-        b = store_batch_new(s, JOB_LOG);
+        b = store_batch_new(&s->sync, JOB_LOG);
         take_pending(s, b);
         s->retry_due = false;
     } else {
         return;
     }
     s->job = b;
-    store_sync_submit(s, b);
+    store_sync_submit(&s->sync, b);
 }
 
 /* ---- open, append, flush, close ---- */
@@ -441,7 +455,8 @@ int store_open(struct store *s, uv_loop_t *loop, const char *dir, const struct s
     uv_timer_init(loop, &s->retry_timer);
     s->retry_timer.data = s;
     uv_unref((uv_handle_t *)&s->retry_timer);
-    store_sync_setup(s);
+    store_sync_init(&s->sync, loop, s->dir, s->opts.fsync == STORE_FSYNC_ALWAYS,
+                    s->opts.loop_sync_max_us, on_batch_done, s);
     return 0;
 
 fail:
@@ -473,7 +488,7 @@ uint64_t store_append(struct store *s, uint8_t type, const void *payload, size_t
 int store_flush_sync(struct store *s) {
     /* A batch in flight that fails loses what was appended after it too. */
     if (s->job) {
-        int err = store_sync_wait(s, s->job);
+        int err = store_sync_wait(&s->sync, s->job);
         if (err) return err;
     }
     if (s->fd < 0) return -EBADF;
@@ -481,13 +496,13 @@ int store_flush_sync(struct store *s) {
         !s->failing)
         return 0;
     /* The same steps as a threadpool job, run here and now. */
-    struct store_batch *b = store_batch_new(s, JOB_LOG);
+    struct store_batch *b = store_batch_new(&s->sync, JOB_LOG);
     take_pending(s, b);
     b->sync = true;
     b->done = b->reaped = true;
     s->job = b;
     store_sync_run(b);
-    int err = store_job_finish(s, b, true);
+    int err = job_finish(s, b, true);
     store_batch_free(b);
     return err;
 }
@@ -495,8 +510,8 @@ int store_flush_sync(struct store *s) {
 int store_close(struct store *s) {
     if (!s->dir) return 0;
     s->closing = true;
-    if (s->job) store_sync_wait(s, s->job);
-    if (s->compact_job) store_sync_wait(s, s->compact_job);
+    if (s->job) store_sync_wait(&s->sync, s->job);
+    if (s->compact_job) store_sync_wait(&s->sync, s->compact_job);
     store_compact_cb ccb = NULL;
     int cstatus = 0;
     compact_drop(s, -ECANCELED, &ccb, &cstatus);

@@ -33,7 +33,8 @@
 #include <uv.h>
 
 #include "common/buf.h"
-#include "storage/logfile.h" /* the file format: STORE_LOG_NAME, STORE_HEADER_SIZE, ... */
+#include "storage/logfile.h"    /* the file format: STORE_LOG_NAME, STORE_HEADER_SIZE, ... */
+#include "storage/store_sync.h" /* struct store_sync, the sync path's own state */
 
 struct metrics;
 
@@ -126,9 +127,9 @@ struct store {
     store_compact_cb on_compact;
     bool compact_committing;
     bool closing;
-    uint64_t stats_batches;    /* jobs completed */
-    uint64_t stats_syncs;      /* fdatasyncs completed */
-    uint64_t stats_loop_syncs; /* ... of which the loop thread did itself */
+    uint64_t stats_batches; /* jobs completed */
+    uint64_t stats_syncs;   /* fdatasyncs completed (of which the loop thread did
+                             * sync.stats_loop_syncs itself) */
     /* private to store.c */
     uv_idle_t kick;                  /* starts jobs at most once per loop iteration */
     struct store_batch *compact_job; /* compaction write in flight, or NULL */
@@ -145,10 +146,9 @@ struct store {
     uint64_t fail_since;             /* uv_now() when it began */
     uv_timer_t retry_timer;          /* while failing: the next attempt */
     struct buf unsynced;             /* interval: frames written since the last sync */
-    uint64_t sync_ns;          /* recent log fdatasync time on the loop (a moving average), ns */
-    uint64_t loop_sync_max_ns; /* "always" batches run on the loop below this sync_ns */
-    uint64_t loop_sync_at;     /* uv_now() of the last "always" sync run on the loop */
-    uint64_t pending_since;    /* uv_hrtime() of the first frame in pending */
+    uint64_t pending_since;          /* uv_hrtime() of the first frame in pending */
+    struct store_sync sync;          /* how batches reach the disk (store_sync.h): only store_sync.c
+                                      * changes it; it reports each batch to store.c's callback */
 };
 
 /*

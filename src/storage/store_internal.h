@@ -1,7 +1,9 @@
 /*
  * store internals shared by store.c (the state machine: batches, LSNs,
  * failure episodes, compaction) and store_sync.c (how a batch reaches the
- * disk: the one replaceable piece). Not for other modules.
+ * disk: the one replaceable piece, behind store_sync.h): the batch, which
+ * the store fills, the sync path runs, and the store reads back in its
+ * store_sync_done_cb. Not for other modules.
  */
 #ifndef EVENTD_STORE_INTERNAL_H
 #define EVENTD_STORE_INTERNAL_H
@@ -11,13 +13,13 @@
 #include <uv.h>
 
 #include "common/buf.h"
-#include "storage/store.h"
+#include "storage/store_sync.h" /* not store.h: the sync path never sees struct store */
 
 enum job_kind { JOB_LOG, JOB_COMPACT };
 
 struct store_batch {
     uv_work_t req;
-    struct store *s; /* read on the loop thread only */
+    struct store_sync *sy; /* the sync path that runs it; read on the loop thread only */
     enum job_kind kind;
     /* done/cv let store_flush_sync wait for the body without running the loop,
      * which it may not do: it is called from loop callbacks. */
@@ -55,29 +57,8 @@ struct store_batch {
     uint64_t sync_ns; /* how long the log's fdatasync took, 0 if none ran */
 };
 
-struct store_batch *store_batch_new(struct store *s, enum job_kind kind);
+/* A new empty batch of this kind, to run through sy (store_sync.c). */
+struct store_batch *store_batch_new(struct store_sync *sy, enum job_kind kind);
 void store_batch_free(struct store_batch *b);
-
-/* store.c: applies a job's results on the loop (restart: start the next jobs).
- * Returns the log part's -errno (0 for compaction jobs). */
-int store_job_finish(struct store *s, struct store_batch *b, bool restart);
-
-/* ---- store_sync.c ---- */
-
-/* Sets s's sync settings (store_open). */
-void store_sync_setup(struct store *s);
-/* True while a plain "always" batch that would block the loop for its sync should
- * first let the loop take in input that is already waiting (store.c's kick). */
-bool store_sync_gathering(struct store *s);
-/* The loop's sync-time average after one more loop sync of sample ns (max_ns: the threshold). */
-uint64_t store_sync_average(uint64_t avg, uint64_t sample, uint64_t max_ns);
-/* Starts a job; store_job_finish runs on the loop when it is done (before this
- * returns for a plain "always" batch, which runs on the loop thread). */
-void store_sync_submit(struct store *s, struct store_batch *b);
-/* Blocking: waits for a submitted job and applies it (store_job_finish without restart).
- * b is freed by the time it returns or by its own completion callback. */
-int store_sync_wait(struct store *s, struct store_batch *b);
-/* Runs a log job's body here and now (store_flush_sync). */
-void store_sync_run(struct store_batch *b);
 
 #endif

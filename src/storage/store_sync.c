@@ -1,8 +1,9 @@
 /*
- * store_sync: how the store's batches reach the disk. store.c decides what
- * a batch holds and what its outcome means; this file runs its body (write,
- * fdatasync, the cuts after a failure, the compaction steps) and hands the
- * results back on the loop.
+ * store_sync: how the store's batches reach the disk (API: store_sync.h).
+ * store.c decides what a batch holds and what its outcome means; this file
+ * runs its body (write, fdatasync, the cuts after a failure, the compaction
+ * steps) and hands the results back on the loop through the store's
+ * store_sync_done_cb. It reads only struct store_sync and the batch.
  *
  * Two places run a body:
  *   - the loop thread itself, for a plain batch in "always" mode (its write
@@ -41,18 +42,25 @@
  * threshold buys is a bound on how long a sync holds up everything else the
  * loop serves (reads too): past it, a stalling disk only slows the writes.
  */
-void store_sync_setup(struct store *s) {
-    s->loop_sync_max_ns = (uint64_t)s->opts.loop_sync_max_us * 1000u;
+void store_sync_init(struct store_sync *sy, uv_loop_t *loop, const char *dir, bool always,
+                     uint32_t loop_sync_max_us, store_sync_done_cb on_done, void *ctx) {
+    memset(sy, 0, sizeof *sy);
+    sy->loop = loop;
+    sy->dir = dir;
+    sy->always = always;
+    sy->loop_sync_max_ns = (uint64_t)loop_sync_max_us * 1000u;
+    sy->on_done = on_done;
+    sy->done_ctx = ctx;
 }
 
-struct store_batch *store_batch_new(struct store *s, enum job_kind kind) {
+struct store_batch *store_batch_new(struct store_sync *sy, enum job_kind kind) {
     struct store_batch *b = xcalloc(1, sizeof *b);
     b->req.data = b;
-    b->s = s;
+    b->sy = sy;
     b->kind = kind;
     b->fd = -1;
     b->compact_fd = -1;
-    b->dir = s->dir;
+    b->dir = sy->dir;
     uv_mutex_init(&b->mu);
     uv_cond_init(&b->cv);
     return b;
@@ -175,12 +183,12 @@ static void on_work(uv_work_t *req) {
 static void on_after_work(uv_work_t *req, int status) {
     struct store_batch *b = req->data;
     (void)status; /* jobs are never cancelled */
-    if (!b->reaped) store_job_finish(b->s, b, true);
+    if (!b->reaped) b->sy->on_done(b->sy->done_ctx, b, true);
     store_batch_free(b);
 }
 
-static void queue(struct store *s, struct store_batch *b) {
-    int rc = uv_queue_work(s->loop, &b->req, on_work, on_after_work);
+static void queue(struct store_sync *sy, struct store_batch *b) {
+    int rc = uv_queue_work(sy->loop, &b->req, on_work, on_after_work);
     if (rc) abort(); /* only fails for a NULL callback */
 }
 
@@ -210,28 +218,28 @@ uint64_t store_sync_average(uint64_t avg, uint64_t sample, uint64_t max_ns) {
     return (3 * avg + (sample < cap ? sample : cap)) / 4;
 }
 
-static void note_sync_time(struct store *s, const struct store_batch *b) {
+static void note_sync_time(struct store_sync *sy, const struct store_batch *b) {
     if (!b->sync_ns) return;
-    s->sync_ns = store_sync_average(s->sync_ns, b->sync_ns, s->loop_sync_max_ns);
-    s->loop_sync_at = uv_now(s->loop);
+    sy->sync_ns = store_sync_average(sy->sync_ns, b->sync_ns, sy->loop_sync_max_ns);
+    sy->loop_sync_at = uv_now(sy->loop);
 }
 
-static bool loop_fast(const struct store *s) {
-    return s->sync_ns < s->loop_sync_max_ns;
+static bool loop_fast(const struct store_sync *sy) {
+    return sy->sync_ns < sy->loop_sync_max_ns;
 }
 
 /* A plain "always" batch (its write and sync, nothing else: no cut, probe or rename), while
  * the disk syncs fast: a slow sync would hold up everything else the loop serves. */
 static bool on_loop(const struct store_batch *b) {
-    const struct store *s = b->s;
-    if (b->kind != JOB_LOG || s->opts.fsync != STORE_FSYNC_ALWAYS || !b->sync || b->commit ||
-        b->probe || b->cut_first || b->sync_dir)
+    const struct store_sync *sy = b->sy;
+    if (b->kind != JOB_LOG || !sy->always || !b->sync || b->commit || b->probe || b->cut_first ||
+        b->sync_dir)
         return false;
-    if (loop_fast(s)) return true;
-    uint64_t every = s->sync_ns / 10000u; /* 100 syncs, in ms */
+    if (loop_fast(sy)) return true;
+    uint64_t every = sy->sync_ns / 10000u; /* 100 syncs, in ms */
     if (every < LOOP_PROBE_MS) every = LOOP_PROBE_MS;
-    uint64_t now = uv_now(s->loop);
-    return s->loop_sync_max_ns > 0 && now >= s->loop_sync_at && now - s->loop_sync_at >= every;
+    uint64_t now = uv_now(sy->loop);
+    return sy->loop_sync_max_ns > 0 && now >= sy->loop_sync_at && now - sy->loop_sync_at >= every;
 }
 
 /* ---- the mechanism ---- */
@@ -246,35 +254,37 @@ static bool on_loop(const struct store_batch *b) {
  * frame, so a stream of input that never stops costs the batch at most one
  * more sync's time; the check is one poll() of the epoll fd per loop turn.
  */
-bool store_sync_gathering(struct store *s) {
-    if (s->job || s->opts.fsync != STORE_FSYNC_ALWAYS || !s->pending.len || s->failing ||
-        s->needs_cut || s->dir_unsynced || s->compact_committing || !loop_fast(s))
-        return false;
-    if (uv_hrtime() - s->pending_since >= s->sync_ns) return false;
-    struct pollfd p = {.fd = uv_backend_fd(s->loop), .events = POLLIN};
+bool store_sync_gathering(const struct store_sync *sy, bool batch_ready, uint64_t pending_since) {
+    if (!batch_ready || !sy->always || !loop_fast(sy)) return false;
+    if (uv_hrtime() - pending_since >= sy->sync_ns) return false;
+    struct pollfd p = {.fd = uv_backend_fd(sy->loop), .events = POLLIN};
     return poll(&p, 1, 0) == 1;
 }
 
-void store_sync_submit(struct store *s, struct store_batch *b) {
+void store_sync_submit(struct store_sync *sy, struct store_batch *b) {
     if (!on_loop(b)) {
-        queue(s, b);
+        queue(sy, b);
         return;
     }
     /* Called from the idle phase, right after the turn that appended the frames. No
      * restart from here: the next batch is the next turn's (store_append kicks it). */
     log_part(b);
-    note_sync_time(s, b);
-    if (!b->err) s->stats_loop_syncs++;
+    note_sync_time(sy, b);
+    if (!b->err) sy->stats_loop_syncs++;
     b->done = b->reaped = true;
-    store_job_finish(s, b, false);
+    sy->on_done(sy->done_ctx, b, false);
     store_batch_free(b);
 }
 
-int store_sync_wait(struct store *s, struct store_batch *b) {
+int store_sync_wait(struct store_sync *sy, struct store_batch *b) {
     uv_mutex_lock(&b->mu);
     while (!b->done)
         uv_cond_wait(&b->cv, &b->mu);
     uv_mutex_unlock(&b->mu);
     b->reaped = true;
-    return store_job_finish(s, b, false);
+    /* The log part's error: a compaction batch, or a commit that renamed (and so
+     * skipped the log part), leaves it 0. */
+    int err = b->err;
+    sy->on_done(sy->done_ctx, b, false);
+    return err;
 }

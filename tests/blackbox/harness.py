@@ -18,6 +18,7 @@ env, extra_args, start_timeout): keep those names and their meaning stable.
 
 import base64
 import errno
+import http.client
 import json
 import os
 import re
@@ -25,6 +26,7 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
@@ -113,6 +115,170 @@ def auth_header(name, key):
     return "Basic " + base64.b64encode(("%s:%s" % (name, key)).encode()).decode()
 
 
+# ---- every answer checked against the API contract (docs/openapi.json) ----
+# Ports of the eventd servers this process started (Server.start), with the base path and
+# site path each serves under: only their answers are checked, not a balancer's or nginx's.
+# A suite that must not be checked (none of the API suites) sets OPENAPI_CHECK = False.
+OPENAPI_CHECK = os.environ.get("EVENTD_OPENAPI_CHECK", "1") != "0"
+_served = {}
+_max_string = 0
+
+
+def _flag_value(args, env, flag, var, default):
+    v = (env or {}).get(var, default)
+    for i, a in enumerate(args):
+        if a == flag and i + 1 < len(args):
+            v = args[i + 1]
+        elif a.startswith(flag + "="):
+            v = a[len(flag) + 1:]
+    return "" if v == "/" else v
+
+
+def check_answer(port, method, target, status, header_list, body, head=False):
+    """Checks one answer of the eventd on port (or admin socket path) against docs/openapi.json
+    (tests/blackbox/openapi_check.py); raises openapi_check.Mismatch."""
+    if not OPENAPI_CHECK or port not in _served:
+        return
+    import openapi_check
+    base, site, settings = _served[port]
+    openapi_check.contract().check(method, target, status, header_list, body, base_path=base,
+                                   site_path=site, head=head or method == "HEAD",
+                                   settings=settings)
+
+
+class _Sent:
+    """What was sent on a raw socket: the requests whose answers are still due."""
+
+    def __init__(self, port):
+        self.port = port
+        self.buf = bytearray()   # bytes not yet parsed into requests
+        self.due = []            # [(method, target)], oldest first
+        self.body_left = 0       # Content-Length bytes of the last request still to come
+        self.chunked = False     # the last request's chunked body is still coming
+        self.lost = False        # unparseable: the rest of this socket is not attributed
+
+    def feed(self, data):
+        self.buf += data
+        while not self.lost:
+            if self.body_left:
+                n = min(self.body_left, len(self.buf))
+                del self.buf[:n]
+                self.body_left -= n
+                if self.body_left:
+                    return
+            if self.chunked:
+                end = _chunked_end(self.buf)
+                if end is None:
+                    return
+                if end < 0:
+                    self.lost = True
+                    return
+                del self.buf[:end]
+                self.chunked = False
+            while self.buf[:2] == b"\r\n":
+                del self.buf[:2]
+            idx = self.buf.find(b"\r\n\r\n")
+            if idx < 0:
+                return
+            lines = bytes(self.buf[:idx]).decode("latin-1").split("\r\n")
+            del self.buf[:idx + 4]
+            parts = lines[0].split(" ")
+            if len(parts) != 3:
+                self.lost = True
+                return
+            self.due.append((parts[0], parts[1]))
+            te = cl = None
+            for line in lines[1:]:
+                k, _, v = line.partition(":")
+                if k.strip().lower() == "transfer-encoding":
+                    te = v.strip().lower()
+                elif k.strip().lower() == "content-length":
+                    cl = v.strip()
+            if te == "chunked":
+                self.chunked = True
+            elif te is not None:
+                self.lost = True
+            elif cl is not None:
+                if not cl.isdigit():
+                    self.lost = True
+                    return
+                self.body_left = int(cl)
+
+    def next_due(self):
+        """(method, target) of the request the next answer is for, or (None, None)."""
+        if self.due:
+            return self.due.pop(0)
+        if self.lost:
+            return None, None
+        # An answer before the request's head was complete (431, 408, 400): its request line.
+        line = bytes(self.buf).split(b"\r\n", 1)
+        if len(line) == 2:
+            parts = line[0].decode("latin-1").split(" ")
+            if len(parts) == 3:
+                return parts[0], parts[1]
+        return None, None
+
+
+def _chunked_end(buf):
+    """Bytes of a complete chunked body at the start of buf; None: incomplete; -1: malformed."""
+    i = 0
+    while True:
+        j = buf.find(b"\r\n", i)
+        if j < 0:
+            return None
+        try:
+            size = int(bytes(buf[i:j]).split(b";")[0].strip(), 16)
+        except ValueError:
+            return -1
+        i = j + 2
+        if size == 0:
+            while True:     # trailers, then the empty line
+                j = buf.find(b"\r\n", i)
+                if j < 0:
+                    return None
+                if j == i:
+                    return j + 2
+                i = j + 2
+        if len(buf) < i + size + 2:
+            return None
+        i += size + 2
+
+
+_sent = weakref.WeakKeyDictionary()
+
+
+# http.client, as the suites use it (apiclient.Client, the spec client, one-off
+# connections): every answer read whole with read() is checked too.
+_http_request = http.client.HTTPConnection.request
+_http_getresponse = http.client.HTTPConnection.getresponse
+
+
+def _checked_request(self, method, url, *args, **kwargs):
+    self._eventd_sent = (method, url)
+    return _http_request(self, method, url, *args, **kwargs)
+
+
+def _checked_getresponse(self):
+    r = _http_getresponse(self)
+    sent, self._eventd_sent = getattr(self, "_eventd_sent", None), None
+    # A server by its port, or its admin socket by its path (an AF_UNIX subclass's unix_path).
+    where = getattr(self, "unix_path", None) or (self.port if self.host == HOST else None)
+    if sent and where in _served:
+        read = r.read
+
+        def checked_read(amt=None):
+            data = read(amt)
+            if amt is None:
+                check_answer(where, sent[0], sent[1], r.status, r.getheaders(), data)
+            return data
+        r.read = checked_read
+    return r
+
+
+http.client.HTTPConnection.request = _checked_request
+http.client.HTTPConnection.getresponse = _checked_getresponse
+
+
 class Server:
     """Runs `eventd serve` on 127.0.0.1:0 with a fresh (or given) data dir.
 
@@ -175,6 +341,18 @@ class Server:
             self._kill()
             raise HarnessError("eventd %s (args %r, exit %r); stderr:\n%s"
                                % (reason, args[1:], self.proc.returncode, self.stderr_text()))
+        env = dict(os.environ, **(self.env or {}))
+        # A record keeps what its writer's --max-string-bytes allowed, and a data directory may
+        # pass from one server to the next: the largest this process has started with holds.
+        global _max_string
+        _max_string = max(_max_string, int(_flag_value(
+            self.extra_args, env, "--max-string-bytes", "EVENTD_MAX_STRING_BYTES", "255")))
+        _served[self.port] = (
+            _flag_value(self.extra_args, env, "--base-path", "EVENTD_BASE_PATH", "/v2"),
+            _flag_value(self.extra_args, env, "--site-path", "EVENTD_SITE_PATH", ""),
+            {"--max-string-bytes": _max_string})
+        # The admin socket (DATA/admin.sock) answers as the listener does.
+        _served[os.path.join(self.data_dir, "admin.sock")] = _served[self.port]
         return self
 
     def _drain(self, pipe, is_stderr):
@@ -209,6 +387,19 @@ class Server:
 
     def running(self):
         return self.proc is not None and self.proc.poll() is None
+
+    def read_to_end(self, timeout=STOP_TIMEOUT):
+        """Once the process has exited (stop, wait): waits (bounded) until its stdout and
+        stderr have been read to their end, so stdout_text and stderr_text hold all it
+        wrote. Raises HarnessError if it is still running or the reading does not end."""
+        if self.running():
+            raise HarnessError("read_to_end while eventd is still running")
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+            if t.is_alive():
+                raise HarnessError("eventd's output was not read to its end within %.1fs"
+                                   % timeout)
 
     def send_signal(self, sig):
         self.proc.send_signal(sig)
@@ -292,6 +483,16 @@ def connect(port, timeout=DEFAULT_TIMEOUT, nodelay=True):
 def send_raw(sock, data):
     if isinstance(data, str):
         data = data.encode("latin-1")
+    st = _sent.get(sock)
+    if st is None:
+        try:
+            port = sock.getpeername()[1]
+        except (OSError, IndexError, TypeError):
+            port = None
+        if port in _served:
+            st = _sent[sock] = _Sent(port)
+    if st is not None:
+        st.feed(data)
     sock.sendall(data)
 
 
@@ -412,6 +613,10 @@ def read_response(sock, timeout=DEFAULT_TIMEOUT, head=False):
         body = bytes(buf)
         del buf[:]
     raw = head_bytes + b"\r\n\r\n" + body
+    st = _sent.get(sock) if not isinstance(sock, _BytesSock) else None
+    if st is not None and not 100 <= status < 200:
+        method, target = st.next_due()
+        check_answer(st.port, method or "", target, status, hl, body, head=head)
     return Response(version, status, reason, hl, body, raw)
 
 
@@ -583,6 +788,78 @@ def wait_until(pred, timeout, interval=0.05):
         if v or time.monotonic() >= deadline:
             return v
         time.sleep(interval)
+
+
+# -- what the server has done with a connection, asked of the kernel -----------
+
+_NETLINK_SOCK_DIAG = 4
+_SOCK_DIAG_BY_FAMILY = 20
+_NLMSG_ERROR = 2
+_TCP_ESTABLISHED, _TCP_SYN_RECV, _TCP_LISTEN = 1, 3, 10
+
+
+def _server_socket(port, sock):
+    """The server's side of sock's connection to port on loopback, looked up in the kernel
+    by its address (sock_diag over netlink, as ss does): (unread bytes, inode, TCP state),
+    or None when there is none (gone; the lookup then finds the listener, which does not
+    count). An inode of 0 is a socket no process holds: still in the listener's queue
+    (established), or closed and left to the kernel (finishing its FIN handshake)."""
+    client = sock.getsockname()[1]
+    lo = socket.inet_pton(socket.AF_INET, HOST) + bytes(12)
+    # inet_diag_sockid: the server's port and address first, then the client's; no cookie
+    sockid = struct.pack("!HH16s16s", port, client, lo, lo) + struct.pack(
+        "=III", 0, 0xFFFFFFFF, 0xFFFFFFFF)
+    req = struct.pack("=BBBBI", socket.AF_INET, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF) + sockid
+    msg = struct.pack("=IHHII", 16 + len(req), _SOCK_DIAG_BY_FAMILY, 1, 1, 0) + req
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as nl:
+        nl.send(msg)
+        data = nl.recv(65536)
+    _, mtype = struct.unpack_from("=IH", data)
+    if mtype == _NLMSG_ERROR:
+        return None
+    state = data[17]
+    rqueue, _, _, inode = struct.unpack_from("=IIII", data, 16 + 4 + 48 + 4)
+    return None if state == _TCP_LISTEN else (rqueue, inode, state)
+
+
+def _closed_by_server(f):
+    """f (a _server_socket answer) is a socket the server has closed for good."""
+    return f is None or (f[1] == 0 and f[2] not in (_TCP_ESTABLISHED, _TCP_SYN_RECV))
+
+
+def _server_sockets(port, socks):
+    """{client port: _server_socket(port, s)} for each of socks."""
+    return {s.getsockname()[1]: _server_socket(port, s) for s in socks}
+
+
+def wait_server_read(port, socks, timeout=DEFAULT_TIMEOUT, or_closed=False):
+    """Waits (bounded) until the server has accepted each of socks and read every byte
+    sent on it so far: its side of each connection is its own and holds nothing unread.
+    On loopback a byte is in that queue once send returns, and eventd parses what it
+    reads in the same callback, so afterwards the server has seen the bytes (half a head
+    makes a connection busy, a first part of a request is a read of its own). With
+    or_closed, a connection the server has closed counts as done (for a client sending a
+    request the server may refuse halfway). Raises HarnessError at the timeout."""
+    def done(f):
+        if or_closed and _closed_by_server(f):
+            return True
+        return f is not None and f[0] == 0 and f[1] != 0  # inode 0: not accepted yet
+
+    def all_read():
+        return all(done(f) for f in _server_sockets(port, socks).values())
+
+    if not wait_until(all_read, timeout, 0.002):
+        raise HarnessError("the server did not read what was sent within %.1fs: %r"
+                           % (timeout, _server_sockets(port, socks)))
+
+
+def wait_server_closed(port, sock, timeout=DEFAULT_TIMEOUT):
+    """Waits (bounded) until the server has closed its side of sock's connection for good
+    (not only shut down its writing, as a lingering close does): the socket is gone, or
+    left to the kernel to finish its FIN handshake. Raises HarnessError at the timeout."""
+    if not wait_until(lambda: _closed_by_server(_server_socket(port, sock)), timeout, 0.005):
+        raise HarnessError("the server did not close the connection within %.1fs: %r"
+                           % (timeout, _server_sockets(port, [sock])))
 
 
 # -- a small file system that can be filled up (real ENOSPC) -------------------

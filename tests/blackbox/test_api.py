@@ -52,8 +52,8 @@ class Base(ErrorAsserts, unittest.TestCase):
     def assert204(self, r):
         self.assertEqual(r.status, 204, r.describe())
         self.assertEqual(r.body, b"", r.describe())
-        cl = r.header("content-length")
-        self.assertIn(cl, (None, "0"), r.describe())
+        # RFC 9110 8.6: a server MUST NOT send Content-Length in a 204.
+        self.assertIsNone(r.header("content-length"), r.describe())
 
     def assertTypes(self, rec, table):
         self.assertEqual(set(rec), set(table), "fields of %r" % rec)
@@ -65,25 +65,46 @@ class Base(ErrorAsserts, unittest.TestCase):
 
 # ---------------------------------------------------------------------------
 class ThemeFields(Base):
-    def test_empty_object_defaults(self):
-        uid = None
-        for _ in range(2):
-            rec = self.assertOk(self.c.create("theme", {}))
+    def empty_themes(self):
+        """Two themes created with {} (the defaults hold for every one, not only the first)."""
+        return [self.assertOk(self.c.create("theme", {})) for _ in range(2)]
+
+    def test_empty_object_gives_every_field_its_type(self):
+        for rec in self.empty_themes():
             self.assertTypes(rec, THEME_FIELDS)
+
+    def test_empty_object_gives_the_default_colours(self):
+        for rec in self.empty_themes():
             for k, v in THEME_DEFAULTS.items():
                 self.assertEqual(rec[k], v, k)
+
+    def test_empty_object_status_is_active(self):
+        for rec in self.empty_themes():
             self.assertEqual(rec["Status"], "active")
+
+    def test_empty_object_texts_are_empty(self):
+        for rec in self.empty_themes():
             self.assertEqual(rec["Name"], "")
-            self.assertEqual(rec["EventID"], 0)
             for k in ("Logo", "BackgroundImage", "SecondaryImage"):
                 self.assertEqual(rec[k], "", k)
+
+    def test_empty_object_has_no_event(self):
+        for rec in self.empty_themes():
+            self.assertEqual(rec["EventID"], 0)
+
+    def test_empty_object_gets_an_id_and_a_user_id(self):
+        for rec in self.empty_themes():
             self.assertGreater(rec["ID"], 0)
             self.assertGreater(rec["UserID"], 0)
-            if uid is not None:
-                self.assertEqual(rec["UserID"], uid, "UserID must be the same for one user")
-            uid = rec["UserID"]
+
+    def test_one_user_has_one_user_id(self):
+        first, second = self.empty_themes()
+        self.assertEqual(second["UserID"], first["UserID"], "UserID must be the same for one user")
         a = self.assertOk(self.c.create("address", {}))
-        self.assertEqual(a["UserID"], uid)
+        self.assertEqual(a["UserID"], first["UserID"])
+
+    def test_two_users_have_different_user_ids(self):
+        uid = self.assertOk(self.c.create("theme", {}))["UserID"]
         other = client("bob")
         try:
             b = other.must_create("theme", {})
@@ -149,20 +170,40 @@ class ThemeFields(Base):
 
 
 class AddressFields(Base):
-    def test_empty_object_defaults(self):
-        rec = self.assertOk(self.c.create("address", {}))
-        self.assertTypes(rec, ADDRESS_FIELDS)
+    def empty_address(self):
+        return self.assertOk(self.c.create("address", {}))
+
+    def test_empty_object_gives_every_field_its_type(self):
+        self.assertTypes(self.empty_address(), ADDRESS_FIELDS)
+
+    def test_empty_object_texts_are_empty(self):
+        rec = self.empty_address()
         for k in ("Name", "Line1", "Line2", "Line3", "Line4", "City", "State", "Country", "Post"):
             self.assertEqual(rec[k], "", k)
-        self.assertEqual(rec["Type"], "venue")
-        self.assertEqual(rec["Status"], "active")
-        self.assertEqual(rec["EventID"], 0)
-        self.assertGreater(rec["ID"], 0)
+
+    def test_empty_object_type_is_venue(self):
+        self.assertEqual(self.empty_address()["Type"], "venue")
+
+    def test_empty_object_status_is_active(self):
+        self.assertEqual(self.empty_address()["Status"], "active")
+
+    def test_empty_object_has_no_event(self):
+        self.assertEqual(self.empty_address()["EventID"], 0)
+
+    def test_empty_object_gets_an_id(self):
+        self.assertGreater(self.empty_address()["ID"], 0)
+
+    def test_empty_object_position_is_zero(self):
+        rec = self.empty_address()
         self.assertEqual(rec["Lon"], 0)
         self.assertEqual(rec["Lat"], 0)
-        self.assertIs(rec["ShowMap"], False)
+
+    def test_empty_object_show_map_is_false(self):
+        self.assertIs(self.empty_address()["ShowMap"], False)
+
+    def test_default_numbers_and_booleans_are_json_literals(self):
         # JSON number / boolean literally, not strings
-        raw = self.c.get("address", rec["ID"]).body
+        raw = self.c.get("address", self.empty_address()["ID"]).body
         self.assertRegex(raw, rb'"Lon":-?0(\.0+)?[,}]')
         self.assertRegex(raw, rb'"Lat":-?0(\.0+)?[,}]')
         self.assertIn(b'"ShowMap":false', raw)
@@ -176,21 +217,29 @@ class AddressFields(Base):
             self.assertEqual(rec[k], v, k)
         self.assertEqual(self.c.must_get("address", rec["ID"]), rec)
 
-    def test_unsettable_ignored(self):
+    def unsettable_body(self):
         uid = self.c.must_create("address", {})["UserID"]
-        body = {"Line4": "l4", "Type": "online", "UserID": uid + 1000, "EventID": 9,
-                "City": "X"}
+        return uid, {"Line4": "l4", "Type": "online", "UserID": uid + 1000, "EventID": 9,
+                     "City": "X"}
+
+    def test_unsettable_ignored_on_create(self):
+        uid, body = self.unsettable_body()
         rec = self.assertOk(self.c.create("address", body))
         self.assertEqual(rec["Line4"], "")
         self.assertEqual(rec["Type"], "venue")
         self.assertEqual(rec["UserID"], uid)
         self.assertEqual(rec["EventID"], 0)
         self.assertEqual(rec["City"], "X")
+
+    def test_unsettable_ignored_on_update(self):
+        _, body = self.unsettable_body()
+        rec = self.assertOk(self.c.create("address", {"City": "X"}))
         body["City"] = "Y"
         self.assert204(self.c.update("address", rec["ID"], body))
         back = self.c.must_get("address", rec["ID"])
         self.assertEqual(back, dict(rec, City="Y"))
-        # ID on create is ignored too
+
+    def test_id_ignored_on_create(self):
         r2 = self.assertOk(self.c.create("address", {"ID": 424242}))
         self.assertNotEqual(r2["ID"], 424242)
 
@@ -221,9 +270,37 @@ class AddressFields(Base):
         rec = self.c.must_get("address", aid)
         self.assertEqual((rec["Lat"], rec["Lon"]), (1, 2))
 
+    def test_lon_lat_subnormal_accepted(self):
+        # Every finite number in range is read (issue 21): subnormal doubles too.
+        for v in (1e-310, 2.2250738585072011e-308, 5e-324, -1e-310):
+            for sent in (v, repr(v)):
+                with self.subTest(Lat=sent):
+                    body = ('{"Address":{"Lat":%s,"Lon":%s}}' % (
+                        repr(v) if isinstance(sent, float) else '"%s"' % sent,
+                        repr(v) if isinstance(sent, float) else '"%s"' % sent)).encode()
+                    rec = self.assertOk(self.c.call("POST", "/v2/address", body))
+                    self.assertEqual((rec["Lat"], rec["Lon"]), (v, v))
+                    self.assertEqual(self.c.must_get("address", rec["ID"])["Lat"], v)
+
+    def test_lon_lat_underflow_rounds_to_zero(self):
+        # Below the smallest subnormal the value rounds to 0, as IEEE 754 does (README).
+        for text in ("1e-400", "-1e-400", '"1e-400"', "0.0000000001e-999"):
+            with self.subTest(Lat=text):
+                body = ('{"Address":{"Lat":%s,"Lon":%s}}' % (text, text)).encode()
+                rec = self.assertOk(self.c.call("POST", "/v2/address", body))
+                self.assertEqual((rec["Lat"], rec["Lon"]), (0, 0))
+
+    def test_lon_lat_overflow_out_of_range(self):
+        for text in ("1e400", "-1e400", '"1e400"'):
+            with self.subTest(Lat=text):
+                r = self.c.call("POST", "/v2/address", ('{"Address":{"Lat":%s}}' % text).encode())
+                err = self.assertErr(r, 400, "invalid_field", "Lat")
+                self.assertNotIn("must be a number", err["Message"])
+
     def test_lon_lat_non_numeric(self):
         for f in ("Lon", "Lat"):
-            for v in ("abc", "", "12abc", "1,5", "NaN", "inf", True, [], {}):
+            for v in ("abc", "", "12abc", "1,5", "NaN", "inf", "0x10", "+1", " 1", "1e",
+                      True, [], {}):
                 with self.subTest(field=f, value=v):
                     self.assertErr(self.c.create("address", {f: v}), 400, "invalid_field", f)
 
@@ -247,26 +324,57 @@ class AddressFields(Base):
 
 
 class StatusField(Base):
-    def test_status(self):
-        for kind in ("theme", "address"):
+    KINDS = ("theme", "address")
+
+    def archived(self, kind):
+        """A record of kind created with Status "archived"."""
+        return self.assertOk(self.c.create(kind, {"Status": "archived"}))
+
+    def test_status_defaults_to_active(self):
+        for kind in self.KINDS:
             with self.subTest(kind=kind):
-                rec = self.assertOk(self.c.create(kind, {}))
-                self.assertEqual(rec["Status"], "active")
-                rec = self.assertOk(self.c.create(kind, {"Status": "archived"}))
+                self.assertEqual(self.assertOk(self.c.create(kind, {}))["Status"], "active")
+
+    def test_status_set_on_create(self):
+        for kind in self.KINDS:
+            with self.subTest(kind=kind):
+                rec = self.archived(kind)
                 self.assertEqual(rec["Status"], "archived")
                 self.assertEqual(self.c.must_get(kind, rec["ID"])["Status"], "archived")
+
+    def test_empty_status_refused_on_create(self):
+        for kind in self.KINDS:
+            with self.subTest(kind=kind):
                 self.assertErr(self.c.create(kind, {"Status": ""}), 400, "invalid_field", "Status")
-                for v in (1, True, [], {"a": 1}):
+
+    def test_non_string_status_refused_on_create(self):
+        for kind in self.KINDS:
+            for v in (1, True, [], {"a": 1}):
+                with self.subTest(kind=kind, value=v):
                     self.assertErr(self.c.create(kind, {"Status": v}), 400, "invalid_field",
                                    "Status")
-                # update: absent keeps, given changes, "" rejected
+
+    def test_status_absent_from_an_update_is_kept(self):
+        for kind in self.KINDS:
+            with self.subTest(kind=kind):
+                rec = self.archived(kind)
                 self.assert204(self.c.update(kind, rec["ID"], {"Name": "n"}))
                 self.assertEqual(self.c.must_get(kind, rec["ID"])["Status"], "archived")
+
+    def test_status_given_in_an_update_is_changed(self):
+        for kind in self.KINDS:
+            with self.subTest(kind=kind):
+                rec = self.archived(kind)
                 self.assert204(self.c.update(kind, rec["ID"], {"Status": "active"}))
                 self.assertEqual(self.c.must_get(kind, rec["ID"])["Status"], "active")
+
+    def test_empty_status_refused_on_update_and_kept(self):
+        for kind in self.KINDS:
+            with self.subTest(kind=kind):
+                rec = self.archived(kind)
                 self.assertErr(self.c.update(kind, rec["ID"], {"Status": ""}), 400,
                                "invalid_field", "Status")
-                self.assertEqual(self.c.must_get(kind, rec["ID"])["Status"], "active")
+                self.assertEqual(self.c.must_get(kind, rec["ID"])["Status"], "archived")
 
 
 class Strings(Base):
@@ -433,8 +541,19 @@ class BodyShapes(Base):
             with self.subTest(body=b):
                 r = self.c.call("POST", "/v2/theme", b)
                 self.assertEqual(r.status, 400, r.describe())
-                if not b.startswith(b'{"Theme"'):
-                    self.assertEqual(r.error()["Code"], "invalid_json", r.describe())
+                self.assertEqual(r.error()["Code"], "invalid_field" if b.startswith(b'{"Theme"')
+                                 else "invalid_json", r.describe())
+
+    def test_wrapper_of_wrong_type_is_invalid_field(self):
+        # One code for one kind of fault: the wrapper holding anything but an object is a
+        # field of the wrong type, as every other one (issue 21).
+        for kind, wrapper in (("theme", "Theme"), ("address", "Address"), ("event", "Event")):
+            for v in ('"x"', "1", "true", "null", "[]", "[1]"):
+                with self.subTest(kind=kind, value=v):
+                    b = ('{"%s":%s}' % (wrapper, v)).encode()
+                    err = self.assertErr(self.c.call("POST", "/v2/" + kind, b), 400,
+                                         "invalid_field", wrapper)
+                    self.assertEqual(err["Message"], "%s must be an object" % wrapper)
 
     def test_empty_body(self):
         r = self.c.call("POST", "/v2/theme", b"")
@@ -587,45 +706,58 @@ class ReadListDelete(Base):
             self.assertEqual(self.assertOk(r), rec)
             self.assertEqual(r.header("content-type").split(";")[0].strip(), "application/json")
 
-    def test_list_pagination_and_isolation(self):
-        # carol's theme list holds only what this test creates (other carol tests
-        # make at most a few themes first; count them).
+    def make_themes(self):
+        """Makes five themes; returns them and the IDs the theme list holds, newest first.
+        Other carol tests may have made themes before: they are listed after these."""
         before = self.c.list_all("theme", limit=500)
         made = [self.c.must_create("theme", {"Name": "L%d" % i}) for i in range(5)]
-        expect = [m["ID"] for m in reversed(made)] + [b["ID"] for b in before]
-        got = []
-        r = self.c.list("theme", "limit=2")
-        res = self.assertOk(r)
+        return made, [m["ID"] for m in reversed(made)] + [b["ID"] for b in before]
+
+    def test_list_page_holds_items_and_a_next_cursor(self):
+        self.make_themes()
+        res = self.assertOk(self.c.list("theme", "limit=2"))
         self.assertEqual(set(res), {"Items", "NextCursor"})
         self.assertEqual(len(res["Items"]), 2)
         self.assertIsInstance(res["NextCursor"], str)
-        got += res["Items"]
+
+    def test_list_pages_give_every_record_once_newest_first(self):
+        made, expect = self.make_themes()
+        res = self.assertOk(self.c.list("theme", "limit=2"))
+        got = res["Items"]
         for _ in range(50):
             if res["NextCursor"] is None:
                 break
             self.assertIsInstance(res["NextCursor"], str)
-            r = self.c.list("theme", "limit=2&cursor=" + res["NextCursor"])
-            res = self.assertOk(r)
+            res = self.assertOk(self.c.list("theme", "limit=2&cursor=" + res["NextCursor"]))
             self.assertLessEqual(len(res["Items"]), 2)
             got += res["Items"]
         self.assertIsNone(res["NextCursor"])
         self.assertEqual([g["ID"] for g in got], expect, "newest first, every record once")
         for g, m in zip(got, reversed(made)):
             self.assertEqual(g, m)
-        # default limit lists them all
+
+    def test_list_default_limit_lists_them_all(self):
+        _, expect = self.make_themes()
+        self.assertLessEqual(len(expect), 50, "carol holds more themes than the default limit")
         res = self.assertOk(self.c.list("theme"))
         self.assertEqual([g["ID"] for g in res["Items"]], expect)
         self.assertIsNone(res["NextCursor"])
-        # last page of exactly 5 with limit=5 -> NextCursor null or an empty next page
+
+    def test_list_page_ending_at_the_oldest_record_has_no_next_cursor(self):
+        _, expect = self.make_themes()
         res = self.assertOk(self.c.list("theme", "limit=%d" % len(expect)))
-        if res["NextCursor"] is not None:
-            nxt = self.assertOk(self.c.list("theme", "limit=5&cursor=" + res["NextCursor"]))
-            self.assertEqual(nxt["Items"], [])
-        # themes only: no address ids in the theme list
+        self.assertEqual([g["ID"] for g in res["Items"]], expect)
+        self.assertIsNone(res["NextCursor"])
+
+    def test_list_holds_only_its_kind(self):
+        self.make_themes()
         a = self.c.must_create("address", {})
         self.assertNotIn(a["ID"], [x["ID"] for x in self.c.list_all("theme", limit=500)])
         self.assertIn(a["ID"], [x["ID"] for x in self.c.list_all("address", limit=3)])
-        # other users never see carol's records
+
+    def test_list_never_shows_other_users_records(self):
+        made, expect = self.make_themes()
+        a = self.c.must_create("address", {})
         for other in ("alice", "bob"):
             oc = client(other)
             try:
@@ -655,19 +787,46 @@ class ReadListDelete(Base):
         nxt = self.assertOk(self.c.list("address", "limit=2&cursor=" + first["NextCursor"]))
         self.assertEqual([x["ID"] for x in nxt["Items"]], [ids[1], ids[0]])
 
-    def test_delete(self):
+    def deleted(self, kind):
+        """The id of a record of kind, created and then deleted (204, empty)."""
+        rid = self.c.must_create(kind, {"Name": "del"})["ID"]
+        self.assert204(self.c.delete(kind, rid))
+        return rid
+
+    def test_delete_answers_204(self):
         for kind in ("theme", "address"):
-            rec = self.c.must_create(kind, {"Name": "del"})
-            rid = rec["ID"]
-            r = self.c.delete(kind, rid)
-            self.assert204(r)
-            self.assertErr(self.c.get(kind, rid), 404, "not_found")
-            self.assertErr(self.c.update(kind, rid, {"Name": "x"}), 404, "not_found")
-            self.assertErr(self.c.delete(kind, rid), 404, "not_found")
-            self.assertNotIn(rid, [x["ID"] for x in self.c.list_all(kind, limit=500)])
-            newer = [self.c.must_create(k, {})["ID"] for k in ("theme", "address", "theme")]
-            for n in newer:
-                self.assertGreater(n, rid, "a deleted id must never be reused")
+            with self.subTest(kind=kind):
+                self.deleted(kind)
+
+    def test_deleted_record_is_404_to_get(self):
+        for kind in ("theme", "address"):
+            with self.subTest(kind=kind):
+                self.assertErr(self.c.get(kind, self.deleted(kind)), 404, "not_found")
+
+    def test_deleted_record_is_404_to_update(self):
+        for kind in ("theme", "address"):
+            with self.subTest(kind=kind):
+                self.assertErr(self.c.update(kind, self.deleted(kind), {"Name": "x"}), 404,
+                               "not_found")
+
+    def test_deleted_record_is_404_to_delete(self):
+        for kind in ("theme", "address"):
+            with self.subTest(kind=kind):
+                self.assertErr(self.c.delete(kind, self.deleted(kind)), 404, "not_found")
+
+    def test_deleted_record_is_not_listed(self):
+        for kind in ("theme", "address"):
+            with self.subTest(kind=kind):
+                rid = self.deleted(kind)
+                self.assertNotIn(rid, [x["ID"] for x in self.c.list_all(kind, limit=500)])
+
+    def test_deleted_id_is_never_reused(self):
+        for kind in ("theme", "address"):
+            with self.subTest(kind=kind):
+                rid = self.deleted(kind)
+                newer = [self.c.must_create(k, {})["ID"] for k in ("theme", "address", "theme")]
+                for n in newer:
+                    self.assertGreater(n, rid, "a deleted id must never be reused")
 
 
 class Events(Base):
@@ -684,51 +843,74 @@ class Events(Base):
     def put_event(self, eid, **kw):
         return self.c.call("PUT", "/v2/event/%d" % eid, {"Event": kw})
 
-    def test_link_lifecycle(self):
+    def gala(self):
+        """A theme T, an address A and the event Gala linking both: (t, a, event)."""
         t = self.c.must_create("theme", {"Name": "T"})
         a = self.c.must_create("address", {"City": "A"})
-        r = self.event(Name="Gala", ThemeID=t["ID"], AddressID=a["ID"])
-        ev = self.assertOk(r)
+        ev = self.assertOk(self.event(Name="Gala", ThemeID=t["ID"], AddressID=a["ID"]))
+        return t, a, ev
+
+    def test_create_event_answers_the_event(self):
+        t, a, ev = self.gala()
         for k in ("ID", "Name", "ThemeID", "AddressID", "Status"):
             self.assertIn(k, ev)
         self.assertEqual((ev["Name"], ev["ThemeID"], ev["AddressID"], ev["Status"]),
                          ("Gala", t["ID"], a["ID"], "active"))
         self.assertGreater(ev["ID"], 0)
-        eid = ev["ID"]
+
+    def test_linking_sets_event_id_and_nothing_else(self):
+        t, a, ev = self.gala()
         tt = self.c.must_get("theme", t["ID"])
         aa = self.c.must_get("address", a["ID"])
-        self.assertEqual(tt["EventID"], eid)
-        self.assertEqual(aa["EventID"], eid)
-        self.assertEqual(tt, dict(t, EventID=eid))
-        self.assertEqual(aa, dict(a, EventID=eid))
-        # read embeds the linked records
-        got = self.c.must_get("event", eid)
-        self.assertEqual(got["Theme"], tt)
-        self.assertEqual(got["Address"], aa)
+        self.assertEqual(tt["EventID"], ev["ID"])
+        self.assertEqual(aa["EventID"], ev["ID"])
+        self.assertEqual(tt, dict(t, EventID=ev["ID"]))
+        self.assertEqual(aa, dict(a, EventID=ev["ID"]))
+
+    def test_event_read_embeds_the_linked_records(self):
+        t, a, ev = self.gala()
+        got = self.c.must_get("event", ev["ID"])
+        self.assertEqual(got["Theme"], self.c.must_get("theme", t["ID"]))
+        self.assertEqual(got["Address"], self.c.must_get("address", a["ID"]))
         self.assertEqual(got["ThemeID"], t["ID"])
-        # listed
-        self.assertIn(eid, [x["ID"] for x in self.c.list_all("event", limit=100)])
-        # deleting linked records is a conflict
+
+    def test_event_is_listed(self):
+        _, _, ev = self.gala()
+        self.assertIn(ev["ID"], [x["ID"] for x in self.c.list_all("event", limit=100)])
+
+    def test_deleting_a_linked_record_is_a_conflict(self):
+        t, a, _ = self.gala()
         self.assertErr(self.c.delete("theme", t["ID"]), 409, "conflict")
         self.assertErr(self.c.delete("address", a["ID"]), 409, "conflict")
         self.c.must_get("theme", t["ID"])
-        # updating a linked theme keeps its EventID
+        self.c.must_get("address", a["ID"])
+
+    def test_updating_a_linked_theme_keeps_its_event_id(self):
+        t, _, ev = self.gala()
         self.assert204(self.c.update("theme", t["ID"], {"Name": "T2"}))
-        self.assertEqual(self.c.must_get("theme", t["ID"])["EventID"], eid)
-        self.assertEqual(self.c.must_get("event", eid)["Theme"]["Name"], "T2")
-        # unlink the theme with ThemeID 0
-        self.assert204(self.put_event(eid, ThemeID=0))
+        self.assertEqual(self.c.must_get("theme", t["ID"])["EventID"], ev["ID"])
+        self.assertEqual(self.c.must_get("event", ev["ID"])["Theme"]["Name"], "T2")
+
+    def test_theme_id_0_unlinks_the_theme(self):
+        t, a, ev = self.gala()
+        self.assert204(self.put_event(ev["ID"], ThemeID=0))
         self.assertEqual(self.c.must_get("theme", t["ID"])["EventID"], 0)
-        got = self.c.must_get("event", eid)
+        got = self.c.must_get("event", ev["ID"])
         self.assertIsNone(got["Theme"])
         self.assertEqual(got["ThemeID"], 0)
         self.assertEqual(got["AddressID"], a["ID"], "partial event update keeps AddressID")
         self.assertEqual(got["Name"], "Gala")
-        # relink, then delete the event: both unlinked
-        self.assert204(self.put_event(eid, ThemeID=t["ID"]))
-        self.assertEqual(self.c.must_get("theme", t["ID"])["EventID"], eid)
-        self.assert204(self.c.delete("event", eid))
-        self.assertErr(self.c.get("event", eid), 404, "not_found")
+
+    def test_an_unlinked_theme_can_be_linked_again(self):
+        t, _, ev = self.gala()
+        self.assert204(self.put_event(ev["ID"], ThemeID=0))
+        self.assert204(self.put_event(ev["ID"], ThemeID=t["ID"]))
+        self.assertEqual(self.c.must_get("theme", t["ID"])["EventID"], ev["ID"])
+
+    def test_deleting_the_event_unlinks_both(self):
+        t, a, ev = self.gala()
+        self.assert204(self.c.delete("event", ev["ID"]))
+        self.assertErr(self.c.get("event", ev["ID"]), 404, "not_found")
         self.assertEqual(self.c.must_get("theme", t["ID"])["EventID"], 0)
         self.assertEqual(self.c.must_get("address", a["ID"])["EventID"], 0)
         self.assert204(self.c.delete("theme", t["ID"]))

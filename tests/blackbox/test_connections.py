@@ -18,9 +18,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import (  # noqa: E402
     EVENTD_BIN, Server, auth_header, build_request, connect, is_open, parse_response_bytes,
-    read_response, request, send_raw, wait_closed)
+    read_response, request, send_raw, wait_closed, wait_server_closed, wait_server_read)
 
-SWEEP_S = 1.0            # SERVER_SWEEP_MS: idle connections keep their app state this long
+SWEEP_S = 1.0            # --idle-sweep-ms's default: idle connections keep their app state this long
 SETTLE_S = 3.5 * SWEEP_S  # state released (<= 2 sweeps), free lists trimmed (one more)
 IDLE_CONN_LIMIT = 1024   # bytes of RSS per idle connection (README)
 IDLE_CONN_SLACK = 64     # libuv's per-descriptor watcher array (8-16 B) and page rounding
@@ -67,8 +67,10 @@ class EvictionTests(unittest.TestCase):
                     s = connect(srv.port)
                     socks.append(s)
                     send_raw(s, build_request("GET", "/healthz"))
+                    # No pause needed for a strict idle order: the idle list is kept in
+                    # the order connections went idle, and each went idle before the
+                    # next one's request was sent.
                     self.assertEqual(read_response(s).status, 200, "connection %d" % i)
-                    time.sleep(0.01)  # a strict idle order
                 r = request(srv.port, "GET", "/healthz", timeout=3.0)
                 self.assertEqual(r.status, 200, "new client at the cap with %d idle "
                                  "connections: %r" % (self.CAP, r))
@@ -88,7 +90,7 @@ class EvictionTests(unittest.TestCase):
                     s = connect(srv.port)
                     socks.append(s)
                     send_raw(s, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # half a head
-                time.sleep(0.3)
+                wait_server_read(srv.port, socks)  # every connection busy, none idle
                 extra = connect(srv.port)
                 socks.append(extra)
                 closed, data, _ = wait_closed(extra, 3.0)
@@ -198,7 +200,7 @@ class LingerTests(unittest.TestCase):
             busy = [connect(srv.port, timeout=10) for _ in range(2)]
             for s in busy:
                 send_raw(s, b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # half a head
-            time.sleep(0.2)
+            wait_server_read(srv.port, busy)  # both busy, neither idle
             body = b"x" * 65536
             resets = []
             for i in range(self.TRIES):
@@ -242,9 +244,9 @@ class LingerTests(unittest.TestCase):
                 assert_error(self, read_response(s), 400, "bad_request")
                 closed, data, _ = wait_closed(s, 2.0)  # the server's write side ends at once
                 self.assertTrue(closed and not data, "no end of the answer (data %r)" % data)
-                # We stay silent past --linger-ms: by then the socket is closed for good,
+                # We stay silent past --linger-ms: then the socket is closed for good,
                 # so what we send now is answered with a reset.
-                time.sleep(1.0)
+                wait_server_closed(srv.port, s, 2.0)
                 with self.assertRaises((ConnectionResetError, BrokenPipeError)):
                     for _ in range(20):
                         s.sendall(b"z")

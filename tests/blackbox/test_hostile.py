@@ -21,8 +21,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import (  # noqa: E402
-    ConnectionClosed, HarnessError, Server, build_request, connect, exchange, find_id, parse_response_bytes,
-    read_response, request, wait_closed, wait_until)
+    ConnectionClosed, HarnessError, Server, build_request, connect, exchange, find_id,
+    parse_response_bytes, read_response, request, wait_closed, wait_server_read, wait_until)
 from test_http_core import Base, SharedServer, try_send  # noqa: E402
 
 BODY = b'{"Theme":{"Name":"x"}}'
@@ -174,7 +174,7 @@ class SmugglingTests(Hostile):
         s = connect(self.port)
         try:
             s.sendall(data)
-            time.sleep(0.05)
+            wait_server_read(self.port, [s])  # the terminator arrives in a read of its own
             s.sendall(b"X0\r\n\r\n")
             r = read_response(s)
             self.assertResp(r, 400, "bad_request", ctx="chunk data followed by CR, X: ")
@@ -232,7 +232,7 @@ class LineTests(Hostile):
         s = connect(self.port)
         try:
             s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\r\n")
-            time.sleep(0.05)
+            wait_server_read(self.port, [s])  # the fold starts a read of its own
             s.sendall(b" b\r\n\r\n")
             self.assertResp(read_response(s), 400, "bad_request",
                             ctx="obs-fold at the start of a read: ")
@@ -247,7 +247,7 @@ class LineTests(Hostile):
         s = connect(self.port)
         try:
             s.sendall(data[:cut])
-            time.sleep(0.05)
+            wait_server_read(self.port, [s])  # the rest of the value is a read of its own
             s.sendall(data[cut:])
             self.assertResp(read_response(s), 200, ctx="header value in two reads: ")
         finally:

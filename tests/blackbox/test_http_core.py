@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (  # noqa: E402
     ConnectionClosed, HarnessError, Server, auth_header, build_request, chunked, connect,
     exchange, find_id, is_open, parse_response_bytes, read_response, request, run_cli, send_raw,
-    wait_closed, wait_until)
+    wait_closed, wait_server_read, wait_until)
 
 ALL_FLAGS = ["--listen", "--data", "--base-path", "--max-header-bytes", "--max-body-bytes",
              "--max-connections", "--max-pipeline", "--header-timeout-ms",
@@ -429,12 +429,13 @@ class ParsingTests(SharedServer):
         return build_request("POST", "/v2/theme", {"Theme": {"Name": name}},
                              {"Authorization": self.auth})
 
-    def send_bytewise(self, data, delay=0.002):
+    def send_bytewise(self, data):
+        """Sends data one byte per server read; returns the response."""
         s = connect(self.port)
         try:
             for i in range(len(data)):
                 s.sendall(data[i:i + 1])
-                time.sleep(delay)
+                wait_server_read(self.port, [s])
             return read_response(s)
         finally:
             s.close()
@@ -443,7 +444,7 @@ class ParsingTests(SharedServer):
         s = connect(self.port)
         try:
             s.sendall(data[:cut])
-            time.sleep(0.003)
+            wait_server_read(self.port, [s])  # the rest comes in a read of its own
             s.sendall(data[cut:])
             return read_response(s)
         finally:
@@ -917,7 +918,7 @@ class BodyTests(SharedServer):
         try:
             for i in range(len(head)):
                 s.sendall(head[i:i + 1])
-                time.sleep(0.001)
+                wait_server_read(self.port, [s])
             r1 = read_response(s, timeout=2)
             self.assertEqual(r1.raw, b"HTTP/1.1 100 Continue\r\n\r\n", "Expect: 100-continue "
                              "(head sent byte by byte): expected 100 first, got %r" % r1)
@@ -935,7 +936,8 @@ class BodyTests(SharedServer):
         s = connect(self.port)
         try:
             s.sendall(data[:-len(body)])
-            time.sleep(0.3)
+            # Read: a 100 it would (wrongly) send goes out in the same callback.
+            wait_server_read(self.port, [s])
             s.sendall(body)
             r = read_response(s)
             self.assertNotEqual(r.status, 100, "HTTP/1.0 request with Expect: 100-continue got "
@@ -1036,7 +1038,7 @@ class SmallLimitTests(DefaultLimitTests):
             for i in range(40):        # 40 x 50 bytes = 2000 > 1024, never an end of headers
                 if not try_send(s, b"X-H%02d: " % i + b"v" * 42 + b"\r\n"):
                     break
-                time.sleep(0.005)
+                wait_server_read(self.port, [s], or_closed=True)  # one read per line
             try:
                 r = read_response(s, timeout=2)
             except HarnessError as e:
@@ -1073,7 +1075,7 @@ class SmallLimitTests(DefaultLimitTests):
             for i in range(len(data)):
                 if not try_send(s, data[i:i + 1]):
                     break
-                time.sleep(0.001)
+                wait_server_read(self.port, [s], or_closed=True)  # one read per byte
             try:
                 r = read_response(s)
             except ConnectionClosed as e:
@@ -1226,7 +1228,7 @@ class TimeoutTests(Base):
                 data = build_request("GET", "/healthz?second=1")
                 for i in range(0, len(data), 10):
                     s.sendall(data[i:i + 10])
-                    time.sleep(0.02)
+                    wait_server_read(srv.port, [s])  # in pieces, each a read of its own
                 self.assertResp(read_response(s), 200, ctx="second request after idle: ")
                 time.sleep(0.8)
                 send_raw(s, build_request("GET", "/healthz?third=1"))
@@ -1379,7 +1381,7 @@ class ShutdownTests(Base):
             s = connect(srv.port)
             try:
                 s.sendall(data[:-len(body) // 2])
-                time.sleep(0.2)
+                wait_server_read(srv.port, [s])  # the request is in flight
                 srv.send_signal(signal.SIGTERM)
                 refused = wait_until(lambda: connection_refused(srv.port), 2.0, 0.1)
                 self.assertTrue(refused, "new connections still accepted 2s after SIGTERM")
@@ -1417,7 +1419,7 @@ class ShutdownTests(Base):
             s = connect(srv.port)
             try:
                 s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Partial: yes")
-                time.sleep(0.2)
+                wait_server_read(srv.port, [s])  # the server holds a half-read request
                 start = time.monotonic()
                 srv.send_signal(signal.SIGTERM)
                 rc = srv.wait(3.5)

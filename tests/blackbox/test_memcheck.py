@@ -11,10 +11,11 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 import unittest
 
-from harness import Server, add_user, connect, read_response, send_raw
+from harness import Server, add_user, connect, read_response, send_raw, wait_closed, wait_until
+
+COMPACTION_DONE = "compaction done"
 
 
 def workload_requests(auth):
@@ -80,14 +81,18 @@ class MemcheckTest(unittest.TestCase):
                 s = connect(port, timeout=30)
                 send_raw(s, everything[:rng.randint(1, len(everything) - 1)])
                 s.close()
-            # One connection left to time out inside its headers.
+            # One connection left to time out inside its headers (--header-timeout-ms).
             s = connect(port, timeout=30)
             send_raw(s, b"GET /healthz HTTP/1.1\r\n")
-            time.sleep(3)
+            closed, _, _ = wait_closed(s, 30)
+            self.assertTrue(closed, "the header timeout did not close the connection")
             s.close()
-            # An online compaction.
+            # An online compaction, to its end.
+            done = srv.stderr_text().count(COMPACTION_DONE)
             proc.send_signal(signal.SIGUSR1)
-            time.sleep(2)
+            self.assertTrue(
+                wait_until(lambda: srv.stderr_text().count(COMPACTION_DONE) > done, 60),
+                "no %r line after SIGUSR1" % COMPACTION_DONE)
             s = connect(port, timeout=30)
             send_raw(s, reqs[0])
             self.assertEqual(read_response(s, timeout=30).status, 200)

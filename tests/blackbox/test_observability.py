@@ -7,11 +7,10 @@ Python 3 standard library only; every wait is bounded.
 
 import json
 import re
-import time
 import unittest
 
 from harness import (Server, auth_header, build_request, connect, read_response, request,
-                     send_raw, wait_until)
+                     send_raw, wait_server_read, wait_until)
 
 GENERATED_RID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]+$")
 SAMPLE = re.compile(r'^([a-z_]+)(\{[^}]*\})? (\S+)$')
@@ -219,7 +218,7 @@ class RequestIdTests(unittest.TestCase):
             busy = connect(srv.port)
             try:
                 send_raw(busy, b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # inside a request
-                time.sleep(0.3)  # let the server read it: the connection is busy, not idle
+                wait_server_read(srv.port, [busy])  # read: the connection is busy, not idle
                 s = connect(srv.port)
                 try:
                     r = read_response(s)

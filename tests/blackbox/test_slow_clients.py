@@ -15,7 +15,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Server, build_request, connect, read_response, send_raw,  # noqa: E402
-                     wait_closed, wait_until, request)
+                     wait_closed, wait_server_read, wait_until, request)
 
 HALF = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"  # half a request head
 
@@ -110,8 +110,12 @@ class HalfSentEviction(unittest.TestCase):
                     s = connect(srv.port)
                     send_raw(s, HALF)
                     socks.append(s)
-                    time.sleep(0.02)  # a strict order of request starts
-                time.sleep(0.15)  # the oldest is now past --evict-half-sent-ms
+                    # A strict order of request starts: each is read before the next
+                    # connects (equal start times go to the earlier connection).
+                    wait_server_read(srv.port, [s])
+                # The oldest is now past --evict-half-sent-ms: the wait is the behaviour
+                # (the age a half-sent request needs), on a short setting.
+                time.sleep(0.15)
                 r = request(srv.port, "GET", "/healthz", timeout=3.0)
                 self.assertEqual(r.status, 200)
                 closed, data, _ = wait_closed(socks[0], 2.0)
@@ -133,7 +137,8 @@ class HalfSentEviction(unittest.TestCase):
                     s = connect(srv.port)
                     send_raw(s, HALF)
                     socks.append(s)
-                time.sleep(0.15)
+                wait_server_read(srv.port, socks)  # every slot busy with a half-sent request
+                time.sleep(0.15)  # past --evict-half-sent-ms: the behaviour, a short setting
                 got = [request(srv.port, "GET", "/healthz", timeout=3.0).status
                        for _ in range(self.CAP)]
                 self.assertEqual(got, [200] * self.CAP)
@@ -144,7 +149,7 @@ class HalfSentEviction(unittest.TestCase):
     def test_young_half_sent_requests_are_not_evicted(self):
         with Server(["--max-connections", "2", "--evict-half-sent-ms", "60000"]) as srv:
             with half_sent(srv.port, 2) as socks:
-                time.sleep(0.2)  # the server reads them: busy, no longer idle
+                wait_server_read(srv.port, socks)  # read: busy, no longer idle
                 extra = connect(srv.port)
                 socks.append(extra)
                 self.assertEqual(read_response(extra).status, 503)

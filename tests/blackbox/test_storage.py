@@ -217,12 +217,12 @@ class DemoUser(Dir):
             c.close()
             self.assertEqual(srv.stop(), 0)
         with OutServer(data_dir=d.path, demo=True) as srv:
-            time.sleep(0.3)
+            self.assertEqual(status_of(srv.port, name, key), 200)
+            self.assertEqual(srv.stop(), 0)
+            srv.read_to_end()  # all it printed, not what it printed so far
             out2 = srv.stdout_text()
             self.assertNotIn("curl", out2)
             self.assertFalse(re.search(r"[A-Za-z0-9_-]{43}", out2), out2)
-            self.assertEqual(status_of(srv.port, name, key), 200)
-            self.assertEqual(srv.stop(), 0)
         out, names = user_names(d.path)
         self.assertEqual(names, ["demo"], out)
 
@@ -230,9 +230,9 @@ class DemoUser(Dir):
         d = self.mkdir()
         add_user(d.path, "alice")
         with OutServer(data_dir=d.path, demo=True) as srv:
-            time.sleep(0.3)
-            self.assertNotIn("curl", srv.stdout_text())
             srv.stop()
+            srv.read_to_end()  # all it printed, not what it printed so far
+            self.assertNotIn("curl", srv.stdout_text())
         out, names = user_names(d.path)
         self.assertEqual(names, ["alice"], out)
 
@@ -616,7 +616,8 @@ class Compaction(Dir):
             c = Client(srv.port, "alice", key2)
             self.churn(c)
             c.close()
-            time.sleep(0.3)
+            srv.stop()
+            srv.read_to_end()  # all it logged, not what it logged so far
             self.assertNotIn("compaction", srv.stderr_text())
 
     def test_online_compact_sigusr1(self):
@@ -648,7 +649,8 @@ class Compaction(Dir):
 
             th = threading.Thread(target=writer, daemon=True)
             th.start()
-            time.sleep(0.05)
+            # The compaction starts while the writer writes: once its first create is in.
+            self.assertTrue(harness.wait_until(lambda: len(acked) >= 1, 5.0), "no write")
             srv.send_signal(signal.SIGUSR1)
             shrunk = harness.wait_until(
                 lambda: os.path.getsize(d.file(LOG)) < size1 // 2, 5.0)

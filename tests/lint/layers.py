@@ -12,6 +12,11 @@ between folders. An arrow from folder A to folder B is either
 
 Every arrow not allowed by LAYERS is listed as file: A -> B (what).
 
+One more rule keeps the data layer's API the only way to records: no file
+outside storage/ names the db's index or store (`->index`, `.store`, ...);
+the layers above use what storage/db.h declares (db_get, db_owned, db_stats,
+db_acked_lsn, ...).
+
 Usage: layers.py SRC_DIR OBJ_DIR...   (OBJ_DIR: where the .c.o files of
        src/ are, e.g. build/CMakeFiles/eventd_lib.dir/src)
        layers.py --self-test
@@ -35,6 +40,9 @@ LAYERS = {
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# The db's index or store, named outside storage/ (comments are not code: stripped first).
+INDEX_FIELD = re.compile(r"(?:->|\.)\s*(?:index|store)\b")
+COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 
 
 def acyclic(layers):
@@ -74,6 +82,26 @@ def include_arrows(src):
                 for inc in INCLUDE.findall(fh.read()):
                     to = inc.split("/")[0] if "/" in inc else None
                     yield rel, layer, to, inc
+
+
+def index_uses(rel, text):
+    """Yields a problem for every use of the db's index or store field in text (file rel)."""
+    if rel.split(os.sep)[0] == "storage":
+        return
+    code = COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+    for m in INDEX_FIELD.finditer(code):
+        line = code.count("\n", 0, m.start()) + 1
+        yield "%s:%d: the db's index or store outside storage/: use storage/db.h" % (rel, line)
+
+
+def index_field_uses(src):
+    """index_uses over every .c and .h file of src."""
+    for d, _, files in os.walk(src):
+        for f in sorted(files):
+            if f.endswith((".c", ".h")):
+                path = os.path.join(d, f)
+                with open(path, encoding="utf-8") as fh:
+                    yield from index_uses(os.path.relpath(path, src), fh.read())
 
 
 def symbol_arrows(src, obj_dirs):
@@ -139,6 +167,16 @@ def self_test():
             "a/x.c.o: a -> b (uses b_fn)"]
     if bad != want:
         fails.append("check() found %r, wanted %r" % (bad, want))
+    sample = ("/* the db->index */\nx = index_get(&h->db->index, 1);\n"
+              "// db.index\ny = db_get(h->db, 2); z = db . index;\nn = db.store.acked_lsn;\n")
+    rel = os.path.join("api", "a.c")
+    got = list(index_uses(rel, sample))
+    want = ["%s:%d: the db's index or store outside storage/: use storage/db.h" % (rel, n)
+            for n in (2, 4, 5)]
+    if got != want:
+        fails.append("index_uses() found %r, wanted %r" % (got, want))
+    if list(index_uses(os.path.join("storage", "db.c"), sample)):
+        fails.append("index_uses() flagged storage/, which owns the index")
     for f in fails:
         print("self-test: " + f)
     print("layers.py self-test: %s" % ("FAILED" if fails else "ok"))
@@ -159,10 +197,11 @@ def main(argv):
     try:
         includes = list(include_arrows(src))
         symbols = list(symbol_arrows(src, obj_dirs))
+        index_problems = list(index_field_uses(src))
     except (OSError, ValueError, subprocess.CalledProcessError) as e:
         print("layers.py: cannot scan: %s" % e)
         return 2
-    problems = check(LAYERS, includes, symbols)
+    problems = check(LAYERS, includes, symbols) + index_problems
     for p in problems:
         print(p)
     print("layers.py: %d includes, %d cross-folder symbol uses, %d against the layers"

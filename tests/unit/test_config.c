@@ -19,6 +19,7 @@ static void test_defaults(void) {
     CHECK_EQ_INT((int)c.max_body_bytes, 1048576);
     CHECK_EQ_INT((int)c.fsync, CONFIG_FSYNC_ALWAYS);
     CHECK_EQ_INT((int)c.loop_sync_max_us, 2000);
+    CHECK_EQ_INT((int)c.idle_sweep_ms, 1000);
     CHECK(c.demo_user);
 }
 
@@ -55,7 +56,8 @@ static void test_rejects(void) {
         {"--bogus", "1"},           {"--listen", "nohost"},   {"--listen", "h:70000"},
         {"--max-body-bytes", "-5"}, {"--max-pipeline", "0"},  {"--fsync", "sometimes"},
         {"--base-path", "v2"},      {"--base-path", "/v2/"},  {"--compact-ratio", "x"},
-        {"--log-level", "loud"},    {"--repair=maybe", NULL}, {"--loop-sync-max-us", "10000001"}};
+        {"--log-level", "loud"},    {"--repair=maybe", NULL}, {"--loop-sync-max-us", "10000001"},
+        {"--idle-sweep-ms", "0"}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         CHECK_EQ_INT(parse(&c, bad[i][1] ? 2 : 1, bad[i]), -1);
     char *missing[] = {"--data"};

@@ -205,82 +205,158 @@ static void check_populated(const struct db *db, const struct fixture *f) {
     CHECK_EQ_UINT(index_owned(&db->index, 1, REC_THEME)->len, 4);
 }
 
-static void test_always_failed_batch_is_undone(void) {
-    char *dir = tmpdir("db");
+/*
+ * The failed batch: on a populated db in "always", with every fsync failing
+ * from then on, one batch of a create, an update, a delete, the event moved
+ * to another theme and off its address, a new event and a user renamed.
+ */
+struct failed_batch {
+    char *dir;
     uv_loop_t loop;
     struct db db;
-    open_db(&db, &loop, dir, &always);
     struct fixture f;
-    populate(&db, &loop, &f);
-    uint64_t good = acks.last_lsn;
-    uint64_t count = db.index.count;
+    uint64_t good;    /* the last acknowledged LSN before the batch */
+    uint64_t count;   /* records in the index before the batch */
+    uint64_t created; /* the theme the batch creates */
+    uint64_t ev2;     /* the event the batch creates */
+    uint64_t last;    /* the batch's last LSN */
+    enum log_level saved;
+};
 
-    enum log_level saved = log_threshold;
+static void batch_begin(struct failed_batch *x) {
+    x->dir = tmpdir("db");
+    open_db(&x->db, &x->loop, x->dir, &always);
+    populate(&x->db, &x->loop, &x->f);
+    x->good = acks.last_lsn;
+    x->count = x->db.index.count;
+    x->saved = log_threshold;
     log_threshold = LOG_OFF; /* the expected error is noise here */
     fault("EVENTD_FAULT_FSYNC_AFTER", "0");
-    /* One batch: a create, an update, a delete, the event moved to another
-     * theme and off its address, a new event, a user renamed. */
-    uint64_t created = put_theme(&db, "created");
-    db_put(&db, theme(f.t_upd, "updated"));
-    db_delete(&db, f.t_del);
-    db_put(&db, event(f.ev, f.t_other, 0));
-    uint64_t ev2 = take_id(&db);
-    db_put(&db, event(ev2, created, f.addr));
-    db_put_user(&db, f.user, "alice2", "key2");
-    uint64_t last = db_put(&db, theme(f.t_upd, "updated twice"));
-    /* Visible at once, not acknowledged. */
-    check_name(&db, created, "created");
-    check_name(&db, f.t_upd, "updated twice");
-    CHECK(db_get(&db, f.t_del) == NULL);
-    CHECK_EQ_UINT(link_of(&db, f.t_other), f.ev);
-    CHECK_EQ_UINT(link_of(&db, f.t_link), 0);
-    CHECK_EQ_UINT(link_of(&db, f.addr), ev2);
-    CHECK_EQ_UINT(db_visible_lsn(&db), last);
-    CHECK(!store_is_acked(&db.store, last));
+    struct db *db = &x->db;
+    x->created = put_theme(db, "created");
+    db_put(db, theme(x->f.t_upd, "updated"));
+    db_delete(db, x->f.t_del);
+    db_put(db, event(x->f.ev, x->f.t_other, 0));
+    x->ev2 = take_id(db);
+    db_put(db, event(x->ev2, x->created, x->f.addr));
+    db_put_user(db, x->f.user, "alice2", "key2");
+    x->last = db_put(db, theme(x->f.t_upd, "updated twice"));
+}
 
-    RUN_UNTIL(&loop, acks.errors > 0);
+/* Runs the loop until the batch's sync has failed. */
+static void batch_fail(struct failed_batch *x) {
+    RUN_UNTIL(&x->loop, acks.errors > 0);
+}
+
+/* The disk recovers: one successful attempt. */
+static void batch_recover(struct failed_batch *x) {
+    fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
+    CHECK_EQ_INT(store_flush_sync(&x->db.store), 0);
+}
+
+/* Writes after the recovery: a new theme (returned) and an update of t_other, acknowledged. */
+static uint64_t batch_write_after(struct failed_batch *x) {
+    uint64_t after = put_theme(&x->db, "after");
+    uint64_t lsn = db_put(&x->db, theme(x->f.t_other, "other v2"));
+    RUN_UNTIL(&x->loop, store_is_acked(&x->db.store, lsn));
+    CHECK_EQ_INT(acks.last_status, 0);
+    return after;
+}
+
+static void batch_end(struct failed_batch *x) {
+    batch_recover(x);
+    log_threshold = x->saved;
+    close_db(&x->db, &x->loop);
+    rmrf(x->dir);
+}
+
+static void test_always_batch_is_visible_before_its_ack(void) {
+    struct failed_batch x;
+    batch_begin(&x);
+    check_name(&x.db, x.created, "created");
+    check_name(&x.db, x.f.t_upd, "updated twice");
+    CHECK(db_get(&x.db, x.f.t_del) == NULL);
+    CHECK_EQ_UINT(link_of(&x.db, x.f.t_other), x.f.ev);
+    CHECK_EQ_UINT(link_of(&x.db, x.f.t_link), 0);
+    CHECK_EQ_UINT(link_of(&x.db, x.f.addr), x.ev2);
+    CHECK_EQ_UINT(db_visible_lsn(&x.db), x.last);
+    CHECK(!store_is_acked(&x.db.store, x.last));
+    batch_fail(&x);
+    batch_end(&x);
+}
+
+static void test_always_failed_batch_reports_eio_at_the_last_good_lsn(void) {
+    struct failed_batch x;
+    batch_begin(&x);
+    batch_fail(&x);
     CHECK_EQ_UINT(acks.errors, 1);
     CHECK_EQ_INT(acks.err_status, -EIO);
-    CHECK_EQ_UINT(acks.err_lsn, good); /* everything after it was lost */
-    /* Exactly the lost changes are undone. */
-    CHECK(db_get(&db, created) == NULL);
-    CHECK(db_get(&db, ev2) == NULL);
-    check_populated(&db, &f);
-    CHECK(index_user_by_name(&db.index, "alice2", 6) == NULL);
-    CHECK_EQ_UINT(db.index.count, count);
-    CHECK_EQ_UINT(db_visible_lsn(&db), good);
-    CHECK(db_writable(&db) < 0);
+    CHECK_EQ_UINT(acks.err_lsn, x.good); /* everything after it was lost */
+    batch_end(&x);
+}
 
+static void test_always_failed_batch_is_undone_exactly(void) {
+    struct failed_batch x;
+    batch_begin(&x);
+    batch_fail(&x);
+    CHECK(db_get(&x.db, x.created) == NULL);
+    CHECK(db_get(&x.db, x.ev2) == NULL);
+    check_populated(&x.db, &x.f);
+    CHECK(index_user_by_name(&x.db.index, "alice2", 6) == NULL);
+    CHECK_EQ_UINT(x.db.index.count, x.count);
+    CHECK_EQ_UINT(db_visible_lsn(&x.db), x.good);
+    batch_end(&x);
+}
+
+static void test_always_db_is_unwritable_until_an_attempt_succeeds(void) {
+    struct failed_batch x;
+    batch_begin(&x);
+    batch_fail(&x);
+    CHECK(db_writable(&x.db) < 0);
     /* Still failing: a second attempt fails the same, and the db stays unwritable. */
-    CHECK_EQ_INT(store_flush_sync(&db.store), -EIO);
-    CHECK(db_writable(&db) < 0);
+    CHECK_EQ_INT(store_flush_sync(&x.db.store), -EIO);
+    CHECK(db_writable(&x.db) < 0);
     /* The disk recovers: one successful attempt ends it. */
-    fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
-    CHECK_EQ_INT(store_flush_sync(&db.store), 0);
-    CHECK_EQ_INT(db_writable(&db), 0);
-    log_threshold = saved;
+    batch_recover(&x);
+    CHECK_EQ_INT(db_writable(&x.db), 0);
+    batch_end(&x);
+}
 
+static void test_always_writes_after_recovery_take_new_ids(void) {
+    struct failed_batch x;
+    batch_begin(&x);
+    batch_fail(&x);
+    batch_recover(&x);
     /* Writes work again; the created record's id is not handed out again. */
-    uint64_t after = put_theme(&db, "after");
-    CHECK(after > ev2);
-    uint64_t lsn = db_put(&db, theme(f.t_other, "other v2"));
-    RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
-    CHECK_EQ_INT(acks.last_status, 0);
-    close_db(&db, &loop);
+    uint64_t after = batch_write_after(&x);
+    CHECK(after > x.ev2);
+    batch_end(&x);
+}
+
+static void test_always_undone_batch_never_replays(void) {
+    struct failed_batch x;
+    batch_begin(&x);
+    batch_fail(&x);
+    batch_recover(&x);
+    uint64_t after = batch_write_after(&x);
+    log_threshold = x.saved;
+    close_db(&x.db, &x.loop);
 
     /* The log agrees with memory: what was undone never comes back. */
-    open_db(&db, &loop, dir, &always);
-    CHECK(db_get(&db, created) == NULL);
-    CHECK(db_get(&db, ev2) == NULL);
-    check_name(&db, f.t_upd, "to update");
-    check_name(&db, f.t_del, "to delete");
+    struct db db;
+    uv_loop_t loop;
+    open_db(&db, &loop, x.dir, &always);
+    CHECK(db_get(&db, x.created) == NULL);
+    CHECK(db_get(&db, x.ev2) == NULL);
+    check_name(&db, x.f.t_upd, "to update");
+    check_name(&db, x.f.t_del, "to delete");
     check_name(&db, after, "after");
-    check_name(&db, f.t_other, "other v2");
-    CHECK_EQ_UINT(link_of(&db, f.t_link), f.ev);
-    CHECK_EQ_UINT(link_of(&db, f.addr), f.ev);
+    check_name(&db, x.f.t_other, "other v2");
+    CHECK_EQ_UINT(link_of(&db, x.f.t_link), x.f.ev);
+    CHECK_EQ_UINT(link_of(&db, x.f.addr), x.f.ev);
     CHECK(index_user_by_name(&db.index, "alice", 5) != NULL);
     close_db(&db, &loop);
-    rmrf(dir);
+    rmrf(x.dir);
 }
 
 /* Changes acknowledged before the failed batch are kept; only the batch is undone. */
@@ -312,68 +388,146 @@ static void test_always_undo_stops_at_the_acked_lsn(void) {
 
 /* ---- "interval": a failed write or sync loses nothing ---- */
 
-static void interval_fault_run(const char *fault_var, bool written_first) {
-    char *dir = tmpdir("db");
+/*
+ * A failing batch in "interval": on a db holding "kept" and "deleted
+ * later", durable, a create, an update and a delete; the fault (a failed
+ * write, or a failed sync once the batch is written) holds from then on.
+ */
+struct interval_batch {
+    char *dir;
     uv_loop_t loop;
     struct db db;
-    open_db(&db, &loop, dir, &interval);
-    uint64_t kept = put_theme(&db, "kept");
-    uint64_t del = put_theme(&db, "deleted later");
-    RUN_UNTIL(&loop, db.store.durable_lsn == db.store.appended_lsn);
+    const char *fault_var;
+    uint64_t kept, del, created, last;
+    enum log_level saved;
+};
 
-    enum log_level saved = log_threshold;
+static void interval_begin(struct interval_batch *x, const char *fault_var, bool written_first) {
+    x->dir = tmpdir("db");
+    x->fault_var = fault_var;
+    struct db *db = &x->db;
+    open_db(db, &x->loop, x->dir, &interval);
+    x->kept = put_theme(db, "kept");
+    x->del = put_theme(db, "deleted later");
+    RUN_UNTIL(&x->loop, db->store.durable_lsn == db->store.appended_lsn);
+
+    x->saved = log_threshold;
     log_threshold = LOG_OFF;
     if (!written_first) fault(fault_var, "0");
-    uint64_t created = put_theme(&db, "created");
-    db_put(&db, theme(kept, "kept v2"));
-    uint64_t last = db_delete(&db, del);
-    CHECK(store_is_acked(&db.store, last)); /* acknowledged at once in this mode */
-    CHECK_EQ_UINT(acks.errors, 0);
+    x->created = put_theme(db, "created");
+    db_put(db, theme(x->kept, "kept v2"));
+    x->last = db_delete(db, x->del);
     if (written_first) {
         /* Written to the file but not yet synced when the sync fails. */
-        RUN_UNTIL(&loop, db.store.written_lsn == last);
-        CHECK(db.store.durable_lsn < last);
+        RUN_UNTIL(&x->loop, db->store.written_lsn == x->last);
+        CHECK(db->store.durable_lsn < x->last);
         fault(fault_var, "0");
     }
-    RUN_UNTIL(&loop, acks.errors > 0);
-    CHECK(db_writable(&db) < 0);
-    CHECK_EQ_UINT(acks.err_lsn, last); /* nothing lost: every LSN stays acknowledged */
-    /* Nothing undone in memory. */
-    check_name(&db, created, "created");
-    check_name(&db, kept, "kept v2");
-    CHECK(db_get(&db, del) == NULL);
+}
+
+static void interval_fail(struct interval_batch *x) {
+    RUN_UNTIL(&x->loop, acks.errors > 0);
+}
+
+static void interval_recover(struct interval_batch *x) {
+    fault(x->fault_var, NULL);
+    CHECK_EQ_INT(store_flush_sync(&x->db.store), 0);
+}
+
+static void interval_end(struct interval_batch *x) {
+    interval_recover(x);
+    log_threshold = x->saved;
+    close_db(&x->db, &x->loop);
+    rmrf(x->dir);
+}
+
+static void check_interval_batch(const struct db *db, const struct interval_batch *x) {
+    check_name(db, x->created, "created");
+    check_name(db, x->kept, "kept v2");
+    CHECK(db_get(db, x->del) == NULL);
+}
+
+static void interval_acked_at_once(const char *fault_var, bool written_first) {
+    struct interval_batch x;
+    interval_begin(&x, fault_var, written_first);
+    CHECK(store_is_acked(&x.db.store, x.last)); /* acknowledged at once in this mode */
+    CHECK_EQ_UINT(acks.errors, 0);
+    interval_fail(&x);
+    CHECK_EQ_UINT(acks.err_lsn, x.last); /* nothing lost: every LSN stays acknowledged */
+    interval_end(&x);
+}
+
+static void interval_nothing_undone(const char *fault_var, bool written_first) {
+    struct interval_batch x;
+    interval_begin(&x, fault_var, written_first);
+    interval_fail(&x);
+    check_interval_batch(&x.db, &x);
     /* Retries keep failing while the fault holds; the records stay. */
     uint64_t errors = acks.errors;
-    RUN_UNTIL(&loop, acks.errors > errors);
-    check_name(&db, created, "created");
+    RUN_UNTIL(&x.loop, acks.errors > errors);
+    check_name(&x.db, x.created, "created");
+    interval_end(&x);
+}
 
-    fault(fault_var, NULL);
-    CHECK_EQ_INT(store_flush_sync(&db.store), 0);
-    CHECK_EQ_INT(db_writable(&db), 0);
-    CHECK_EQ_UINT(db.store.durable_lsn, db.store.appended_lsn);
-    log_threshold = saved;
+static void interval_unwritable_until_recovered(const char *fault_var, bool written_first) {
+    struct interval_batch x;
+    interval_begin(&x, fault_var, written_first);
+    interval_fail(&x);
+    CHECK(db_writable(&x.db) < 0);
+    interval_recover(&x);
+    CHECK_EQ_INT(db_writable(&x.db), 0);
+    CHECK_EQ_UINT(x.db.store.durable_lsn, x.db.store.appended_lsn);
+    interval_end(&x);
+}
+
+static void interval_on_disk_after_recovery(const char *fault_var, bool written_first) {
+    struct interval_batch x;
+    interval_begin(&x, fault_var, written_first);
+    interval_fail(&x);
+    interval_recover(&x);
+    log_threshold = x.saved;
     /* On disk now, before any close: a crash copy has them. */
-    char *crash = copy_log(dir);
-    close_db(&db, &loop);
+    char *crash = copy_log(x.dir);
+    close_db(&x.db, &x.loop);
 
-    const char *dirs[] = {dir, crash};
+    const char *dirs[] = {x.dir, crash};
     for (int i = 0; i < 2; i++) {
+        struct db db;
+        uv_loop_t loop;
         open_db(&db, &loop, dirs[i], &interval);
-        check_name(&db, created, "created");
-        check_name(&db, kept, "kept v2");
-        CHECK(db_get(&db, del) == NULL);
+        check_interval_batch(&db, &x);
         close_db(&db, &loop);
     }
     rmrf(crash);
-    rmrf(dir);
+    rmrf(x.dir);
 }
 
-static void test_interval_failed_write_loses_nothing(void) {
-    interval_fault_run("EVENTD_FAULT_WRITE_AFTER", false);
-}
+#define WRITE_FAULT "EVENTD_FAULT_WRITE_AFTER", false
+#define SYNC_FAULT "EVENTD_FAULT_FSYNC_AFTER", true
 
-static void test_interval_failed_sync_loses_nothing(void) {
-    interval_fault_run("EVENTD_FAULT_FSYNC_AFTER", true);
+static void test_interval_failed_write_acks_at_once(void) {
+    interval_acked_at_once(WRITE_FAULT);
+}
+static void test_interval_failed_write_undoes_nothing(void) {
+    interval_nothing_undone(WRITE_FAULT);
+}
+static void test_interval_failed_write_unwritable_until_recovered(void) {
+    interval_unwritable_until_recovered(WRITE_FAULT);
+}
+static void test_interval_failed_write_on_disk_after_recovery(void) {
+    interval_on_disk_after_recovery(WRITE_FAULT);
+}
+static void test_interval_failed_sync_acks_at_once(void) {
+    interval_acked_at_once(SYNC_FAULT);
+}
+static void test_interval_failed_sync_undoes_nothing(void) {
+    interval_nothing_undone(SYNC_FAULT);
+}
+static void test_interval_failed_sync_unwritable_until_recovered(void) {
+    interval_unwritable_until_recovered(SYNC_FAULT);
+}
+static void test_interval_failed_sync_on_disk_after_recovery(void) {
+    interval_on_disk_after_recovery(SYNC_FAULT);
 }
 
 /* ---- ids ---- */
@@ -1043,10 +1197,21 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_keyed_put_torn_leaves_neither),
     CHECK_CASE(test_keyed_put_failed_batch_undoes_both),
     CHECK_CASE(test_compaction_drops_expired_keys),
-    CHECK_CASE(test_always_failed_batch_is_undone),
+    CHECK_CASE(test_always_batch_is_visible_before_its_ack),
+    CHECK_CASE(test_always_failed_batch_reports_eio_at_the_last_good_lsn),
+    CHECK_CASE(test_always_failed_batch_is_undone_exactly),
+    CHECK_CASE(test_always_db_is_unwritable_until_an_attempt_succeeds),
+    CHECK_CASE(test_always_writes_after_recovery_take_new_ids),
+    CHECK_CASE(test_always_undone_batch_never_replays),
     CHECK_CASE(test_always_undo_stops_at_the_acked_lsn),
-    CHECK_CASE(test_interval_failed_write_loses_nothing),
-    CHECK_CASE(test_interval_failed_sync_loses_nothing),
+    CHECK_CASE(test_interval_failed_write_acks_at_once),
+    CHECK_CASE(test_interval_failed_write_undoes_nothing),
+    CHECK_CASE(test_interval_failed_write_unwritable_until_recovered),
+    CHECK_CASE(test_interval_failed_write_on_disk_after_recovery),
+    CHECK_CASE(test_interval_failed_sync_acks_at_once),
+    CHECK_CASE(test_interval_failed_sync_undoes_nothing),
+    CHECK_CASE(test_interval_failed_sync_unwritable_until_recovered),
+    CHECK_CASE(test_interval_failed_sync_on_disk_after_recovery),
     CHECK_CASE(test_ids_clean_close_gives_back_the_block),
     CHECK_CASE(test_ids_never_twice_after_crash_always),
     CHECK_CASE(test_ids_never_twice_after_crash_interval),

@@ -80,6 +80,22 @@ static void test_not_found(void) {
     }
 }
 
+static void test_openapi(void) {
+    struct route r;
+    CHECK_EQ_INT(match("/v2/openapi.json", HTTP_GET, &r), ERR_NONE);
+    CHECK_EQ_INT(r.action, ACT_OPENAPI);
+    CHECK_EQ_INT(match("/v2/openapi.json", HTTP_HEAD, &r), ERR_NONE);
+    CHECK_EQ_INT(r.action, ACT_OPENAPI);
+    CHECK_EQ_INT(match("/v2/openapi.json", HTTP_POST, &r), ERR_METHOD_NOT_ALLOWED);
+    CHECK_EQ_STR(r.allow, "Allow: GET, HEAD\r\n");
+    CHECK_EQ_INT(match("/openapi.json", HTTP_GET, &r), ERR_NOT_FOUND);
+    CHECK_EQ_INT(match("/v2/openapi.json/", HTTP_GET, &r), ERR_NOT_FOUND);
+    CHECK_EQ_INT(match("/v2/openapi.jsonx", HTTP_GET, &r), ERR_NOT_FOUND);
+    CHECK_EQ_INT(router_match((struct slice){"", 0}, SLICE_LIT("/openapi.json"), HTTP_GET, &r),
+                 ERR_NONE);
+    CHECK_EQ_INT(r.action, ACT_OPENAPI);
+}
+
 static void test_largest_id(void) {
     struct route r;
     CHECK_EQ_INT(match("/v2/theme/9007199254740991", HTTP_GET, &r), ERR_NONE);
@@ -97,6 +113,7 @@ static void test_empty_base(void) {
 static const struct check_case cases[] = {
     CHECK_CASE(test_routes),    CHECK_CASE(test_method_not_allowed), CHECK_CASE(test_head_is_get),
     CHECK_CASE(test_not_found), CHECK_CASE(test_largest_id),         CHECK_CASE(test_empty_base),
+    CHECK_CASE(test_openapi),
 };
 
 int main(int argc, char **argv) {

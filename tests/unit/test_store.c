@@ -238,16 +238,16 @@ static void test_sync_time_is_measured_on_the_loop(void) {
     uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
-    s.loop_sync_max_ns = 1; /* every sync is slow: batches go to the threadpool */
-    s.sync_ns = 1000000;
-    s.loop_sync_at = uv_now(&loop) + 1000000; /* and no probe is due */
+    s.sync.loop_sync_max_ns = 1; /* every sync is slow: batches go to the threadpool */
+    s.sync.sync_ns = 1000000;
+    s.sync.loop_sync_at = uv_now(&loop) + 1000000; /* and no probe is due */
     for (uint64_t i = 0; i < 5; i++)
         append_acked(&s, &loop, i);
-    CHECK_EQ_UINT(s.sync_ns, 1000000); /* threadpool syncs did not count */
-    s.loop_sync_at = 0;                /* a probe is due: the next batch syncs on the loop */
+    CHECK_EQ_UINT(s.sync.sync_ns, 1000000); /* threadpool syncs did not count */
+    s.sync.loop_sync_at = 0;                /* a probe is due: the next batch syncs on the loop */
     append_acked(&s, &loop, 5);
-    CHECK(s.sync_ns != 1000000);
-    CHECK(s.loop_sync_at >= uv_now(&loop) - 1000 && s.loop_sync_at <= uv_now(&loop));
+    CHECK(s.sync.sync_ns != 1000000);
+    CHECK(s.sync.loop_sync_at >= uv_now(&loop) - 1000 && s.sync.loop_sync_at <= uv_now(&loop));
     close_loop(&s, &loop);
     rmrf(dir);
 }
@@ -295,9 +295,9 @@ static void gather_setup(struct store *s, uv_loop_t *loop, const char *dir, uint
                          bool drain) {
     uv_loop_init(loop);
     open_replay(s, loop, dir, &always, STORE_REPLAY_EMPTY);
-    uv_run(loop, UV_RUN_DEFAULT);       /* nothing of the open still in flight */
-    s->loop_sync_max_ns = 60000000000u; /* the loop path, whatever this disk's speed */
-    s->sync_ns = sync_ns;
+    uv_run(loop, UV_RUN_DEFAULT);            /* nothing of the open still in flight */
+    s->sync.loop_sync_max_ns = 60000000000u; /* the loop path, whatever this disk's speed */
+    s->sync.sync_ns = sync_ns;
     memset(&input, 0, sizeof input);
     input.s = s;
     input.drain = drain;
@@ -342,8 +342,8 @@ static void test_gathering_is_bounded(void) {
     uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     uv_run(&loop, UV_RUN_DEFAULT);
-    s.loop_sync_max_ns = 60000000000u;
-    s.sync_ns = 30000000000u;
+    s.sync.loop_sync_max_ns = 60000000000u;
+    s.sync.sync_ns = 30000000000u;
     uint8_t p[300];
     uint64_t lsn = store_append(&s, 4, p, payload_of(0, p));
     uv_run(&loop, UV_RUN_NOWAIT);
@@ -366,55 +366,86 @@ static void test_gathering_is_bounded(void) {
     rmrf(dir);
 }
 
-static void test_zero_tail(void) {
-    char *dir = tmpdir("store");
-    uint64_t off[11];
-    make_log(dir, 10, off);
+/* Writes the log of make_log(dir, 10, off) with a tail appended (tail_len
+ * zero bytes) and, when flip, a bit of the last frame's payload flipped. */
+static struct buf zero_tail_log(const char *dir, const uint64_t *off, size_t tail_len, bool flip) {
     const char *log = path_of(dir, STORE_LOG_NAME);
-    struct buf orig = read_file(log);
-    size_t tails[] = {3, 9, 10, 4096};
-    for (size_t t = 0; t < 5; t++) {
-        struct buf b = BUF_INIT;
-        buf_append(&b, orig.ptr, orig.len);
+    struct buf b = read_file(log);
+    /* A flipped bit is damage, not a torn append (a crash leaves unwritten sectors as zeros,
+     * it does not flip bits). */
+    if (flip) b.ptr[off[9] + STORE_FRAME_HEADER_SIZE + 1] ^= 0x10;
+    char *z = buf_reserve(&b, tail_len);
+    memset(z, 0, tail_len);
+    buf_commit(&b, tail_len);
+    write_file(path_of(dir, STORE_LOG_NAME), b.ptr, b.len);
+    return b;
+}
+
+/* Lengths of the zero tails appended to a good log. */
+static const size_t zero_tails[] = {3, 9, 10, 4096};
+
+static void test_zero_tail_is_cut_as_torn(void) {
+    for (size_t t = 0; t < CHECK_COUNT(zero_tails); t++) {
+        char *dir = tmpdir("store");
+        uint64_t off[11];
+        make_log(dir, 10, off);
+        struct buf b = zero_tail_log(dir, off, zero_tails[t], false);
         uint64_t keep = off[10];
-        if (t < 4) {
-            char *z = buf_reserve(&b, tails[t]);
-            memset(z, 0, tails[t]);
-            buf_commit(&b, tails[t]);
-        } else {
-            /* The last frame with a flipped bit, then only zeros: damage, not a torn append
-             * (a crash leaves unwritten sectors as zeros, it does not flip bits). */
-            b.ptr[off[9] + STORE_FRAME_HEADER_SIZE + 1] ^= 0x10;
-            char *z = buf_reserve(&b, 512);
-            memset(z, 0, 512);
-            buf_commit(&b, 512);
-        }
-        write_file(path_of(dir, STORE_LOG_NAME), b.ptr, b.len);
         uv_loop_t loop;
         uv_loop_init(&loop);
         struct store s;
         struct store_replay_info info;
         CHECK_EQ_INT(store_open(&s, &loop, dir, &always, on_notify), 0);
         got_reset();
-        if (t == 4) {
-            CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_CORRUPT);
-            CHECK_EQ_UINT(info.bad_offset, off[9]);
-            CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)b.len);
-        } else {
-            CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_TRUNCATED);
-            CHECK_EQ_UINT(info.records, 10);
-            CHECK_EQ_UINT(info.dropped_bytes, b.len - keep);
-            CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)keep);
-            /* What was cut was copied aside first. */
-            char name[64];
-            snprintf(name, sizeof name, STORE_LOG_NAME ".damaged-%" PRIu64, keep);
-            CHECK_EQ_INT(file_size(path_of(dir, name)), (long)(b.len - keep));
-            unlink(path_of(dir, name));
-        }
+        CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_TRUNCATED);
+        CHECK_EQ_UINT(info.records, 10);
+        CHECK_EQ_UINT(info.dropped_bytes, b.len - keep);
+        CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)keep);
         close_loop(&s, &loop);
         buf_destroy(&b);
+        rmrf(dir);
     }
-    buf_destroy(&orig);
+}
+
+static void test_cut_tail_is_copied_aside(void) {
+    for (size_t t = 0; t < CHECK_COUNT(zero_tails); t++) {
+        char *dir = tmpdir("store");
+        uint64_t off[11];
+        make_log(dir, 10, off);
+        struct buf b = zero_tail_log(dir, off, zero_tails[t], false);
+        uint64_t keep = off[10];
+        uv_loop_t loop;
+        uv_loop_init(&loop);
+        struct store s;
+        struct store_replay_info info;
+        CHECK_EQ_INT(store_open(&s, &loop, dir, &always, on_notify), 0);
+        CHECK_EQ_INT(store_replay(&s, NULL, NULL, &info), STORE_REPLAY_TRUNCATED);
+        /* What was cut was copied aside first. */
+        char name[64];
+        snprintf(name, sizeof name, STORE_LOG_NAME ".damaged-%" PRIu64, keep);
+        CHECK_EQ_INT(file_size(path_of(dir, name)), (long)(b.len - keep));
+        close_loop(&s, &loop);
+        buf_destroy(&b);
+        rmrf(dir);
+    }
+}
+
+static void test_flipped_bit_before_zeros_is_damage(void) {
+    char *dir = tmpdir("store");
+    uint64_t off[11];
+    make_log(dir, 10, off);
+    struct buf b = zero_tail_log(dir, off, 512, true);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    struct store_replay_info info;
+    CHECK_EQ_INT(store_open(&s, &loop, dir, &always, on_notify), 0);
+    got_reset();
+    CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_CORRUPT);
+    CHECK_EQ_UINT(info.bad_offset, off[9]);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)b.len);
+    close_loop(&s, &loop);
+    buf_destroy(&b);
     rmrf(dir);
 }
 
@@ -484,9 +515,15 @@ static void test_corrupt_bitflip(void) {
         CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)orig.len);
         close_loop(&s, &loop);
     }
+    buf_destroy(&orig);
+    rmrf(dir);
+}
 
-    /* A good checksum but an undecodable record is damage too, even last. */
-    write_file(path_of(dir, STORE_LOG_NAME), orig.ptr, orig.len);
+/* A good checksum but an undecodable record is damage too, even last. */
+static void test_undecodable_record_is_damage(void) {
+    char *dir = tmpdir("store");
+    uint64_t off[11];
+    make_log(dir, 10, off);
     uv_loop_t loop;
     uv_loop_init(&loop);
     struct store s;
@@ -497,19 +534,22 @@ static void test_corrupt_bitflip(void) {
     CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_CORRUPT);
     CHECK_EQ_UINT(info.bad_offset, off[1]);
     close_loop(&s, &loop);
-
-    buf_destroy(&orig);
     rmrf(dir);
 }
 
-static void test_repair(void) {
-    char *dir = tmpdir("store");
-    uint64_t off[11];
+/* Makes a log of 10 frames with frame 2 damaged; returns its bytes. */
+static struct buf damaged_log(const char *dir, uint64_t *off) {
     make_log(dir, 10, off);
     struct buf orig = read_file(path_of(dir, STORE_LOG_NAME));
     orig.ptr[off[2] + 12] ^= 0x08;
     write_file(path_of(dir, STORE_LOG_NAME), orig.ptr, orig.len);
+    return orig;
+}
 
+static void test_repair_moves_only_the_damaged_frame_aside(void) {
+    char *dir = tmpdir("store");
+    uint64_t off[11];
+    struct buf orig = damaged_log(dir, off);
     struct store_opts o = always;
     o.repair = true;
     uv_loop_t loop;
@@ -535,50 +575,73 @@ static void test_repair(void) {
     /* The rest replays cleanly, and appends go on after it. */
     CHECK_EQ_INT(store_replay(&s, NULL, NULL, &info), STORE_REPLAY_OK);
     close_loop(&s, &loop);
-
-    /* The same damage repaired again never overwrites the first copy. */
-    write_file(path_of(dir, STORE_LOG_NAME), orig.ptr, orig.len);
-    uv_loop_init(&loop);
-    CHECK_EQ_INT(store_open(&s, &loop, dir, &o, on_notify), 0);
-    CHECK_EQ_INT(store_replay(&s, NULL, NULL, &info), STORE_REPLAY_TRUNCATED);
-    char name2[80];
-    snprintf(name2, sizeof name2, "%s.1", name);
-    CHECK(strstr(info.message, name2) != NULL);
-    CHECK_EQ_INT(file_size(path_of(dir, name2)), (long)moved.len);
-    struct buf first = read_file(path_of(dir, name));
-    CHECK_EQ_UINT(first.len, moved.len);
-    close_loop(&s, &loop);
-
-    buf_destroy(&first);
     buf_destroy(&moved);
     buf_destroy(&orig);
     rmrf(dir);
 }
 
-static void test_bad_header(void) {
+static void test_repair_again_keeps_the_first_copy(void) {
     char *dir = tmpdir("store");
-    make_log(dir, 3, NULL);
-    struct buf orig = read_file(path_of(dir, STORE_LOG_NAME));
-    struct {
-        size_t at;
-        uint8_t val;
-        const char *msg;
-    } cases[] = {{0, 'X', "not an eventd log"}, {8, 2, "newer eventd (format 2)"}};
-    for (size_t c = 0; c < 2; c++) {
-        uint8_t old = (uint8_t)orig.ptr[cases[c].at];
-        orig.ptr[cases[c].at] = (char)cases[c].val;
+    uint64_t off[11];
+    struct buf orig = damaged_log(dir, off);
+    struct store_opts o = always;
+    o.repair = true;
+    uv_loop_t loop;
+    struct store s;
+    struct store_replay_info info;
+    char name[64];
+    snprintf(name, sizeof name, STORE_LOG_NAME ".damaged-%" PRIu64, off[2]);
+    uint64_t gone = off[3] - off[2];
+    for (int round = 0; round < 2; round++) {
         write_file(path_of(dir, STORE_LOG_NAME), orig.ptr, orig.len);
-        orig.ptr[cases[c].at] = (char)old;
-        uv_loop_t loop;
         uv_loop_init(&loop);
-        struct store s;
-        struct store_replay_info info;
-        CHECK_EQ_INT(store_open(&s, &loop, dir, &always, on_notify), 0);
-        CHECK_EQ_INT(store_replay(&s, NULL, NULL, &info), STORE_REPLAY_CORRUPT);
-        if (!strstr(info.message, cases[c].msg)) CHECK_EQ_STR(info.message, cases[c].msg);
+        CHECK_EQ_INT(store_open(&s, &loop, dir, &o, on_notify), 0);
+        CHECK_EQ_INT(store_replay(&s, NULL, NULL, &info), STORE_REPLAY_TRUNCATED);
         close_loop(&s, &loop);
     }
-    /* A header torn while the log was created is rewritten. */
+    /* The same damage repaired again never overwrites the first copy. */
+    char name2[80];
+    snprintf(name2, sizeof name2, "%s.1", name);
+    CHECK(strstr(info.message, name2) != NULL);
+    CHECK_EQ_INT(file_size(path_of(dir, name2)), (long)gone);
+    struct buf first = read_file(path_of(dir, name));
+    CHECK_EQ_UINT(first.len, gone);
+    buf_destroy(&first);
+    buf_destroy(&orig);
+    rmrf(dir);
+}
+
+/* Sets byte at of a 3-frame log's header to val; replay refuses with msg. */
+static void check_bad_header(size_t at, uint8_t val, const char *msg) {
+    char *dir = tmpdir("store");
+    make_log(dir, 3, NULL);
+    struct buf b = read_file(path_of(dir, STORE_LOG_NAME));
+    b.ptr[at] = (char)val;
+    write_file(path_of(dir, STORE_LOG_NAME), b.ptr, b.len);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    struct store_replay_info info;
+    CHECK_EQ_INT(store_open(&s, &loop, dir, &always, on_notify), 0);
+    CHECK_EQ_INT(store_replay(&s, NULL, NULL, &info), STORE_REPLAY_CORRUPT);
+    if (!strstr(info.message, msg)) CHECK_EQ_STR(info.message, msg);
+    close_loop(&s, &loop);
+    buf_destroy(&b);
+    rmrf(dir);
+}
+
+static void test_bad_magic_is_refused(void) {
+    check_bad_header(0, 'X', "not an eventd log");
+}
+
+static void test_newer_format_is_refused(void) {
+    check_bad_header(8, 2, "newer eventd (format 2)");
+}
+
+/* A header torn while the log was created is rewritten. */
+static void test_torn_header_is_rewritten(void) {
+    char *dir = tmpdir("store");
+    make_log(dir, 3, NULL);
     write_file(path_of(dir, STORE_LOG_NAME), "EVTD", 4);
     uv_loop_t loop;
     uv_loop_init(&loop);
@@ -586,31 +649,59 @@ static void test_bad_header(void) {
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), STORE_HEADER_SIZE);
     close_loop(&s, &loop);
-    buf_destroy(&orig);
     rmrf(dir);
 }
 
-static void test_lock(void) {
+/* Removes what a store left in dir/a/b, then dir/a and dir. */
+static void remove_lock_dirs(char *dir, char *sub, size_t size) {
+    CHECK_EQ_INT(unlink(path_of(sub, "LOCK")), 0);
+    CHECK_EQ_INT(unlink(path_of(sub, STORE_LOG_NAME)), 0);
+    CHECK_EQ_INT(rmdir(sub), 0);
+    snprintf(sub, size, "%s/a", dir);
+    CHECK_EQ_INT(rmdir(sub), 0);
+    rmrf(dir);
+}
+
+static void test_open_creates_the_dir_private_with_its_parents(void) {
     char *dir = tmpdir("store");
     char sub[512];
-    snprintf(sub, sizeof sub, "%s/a/b", dir); /* created with its parents */
+    snprintf(sub, sizeof sub, "%s/a/b", dir);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    CHECK_EQ_INT(store_open(&s, &loop, sub, &always, on_notify), 0);
+    struct stat st;
+    CHECK_EQ_INT(stat(sub, &st), 0);
+    CHECK_EQ_INT(st.st_mode & 0777, 0700);
+    close_loop(&s, &loop);
+    remove_lock_dirs(dir, sub, sizeof sub);
+}
+
+static void test_a_locked_dir_refuses_a_second_open(void) {
+    char *dir = tmpdir("store");
+    char sub[512];
+    snprintf(sub, sizeof sub, "%s/a/b", dir);
     uv_loop_t loop;
     uv_loop_init(&loop);
     struct store s1, s2;
     CHECK_EQ_INT(store_open(&s1, &loop, sub, &always, on_notify), 0);
-    struct stat st;
-    CHECK_EQ_INT(stat(sub, &st), 0);
-    CHECK_EQ_INT(st.st_mode & 0777, 0700);
     CHECK_EQ_INT(store_open(&s2, &loop, sub, &always, on_notify), -EWOULDBLOCK);
+    close_loop(&s1, &loop);
+    remove_lock_dirs(dir, sub, sizeof sub);
+}
+
+static void test_close_releases_the_lock(void) {
+    char *dir = tmpdir("store");
+    char sub[512];
+    snprintf(sub, sizeof sub, "%s/a/b", dir);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s1, s2;
+    CHECK_EQ_INT(store_open(&s1, &loop, sub, &always, on_notify), 0);
     store_close(&s1);
     CHECK_EQ_INT(store_open(&s2, &loop, sub, &always, on_notify), 0);
     close_loop(&s2, &loop);
-    CHECK_EQ_INT(unlink(path_of(sub, "LOCK")), 0);
-    CHECK_EQ_INT(unlink(path_of(sub, STORE_LOG_NAME)), 0);
-    CHECK_EQ_INT(rmdir(sub), 0);
-    snprintf(sub, sizeof sub, "%s/a", dir);
-    CHECK_EQ_INT(rmdir(sub), 0);
-    rmrf(dir);
+    remove_lock_dirs(dir, sub, sizeof sub);
 }
 
 /* Appends a few frames per loop iteration while batches are in flight. */
@@ -630,14 +721,13 @@ static void on_feed(uv_idle_t *h) {
     if (--feed.ticks == 0) uv_close((uv_handle_t *)h, NULL);
 }
 
-static void test_group_commit(void) {
+/* Many appends before the loop runs: one batch, one fdatasync. */
+static void test_appends_of_one_turn_are_one_batch(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
     uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
-
-    /* Many appends before the loop runs: one batch, one fdatasync. */
     note_reset();
     for (uint64_t i = 0; i < 500; i++) {
         uint8_t p[300];
@@ -650,37 +740,63 @@ static void test_group_commit(void) {
     CHECK_EQ_UINT(note.calls, 1);
     CHECK_EQ_UINT(note.last_lsn, 500);
     CHECK_EQ_INT(note.last_status, 0);
+    close_loop(&s, &loop);
 
-    /* Appends spread over 200 iterations: batches form while one is in flight. */
+    uv_loop_init(&loop);
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
+    CHECK_EQ_UINT(got.n, 500);
+    for (uint64_t i = 0; i < 500; i++)
+        check_frame(i, 3, i);
+    close_loop(&s, &loop);
+    rmrf(dir);
+}
+
+/* Appends spread over 200 iterations: batches form while one is in flight. */
+static void test_batches_form_while_one_is_in_flight(void) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     note_reset();
     feed.s = &s;
     feed.ticks = 200;
     feed.per_tick = 10;
-    feed.next = 500;
+    feed.next = 0;
     uv_idle_init(&loop, &feed.idle);
     uv_idle_start(&feed.idle, on_feed);
     uv_run(&loop, UV_RUN_DEFAULT);
-    uint64_t batches = s.stats_batches - 1;
+    uint64_t batches = s.stats_batches;
     fprintf(stderr, "   2000 appends over 200 iterations: %" PRIu64 " batches\n", batches);
     CHECK(batches < 2000);
     CHECK(batches <= 200); /* at most one per loop iteration */
     CHECK(batches >= 1);
-    CHECK_EQ_UINT(note.last_lsn, 2500);
-    CHECK_EQ_UINT(s.acked_lsn, 2500);
-    CHECK_EQ_UINT(s.durable_lsn, 2500);
+    CHECK_EQ_UINT(note.last_lsn, 2000);
+    CHECK_EQ_UINT(s.acked_lsn, 2000);
+    CHECK_EQ_UINT(s.durable_lsn, 2000);
     CHECK(note.calls <= batches);
     close_loop(&s, &loop);
 
     uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
-    CHECK_EQ_UINT(got.n, 2500);
-    for (uint64_t i = 0; i < 2500; i++)
-        check_frame(i, i < 500 ? 3 : 2, i);
+    CHECK_EQ_UINT(got.n, 2000);
+    for (uint64_t i = 0; i < 2000; i++)
+        check_frame(i, 2, i);
     close_loop(&s, &loop);
     rmrf(dir);
 }
 
-static void test_interval_never(void) {
+/* Replays dir and checks it holds n frames. */
+static void check_replays(const char *dir, size_t n) {
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
+    CHECK_EQ_UINT(got.n, n);
+    close_loop(&s, &loop);
+}
+
+static void test_interval_acks_at_once_and_syncs_on_its_timer(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
     uv_loop_init(&loop);
@@ -695,11 +811,18 @@ static void test_interval_never(void) {
     CHECK_EQ_UINT(s.durable_size, s.file_size);
     CHECK_EQ_UINT(s.stats_syncs, 1);
     close_loop(&s, &loop);
+    check_replays(dir, 1);
+    rmrf(dir);
+}
 
+static void test_never_syncs_only_on_a_flush(void) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
     uv_loop_init(&loop);
-    o.fsync = STORE_FSYNC_NEVER;
-    open_replay(&s, &loop, dir, &o, STORE_REPLAY_OK);
-    lsn = store_append(&s, 1, "defg", 4);
+    struct store s;
+    struct store_opts o = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 20};
+    open_replay(&s, &loop, dir, &o, STORE_REPLAY_EMPTY);
+    uint64_t lsn = store_append(&s, 1, "defg", 4);
     CHECK(store_is_acked(&s, lsn));
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK_EQ_UINT(s.written_lsn, lsn);
@@ -709,11 +832,7 @@ static void test_interval_never(void) {
     CHECK_EQ_UINT(s.durable_lsn, lsn);
     CHECK_EQ_UINT(s.stats_syncs, 1);
     close_loop(&s, &loop);
-
-    uv_loop_init(&loop);
-    open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
-    CHECK_EQ_UINT(got.n, 2);
-    close_loop(&s, &loop);
+    check_replays(dir, 1);
     rmrf(dir);
 }
 
@@ -726,95 +845,162 @@ static void on_block_done(uv_work_t *w, int status) {
     (void)status;
 }
 
-static void test_fault(void) {
-    char *dir = tmpdir("store");
+/*
+ * The fsync fault cases: each starts from a log holding one synced frame,
+ * "first", with the fault hook armed to fail every later fsync
+ * (EVENTD_FAULT_FSYNC_AFTER), and ends by checking that a replay finds
+ * "first" alone: nothing that failed comes back.
+ */
+struct fault {
+    char *dir;
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
+    uint64_t first; /* LSN of "first" */
+    uint64_t good;  /* the log's size with "first": where a failure cuts it back to */
+    enum log_level saved;
+};
+
+static void fault_open(struct fault *f) {
+    f->dir = tmpdir("store");
+    uv_loop_init(&f->loop);
     setenv("EVENTD_FAULT_FSYNC_AFTER", "1", 1);
-    open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
+    open_replay(&f->s, &f->loop, f->dir, &always, STORE_REPLAY_EMPTY);
     store_faults_rearm(); /* count from here: the new log's header was synced */
-    uint64_t a = store_append(&s, 1, "first", 5);
+    f->first = store_append(&f->s, 1, "first", 5);
     note_reset();
-    uv_run(&loop, UV_RUN_DEFAULT);
-    CHECK_EQ_UINT(note.last_lsn, a);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    CHECK_EQ_UINT(note.last_lsn, f->first);
     CHECK_EQ_INT(note.last_status, 0);
-    uint64_t good = s.file_size;
-    CHECK_EQ_UINT(good, STORE_HEADER_SIZE + STORE_FRAME_HEADER_SIZE + 5);
+    f->good = f->s.file_size;
+    CHECK_EQ_UINT(f->good, STORE_HEADER_SIZE + STORE_FRAME_HEADER_SIZE + 5);
+    f->saved = log_threshold;
+    log_threshold = LOG_OFF; /* the expected errors are noise here */
+}
 
-    enum log_level saved = log_threshold;
-    log_threshold = LOG_OFF; /* the expected error is noise here */
-    uint64_t b = store_append(&s, 1, "second", 6);
-    uint64_t c = store_append(&s, 1, "third", 5);
-    uv_run(&loop, UV_RUN_DEFAULT);
+/* Appends "second" and "third" and runs the loop: their sync fails. */
+static void fault_fail_batch(struct fault *f, uint64_t *second, uint64_t *third) {
+    uint64_t b = store_append(&f->s, 1, "second", 6);
+    uint64_t c = store_append(&f->s, 1, "third", 5);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    if (second) *second = b;
+    if (third) *third = c;
+}
+
+static void fault_close(struct fault *f) {
+    unsetenv("EVENTD_FAULT_FSYNC_AFTER");
+    store_faults_rearm();
+    log_threshold = f->saved;
+    close_loop(&f->s, &f->loop);
+
+    uv_loop_init(&f->loop);
+    open_replay(&f->s, &f->loop, f->dir, &always, STORE_REPLAY_OK);
+    CHECK_EQ_UINT(got.n, 1);
+    CHECK_EQ_STR(got.payload[0].ptr, "first");
+    close_loop(&f->s, &f->loop);
+    rmrf(f->dir);
+}
+
+static void test_failed_sync_acks_none_of_its_batch(void) {
+    struct fault f;
+    fault_open(&f);
+    uint64_t b, c;
+    fault_fail_batch(&f, &b, &c);
     CHECK_EQ_INT(note.last_status, -EIO);
-    CHECK_EQ_UINT(note.last_lsn, a);
-    CHECK(!store_is_acked(&s, b));
-    CHECK(!store_is_acked(&s, c));
-    CHECK_EQ_UINT(s.file_size, good);
-    CHECK_EQ_UINT(s.pending.len, 0);
-    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)good);
-    CHECK_EQ_INT(store_failing(&s), -EIO); /* until an attempt succeeds */
+    CHECK_EQ_UINT(note.last_lsn, f.first);
+    CHECK(!store_is_acked(&f.s, b));
+    CHECK(!store_is_acked(&f.s, c));
+    fault_close(&f);
+}
 
+static void test_failed_sync_cuts_the_log_back(void) {
+    struct fault f;
+    fault_open(&f);
+    fault_fail_batch(&f, NULL, NULL);
+    CHECK_EQ_UINT(f.s.file_size, f.good);
+    CHECK_EQ_UINT(f.s.pending.len, 0);
+    CHECK_EQ_INT(file_size(path_of(f.dir, STORE_LOG_NAME)), (long)f.good);
+    fault_close(&f);
+}
+
+static void test_failed_sync_makes_the_store_failing(void) {
+    struct fault f;
+    fault_open(&f);
+    CHECK_EQ_INT(store_failing(&f.s), 0);
+    fault_fail_batch(&f, NULL, NULL);
+    CHECK_EQ_INT(store_failing(&f.s), -EIO); /* until an attempt succeeds */
+    fault_close(&f);
+}
+
+static void test_flush_sync_fails_while_the_disk_fails(void) {
+    struct fault f;
+    fault_open(&f);
+    fault_fail_batch(&f, NULL, NULL);
     /* The blocking path fails the same way. */
-    store_append(&s, 1, "fourth", 6);
-    CHECK_EQ_INT(store_flush_sync(&s), -EIO);
+    store_append(&f.s, 1, "fourth", 6);
+    CHECK_EQ_INT(store_flush_sync(&f.s), -EIO);
     CHECK_EQ_INT(note.last_status, -EIO);
-    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)good);
+    CHECK_EQ_INT(file_size(path_of(f.dir, STORE_LOG_NAME)), (long)f.good);
+    fault_close(&f);
+}
 
+static void test_a_successful_probe_ends_the_failing_episode(void) {
+    struct fault f;
+    fault_open(&f);
+    fault_fail_batch(&f, NULL, NULL);
+    CHECK_EQ_INT(store_failing(&f.s), -EIO);
     /* The disk recovers: the next attempt (a probe, nothing is pending) ends the episode. */
     unsetenv("EVENTD_FAULT_FSYNC_AFTER");
     store_faults_rearm();
-    CHECK_EQ_INT(store_flush_sync(&s), 0);
-    CHECK_EQ_INT(store_failing(&s), 0);
-    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)good);
+    CHECK_EQ_INT(store_flush_sync(&f.s), 0);
+    CHECK_EQ_INT(store_failing(&f.s), 0);
+    CHECK_EQ_INT(file_size(path_of(f.dir, STORE_LOG_NAME)), (long)f.good);
+    fault_close(&f);
+}
 
+static void test_loop_thread_batch_fails_in_one_turn(void) {
+    struct fault f;
+    fault_open(&f);
     /* In "always" a plain batch is written and synced on the loop thread, in the idle phase
      * after the turn that appended it: one turn fails it, with nothing left in flight. */
-    setenv("EVENTD_FAULT_FSYNC_AFTER", "0", 1);
-    store_faults_rearm();
-    s.sync_ns = 0; /* as on a fast disk: a slow one would send the batch to the threadpool */
-    uint64_t fifth = store_append(&s, 1, "fifth", 5);
+    f.s.sync.sync_ns = 0; /* as on a fast disk: a slow one would send the batch to the threadpool */
+    uint64_t fifth = store_append(&f.s, 1, "fifth", 5);
     note_reset();
-    uv_run(&loop, UV_RUN_NOWAIT);
-    CHECK(s.job == NULL);
+    uv_run(&f.loop, UV_RUN_NOWAIT);
+    CHECK(f.s.job == NULL);
     CHECK_EQ_INT(note.last_status, -EIO);
-    CHECK(!store_is_acked(&s, fifth));
-    CHECK_EQ_INT(store_failing(&s), -EIO);
-    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)good);
+    CHECK(!store_is_acked(&f.s, fifth));
+    CHECK_EQ_INT(store_failing(&f.s), -EIO);
+    CHECK_EQ_INT(file_size(path_of(f.dir, STORE_LOG_NAME)), (long)f.good);
+    fault_close(&f);
+}
 
+static void test_flush_sync_reports_a_failed_probe_in_flight(void) {
+    struct fault f;
+    fault_open(&f);
+    fault_fail_batch(&f, NULL, NULL);
+    CHECK_EQ_INT(store_failing(&f.s), -EIO);
     /* A retry with nothing pending is a probe, a threadpool job: one in flight fails while
      * store_flush_sync waits for it, and the flush reports it. */
     uv_sem_t sem;
     uv_work_t blocker;
     uv_sem_init(&sem, 0);
     blocker.data = &sem;
-    uv_queue_work(&loop, &blocker, on_block, on_block_done);
-    s.retry_due = true; /* as if the retry timer had fired */
-    store_sync_soon(&s);
-    uv_run(&loop, UV_RUN_NOWAIT); /* the probe is queued behind the blocker */
-    CHECK(s.job != NULL);
-    uint64_t sixth = store_append(&s, 1, "sixth", 5);
+    uv_queue_work(&f.loop, &blocker, on_block, on_block_done);
+    f.s.retry_due = true; /* as if the retry timer had fired */
+    store_sync_soon(&f.s);
+    uv_run(&f.loop, UV_RUN_NOWAIT); /* the probe is queued behind the blocker */
+    CHECK(f.s.job != NULL);
+    uint64_t sixth = store_append(&f.s, 1, "sixth", 5);
     uv_sem_post(&sem);
     note_reset();
-    CHECK_EQ_INT(store_flush_sync(&s), -EIO);
+    CHECK_EQ_INT(store_flush_sync(&f.s), -EIO);
     CHECK_EQ_INT(note.last_status, -EIO);
-    CHECK(!store_is_acked(&s, sixth));
-    CHECK_EQ_UINT(s.pending.len, 0);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(!store_is_acked(&f.s, sixth));
+    CHECK_EQ_UINT(f.s.pending.len, 0);
+    uv_run(&f.loop, UV_RUN_DEFAULT);
     uv_sem_destroy(&sem);
-    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)good);
-    unsetenv("EVENTD_FAULT_FSYNC_AFTER");
-    store_faults_rearm();
-    log_threshold = saved;
-    close_loop(&s, &loop);
-
-    uv_loop_init(&loop);
-    open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
-    CHECK_EQ_UINT(got.n, 1);
-    CHECK_EQ_STR(got.payload[0].ptr, "first");
-    close_loop(&s, &loop);
-    rmrf(dir);
+    CHECK_EQ_INT(file_size(path_of(f.dir, STORE_LOG_NAME)), (long)f.good);
+    fault_close(&f);
 }
 
 /* Compaction: the order frames reach the store is the order replay sees. */
@@ -902,29 +1088,42 @@ static void test_compaction(void) {
     compact_run(true); /* several MiB: written out slice by slice */
 }
 
-static void test_compaction_abort_and_fault(void) {
+/* Opens a fresh "never" store in dir holding one frame, "a". */
+static void open_never_with_a(struct store *s, uv_loop_t *loop, const char *dir) {
+    static const struct store_opts never = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 1000};
+    uv_loop_init(loop);
+    open_replay(s, loop, dir, &never, STORE_REPLAY_EMPTY);
+    store_append(s, 1, "a", 1);
+    uv_run(loop, UV_RUN_DEFAULT);
+}
+
+static void test_compaction_abort_removes_its_file(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
-    struct store_opts never = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 1000};
-    open_replay(&s, &loop, dir, &never, STORE_REPLAY_EMPTY);
-    store_append(&s, 1, "a", 1);
-    uv_run(&loop, UV_RUN_DEFAULT);
-
+    open_never_with_a(&s, &loop, dir);
     CHECK_EQ_INT(store_compact_begin(&s), 0);
     store_compact_add(&s, 2, "snap", 4);
     store_compact_abort(&s);
     CHECK(!store_compacting(&s));
     CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME ".compact")), -1);
     CHECK_EQ_INT(store_compact_commit(&s, on_compact), -EINVAL);
+    close_loop(&s, &loop);
 
+    uv_loop_init(&loop);
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
+    CHECK_EQ_UINT(got.n, 1);
+    CHECK_EQ_STR(got.payload[0].ptr, "a");
+    close_loop(&s, &loop);
+    rmrf(dir);
+}
+
+static void test_compaction_sync_failure_keeps_the_log(void) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
+    struct store s;
+    open_never_with_a(&s, &loop, dir);
     /* The compaction file's fdatasync fails: the log stays as it was. */
-    CHECK_EQ_INT(store_close(&s), 0);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    CHECK_EQ_INT(store_open(&s, &loop, dir, &never, on_notify), 0);
-    struct store_replay_info info;
-    CHECK_EQ_INT(store_replay(&s, NULL, NULL, &info), STORE_REPLAY_OK);
     setenv("EVENTD_FAULT_FSYNC_AFTER", "0", 1);
     store_faults_rearm();
     memset(&cmp, 0, sizeof cmp);
@@ -942,7 +1141,7 @@ static void test_compaction_abort_and_fault(void) {
     CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME ".compact")), -1);
     /* "b" went to the old log unsynced ("never", acknowledged); the final sync fails, but
      * "never" keeps what it wrote: the page cache has it, and nothing else would. */
-    CHECK_EQ_INT(s.written_lsn, 1); /* LSNs count from 1 in each process */
+    CHECK_EQ_INT(s.written_lsn, 2); /* "a", then "b" */
     CHECK_EQ_INT(store_close(&s), 0);
     unsetenv("EVENTD_FAULT_FSYNC_AFTER");
     store_faults_rearm();
@@ -966,17 +1165,34 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_one_slow_sync_keeps_the_loop),
     CHECK_CASE(test_gathering_joins_ready_input),
     CHECK_CASE(test_gathering_is_bounded),
-    CHECK_CASE(test_zero_tail),
+    CHECK_CASE(test_zero_tail_is_cut_as_torn),
+    CHECK_CASE(test_cut_tail_is_copied_aside),
+    CHECK_CASE(test_flipped_bit_before_zeros_is_damage),
     CHECK_CASE(test_torn_sector_tail),
     CHECK_CASE(test_corrupt_bitflip),
-    CHECK_CASE(test_repair),
-    CHECK_CASE(test_bad_header),
-    CHECK_CASE(test_lock),
-    CHECK_CASE(test_group_commit),
-    CHECK_CASE(test_interval_never),
-    CHECK_CASE(test_fault),
+    CHECK_CASE(test_undecodable_record_is_damage),
+    CHECK_CASE(test_repair_moves_only_the_damaged_frame_aside),
+    CHECK_CASE(test_repair_again_keeps_the_first_copy),
+    CHECK_CASE(test_bad_magic_is_refused),
+    CHECK_CASE(test_newer_format_is_refused),
+    CHECK_CASE(test_torn_header_is_rewritten),
+    CHECK_CASE(test_open_creates_the_dir_private_with_its_parents),
+    CHECK_CASE(test_a_locked_dir_refuses_a_second_open),
+    CHECK_CASE(test_close_releases_the_lock),
+    CHECK_CASE(test_appends_of_one_turn_are_one_batch),
+    CHECK_CASE(test_batches_form_while_one_is_in_flight),
+    CHECK_CASE(test_interval_acks_at_once_and_syncs_on_its_timer),
+    CHECK_CASE(test_never_syncs_only_on_a_flush),
+    CHECK_CASE(test_failed_sync_acks_none_of_its_batch),
+    CHECK_CASE(test_failed_sync_cuts_the_log_back),
+    CHECK_CASE(test_failed_sync_makes_the_store_failing),
+    CHECK_CASE(test_flush_sync_fails_while_the_disk_fails),
+    CHECK_CASE(test_a_successful_probe_ends_the_failing_episode),
+    CHECK_CASE(test_loop_thread_batch_fails_in_one_turn),
+    CHECK_CASE(test_flush_sync_reports_a_failed_probe_in_flight),
     CHECK_CASE(test_compaction),
-    CHECK_CASE(test_compaction_abort_and_fault),
+    CHECK_CASE(test_compaction_abort_removes_its_file),
+    CHECK_CASE(test_compaction_sync_failure_keeps_the_log),
 };
 
 int main(int argc, char **argv) {
