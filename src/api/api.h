@@ -78,6 +78,19 @@ void api_openapi_destroy(struct handlers *h);
 /* Answers GET/HEAD {base}/openapi.json: no authentication. */
 void api_openapi_reply(struct handlers *h, struct http_response *r);
 
+/* ---- /v2/changes, the change feed (api_changes.c) ---- */
+
+void api_changes(struct handlers *h, struct api_state *st, struct http_request *req,
+                 struct http_response *r);
+/* A change of user_id's records was made: answer the user's waiting callers now. */
+void changes_notify(struct handlers *h, uint64_t user_id);
+/* Answers every waiting caller now (drain and shutdown). */
+void changes_release(struct handlers *h);
+/* Drops the waiters (their connections are gone) and closes the timer: the loop must run. */
+void changes_close(struct handlers *h);
+/* Callers waiting. */
+size_t changes_waiting(const struct handlers *h);
+
 /* ---- /v2 events (api_events.c) ---- */
 
 /* The linked theme and address of an event draft are the caller's and free; true if fine. */

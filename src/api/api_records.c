@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "api/api.h"
+#include "core/etag.h"
 #include "core/reply.h"
 
 /* metrics_api_route counts on these layouts. */
@@ -108,6 +109,67 @@ static void not_found(struct http_response *r, const struct api_state *st) {
     const struct kind_desc *k = record_kind(st->route.type);
     reply_error(r, ERR_NOT_FOUND, NULL, "no %s with ID %llu", k->path,
                 (unsigned long long)st->route.id);
+}
+
+/* ---- conditional requests (README "Conditional requests") ---- */
+
+/* The response's ETag is rec's. */
+static void reply_etag(struct handlers *h, struct http_response *r, const struct record *rec) {
+    etag_of(h->db, rec, &r->etag);
+}
+
+/*
+ * The preconditions of a request on the existing record rec (RFC 9110
+ * 13.2.2): If-Match, then If-None-Match. A failed If-Match, or a matching
+ * If-None-Match on a write, answers 412; a matching If-None-Match on a read
+ * answers 304; both with rec's ETag. A value that is not a list of entity
+ * tags (or "*") answers 400. Returns true when the request goes on.
+ */
+static bool preconditions(struct handlers *h, struct http_request *req, const struct record *rec,
+                          bool read, struct http_response *r) {
+    const struct http_kept *kept = req->kept;
+    if (!kept->seen[HF_IF_MATCH] && !kept->seen[HF_IF_NONE_MATCH]) return true;
+    struct http_etag e;
+    etag_of(h->db, rec, &e);
+    char tag[ETAG_MAX];
+    size_t n = http_etag_format(&e, tag);
+    int m = 1;
+    if (kept->seen[HF_IF_MATCH]) {
+        m = etag_match(http_request_field(req, HF_IF_MATCH), tag, n, false);
+        if (m < 0) {
+            reply_error(r, ERR_INVALID_HEADER, "If-Match",
+                        "If-Match must be * or a list of ETags (\"...\")");
+            return false;
+        }
+        if (!m) {
+            reply_error(r, ERR_PRECONDITION_FAILED, "If-Match",
+                        "the record changed: its ETag is not one If-Match names; read it again");
+            r->etag = e;
+            return false;
+        }
+    }
+    if (kept->seen[HF_IF_NONE_MATCH]) {
+        m = etag_match(http_request_field(req, HF_IF_NONE_MATCH), tag, n, true);
+        if (m < 0) {
+            reply_error(r, ERR_INVALID_HEADER, "If-None-Match",
+                        "If-None-Match must be * or a list of ETags (\"...\")");
+            return false;
+        }
+        if (m && read) {
+            r->status = 304;
+            r->no_body = true;
+            buf_reset(&r->body);
+            r->etag = e;
+            return false;
+        }
+        if (m) {
+            reply_error(r, ERR_PRECONDITION_FAILED, "If-None-Match",
+                        "the record's ETag is one If-None-Match names");
+            r->etag = e;
+            return false;
+        }
+    }
+    return true;
 }
 
 /* Reports a decoding error; returns true if there was one. */
@@ -252,7 +314,10 @@ static void do_create(struct handlers *h, struct api_state *st, struct http_resp
     struct record *rec = record_build(k, id, st->user_id, vals);
     if (!st->idem) {
         r->lsn = db_put(h->db, rec);
-        reply_record(r, db_get(h->db, id));
+        const struct record *stored = db_get(h->db, id);
+        reply_record(r, stored);
+        reply_etag(h, r, stored);
+        changes_notify(h, st->user_id);
         return;
     }
     /* The answer is rendered before the record is stored, to be stored with it. */
@@ -270,15 +335,19 @@ static void do_create(struct handlers *h, struct api_state *st, struct http_resp
     kv[IDEM_RECORD_ID].i = id;
     if (stale) db_delete(h->db, stale);
     r->lsn = db_put_keyed(h->db, rec, record_build(&record_idem, key_id, st->user_id, kv));
+    reply_etag(h, r, db_get(h->db, id));
+    changes_notify(h, st->user_id);
     metrics_idem(h->metrics, MI_STORED);
 }
 
-static void do_update(struct handlers *h, struct api_state *st, struct http_response *r) {
+static void do_update(struct handlers *h, struct api_state *st, struct http_request *req,
+                      struct http_response *r) {
     const struct record *old = owned(h, st, st->route.id);
     if (!old) {
         not_found(r, st);
         return;
     }
+    if (!preconditions(h, req, old, false, r)) return;
     if (body_failed(st, r)) return;
     if (st->dec.has_id && st->dec.id_invalid) {
         reply_error(r, ERR_INVALID_FIELD, "ID", "ID must be a positive integer");
@@ -296,16 +365,22 @@ static void do_update(struct handlers *h, struct api_state *st, struct http_resp
         if (st->dec.present & (UINT64_C(1) << i)) vals[i] = st->dec.vals[i];
     if (k->type == REC_EVENT && !events_check_links(h, st->user_id, r, vals, old->id)) return;
     if (!within_quota(h, st->user_id, 0, record_size(old), record_size_of(k, vals), r)) return;
-    r->lsn = db_put(h->db, record_build(k, old->id, old->user_id, vals));
+    struct record *rec = record_build(k, old->id, old->user_id, vals);
+    r->lsn = db_put(h->db, rec); /* rec is in the index now, with its rev and link */
     reply_no_content(r);
+    reply_etag(h, r, rec);
+    changes_notify(h, st->user_id);
 }
 
-static void do_get(struct handlers *h, struct api_state *st, struct http_response *r) {
+static void do_get(struct handlers *h, struct api_state *st, struct http_request *req,
+                   struct http_response *r) {
     const struct record *rec = owned(h, st, st->route.id);
     if (!rec) {
         not_found(r, st);
         return;
     }
+    if (!preconditions(h, req, rec, true, r)) return;
+    reply_etag(h, r, rec);
     if (rec->type != REC_EVENT) {
         reply_record(r, rec);
         return;
@@ -317,12 +392,14 @@ static void do_get(struct handlers *h, struct api_state *st, struct http_respons
     buf_append_str(&r->body, "}}");
 }
 
-static void do_delete(struct handlers *h, struct api_state *st, struct http_response *r) {
+static void do_delete(struct handlers *h, struct api_state *st, struct http_request *req,
+                      struct http_response *r) {
     const struct record *rec = owned(h, st, st->route.id);
     if (!rec) {
         not_found(r, st);
         return;
     }
+    if (!preconditions(h, req, rec, false, r)) return;
     if (rec->type != REC_EVENT && rec->event_id) {
         const struct kind_desc *k = record_kind(rec->type);
         reply_error(r, ERR_CONFLICT, NULL,
@@ -332,6 +409,7 @@ static void do_delete(struct handlers *h, struct api_state *st, struct http_resp
     }
     r->lsn = db_delete(h->db, rec->id);
     reply_no_content(r);
+    changes_notify(h, st->user_id);
 }
 
 /* Reads "limit" and "cursor" from the query string. Returns false after answering 400. */
@@ -385,6 +463,10 @@ static void do_list(struct handlers *h, struct api_state *st, struct http_reques
         if (n++) buf_append_char(&r->body, ',');
         json_write_record(&r->body, rec, false);
     }
+    /* Where the change feed goes on from this state (README "The change feed"). */
+    buf_append_str(&r->headers, "X-Changes-Cursor: ");
+    buf_append_u64(&r->headers, db_rev(h->db));
+    buf_append_str(&r->headers, "\r\n");
     buf_append_str(&r->body, "],\"NextCursor\":");
     if (i > 0 && n > 0) {
         buf_append_char(&r->body, '"');
@@ -430,7 +512,8 @@ enum server_headers_result api_headers(struct handlers *h, struct api_conn *c, s
         api_openapi_reply(h, r);
         return SERVER_ANSWERED;
     }
-    r->route = metrics_api_route(st->route.type - REC_THEME, st->route.action - ACT_CREATE);
+    if (st->route.action != ACT_CHANGES)
+        r->route = metrics_api_route(st->route.type - REC_THEME, st->route.action - ACT_CREATE);
     const struct record *user = authenticate(h, c, &req->kept->authorization);
     if (!user) {
         http_response_error(r, ERR_UNAUTHORIZED, NULL,
@@ -491,16 +574,19 @@ void api_complete(struct handlers *h, struct api_conn *c, struct api_state *st,
         do_create(h, st, r);
         break;
     case ACT_UPDATE:
-        do_update(h, st, r);
+        do_update(h, st, req, r);
         break;
     case ACT_GET:
-        do_get(h, st, r);
+        do_get(h, st, req, r);
         break;
     case ACT_DELETE:
-        do_delete(h, st, r);
+        do_delete(h, st, req, r);
         break;
     case ACT_LIST:
         do_list(h, st, req, r);
+        break;
+    case ACT_CHANGES:
+        api_changes(h, st, req, r);
         break;
     default:
         http_response_error(r, ERR_INTERNAL, NULL, NULL);

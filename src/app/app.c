@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "api/api.h"
 #include "app/cli.h"
 #include "common/log.h"
 #include "storage/auth.h"
@@ -131,6 +132,7 @@ static void on_signal(uv_signal_t *h, int signum) {
             "%s: draining for %u ms (/healthz answers 503 draining, every answer closes its "
             "connection; a second SIGTERM stops now), then stopping",
             signal_name(signum), a->cfg.drain_ms);
+        changes_release(&a->handlers); /* feed callers held: answered, to come back elsewhere */
         server_drain(&a->srv, a->cfg.drain_ms, on_drained);
         return;
     }
@@ -139,6 +141,7 @@ static void on_signal(uv_signal_t *h, int signum) {
         a->cfg.shutdown_timeout_ms);
     uv_signal_stop(&a->sig_term);
     uv_signal_stop(&a->sig_int);
+    changes_release(&a->handlers);
     server_shutdown(&a->srv, on_drained);
 }
 
@@ -191,6 +194,7 @@ struct handlers_settings app_handlers_settings(const struct config *cfg, const c
         .max_string_bytes = cfg->max_string_bytes,
         .list_default = cfg->list_default,
         .list_max = cfg->list_max,
+        .changes_max_wait_s = cfg->changes_max_wait_s,
         .site = cfg->site,
         .site_path = cfg->site_path,
         .admin_on_listener = cfg->admin && cfg->admin_on_listener,
@@ -277,6 +281,7 @@ int app_serve(struct app *a) {
     uv_close((uv_handle_t *)&a->sig_usr1, NULL);
     /* Password jobs still on the threadpool finish later: server_destroy tells the
      * handlers (on_server_gone), so they do not answer. */
+    changes_close(&a->handlers);
     a->serving_done = true;
     server_destroy(&a->srv);
     access_log_close(&a->alog);

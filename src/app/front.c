@@ -126,6 +126,9 @@ static void reply_metrics(struct handlers *h, struct http_request *req, struct h
                        "Keep-alive connections closed after their answer in the drain window.");
     metrics_write_sample(b, "eventd_drain_closed_total", NULL, NULL,
                          (double)srv->stats_drain_closed);
+    metrics_write_gauge(b, "eventd_changes_waiting",
+                        "Callers of GET /v2/changes?wait held until a change of theirs.",
+                        (double)changes_waiting(h));
     metrics_write_gauge(b, "eventd_log_bytes", "Bytes in the log file (eventd.log).",
                         (double)ds.log_bytes);
     metrics_write_gauge(b, "eventd_log_live_bytes",

@@ -35,6 +35,8 @@ const char *http_reason(int status) {
         return "No Content";
     case 303:
         return "See Other";
+    case 304:
+        return "Not Modified";
     case 400:
         return "Bad Request";
     case 401:
@@ -49,8 +51,12 @@ const char *http_reason(int status) {
         return "Request Timeout";
     case 409:
         return "Conflict";
+    case 410:
+        return "Gone";
     case 413:
         return "Content Too Large";
+    case 412:
+        return "Precondition Failed";
     case 415:
         return "Unsupported Media Type";
     case 422:

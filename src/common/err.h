@@ -25,6 +25,10 @@
     X(METHOD_NOT_ALLOWED, "method_not_allowed", 405, "method not allowed on this path")            \
     X(TIMEOUT, "request_timeout", 408, "the request was not received in time")                     \
     X(CONFLICT, "conflict", 409, "the request conflicts with the current state")                   \
+    X(CURSOR_EXPIRED, "cursor_expired", 410,                                                       \
+      "the cursor is older than the log's last compaction; list, then follow the list's cursor")   \
+    X(PRECONDITION_FAILED, "precondition_failed", 412,                                             \
+      "the record's current ETag does not match If-Match (or matches If-None-Match)")              \
     X(BODY_TOO_LARGE, "body_too_large", 413, "request body exceeds the size limit")                \
     X(MEDIA_TYPE, "unsupported_media_type", 415, "send a form or JSON body")                       \
     X(IDEMPOTENCY_KEY_REUSED, "idempotency_key_reused", 422,                                       \

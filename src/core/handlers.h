@@ -26,10 +26,11 @@
  * (docs/ARCHITECTURE.md "Settings"); front_init copies them into h->lim.
  */
 struct handlers_settings {
-    const char *base_path;     /* "/v2"; must outlive the handlers (config strings do) */
-    uint32_t max_string_bytes; /* longest text field value, bytes */
-    uint32_t list_default;     /* page size without ?limit */
-    uint32_t list_max;         /* largest ?limit */
+    const char *base_path;       /* "/v2"; must outlive the handlers (config strings do) */
+    uint32_t max_string_bytes;   /* longest text field value, bytes */
+    uint32_t list_default;       /* page size without ?limit */
+    uint32_t list_max;           /* largest ?limit */
+    uint32_t changes_max_wait_s; /* largest ?wait of the change feed, s */
     /* accounts (docs/ACCOUNTS.md) */
     bool site;                   /* serve the account site */
     const char *site_path;       /* its base path: "" or e.g. "/account" (outlives, as base_path) */
@@ -60,6 +61,7 @@ struct handlers_settings {
 #define HANDLERS_MAX_PROXIES 16
 
 struct signin_flight;
+struct changes_waiters;
 
 struct handlers {
     struct db *db;                    /* borrowed (front_init): outlives the server */
@@ -73,7 +75,8 @@ struct handlers {
     struct pwhash pw;                 /* Argon2id jobs on the threadpool */
     struct net_block proxies[HANDLERS_MAX_PROXIES]; /* --trusted-proxies */
     uint32_t nproxies;
-    uint8_t site_secret[32]; /* signs the pre-sign-in CSRF tokens (site_csrf.c) */
+    uint8_t site_secret[32];         /* signs the pre-sign-in CSRF tokens (site_csrf.c) */
+    struct changes_waiters *waiters; /* callers held by GET /v2/changes?wait (api_changes.c) */
     /* GET {base}/openapi.json (api/openapi.c): the document as served (its servers entry
      * naming the base path), and its ETag and Cache-Control lines; built by api_openapi_init */
     struct buf openapi_doc;

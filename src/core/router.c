@@ -36,6 +36,10 @@ enum err router_match(struct slice base, struct slice path, uint8_t method, stru
         return pick(method, out, "Allow: GET, HEAD\r\n", 1, m, a);
     }
     const char *slash = memchr(p, '/', (size_t)(end - p));
+    if (!slash && end - p == 7 && memcmp(p, "changes", 7) == 0) {
+        static const uint8_t m[] = {HTTP_GET}, a[] = {ACT_CHANGES};
+        return pick(method, out, "Allow: GET, HEAD\r\n", 1, m, a);
+    }
     const struct kind_desc *k = record_kind_by_path(p, (size_t)((slash ? slash : end) - p));
     if (!k) return ERR_NOT_FOUND;
     out->type = k->type;

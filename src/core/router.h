@@ -2,13 +2,12 @@
  * router: method + path -> action, resource kind and path id.
  *
  * Paths live under the configured base path ("/v2"): /theme, /theme/:id,
- * and the same for address and event. Ids are read by record_parse_id:
- * plain decimal positive integers up to 2^53-1 (exact in a JavaScript
- * number); anything else in the id position is not a path we serve (404).
- * GET /openapi.json under the base path is the API contract (api/openapi.c).
- * GET /healthz sits outside the base path. HEAD is served wherever GET is,
- * as the same action (the server drops the body), and every Allow line
- * lists it. Pure: no I/O.
+ * and the same for address and event, and /changes (the change feed, GET). Ids are read by
+ * record_parse_id: plain decimal positive integers up to 2^53-1 (exact in a JavaScript number);
+ * anything else in the id position is not a path we serve (404). GET /openapi.json under the base
+ * path is the API contract (api/openapi.c). GET /healthz sits outside the base path. HEAD is served
+ * wherever GET is, as the same action (the server drops the body), and every Allow line lists it.
+ * Pure: no I/O.
  */
 #ifndef EVENTD_ROUTER_H
 #define EVENTD_ROUTER_H
@@ -18,7 +17,16 @@
 #include "common/buf.h"
 #include "common/err.h"
 
-enum action { ACT_HEALTH, ACT_CREATE, ACT_LIST, ACT_GET, ACT_UPDATE, ACT_DELETE, ACT_OPENAPI };
+enum action {
+    ACT_HEALTH,
+    ACT_CREATE,
+    ACT_LIST,
+    ACT_GET,
+    ACT_UPDATE,
+    ACT_DELETE,
+    ACT_OPENAPI,
+    ACT_CHANGES
+};
 
 struct route {
     uint8_t action;    /* enum action */

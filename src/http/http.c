@@ -47,6 +47,8 @@ static const struct {
     [HF_ORIGIN] = {"origin", 6},
     [HF_FETCH_SITE] = {"sec-fetch-site", 14},
     [HF_IDEMPOTENCY_KEY] = {"idempotency-key", 15},
+    [HF_IF_MATCH] = {"if-match", 8},
+    [HF_IF_NONE_MATCH] = {"if-none-match", 13},
 };
 
 enum { HOST_VALUE, HOST_TRAILING_WS };
@@ -571,6 +573,7 @@ void http_response_reset(struct http_response *r) {
     r->extra = NULL;
     r->content_type = NULL;
     r->lsn = 0;
+    r->etag.n = 0;
     r->head_len = 0;
     r->route = 0;
     r->method = 0;
@@ -597,6 +600,7 @@ void http_response_error(struct http_response *r, enum err e, const char *field,
     r->status = (uint16_t)err_status(e);
     r->no_body = false;
     r->extra = NULL; /* e.g. a 401's WWW-Authenticate, when a 413 replaces it */
+    r->etag.n = 0;
     r->content_type = NULL;
     buf_reset(&r->body);
     buf_append_str(&r->body, "{\"Status\":\"error\",\"Error\":{\"Code\":\"");
@@ -631,6 +635,20 @@ static size_t put(char *h, const char *s, size_t n) {
 }
 
 #define PUT_LIT(h, s) put((h), (s), sizeof(s) - 1)
+
+size_t http_etag_format(const struct http_etag *e, char *out) {
+    size_t n = 0;
+    out[n++] = '"';
+    for (uint8_t i = 0; i < e->n && i < 3; i++) {
+        if (i) {
+            out[n++] = '-';
+            out[n++] = e->tag[i];
+        }
+        n += u64_digits(e->v[i], out + n);
+    }
+    out[n++] = '"';
+    return n;
+}
 
 /* The head's first lines: status line, Date, and unless no_body, Content-Type
  * and the name of Content-Length. At most HEAD_START_MAX bytes. */
@@ -698,6 +716,12 @@ void http_response_finish(struct http_response *r, bool keep_alive) {
          * falls back to the built lines below when it does not fit). */
         n += PUT_LIT(h + n, "X-Request-ID: ");
         n += put(h + n, r->request_id, r->request_id_len);
+        n += PUT_LIT(h + n, "\r\n");
+    }
+    if (r->etag.n) {
+        /* At most 80 bytes too: with it the head's lines stay below 350 bytes. */
+        n += PUT_LIT(h + n, "ETag: ");
+        n += http_etag_format(&r->etag, h + n);
         n += PUT_LIT(h + n, "\r\n");
     }
     if (r->extra) {

@@ -32,6 +32,8 @@ enum http_field {
     HF_ORIGIN,          /* Origin (the account site's form posts) */
     HF_FETCH_SITE,      /* Sec-Fetch-Site (the same) */
     HF_IDEMPOTENCY_KEY, /* Idempotency-Key (the API's creates) */
+    HF_IF_MATCH,        /* If-Match (the API's updates and deletions) */
+    HF_IF_NONE_MATCH,   /* If-None-Match (the API's reads, updates and deletions) */
     HF_COUNT
 };
 
@@ -178,6 +180,20 @@ void http_parser_resume(struct http_parser *p);
 
 #define HTTP_REQUEST_ID_MAX 64 /* bytes of an X-Request-ID kept; longer ones are replaced */
 #define HTTP_PATH_KEEP 1024    /* bytes of the path kept with the response for the access log */
+#define HTTP_ETAG_MAX 72       /* bytes of a formatted http_etag, quotes included */
+
+/*
+ * An entity tag of 1 to 3 numbers: "v0", "v0-<tag[1]>v1", "v0-<tag[1]>v1-<tag[2]>v2"
+ * (the API's ETags: core/etag.h); n 0: none. A response keeps it as numbers, so that
+ * the ring of response slots stays small, and the head writer formats it.
+ */
+struct http_etag {
+    uint64_t v[3];
+    char tag[3];
+    uint8_t n;
+};
+/* Writes e, quotes included, into out (HTTP_ETAG_MAX bytes); returns its length. */
+size_t http_etag_format(const struct http_etag *e, char *out);
 
 /*
  * True when an X-Request-ID value can be echoed as it is: 1 to
@@ -196,6 +212,7 @@ struct http_response {
     struct buf headers;       /* more header lines built for this response (Set-Cookie...);
                                * each ends "\r\n"; http_response_finish ends the head here */
     uint64_t lsn;             /* sent only once the store has acknowledged this LSN */
+    struct http_etag etag;    /* an "ETag: " line when etag.n > 0 */
     struct buf body;
     char head[384];
     uint32_t head_len;

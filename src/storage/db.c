@@ -132,22 +132,39 @@ static uint64_t changed(struct db *db, uint64_t lsn, uint64_t id, struct record 
     return lsn;
 }
 
-uint64_t db_put(struct db *db, struct record *r) {
+/* Starts the REC_REV payload of the next change in scratch: the change's rev is the next. */
+static uint64_t rev_begin(struct db *db, uint8_t type) {
+    uint64_t rev = ++db->index.rev;
     buf_reset(&db->scratch);
-    record_encode(r, &db->scratch);
+    record_rev_head(rev, type, &db->scratch);
+    return rev;
+}
+
+/* Appends the REC_REV frame in scratch. */
+static uint64_t rev_append(struct db *db) {
     db->appended += STORE_FRAME_HEADER_SIZE + db->scratch.len;
-    uint64_t lsn = store_append(&db->store, r->type, db->scratch.ptr, db->scratch.len);
+    return store_append(&db->store, REC_REV, db->scratch.ptr, db->scratch.len);
+}
+
+uint64_t db_put(struct db *db, struct record *r) {
+    r->rev = rev_begin(db, r->type);
+    record_encode(r, &db->scratch);
+    uint64_t lsn = rev_append(db);
     uint64_t id = r->id;
-    return changed(db, lsn, id, index_swap(&db->index, r));
+    struct record *old = index_swap(&db->index, r);
+    index_change_add(&db->index, r->user_id, r->rev, id, r->type,
+                     old ? INDEX_OP_UPDATE : INDEX_OP_CREATE);
+    return changed(db, lsn, id, old);
 }
 
 uint64_t db_put_keyed(struct db *db, struct record *r, struct record *key) {
-    buf_reset(&db->scratch);
+    r->rev = key->rev = rev_begin(db, REC_KEYED);
     record_keyed_encode(r, key, &db->scratch);
-    db->appended += STORE_FRAME_HEADER_SIZE + db->scratch.len;
-    uint64_t lsn = store_append(&db->store, REC_KEYED, db->scratch.ptr, db->scratch.len);
+    uint64_t lsn = rev_append(db);
     uint64_t id = r->id, key_id = key->id;
     struct record *old = index_swap(&db->index, r);
+    index_change_add(&db->index, r->user_id, r->rev, id, r->type,
+                     old ? INDEX_OP_UPDATE : INDEX_OP_CREATE);
     /* Two changes under one LSN: an undo takes back the key first, then the record. */
     if (store_is_acked(&db->store, lsn))
         record_free(old);
@@ -169,8 +186,12 @@ void db_set_idem_ttl(struct db *db, uint32_t ttl_s) {
 }
 
 uint64_t db_delete(struct db *db, uint64_t id) {
-    uint64_t lsn = append_varint(db, REC_DELETE, id, false);
+    uint64_t rev = rev_begin(db, REC_DELETE);
+    uint8_t *p = (uint8_t *)buf_reserve(&db->scratch, VARINT_MAX);
+    buf_commit(&db->scratch, varint_put(p, id));
+    uint64_t lsn = rev_append(db);
     struct record *old = index_remove(&db->index, id);
+    if (old) index_change_add(&db->index, old->user_id, rev, id, old->type, INDEX_OP_DELETE);
     if (id >= db->index.next_id) db->index.next_id = id + 1;
     return changed(db, lsn, id, old);
 }
@@ -401,6 +422,7 @@ static void compact_done(struct db *db, int status) {
 
 static void on_compacted(struct store *s, int status) {
     struct db *db = s->data;
+    if (status == 0) db->index.rev_horizon = db->compact_horizon;
     if (status < 0)
         LOG(LOG_ERROR, "compaction failed: %s", strerror(-status));
     else
@@ -421,8 +443,9 @@ static void snapshot(struct db *db, const struct record *r, bool may_drop) {
         return;
     }
     buf_reset(&db->scratch);
+    record_rev_head(r->rev, r->type, &db->scratch);
     record_encode(r, &db->scratch);
-    store_compact_add(&db->store, r->type, db->scratch.ptr, db->scratch.len);
+    store_compact_add(&db->store, REC_REV, db->scratch.ptr, db->scratch.len);
 }
 
 /*
@@ -476,6 +499,15 @@ int db_compact_start(struct db *db, db_compact_cb cb, void *ctx) {
     if (db->index.node_recorded) append_varint(db, REC_NODE, db->index.node_id, true);
     uint64_t next = db->id_reserved > db->index.next_id ? db->id_reserved : db->index.next_id;
     append_varint(db, REC_NEXT_ID, next, true);
+    /* Then the revs: the counter, and the horizon: the deletions made so far are not in the
+     * new log, the changes made from now on are (the store copies them into its tail). */
+    {
+        uint8_t p[2 * VARINT_MAX];
+        size_t n = varint_put(p, db->index.rev);
+        n += varint_put(p + n, db->index.rev);
+        store_compact_add(&db->store, REC_REVS, p, n);
+        db->compact_horizon = db->index.rev;
+    }
     /* This node's ids are dense from id_min; other nodes' are in the foreign list. */
     db->compact_next = db->index.id_min;
     db->compact_end = db->index.next_id;

@@ -101,8 +101,9 @@ struct db {
     uint64_t stats_compactions_ok, stats_compactions_failed; /* finished compactions */
     db_compact_cb on_compacted;
     void *compact_ctx;
-    uint64_t compact_now_s; /* Unix time the compaction began (key expiry), s */
-    uint32_t idem_ttl_s;    /* idempotency keys live this long, s */
+    uint64_t compact_now_s;   /* Unix time the compaction began (key expiry), s */
+    uint64_t compact_horizon; /* the rev counter then: the new log's horizon (index.h) */
+    uint32_t idem_ttl_s;      /* idempotency keys live this long, s */
     bool open;
     uint64_t appended; /* frame bytes this process appended to the log */
     struct db_guard guard;
@@ -278,6 +279,24 @@ int db_sync_now(struct db *db);
 /* The last LSN acknowledged (db_ack_cb's lsn so far): where a new listener of acks starts. */
 static inline uint64_t db_acked_lsn(const struct db *db) {
     return db->store.acked_lsn;
+}
+
+/* The rev counter: the newest change's rev (docs/STORAGE.md "Revisions"). */
+static inline uint64_t db_rev(const struct db *db) {
+    return db->index.rev;
+}
+/* The log's horizon: every change with a rev above it is in the log. */
+static inline uint64_t db_rev_horizon(const struct db *db) {
+    return db->index.rev_horizon;
+}
+/* The user's changes (index.h, the change feed's), valid as db_owned's list. */
+static inline const struct index_changes *db_changes(const struct db *db, uint64_t user_id) {
+    return index_changes_of(&db->index, user_id);
+}
+/* What a change shows while current: its record, NULL for a deletion, or INDEX_CHANGE_STALE. */
+static inline const struct record *db_change_current(const struct db *db,
+                                                     const struct index_change *c) {
+    return index_change_current(&db->index, c);
 }
 
 /* The LSN a response must wait for to show no change that could still be lost. */

@@ -24,7 +24,8 @@
 struct owner {
     uint64_t user_id; /* 0: empty slot */
     struct id_list lists[REC_KIND_MAX + 1];
-    uint64_t quota_bytes; /* record_size of its records of the kinds the quota counts */
+    struct index_changes changes; /* the change feed's (index.h) */
+    uint64_t quota_bytes;         /* record_size of its records of the kinds the quota counts */
 };
 
 static inline uint64_t mix(uint64_t x) {
@@ -100,9 +101,11 @@ void index_destroy(struct index *ix) {
     for (int i = 0; i < INDEX_SHARDS; i++)
         if (shard_allocated(&ix->shards[i])) table_free(ix->shards[i].slots, ix->shards[i].cap);
     free(ix->scratch);
-    for (size_t i = 0; i < ix->owners_cap; i++)
+    for (size_t i = 0; i < ix->owners_cap; i++) {
         for (int k = 0; k <= REC_KIND_MAX; k++)
             free(ix->owners[i].lists[k].ids);
+        free(ix->owners[i].changes.v);
+    }
     if (ix->owners != no_owners) free(ix->owners);
     if (ix->names.slots != no_names) free(ix->names.slots);
     if (ix->keys.slots != no_names) free(ix->keys.slots);
@@ -561,6 +564,52 @@ uint64_t index_take_id(struct index *ix) {
     return ix->next_id++;
 }
 
+/* ---- the change feed's index ---- */
+
+void index_change_add(struct index *ix, uint64_t user_id, uint64_t rev, uint64_t id, uint8_t type,
+                      uint8_t op) {
+    if (!record_type_in_quota(type) || rev <= ix->rev_horizon) return;
+    struct owner *o = owner_get(ix, user_id, true);
+    struct index_changes *l = &o->changes;
+    if (l->len == l->cap) {
+        /* Drop what a compaction left behind the horizon before growing. */
+        uint32_t keep = index_changes_after(l, ix->rev_horizon);
+        if (keep) {
+            memmove(l->v, l->v + keep, (l->len - keep) * sizeof *l->v);
+            l->len -= keep;
+        }
+    }
+    if (l->len == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 8;
+        l->v = xrealloc(l->v, l->cap * sizeof *l->v);
+    }
+    l->v[l->len++] = (struct index_change){rev, id | (uint64_t)type << 53 | (uint64_t)op << 56};
+}
+
+const struct index_changes *index_changes_of(const struct index *ix, uint64_t user_id) {
+    static const struct index_changes empty;
+    const struct owner *o = owner_get((struct index *)ix, user_id, false);
+    return o ? &o->changes : &empty;
+}
+
+uint32_t index_changes_after(const struct index_changes *l, uint64_t rev) {
+    uint32_t lo = 0, hi = l->len;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (l->v[mid].rev <= rev)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+const struct record *index_change_current(const struct index *ix, const struct index_change *c) {
+    const struct record *r = index_get(ix, index_change_id(c));
+    if (index_change_op(c) == INDEX_OP_DELETE) return r ? INDEX_CHANGE_STALE : NULL;
+    return r && r->rev == c->rev ? r : INDEX_CHANGE_STALE;
+}
+
 void index_relink(struct index *ix) {
     /* Records are built with no link and only events set one: with no event
      * every link is 0 already, and a walk would touch every record for nothing. */
@@ -569,27 +618,21 @@ void index_relink(struct index *ix) {
     EACH_RECORD(ix, r, if (r->type == REC_EVENT) link_event(ix, r));
 }
 
-int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
-    struct index *ix = ctx;
+/* Applies a change frame (record.h: record_type_is_change) made at revision rev. */
+static int apply_change(struct index *ix, uint8_t type, const uint8_t *payload, size_t len,
+                        uint64_t rev) {
     uint64_t v = 0;
     switch (type) {
-    case REC_DELETE:
+    case REC_DELETE: {
         if (varint_get(payload, len, &v) != len || v == 0 || v > RECORD_ID_MAX) return -1;
-        index_delete(ix, v); /* absent is fine: a compacted log may hold the delete only */
+        /* absent is fine: a compacted log may hold the delete only */
+        struct record *old = index_remove(ix, v);
+        if (old) index_change_add(ix, old->user_id, rev, v, old->type, INDEX_OP_DELETE);
+        record_free(old);
         if (v >= ix->next_id && v <= ix->id_max) ix->next_id = v + 1;
         ix->written = true;
         return 0;
-    case REC_NEXT_ID:
-        if (varint_get(payload, len, &v) != len || v == 0 || v > RECORD_ID_MAX + 1) return -1;
-        ix->id_floor = v; /* the last one holds: a clean close gives back unused ids */
-        return 0;
-    case REC_NODE:
-        if (varint_get(payload, len, &v) != len || v == 0 || v > RECORD_NODE_MAX) return -1;
-        /* A directory belongs to one node: a second, different frame is damage. */
-        if (ix->node_recorded && v != ix->node_id) return -1;
-        index_set_node(ix, (uint32_t)v);
-        ix->node_recorded = true;
-        return 0;
+    }
     case REC_KEYED: {
         uint8_t t;
         const uint8_t *rec, *key;
@@ -602,7 +645,11 @@ int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
             record_free(k);
             return -1;
         }
-        index_put(ix, r);
+        r->rev = k->rev = rev;
+        struct record *old = index_swap(ix, r);
+        index_change_add(ix, r->user_id, rev, r->id, r->type,
+                         old ? INDEX_OP_UPDATE : INDEX_OP_CREATE);
+        record_free(old);
         index_put(ix, k);
         ix->written = true;
         return 0;
@@ -617,10 +664,55 @@ int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
         }
         struct record *r = record_decode(type, payload, len);
         if (!r) return -1;
-        index_put(ix, r);
+        r->rev = rev;
+        struct record *old = index_swap(ix, r);
+        if (record_type_in_quota(type))
+            index_change_add(ix, r->user_id, rev, r->id, type,
+                             old ? INDEX_OP_UPDATE : INDEX_OP_CREATE);
+        record_free(old);
         ix->written = true;
         return 0;
     }
+    }
+}
+
+int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
+    struct index *ix = ctx;
+    uint64_t v = 0;
+    switch (type) {
+    case REC_NEXT_ID:
+        if (varint_get(payload, len, &v) != len || v == 0 || v > RECORD_ID_MAX + 1) return -1;
+        ix->id_floor = v; /* the last one holds: a clean close gives back unused ids */
+        return 0;
+    case REC_NODE:
+        if (varint_get(payload, len, &v) != len || v == 0 || v > RECORD_NODE_MAX) return -1;
+        /* A directory belongs to one node: a second, different frame is damage. */
+        if (ix->node_recorded && v != ix->node_id) return -1;
+        index_set_node(ix, (uint32_t)v);
+        ix->node_recorded = true;
+        return 0;
+    case REC_REV: {
+        uint8_t t;
+        const uint8_t *inner;
+        size_t inner_len;
+        if (record_rev_split(payload, len, &v, &t, &inner, &inner_len) < 0) return -1;
+        if (apply_change(ix, t, inner, inner_len, v) < 0) return -1;
+        if (v > ix->rev) ix->rev = v;
+        return 0;
+    }
+    case REC_REVS: {
+        uint64_t h = 0;
+        size_t n = varint_get(payload, len, &v);
+        if (!n || varint_get(payload + n, len - n, &h) != len - n || h > v) return -1;
+        if (v > ix->rev) ix->rev = v;
+        ix->rev_horizon = h;
+        return 0;
+    }
+    default:
+        /* An older log's change frame: its rev is implicit, the counter's next. */
+        if (apply_change(ix, type, payload, len, ix->rev + 1) < 0) return -1;
+        ix->rev++;
+        return 0;
     }
 }
 

@@ -76,6 +76,8 @@ struct index {
     uint32_t node_id;           /* from a REC_NODE frame; 0 without one */
     bool node_recorded;         /* a REC_NODE frame was applied */
     bool written;               /* a record or a deletion was applied: the log holds data */
+    uint64_t rev;               /* the rev counter: the highest rev applied or handed out */
+    uint64_t rev_horizon;       /* every change with a rev above it is in the log (REC_REVS) */
     struct id_list foreign;     /* ids of records outside id_min..id_max (imported), ascending */
     uint64_t live_bytes;        /* encoded payload bytes of live records (frames included) */
     struct index_slot *scratch; /* a shard's live slots while it grows */
@@ -88,7 +90,10 @@ struct index {
 void index_init(struct index *ix);
 void index_destroy(struct index *ix);
 
-/* Applies one log frame. Returns 0, or -1 if the payload is malformed. */
+/*
+ * Applies one log frame. Returns 0, or -1 if the payload is malformed. A
+ * change frame not wrapped in REC_REV (an older log's) takes the next rev.
+ */
 int index_apply(void *ix, uint8_t type, const uint8_t *payload, size_t len);
 
 /*
@@ -170,6 +175,46 @@ struct index_replay {
     uint64_t frame_bytes; /* their bytes, headers included */
 };
 int index_replay_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len);
+
+/*
+ * The change feed's index (README "The change feed"): each user's changes
+ * of the kinds record_type_in_quota names, with a rev above the horizon, in
+ * rev order: 16 bytes a change, at most one per change frame of the log
+ * since its last compaction (changes at or below the horizon are dropped
+ * when the list next grows). A change stays listed when a later one
+ * supersedes it or an undo takes it back; a reader shows one only while it
+ * is current: index_change_current.
+ */
+enum index_op { INDEX_OP_CREATE = 1, INDEX_OP_UPDATE = 2, INDEX_OP_DELETE = 3 };
+struct index_change {
+    uint64_t rev;
+    uint64_t word; /* id (bits 0..52), type (53..55), enum index_op (56..57) */
+};
+static inline uint64_t index_change_id(const struct index_change *c) {
+    return c->word & RECORD_ID_MAX;
+}
+static inline uint8_t index_change_type(const struct index_change *c) {
+    return (uint8_t)(c->word >> 53 & 7);
+}
+static inline uint8_t index_change_op(const struct index_change *c) {
+    return (uint8_t)(c->word >> 56 & 3);
+}
+struct index_changes {
+    struct index_change *v; /* ascending rev */
+    uint32_t len, cap;
+};
+/* Records a change of user's record id (type, op) made at rev; ignored for other kinds or a
+ * rev at or below the horizon. */
+void index_change_add(struct index *ix, uint64_t user_id, uint64_t rev, uint64_t id, uint8_t type,
+                      uint8_t op);
+/* The user's changes (an empty list when none): valid until the next change of the index. */
+const struct index_changes *index_changes_of(const struct index *ix, uint64_t user_id);
+/* The position of the first change with a rev above rev. */
+uint32_t index_changes_after(const struct index_changes *l, uint64_t rev);
+/* The record a current change shows (NULL for a deletion), or the tombstone mark
+ * INDEX_CHANGE_STALE when the change is no longer what the index holds. */
+#define INDEX_CHANGE_STALE ((const struct record *)(uintptr_t)1)
+const struct record *index_change_current(const struct index *ix, const struct index_change *c);
 
 /* Recomputes every theme's and address's EventID from the events (after replay). */
 void index_relink(struct index *ix);

@@ -297,6 +297,7 @@ struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t use
     r->id = id;
     r->user_id = user_id;
     r->event_id = 0;
+    r->rev = 0;
     r->set = set;
     r->type = k->type;
     r->slab_class = cls;
@@ -603,5 +604,22 @@ int record_keyed_split(const uint8_t *p, size_t len, uint8_t *type, const uint8_
     *rec_len = (size_t)rl;
     *key = p + off + rl;
     *key_len = len - off - (size_t)rl;
+    return 0;
+}
+
+void record_rev_head(uint64_t rev, uint8_t type, struct buf *out) {
+    uint8_t *p = (uint8_t *)buf_reserve(out, VARINT_MAX + 1);
+    size_t n = varint_put(p, rev);
+    p[n++] = type;
+    buf_commit(out, n);
+}
+
+int record_rev_split(const uint8_t *p, size_t len, uint64_t *rev, uint8_t *type,
+                     const uint8_t **inner, size_t *inner_len) {
+    size_t n = varint_get(p, len, rev);
+    if (!n || n >= len || *rev == 0 || !record_type_is_change(p[n])) return -1;
+    *type = p[n];
+    *inner = p + n + 1;
+    *inner_len = len - n - 1;
     return 0;
 }

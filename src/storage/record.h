@@ -37,8 +37,32 @@ enum rec_type {
     REC_NEXT_ID = 17, /* payload: varint next id (written by compaction) */
     REC_NODE = 18,    /* payload: varint node id (1..RECORD_NODE_MAX); see below */
     REC_KEYED = 19,   /* a create and its REC_IDEM key in one frame: see record_keyed_encode */
+    REC_REV = 20,     /* a change frame with its revision: see record_rev_split */
+    REC_REVS = 21,    /* payload: varint rev counter, varint horizon (written by compaction) */
 };
 #define REC_KIND_MAX 7
+
+/*
+ * Revisions (docs/STORAGE.md "Revisions"): every change frame the server
+ * appends (a record image of types 1..REC_KIND_MAX, REC_DELETE, REC_KEYED)
+ * gets the next value of one server-wide counter, its rev, and is written
+ * wrapped in a REC_REV frame: varint rev, one byte of the inner frame's
+ * type, then the inner frame's payload. Replay gives every record the rev
+ * of the frame that wrote it, so revs survive restarts and compactions. A
+ * change frame of an older log, not wrapped, takes the counter's next
+ * value at replay (its implicit rev). REC_REVS, compaction's, states the
+ * counter and the horizon: every change with a rev above the horizon is in
+ * the log as it was made; those at or below it only as their result.
+ */
+static inline bool record_type_is_change(uint8_t type) {
+    return (type >= REC_USER && type <= REC_KIND_MAX) || type == REC_DELETE || type == REC_KEYED;
+}
+/* Appends the head of a REC_REV payload (rev, inner type) to out; the inner payload follows. */
+void record_rev_head(uint64_t rev, uint8_t type, struct buf *out);
+/* Splits a REC_REV payload: 0 with its parts set, or -1 when malformed (an inner type that
+ * is not a change, or a rev of 0). */
+int record_rev_split(const uint8_t *p, size_t len, uint64_t *rev, uint8_t *type,
+                     const uint8_t **inner, size_t *inner_len);
 
 /* Users and admin tokens belong to no user (user_id 0); every other record to one. */
 static inline bool record_type_is_system(uint8_t type) {
@@ -135,6 +159,7 @@ struct record {
     uint64_t id;
     uint64_t user_id;
     uint64_t event_id;  /* themes, addresses: the event that links it, 0 if none (derived) */
+    uint64_t rev;       /* the rev of the change that wrote it (see REC_REV); 0 until stored */
     uint32_t set;       /* bit i: field i has a cell (is not its default) */
     uint8_t type;       /* enum rec_type */
     uint8_t slab_class; /* the allocator's (slab.h): what record_free gives back */

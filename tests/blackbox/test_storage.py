@@ -830,8 +830,11 @@ class LogFormat(TornBase):
         self.assertEqual(struct.unpack_from("<II", data, 8), (1, 0))
         fr = frames(data)
         self.assertEqual(fr[-1][0] + 9 + fr[-1][1], len(data), "frames must cover the log")
-        # user add: reservation, user, release; a server: reservation, 3 themes, release
-        self.assertEqual([t for _, _, t in fr], [17, 1, 17, 17, 2, 2, 2, 17])
+        # user add: reservation, user, release; a server: reservation, 3 themes, release;
+        # every change in a REC_REV frame (20): varint rev, the inner type, its payload
+        self.assertEqual([t for _, _, t in fr], [17, 20, 17, 17, 20, 20, 20, 17])
+        inner = [(data[o + 9], data[o + 10]) for o, _, t in fr if t == 20]
+        self.assertEqual(inner, [(1, 1), (2, 2), (3, 2), (4, 2)])
 
     def test_modes(self):
         d = self.mkdir()

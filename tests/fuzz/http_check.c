@@ -373,8 +373,9 @@ const char *http_check_response(const char *buf, size_t len, size_t *pos, int he
             return "the response to a HEAD request carries a body";
         return NULL;
     }
-    if (h.status == 204) {
-        if (h.lengths || h.types) return "204 with Content-Length or Content-Type";
+    if (h.status == 204 || h.status == 304) {
+        /* 304 (If-None-Match): no content either (RFC 9110 15.4.5); eventd sends neither. */
+        if (h.lengths || h.types) return "204 or 304 with Content-Length or Content-Type";
         *pos = (size_t)(p - buf);
         return NULL;
     }

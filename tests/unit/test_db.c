@@ -16,6 +16,7 @@
 
 #include "check.h"
 #include "common/log.h"
+#include "common/varint.h"
 #include "scratch_dir.h"
 #include "storage/db.h"
 
@@ -984,7 +985,213 @@ static void test_compaction_of_foreign_expired_keys_keeps_the_rest(void) {
     rmrf(dir);
 }
 
+/* ---- revs (docs/STORAGE.md "Revisions") ---- */
+
+static uint64_t rev_of(const struct db *db, uint64_t id) {
+    const struct record *r = db_get(db, id);
+    CHECK(r != NULL);
+    return r->rev;
+}
+
+/* Every change takes the next rev; a reopen gives every record the rev it had. */
+static void test_revs_survive_reopen(void) {
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, &always);
+    uint64_t a = put_theme(&db, "a"), b = put_theme(&db, "b"), c = put_theme(&db, "c");
+    CHECK_EQ_UINT(rev_of(&db, a), 1);
+    CHECK_EQ_UINT(rev_of(&db, b), 2);
+    db_put(&db, theme(a, "a2"));
+    db_delete(&db, c); /* rev 5 */
+    uint64_t kid = take_id(&db), d = take_id(&db);
+    db_put_keyed(&db, theme(d, "keyed"), idem_key(kid, "k", 1, d, "{}"));
+    CHECK_EQ_UINT(rev_of(&db, a), 4);
+    CHECK_EQ_UINT(rev_of(&db, d), 6);
+    CHECK_EQ_UINT(rev_of(&db, kid), 6);
+    CHECK_EQ_UINT(db.index.rev, 6);
+    close_db(&db, &loop);
+    open_db(&db, &loop, dir, &always);
+    CHECK_EQ_UINT(rev_of(&db, a), 4);
+    CHECK_EQ_UINT(rev_of(&db, b), 2);
+    CHECK_EQ_UINT(rev_of(&db, d), 6);
+    CHECK_EQ_UINT(rev_of(&db, kid), 6);
+    CHECK_EQ_UINT(db.index.rev, 6);
+    CHECK_EQ_UINT(db.index.rev_horizon, 0);
+    CHECK_EQ_UINT(rev_of(&db, put_theme(&db, "e")), 7);
+    close_db(&db, &loop);
+    rmrf(dir);
+}
+
+/* Compaction writes each record with its rev, and the counter and horizon: the counter goes
+ * on after the deletions it dropped, and changes made during it keep theirs. */
+static void test_revs_survive_compaction(void) {
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, &always);
+    uint64_t a = put_theme(&db, "a"), b = put_theme(&db, "b");
+    db_put(&db, theme(a, "a2"));      /* 3 */
+    uint64_t lsn = db_delete(&db, b); /* 4: the last change, dropped by compaction */
+    RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
+    CHECK_EQ_INT(db_compact_start(&db, NULL, NULL), 0);
+    uint64_t c = put_theme(&db, "during"); /* 5: reaches the new log by its tail */
+    RUN_UNTIL(&loop, !db.compacting);
+    CHECK_EQ_INT(db.compact_status, 0);
+    CHECK_EQ_UINT(db.index.rev_horizon, 4);
+    close_db(&db, &loop);
+    open_db(&db, &loop, dir, &always);
+    CHECK_EQ_UINT(rev_of(&db, a), 3);
+    CHECK_EQ_UINT(rev_of(&db, c), 5);
+    CHECK_EQ_UINT(db.index.rev, 5);
+    CHECK_EQ_UINT(db.index.rev_horizon, 4);
+    CHECK_EQ_INT(db_compact_now(&db), 0);
+    close_db(&db, &loop);
+    open_db(&db, &loop, dir, &always);
+    CHECK_EQ_UINT(rev_of(&db, a), 3);
+    CHECK_EQ_UINT(rev_of(&db, c), 5);
+    CHECK_EQ_UINT(db.index.rev_horizon, 5);
+    CHECK_EQ_UINT(rev_of(&db, put_theme(&db, "next")), 6);
+    close_db(&db, &loop);
+    rmrf(dir);
+}
+
+/* A failed batch's revs are never handed out again in this process: a gap, no reuse. */
+static void test_revs_after_a_failed_batch(void) {
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, &always);
+    uint64_t a = put_theme(&db, "a");
+    RUN_UNTIL(&loop, acks.last_lsn >= db_visible_lsn(&db));
+    enum log_level saved = log_threshold;
+    log_threshold = LOG_OFF;
+    fault("EVENTD_FAULT_FSYNC_AFTER", "0");
+    db_put(&db, theme(a, "lost")); /* 2, undone */
+    RUN_UNTIL(&loop, acks.errors > 0);
+    fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
+    CHECK_EQ_INT(store_flush_sync(&db.store), 0);
+    log_threshold = saved;
+    check_name(&db, a, "a");
+    CHECK_EQ_UINT(rev_of(&db, a), 1);
+    db_put(&db, theme(a, "kept"));
+    CHECK_EQ_UINT(rev_of(&db, a), 3);
+    uint64_t lsn = db_visible_lsn(&db);
+    RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
+    close_db(&db, &loop);
+    open_db(&db, &loop, dir, &always);
+    check_name(&db, a, "kept");
+    CHECK_EQ_UINT(rev_of(&db, a), 3);
+    close_db(&db, &loop);
+    rmrf(dir);
+}
+
+/* A log of an older eventd (change frames not wrapped) replays with implicit revs, one per
+ * change frame, and the server goes on from there. */
+static void test_revs_implicit_in_an_old_log(void) {
+    struct index ix;
+    index_init(&ix);
+    struct buf b = BUF_INIT;
+    struct record *t1 = theme(1, "one"), *t2 = theme(2, "two"), *t1b = theme(1, "one again");
+    uint8_t p[VARINT_MAX];
+    record_encode(t1, &b);
+    CHECK_EQ_INT(index_apply(&ix, REC_THEME, (const uint8_t *)b.ptr, b.len), 0);
+    CHECK_EQ_INT(index_apply(&ix, REC_NEXT_ID, p, varint_put(p, 100)), 0); /* not a change */
+    buf_reset(&b);
+    record_encode(t2, &b);
+    CHECK_EQ_INT(index_apply(&ix, REC_THEME, (const uint8_t *)b.ptr, b.len), 0);
+    CHECK_EQ_INT(index_apply(&ix, REC_DELETE, p, varint_put(p, 2)), 0);
+    buf_reset(&b);
+    record_encode(t1b, &b);
+    CHECK_EQ_INT(index_apply(&ix, REC_THEME, (const uint8_t *)b.ptr, b.len), 0);
+    CHECK_EQ_UINT(index_get(&ix, 1)->rev, 4);
+    CHECK_EQ_UINT(ix.rev, 4);
+    /* Then a wrapped frame, as this version appends them. */
+    buf_reset(&b);
+    record_rev_head(9, REC_THEME, &b);
+    record_encode(t2, &b);
+    CHECK_EQ_INT(index_apply(&ix, REC_REV, (const uint8_t *)b.ptr, b.len), 0);
+    CHECK_EQ_UINT(index_get(&ix, 2)->rev, 9);
+    CHECK_EQ_UINT(ix.rev, 9);
+    /* Malformed: rev 0, an inner frame that is not a change, a horizon above the counter. */
+    uint8_t bad[] = {0, REC_THEME, 1};
+    CHECK_EQ_INT(index_apply(&ix, REC_REV, bad, sizeof bad), -1);
+    uint8_t nested[] = {5, REC_REV, 1, REC_THEME};
+    CHECK_EQ_INT(index_apply(&ix, REC_REV, nested, sizeof nested), -1);
+    uint8_t revs[] = {3, 4};
+    CHECK_EQ_INT(index_apply(&ix, REC_REVS, revs, sizeof revs), -1);
+    record_free(t1);
+    record_free(t2);
+    record_free(t1b);
+    buf_destroy(&b);
+    index_destroy(&ix);
+}
+
+/* The feed's change lists: one entry per change above the horizon, shown while current; an
+ * undone change is not current and what it superseded is again; replay rebuilds them. */
+static uint32_t current_changes(const struct db *db, uint64_t user, uint64_t *revs) {
+    const struct index_changes *l = index_changes_of(&db->index, user);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < l->len; i++)
+        if (index_change_current(&db->index, &l->v[i]) != INDEX_CHANGE_STALE)
+            revs[n++] = l->v[i].rev;
+    return n;
+}
+
+static void test_change_lists(void) {
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, &always);
+    uint64_t revs[16];
+    uint64_t a = put_theme(&db, "a"), b = put_theme(&db, "b"); /* revs 1, 2 (user 1) */
+    db_put(&db, theme(a, "a2"));                               /* 3 supersedes 1 */
+    uint64_t lsn = db_delete(&db, b);                          /* 4 supersedes 2 */
+    RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
+    CHECK_EQ_UINT(index_changes_of(&db.index, 1)->len, 4);
+    CHECK_EQ_UINT(current_changes(&db, 1, revs), 2);
+    CHECK_EQ_UINT(revs[0], 3);
+    CHECK_EQ_UINT(revs[1], 4);
+    CHECK_EQ_UINT(index_change_op(&index_changes_of(&db.index, 1)->v[3]), INDEX_OP_DELETE);
+    CHECK_EQ_UINT(index_changes_after(index_changes_of(&db.index, 1), 3), 3);
+    /* A failed batch: its update is not current, the one before it is again. */
+    enum log_level saved = log_threshold;
+    log_threshold = LOG_OFF;
+    fault("EVENTD_FAULT_FSYNC_AFTER", "0");
+    db_put(&db, theme(a, "lost")); /* 5 */
+    CHECK_EQ_UINT(current_changes(&db, 1, revs), 2);
+    CHECK_EQ_UINT(revs[1], 5);
+    RUN_UNTIL(&loop, acks.errors > 0);
+    fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
+    CHECK_EQ_INT(store_flush_sync(&db.store), 0);
+    log_threshold = saved;
+    CHECK_EQ_UINT(current_changes(&db, 1, revs), 2);
+    CHECK_EQ_UINT(revs[0], 3);
+    CHECK_EQ_UINT(revs[1], 4);
+    close_db(&db, &loop);
+    /* Replay: the same current changes; after a compaction, none at or below the horizon. */
+    open_db(&db, &loop, dir, &always);
+    CHECK_EQ_UINT(current_changes(&db, 1, revs), 2);
+    CHECK_EQ_UINT(revs[0], 3);
+    CHECK_EQ_UINT(revs[1], 4);
+    CHECK_EQ_INT(db_compact_now(&db), 0);
+    close_db(&db, &loop);
+    open_db(&db, &loop, dir, &always);
+    CHECK_EQ_UINT(index_changes_of(&db.index, 1)->len, 0);
+    uint64_t c = put_theme(&db, "c");
+    CHECK_EQ_UINT(current_changes(&db, 1, revs), 1);
+    CHECK_EQ_UINT(revs[0], db.index.rev);
+    CHECK_EQ_UINT(index_change_id(&index_changes_of(&db.index, 1)->v[0]), c);
+    close_db(&db, &loop);
+    rmrf(dir);
+}
+
 static const struct check_case cases[] = {
+    CHECK_CASE(test_change_lists),
+    CHECK_CASE(test_revs_survive_reopen),
+    CHECK_CASE(test_revs_survive_compaction),
+    CHECK_CASE(test_revs_after_a_failed_batch),
+    CHECK_CASE(test_revs_implicit_in_an_old_log),
     CHECK_CASE(test_compaction_of_foreign_expired_keys_keeps_the_rest),
     CHECK_CASE(test_keyed_put_survives_reopen),
     CHECK_CASE(test_keyed_put_torn_leaves_neither),

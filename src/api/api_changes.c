@@ -1,0 +1,334 @@
+/*
+ * api_changes: GET /v2/changes, the change feed (README "The change feed").
+ *
+ * A page is read from the index's per-user change lists (index.h): the
+ * caller's changes with a rev above the cursor, each shown while it is
+ * current (a record at the rev of the change, or a deletion whose record is
+ * gone), in rev order. Like every answer, a page leaves only once the
+ * store has acknowledged everything the index showed (front.c sets its
+ * LSN), so only acknowledged changes are ever shown: a page that showed a
+ * change whose batch then failed is answered 503 instead.
+ *
+ * A caller with nothing new and ?wait=S is held: its response is deferred
+ * (reply_defer) and a waiter of about 80 bytes is kept, in a chain by user
+ * (a change of the user's answers its waiters at once) and in a min-heap by
+ * deadline (one timer for all of them answers the ones whose wait ended,
+ * with an empty page).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "core/etag.h"
+#include "core/reply.h"
+
+#define WAIT_BUCKETS 1024 /* chains of waiters by user id */
+
+struct waiter {
+    struct server_ticket t;
+    uint64_t user_id, after;
+    uint64_t deadline; /* uv_now, ms */
+    uint32_t limit;
+    uint32_t heap_at;
+    struct waiter *next, **pprev; /* the user's chain */
+};
+
+struct changes_waiters {
+    struct handlers *h;
+    uv_timer_t timer;
+    struct waiter **heap; /* by deadline */
+    uint32_t len, cap;
+    struct waiter *chain[WAIT_BUCKETS];
+};
+
+/* ---- the page ---- */
+
+/* Reads after, limit and wait from the query string. Returns false after answering 400. */
+static bool changes_params(struct handlers *h, struct slice q, struct http_response *r,
+                           uint64_t *after, uint32_t *limit, uint32_t *wait_s) {
+    *after = 0;
+    *limit = h->lim.list_default;
+    *wait_s = 0;
+    const char *p = q.ptr, *end = q.ptr + q.len;
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *stop = amp ? amp : end;
+        const char *eq = memchr(p, '=', (size_t)(stop - p));
+        struct slice name = {p, (size_t)((eq ? eq : stop) - p)};
+        struct slice val =
+            eq ? (struct slice){eq + 1, (size_t)(stop - eq - 1)} : (struct slice){stop, 0};
+        uint64_t v;
+        if (slice_eq(name, "after", 5)) {
+            if (!(val.len == 1 && val.ptr[0] == '0') &&
+                u64_parse(val.ptr, val.len, UINT64_MAX, &v) < 0) {
+                reply_error(r, ERR_INVALID_QUERY, "after",
+                            "after must be the NextCursor of a previous page or of a list "
+                            "(X-Changes-Cursor), or 0");
+                return false;
+            }
+            *after = val.len == 1 && val.ptr[0] == '0' ? 0 : v;
+        } else if (slice_eq(name, "limit", 5)) {
+            if (u64_parse(val.ptr, val.len, h->lim.list_max, &v) < 0) {
+                reply_error(r, ERR_INVALID_QUERY, "limit", "limit must be an integer from 1 to %u",
+                            h->lim.list_max);
+                return false;
+            }
+            *limit = (uint32_t)v;
+        } else if (slice_eq(name, "wait", 4)) {
+            if (!(val.len == 1 && val.ptr[0] == '0') &&
+                u64_parse(val.ptr, val.len, h->lim.changes_max_wait_s, &v) < 0) {
+                reply_error(r, ERR_INVALID_QUERY, "wait",
+                            "wait must be an integer from 0 to %u (seconds)",
+                            h->lim.changes_max_wait_s);
+                return false;
+            }
+            *wait_s = val.len == 1 && val.ptr[0] == '0' ? 0 : (uint32_t)v;
+        }
+        p = stop + 1;
+    }
+    return true;
+}
+
+static void put_cursor(struct buf *b, uint64_t rev) {
+    buf_append_char(b, '"');
+    buf_append_u64(b, rev);
+    buf_append_char(b, '"');
+}
+
+static const char *const op_name[] = {"", "create", "update", "delete"};
+
+/* The user's changes after `after`, at most limit, as a whole answer. Returns how many. */
+static uint32_t write_page(struct handlers *h, uint64_t user_id, uint64_t after, uint32_t limit,
+                           struct http_response *r) {
+    const struct db *db = h->db;
+    const struct index_changes *l = db_changes(db, user_id);
+    reply_ok_open(r);
+    struct buf *b = &r->body;
+    buf_append_str(b, "{\"Changes\":[");
+    uint32_t n = 0;
+    /* At the end of the user's changes the cursor is the server's last rev: the changes of
+     * others up to it need not be looked at again. */
+    uint64_t rev = db_rev(db), next = rev > after ? rev : after, last = after;
+    for (uint32_t i = index_changes_after(l, after); i < l->len; i++) {
+        const struct index_change *c = &l->v[i];
+        const struct record *rec = db_change_current(db, c);
+        if (rec == INDEX_CHANGE_STALE) continue;
+        if (n == limit) {
+            next = last; /* more to come: the next page starts after the last one shown */
+            break;
+        }
+        last = c->rev;
+        const struct kind_desc *k = record_kind(index_change_type(c));
+        if (n++) buf_append_char(b, ',');
+        buf_append_str(b, "{\"Cursor\":");
+        put_cursor(b, c->rev);
+        buf_append_str(b, ",\"Kind\":\"");
+        buf_append_str(b, k->name);
+        buf_append_str(b, "\",\"ID\":");
+        buf_append_u64(b, index_change_id(c));
+        buf_append_str(b, ",\"Operation\":\"");
+        buf_append_str(b, op_name[index_change_op(c)]);
+        buf_append_char(b, '"');
+        if (rec) {
+            struct http_etag e;
+            etag_of(h->db, rec, &e);
+            char tag[ETAG_MAX];
+            size_t tn = http_etag_format(&e, tag);
+            buf_append_str(b, ",\"ETag\":");
+            json_write_string(b, tag, tn);
+            buf_append_str(b, ",\"");
+            buf_append_str(b, k->name);
+            buf_append_str(b, "\":");
+            json_write_record(b, rec, false);
+        }
+        buf_append_char(b, '}');
+    }
+    buf_append_str(b, "],\"NextCursor\":");
+    put_cursor(b, next);
+    buf_append_str(b, "}}");
+    return n;
+}
+
+/* ---- waiters ---- */
+
+static bool heap_less(const struct changes_waiters *w, uint32_t a, uint32_t b) {
+    return w->heap[a]->deadline < w->heap[b]->deadline;
+}
+
+static void heap_swap(struct changes_waiters *w, uint32_t a, uint32_t b) {
+    struct waiter *t = w->heap[a];
+    w->heap[a] = w->heap[b];
+    w->heap[b] = t;
+    w->heap[a]->heap_at = a;
+    w->heap[b]->heap_at = b;
+}
+
+static void heap_fix(struct changes_waiters *w, uint32_t i) {
+    while (i > 0 && heap_less(w, i, (i - 1) / 2)) {
+        heap_swap(w, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+    for (;;) {
+        uint32_t l = 2 * i + 1, m = i;
+        if (l < w->len && heap_less(w, l, m)) m = l;
+        if (l + 1 < w->len && heap_less(w, l + 1, m)) m = l + 1;
+        if (m == i) break;
+        heap_swap(w, i, m);
+        i = m;
+    }
+}
+
+/* Takes x out of the heap and its chain. */
+static void unlink_waiter(struct changes_waiters *w, struct waiter *x) {
+    uint32_t i = x->heap_at;
+    w->len--;
+    if (i != w->len) {
+        w->heap[i] = w->heap[w->len];
+        w->heap[i]->heap_at = i;
+        heap_fix(w, i);
+    }
+    *x->pprev = x->next;
+    if (x->next) x->next->pprev = x->pprev;
+}
+
+/* Answers x with its page now (the connection may have gone: then nothing), and frees it. */
+static void answer(struct changes_waiters *w, struct waiter *x) {
+    struct handlers *h = w->h;
+    struct http_response *r = reply_deferred(h, x->t);
+    if (r) {
+        write_page(h, x->user_id, x->after, x->limit, r);
+        reply_answer(h, r, &x->t);
+    }
+    free(x);
+}
+
+static void on_timer(uv_timer_t *t);
+
+static void rearm(struct changes_waiters *w) {
+    if (!w->len) {
+        uv_timer_stop(&w->timer);
+        return;
+    }
+    uint64_t now = uv_now(w->timer.loop), due = w->heap[0]->deadline;
+    uv_timer_start(&w->timer, on_timer, due > now ? due - now : 0, 0);
+}
+
+static void on_timer(uv_timer_t *t) {
+    struct changes_waiters *w = t->data;
+    uint64_t now = uv_now(t->loop);
+    while (w->len && w->heap[0]->deadline <= now) {
+        struct waiter *x = w->heap[0];
+        unlink_waiter(w, x);
+        answer(w, x);
+    }
+    rearm(w);
+}
+
+static struct changes_waiters *waiters_of(struct handlers *h) {
+    if (!h->waiters) {
+        struct changes_waiters *w = xcalloc(1, sizeof *w);
+        w->h = h;
+        uv_timer_init(h->db->loop, &w->timer);
+        w->timer.data = w;
+        h->waiters = w;
+    }
+    return h->waiters;
+}
+
+/* Holds the request being completed until a change of user_id or wait_s seconds. */
+static void hold(struct handlers *h, uint64_t user_id, uint64_t after, uint32_t limit,
+                 uint32_t wait_s, struct http_response *r) {
+    struct changes_waiters *w = waiters_of(h);
+    struct waiter *x = xcalloc(1, sizeof *x);
+    x->t = reply_defer(h, r);
+    x->user_id = user_id;
+    x->after = after;
+    x->limit = limit;
+    x->deadline = uv_now(h->db->loop) + (uint64_t)wait_s * 1000;
+    if (w->len == w->cap) {
+        w->cap = w->cap ? w->cap * 2 : 64;
+        w->heap = xrealloc(w->heap, w->cap * sizeof *w->heap);
+    }
+    x->heap_at = w->len;
+    w->heap[w->len++] = x;
+    heap_fix(w, x->heap_at);
+    struct waiter **head = &w->chain[user_id % WAIT_BUCKETS];
+    x->next = *head;
+    x->pprev = head;
+    if (*head) (*head)->pprev = &x->next;
+    *head = x;
+    if (w->heap[0] == x) rearm(w);
+}
+
+void changes_notify(struct handlers *h, uint64_t user_id) {
+    struct changes_waiters *w = h->waiters;
+    if (!w) return;
+    struct waiter *x = w->chain[user_id % WAIT_BUCKETS];
+    bool first = false;
+    while (x) {
+        struct waiter *next = x->next;
+        if (x->user_id == user_id) {
+            first |= x->heap_at == 0;
+            unlink_waiter(w, x);
+            answer(w, x);
+        }
+        x = next;
+    }
+    if (first) rearm(w);
+}
+
+void changes_release(struct handlers *h) {
+    struct changes_waiters *w = h->waiters;
+    if (!w) return;
+    while (w->len) {
+        struct waiter *x = w->heap[0];
+        unlink_waiter(w, x);
+        answer(w, x);
+    }
+    uv_timer_stop(&w->timer);
+}
+
+static void on_timer_closed(uv_handle_t *t) {
+    struct changes_waiters *w = t->data;
+    free(w->heap);
+    free(w);
+}
+
+void changes_close(struct handlers *h) {
+    struct changes_waiters *w = h->waiters;
+    if (!w) return;
+    while (w->len) {
+        struct waiter *x = w->heap[0];
+        unlink_waiter(w, x);
+        free(x);
+    }
+    h->waiters = NULL;
+    uv_close((uv_handle_t *)&w->timer, on_timer_closed);
+}
+
+size_t changes_waiting(const struct handlers *h) {
+    return h->waiters ? h->waiters->len : 0;
+}
+
+/* ---- the endpoint ---- */
+
+void api_changes(struct handlers *h, struct api_state *st, struct http_request *req,
+                 struct http_response *r) {
+    uint64_t after;
+    uint32_t limit, wait_s;
+    if (!changes_params(h, req->query, r, &after, &limit, &wait_s)) return;
+    if (after < db_rev_horizon(h->db) || after > db_rev(h->db)) {
+        reply_error(r, ERR_CURSOR_EXPIRED, "after",
+                    after > db_rev(h->db)
+                        ? "this cursor is ahead of the server's changes (they were lost in a "
+                          "crash): list, then follow the list's X-Changes-Cursor"
+                        : "this cursor is older than the log's last compaction: list, then "
+                          "follow the list's X-Changes-Cursor");
+        return;
+    }
+    uint32_t n = write_page(h, st->user_id, after, limit, r);
+    if (n == 0 && wait_s > 0 && !h->server_gone && !server_draining(h->srv)) {
+        buf_reset(&r->body);
+        hold(h, st->user_id, after, limit, wait_s, r);
+    }
+}

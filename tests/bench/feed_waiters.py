@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""The change feed's held callers (issue 21's targets): server memory per
+waiting client, and how soon a change reaches a waiting client after its
+acknowledgement.
+
+    tests/bench/feed_waiters.py            prints both figures
+
+1. WAITERS connections (default 10,000) each send
+   GET /v2/changes?wait=60&after=CURSOR (spread over USERS users) and are
+   held; once /metrics says eventd_changes_waiting == WAITERS, the growth of
+   the server's RSS (VmRSS, /proc) over the idle server with the same users
+   is divided by WAITERS: what a held client costs, its connection included.
+   Then one change per user answers them all.
+2. ROUNDS times (default 200): one client waits on user u0, another creates
+   a theme of u0 (--fsync always: acknowledged after its fdatasync); the
+   figure is the time from the create's answer (the acknowledgement reaching
+   its client) to the waiter's answer, p50/p99/max. Both answers leave after
+   the same fdatasync, so this is the wake's own cost.
+
+Environment: EVENTD_BIN (build/eventd), WAITERS (10000), USERS (100),
+ROUNDS (200). Needs `ulimit -n` above WAITERS + 100. Loopback only;
+bounded: every wait has a deadline.
+"""
+
+import os
+import selectors
+import socket
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "blackbox"))
+import harness  # noqa: E402
+
+WAITERS = int(os.environ.get("WAITERS", "10000"))
+USERS = int(os.environ.get("USERS", "100"))
+ROUNDS = int(os.environ.get("ROUNDS", "200"))
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def gauge(port, name):
+    r = harness.request(port, "GET", "/metrics")
+    for line in r.body.decode().splitlines():
+        if line.startswith(name + " "):
+            return int(float(line.split()[1]))
+    raise RuntimeError("no %s in /metrics" % name)
+
+
+def list_cursor(port, auth):
+    r = harness.request(port, "GET", "/v2/theme?limit=1", headers={"Authorization": auth})
+    return r.header("X-Changes-Cursor")
+
+
+def create(port, auth, name):
+    body = b'{"Theme":{"Name":"%s"}}' % name.encode()
+    r = harness.request(port, "POST", "/v2/theme", body,
+                        headers={"Authorization": auth, "Content-Type": "application/json"})
+    if r.status != 200:
+        raise RuntimeError("create answered %d: %r" % (r.status, r.body[:200]))
+    return r
+
+
+def memory(srv, auths):
+    port = srv.port
+    for a in auths:  # every user's first request: its credential checks and owner entries
+        create(port, a, "warm")
+    cursors = [list_cursor(port, a) for a in auths]
+    time.sleep(0.2)
+    base = rss_kib(srv.proc.pid)
+    socks = []
+    for i in range(WAITERS):
+        u = i % len(auths)
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(harness.build_request("GET", "/v2/changes?wait=60&after=%s" % cursors[u],
+                                        headers={"Authorization": auths[u]}))
+        socks.append(s)
+    deadline = time.monotonic() + 60
+    while gauge(port, "eventd_changes_waiting") < WAITERS:
+        if time.monotonic() > deadline:
+            raise RuntimeError("only %d held" % gauge(port, "eventd_changes_waiting"))
+        time.sleep(0.1)
+    held = rss_kib(srv.proc.pid)
+    per = (held - base) * 1024.0 / WAITERS
+    print("waiters %d: server RSS %d KiB idle, %d KiB with them held: %.0f bytes per waiting "
+          "client (its connection included)" % (WAITERS, base, held, per))
+    t0 = time.monotonic()
+    for a in auths:
+        create(port, a, "wake")
+    for s in socks:  # each answered by its user's create, or at worst by its wait's end
+        harness.read_response(s, timeout=70)
+        s.close()
+    print("woke all %d in %.0f ms (one create per user)" % (WAITERS, (time.monotonic() - t0) * 1e3))
+
+
+def latency(srv, auth):
+    port = srv.port
+    lat = []
+    w = socket.create_connection(("127.0.0.1", port))
+    w.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    c = socket.create_connection(("127.0.0.1", port))
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sel = selectors.DefaultSelector()
+    sel.register(w, selectors.EVENT_READ, "w")
+    sel.register(c, selectors.EVENT_READ, "c")
+    body = b'{"Theme":{"Name":"lat"}}'
+    creq = harness.build_request("POST", "/v2/theme", body,
+                                 headers={"Authorization": auth,
+                                          "Content-Type": "application/json"})
+    for _ in range(ROUNDS):
+        cur = list_cursor(port, auth)
+        w.sendall(harness.build_request("GET", "/v2/changes?wait=30&after=%s" % cur,
+                                        headers={"Authorization": auth}))
+        deadline = time.monotonic() + 10
+        while gauge(port, "eventd_changes_waiting") < 1:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the waiter was not held")
+        c.sendall(creq)
+        got = {}
+        bufs = {"w": b"", "c": b""}
+        end = time.monotonic() + 10
+        while len(got) < 2 and time.monotonic() < end:
+            for key, _ in sel.select(timeout=1):
+                data = key.fileobj.recv(65536)
+                now = time.monotonic()
+                bufs[key.data] += data
+                if key.data not in got and b"\r\n\r\n" in bufs[key.data]:
+                    head, _, rest = bufs[key.data].partition(b"\r\n\r\n")
+                    n = int([ln.split(b":")[1] for ln in head.split(b"\r\n")
+                             if ln.lower().startswith(b"content-length")][0])
+                    if len(rest) >= n:
+                        got[key.data] = now
+        if len(got) < 2:
+            raise RuntimeError("no answer within 10 s")
+        lat.append((got["w"] - got["c"]) * 1e3)
+    lat.sort()
+    p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]  # noqa: E731
+    print("wake after acknowledgement, %d rounds: p50 %.3f ms, p99 %.3f ms, max %.3f ms "
+          "(waiter's answer minus the create's answer; negative: the waiter's came first)"
+          % (ROUNDS, p(0.5), p(0.99), lat[-1]))
+    w.close()
+    c.close()
+
+
+def main():
+    users = ["u%d" % i for i in range(USERS)]
+    with harness.Server(users=users, extra_args=[
+            "--fsync", "always", "--max-connections", str(WAITERS + 200),
+            "--max-connections-per-address", "0"],
+            start_timeout=60) as srv:
+        auths = [harness.auth_header(u, srv.keys[u]) for u in users]
+        memory(srv, auths)
+        latency(srv, auths[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

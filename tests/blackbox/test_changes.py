@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""The change feed, black box (README "The change feed", issue 21).
+
+Pinned here: GET /v2/changes answers the caller's creates, updates and
+deletes of themes, addresses and events in commit (rev) order, each record
+once at its latest change, with its cursor, kind, id, operation, ETag and
+record (a deletion: kind and id only), and the cursor to go on from; pages
+of ?limit follow each other without gaps; a list's X-Changes-Cursor is
+where the feed goes on from; two users never see each other's changes;
+?wait holds a caller until a change of theirs (another user's does not
+answer it) or the wait ends (an empty page); SIGTERM answers held callers;
+cursors survive a restart; a cursor older than a compaction is 410
+cursor_expired, and so is one ahead of the server; a change whose fsync
+failed is never shown (a held caller woken by it gets 503); bad parameters
+are 400 invalid_query naming them.
+"""
+
+import json
+import os
+import signal
+import sys
+import threading
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from apiclient import Client, ErrorAsserts, ManagedDir, add_user  # noqa: E402
+
+
+class Served(ErrorAsserts, unittest.TestCase):
+    ENV = {}
+    ARGS = ()
+
+    def setUp(self):
+        self.dir = ManagedDir(prefix="eventd-bb-feed-")
+        self.addCleanup(self.dir.cleanup)
+        self.keys = {u: add_user(self.dir.path, u) for u in ("alice", "bob")}
+        self.srv = None
+        self.start()
+
+    def start(self):
+        self.srv = harness.Server(data_dir=self.dir.path, env=dict(self.ENV),
+                                  extra_args=list(self.ARGS))
+        self.srv.start()
+        self.addCleanup(self.srv.close)
+        self.clients = {u: self.client(u) for u in self.keys}
+        self.c = self.clients["alice"]
+
+    def client(self, user, timeout=10.0):
+        c = Client(self.srv.port, user, self.keys[user], timeout=timeout)
+        self.addCleanup(c.close)
+        return c
+
+    def stop(self, sig=signal.SIGTERM):
+        for c in self.clients.values():
+            c.close()
+        self.srv.stop(sig=sig)
+        self.srv.close()
+        self.srv = None
+
+    def feed(self, query="", user="alice", client=None):
+        r = (client or self.clients[user]).call("GET", "/v2/changes" + (
+            "?" + query if query else ""))
+        self.assertEqual(r.status, 200, r.describe())
+        return r.result()
+
+    def cursor(self, user="alice", kind="theme"):
+        r = self.clients[user].list(kind)
+        self.assertEqual(r.status, 200, r.describe())
+        return r.header("X-Changes-Cursor")
+
+    def summary(self, changes):
+        return [(c["Kind"], c["ID"], c["Operation"]) for c in changes]
+
+    def waiting(self):
+        r = harness.request(self.srv.port, "GET", "/metrics")
+        for line in r.body.decode().splitlines():
+            if line.startswith("eventd_changes_waiting "):
+                return int(float(line.split()[1]))
+        raise AssertionError("no eventd_changes_waiting in /metrics")
+
+
+class Pages(Served):
+    def test_creates_updates_deletes_in_commit_order(self):
+        start = self.cursor()
+        t = self.c.must_create("theme", {"Name": "T"})["ID"]
+        a = self.c.must_create("address", {"City": "Lyon"})["ID"]
+        e = self.c.must_create("event", {"Name": "E", "ThemeID": t})["ID"]
+        gone = self.c.must_create("theme", {"Name": "gone"})["ID"]
+        self.c.must_update("address", a, {"City": "Paris"})
+        self.assertEqual(self.c.delete("theme", gone).status, 204)
+        res = self.feed("after=" + start)
+        self.assertEqual(self.summary(res["Changes"]), [
+            ("Theme", t, "create"), ("Event", e, "create"),
+            ("Address", a, "update"), ("Theme", gone, "delete")])
+        cursors = [int(c["Cursor"]) for c in res["Changes"]]
+        self.assertEqual(cursors, sorted(cursors))
+        self.assertEqual(res["NextCursor"], res["Changes"][-1]["Cursor"])
+        upd = res["Changes"][2]
+        self.assertEqual(upd["Address"], self.c.must_get("address", a))
+        self.assertEqual(upd["ETag"], self.c.get("address", a).header("ETag"))
+        self.assertEqual(set(res["Changes"][3]), {"Cursor", "Kind", "ID", "Operation"})
+        # The theme, linked by the event after its create, shows its EventID.
+        self.assertEqual(res["Changes"][0]["Theme"]["EventID"], e)
+        # Nothing new: an empty page that keeps the cursor.
+        again = self.feed("after=" + res["NextCursor"])
+        self.assertEqual((again["Changes"], again["NextCursor"]), ([], res["NextCursor"]))
+
+    def test_a_record_appears_once_at_its_latest_change(self):
+        start = self.cursor()
+        t = self.c.must_create("theme", {"Name": "v0"})["ID"]
+        for i in range(1, 4):
+            self.c.must_update("theme", t, {"Name": "v%d" % i})
+        res = self.feed("after=" + start)
+        self.assertEqual(self.summary(res["Changes"]), [("Theme", t, "update")])
+        self.assertEqual(res["Changes"][0]["Theme"]["Name"], "v3")
+
+    def test_pages_of_limit_follow_each_other(self):
+        start = self.cursor()
+        ids = [self.c.must_create("theme", {"Name": "n%d" % i})["ID"] for i in range(7)]
+        seen, cur = [], start
+        for _ in range(10):
+            res = self.feed("limit=3&after=" + cur)
+            if not res["Changes"]:
+                break
+            self.assertLessEqual(len(res["Changes"]), 3)
+            seen += [c["ID"] for c in res["Changes"]]
+            cur = res["NextCursor"]
+        self.assertEqual(seen, ids)
+
+    def test_the_list_cursor_is_where_the_feed_goes_on(self):
+        self.c.must_create("theme", {"Name": "before"})
+        cur = self.cursor()
+        t = self.c.must_create("theme", {"Name": "after"})["ID"]
+        self.assertEqual(self.summary(self.feed("after=" + cur)["Changes"]),
+                         [("Theme", t, "create")])
+
+    def test_two_users_never_see_each_others_changes(self):
+        start = self.cursor()
+        a = self.c.must_create("theme", {"Name": "alice's"})["ID"]
+        b = self.clients["bob"].must_create("theme", {"Name": "bob's"})["ID"]
+        self.assertEqual([c["ID"] for c in self.feed("after=" + start)["Changes"]], [a])
+        self.assertEqual([c["ID"] for c in self.feed("after=" + start, "bob")["Changes"]], [b])
+        self.assertEqual(self.clients["bob"].delete("theme", b).status, 204)
+        self.assertEqual([c["ID"] for c in self.feed("after=" + start)["Changes"]], [a])
+
+    def test_bad_parameters_are_400_naming_them(self):
+        for q, field in (("after=x", "after"), ("after=-1", "after"), ("after=01", "after"),
+                         ("limit=0", "limit"), ("limit=501", "limit"), ("limit=", "limit"),
+                         ("wait=61", "wait"), ("wait=1.5", "wait"), ("wait=-1", "wait")):
+            with self.subTest(query=q):
+                r = self.c.call("GET", "/v2/changes?" + q)
+                self.assertErr(r, 400, "invalid_query", field)
+
+    def test_a_cursor_ahead_of_the_server_is_410(self):
+        r = self.c.call("GET", "/v2/changes?after=999999")
+        self.assertErr(r, 410, "cursor_expired", "after")
+
+    def test_unauthenticated_401_and_post_405(self):
+        r = harness.request(self.srv.port, "GET", "/v2/changes")
+        self.assertEqual(r.status, 401)
+        r = self.c.call("POST", "/v2/changes", {})
+        self.assertErr(r, 405, "method_not_allowed")
+
+
+class Waiting(Served):
+    def wait_in_thread(self, query, user="alice"):
+        out = {}
+        c = self.client(user, timeout=30)
+
+        def run():
+            out["r"] = c.call("GET", "/v2/changes?" + query)
+        th = threading.Thread(target=run)
+        th.start()
+        self.addCleanup(th.join, 30)
+        return th, out
+
+    def test_a_held_caller_gets_the_change_that_wakes_it(self):
+        cur = self.cursor()
+        th, out = self.wait_in_thread("wait=30&after=" + cur)
+        self.assertTrue(harness.wait_until(lambda: self.waiting() == 1, 10))
+        t = self.c.must_create("theme", {"Name": "wake"})["ID"]
+        th.join(20)
+        self.assertFalse(th.is_alive())
+        r = out["r"]
+        self.assertEqual(r.status, 200, r.describe())
+        self.assertEqual(self.summary(r.result()["Changes"]), [("Theme", t, "create")])
+        self.assertEqual(self.waiting(), 0)
+
+    def test_another_users_change_does_not_wake_it_and_the_wait_ends_empty(self):
+        cur = self.cursor()
+        th, out = self.wait_in_thread("wait=2&after=" + cur)
+        self.assertTrue(harness.wait_until(lambda: self.waiting() == 1, 10))
+        self.clients["bob"].must_create("theme", {"Name": "bob's"})
+        th.join(20)
+        r = out["r"]
+        self.assertEqual(r.status, 200, r.describe())
+        self.assertEqual(r.result()["Changes"], [])
+        self.assertGreaterEqual(int(r.result()["NextCursor"]), int(cur))
+
+    def test_sigterm_answers_held_callers(self):
+        cur = self.cursor()
+        th, out = self.wait_in_thread("wait=60&after=" + cur)
+        self.assertTrue(harness.wait_until(lambda: self.waiting() == 1, 10))
+        self.srv.send_signal(signal.SIGTERM)
+        th.join(20)
+        self.assertFalse(th.is_alive())
+        self.assertEqual(out["r"].status, 200)
+        self.assertEqual(out["r"].result()["Changes"], [])
+
+    def test_many_waiters_of_one_user_all_woken(self):
+        cur = self.cursor()
+        threads = [self.wait_in_thread("wait=30&after=" + cur) for _ in range(5)]
+        self.assertTrue(harness.wait_until(lambda: self.waiting() == 5, 10))
+        t = self.c.must_create("theme", {"Name": "all"})["ID"]
+        for th, out in threads:
+            th.join(20)
+            self.assertEqual([c["ID"] for c in out["r"].result()["Changes"]], [t])
+
+
+class Durable(Served):
+    def test_cursors_and_pages_survive_a_restart(self):
+        start = self.cursor()
+        t = self.c.must_create("theme", {"Name": "x"})["ID"]
+        gone = self.c.must_create("theme", {"Name": "gone"})["ID"]
+        self.assertEqual(self.c.delete("theme", gone).status, 204)
+        before = self.feed("after=" + start)
+        self.stop()
+        self.start()
+        self.assertEqual(self.feed("after=" + start), before)
+        t2 = self.c.must_create("theme", {"Name": "y"})["ID"]
+        self.assertEqual([c["ID"] for c in self.feed("after=" + before["NextCursor"])["Changes"]],
+                         [t2])
+        self.assertNotEqual(t, t2)
+
+    def test_after_kill_9_too(self):
+        start = self.cursor()
+        self.c.must_create("theme", {"Name": "x"})
+        before = self.feed("after=" + start)
+        self.stop(sig=signal.SIGKILL)
+        self.start()
+        self.assertEqual(self.feed("after=" + start), before)
+
+    def compact(self):
+        self.srv.send_signal(signal.SIGUSR1)
+        self.assertTrue(harness.wait_until(
+            lambda: "compaction done" in self.srv.stderr_text(), 5.0), self.srv.stderr_text())
+
+    def test_compaction_expires_older_cursors_and_drops_deletions(self):
+        old = self.cursor()
+        t = self.c.must_create("theme", {"Name": "x"})["ID"]
+        gone = self.c.must_create("theme", {"Name": "gone"})["ID"]
+        self.assertEqual(self.c.delete("theme", gone).status, 204)
+        self.assertIn(("Theme", gone, "delete"),
+                      self.summary(self.feed("after=" + old)["Changes"]))
+        self.compact()
+        r = self.c.call("GET", "/v2/changes?after=" + old)
+        self.assertErr(r, 410, "cursor_expired", "after")
+        # The documented resync: a list, then the feed from its cursor.
+        items = self.c.list_all("theme", limit=100)
+        self.assertEqual([x["ID"] for x in items], [t])
+        cur = self.cursor()
+        self.assertEqual(self.feed("after=" + cur)["Changes"], [])
+        self.c.must_update("theme", t, {"Name": "y"})
+        self.assertEqual(self.summary(self.feed("after=" + cur)["Changes"]),
+                         [("Theme", t, "update")])
+        # ... and the same after a restart.
+        self.stop()
+        self.start()
+        self.assertErr(self.c.call("GET", "/v2/changes?after=" + old), 410, "cursor_expired",
+                       "after")
+        self.assertEqual(self.summary(self.feed("after=" + cur)["Changes"]),
+                         [("Theme", t, "update")])
+
+
+class FsyncFailure(Served):
+    """A change whose fdatasync fails is never shown, to a page or a held caller."""
+    GOOD = 3
+    ENV = {"EVENTD_FAULT_FSYNC_AFTER": str(GOOD), "EVENTD_FAULT_TIMES": "1",
+           "EVENTD_STORAGE_RETRY_MS": "100"}
+    ARGS = ("--fsync", "always")
+
+    def test_only_acknowledged_changes_are_shown(self):
+        start = "0"
+        acked = [self.c.must_create("theme", {"Name": "ok%d" % i})["ID"]
+                 for i in range(self.GOOD)]
+        cur = self.cursor()
+        out = {}
+        c = self.client("alice", timeout=30)
+        th = threading.Thread(target=lambda: out.update(r=c.call(
+            "GET", "/v2/changes?wait=30&after=" + cur)))
+        th.start()
+        self.addCleanup(th.join, 30)
+        self.assertTrue(harness.wait_until(lambda: self.waiting() == 1, 10))
+        lost = self.c.create("theme", {"Name": "lost"})
+        self.assertErr(lost, 503, "storage_error")
+        th.join(20)
+        self.assertErr(out["r"], 503, "storage_error")
+        # The disk recovers (one injected failure): the feed shows exactly the acknowledged.
+        self.assertTrue(harness.wait_until(
+            lambda: self.c.create("theme", {"Name": "later"}).status == 200, 10))
+        res = self.feed("after=" + start)
+        names = [ch["Theme"]["Name"] for ch in res["Changes"] if ch["Kind"] == "Theme"]
+        self.assertEqual(names[:self.GOOD], ["ok%d" % i for i in range(self.GOOD)])
+        self.assertNotIn("lost", names)
+        self.assertEqual([ch["ID"] for ch in res["Changes"]][:self.GOOD], acked)
+
+
+if __name__ == "__main__":
+    unittest.main()
