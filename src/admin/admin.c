@@ -131,7 +131,7 @@ bool admin_headers(struct handlers *h, struct admin_state *st, struct http_reque
                    struct http_response *r, enum server_headers_result *res) {
     /* The listener that accepted the connection says it, never an address. */
     bool local = req->peer.local;
-    if (!local && !h->lim.admin_on_listener) return false; /* not served here: 404 later */
+    if (!local && !h->set.admin_on_listener) return false; /* not served here: 404 later */
     if (req->path.len < sizeof prefix - 1 || memcmp(req->path.ptr, prefix, sizeof prefix - 1) != 0)
         return false;
     *res = SERVER_ANSWERED;
@@ -176,11 +176,11 @@ static void write_quota(struct handlers *h, struct buf *b, const struct record *
     buf_append_str(b, ",\"Quota\":{\"Records\":");
     buf_append_u64(b, use.records);
     buf_append_str(b, ",\"MaxRecords\":");
-    buf_append_u64(b, record_user_limit(u, USER_MAX_RECORDS, h->lim.max_records_per_user));
+    buf_append_u64(b, record_user_limit(u, USER_MAX_RECORDS, h->set.max_records_per_user));
     buf_append_str(b, ",\"Bytes\":");
     buf_append_u64(b, use.bytes);
     buf_append_str(b, ",\"MaxBytes\":");
-    buf_append_u64(b, record_user_limit(u, USER_MAX_BYTES, h->lim.max_bytes_per_user));
+    buf_append_u64(b, record_user_limit(u, USER_MAX_BYTES, h->set.max_bytes_per_user));
     write_own_limit(b, ",\"OwnMaxRecords\":", record_get(u, USER_MAX_RECORDS).i);
     write_own_limit(b, ",\"OwnMaxBytes\":", record_get(u, USER_MAX_BYTES).i);
     buf_append_char(b, '}');

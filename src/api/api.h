@@ -70,7 +70,7 @@ void api_request_end(struct api_state *st);
 
 /*
  * Builds the served copy of the embedded docs/openapi.json into h->openapi_doc
- * (the top-level servers entry naming h->lim.base_path) and its head lines
+ * (the top-level servers entry naming h->set.base_path) and its head lines
  * (a strong ETag of those bytes, Cache-Control); api_openapi_destroy frees them.
  */
 void api_openapi_init(struct handlers *h);

@@ -47,7 +47,7 @@ struct changes_waiters {
 static bool changes_params(struct handlers *h, struct slice q, struct http_response *r,
                            uint64_t *after, uint32_t *limit, uint32_t *wait_s) {
     *after = 0;
-    *limit = h->lim.list_default;
+    *limit = h->set.list_default;
     *wait_s = 0;
     const char *p = q.ptr, *end = q.ptr + q.len;
     while (p < end) {
@@ -68,18 +68,18 @@ static bool changes_params(struct handlers *h, struct slice q, struct http_respo
             }
             *after = val.len == 1 && val.ptr[0] == '0' ? 0 : v;
         } else if (slice_eq(name, "limit", 5)) {
-            if (u64_parse(val.ptr, val.len, h->lim.list_max, &v) < 0) {
+            if (u64_parse(val.ptr, val.len, h->set.list_max, &v) < 0) {
                 reply_error(r, ERR_INVALID_QUERY, "limit", "limit must be an integer from 1 to %u",
-                            h->lim.list_max);
+                            h->set.list_max);
                 return false;
             }
             *limit = (uint32_t)v;
         } else if (slice_eq(name, "wait", 4)) {
             if (!(val.len == 1 && val.ptr[0] == '0') &&
-                u64_parse(val.ptr, val.len, h->lim.changes_max_wait_s, &v) < 0) {
+                u64_parse(val.ptr, val.len, h->set.changes_max_wait_s, &v) < 0) {
                 reply_error(r, ERR_INVALID_QUERY, "wait",
                             "wait must be an integer from 0 to %u (seconds)",
-                            h->lim.changes_max_wait_s);
+                            h->set.changes_max_wait_s);
                 return false;
             }
             *wait_s = val.len == 1 && val.ptr[0] == '0' ? 0 : (uint32_t)v;

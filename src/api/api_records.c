@@ -47,8 +47,8 @@ static bool write_refused(struct handlers *h, uint8_t action, struct http_respon
 static bool within_quota(struct handlers *h, uint64_t user_id, uint64_t add, uint64_t old_size,
                          uint64_t new_size, struct http_response *r) {
     const struct record *u = db_get(h->db, user_id);
-    uint64_t max_records = record_user_limit(u, USER_MAX_RECORDS, h->lim.max_records_per_user);
-    uint64_t max_bytes = record_user_limit(u, USER_MAX_BYTES, h->lim.max_bytes_per_user);
+    uint64_t max_records = record_user_limit(u, USER_MAX_RECORDS, h->set.max_records_per_user);
+    uint64_t max_bytes = record_user_limit(u, USER_MAX_BYTES, h->set.max_bytes_per_user);
     if (!(max_records && add) && !(max_bytes && new_size > old_size)) return true;
     struct index_usage use = db_usage(h->db, user_id);
     if (max_records && add && use.records + add > max_records) {
@@ -265,7 +265,7 @@ static bool idem_room(struct handlers *h, uint64_t user_id, uint64_t now, struct
         if (!k || !db_idem_expired(h->db, k, now)) break;
         db_delete(h->db, k->id);
     }
-    uint64_t max = h->lim.max_idem_keys_per_user;
+    uint64_t max = h->set.max_idem_keys_per_user;
     uint32_t have = db_count(h->db, user_id, REC_IDEM);
     if (!max || have < max) return true;
     reply_error(r, ERR_QUOTA, "Idempotency-Key",
@@ -415,7 +415,7 @@ static void do_delete(struct handlers *h, struct api_state *st, struct http_requ
 /* Reads "limit" and "cursor" from the query string. Returns false after answering 400. */
 static bool list_params(struct handlers *h, struct slice q, struct http_response *r,
                         uint32_t *limit, uint64_t *cursor) {
-    *limit = h->lim.list_default;
+    *limit = h->set.list_default;
     *cursor = 0;
     const char *p = q.ptr, *end = q.ptr + q.len;
     while (p < end) {
@@ -427,9 +427,9 @@ static bool list_params(struct handlers *h, struct slice q, struct http_response
             eq ? (struct slice){eq + 1, (size_t)(stop - eq - 1)} : (struct slice){stop, 0};
         uint64_t v;
         if (slice_eq(name, "limit", 5)) {
-            if (u64_parse(val.ptr, val.len, h->lim.list_max, &v) < 0) {
+            if (u64_parse(val.ptr, val.len, h->set.list_max, &v) < 0) {
                 reply_error(r, ERR_INVALID_QUERY, "limit", "limit must be an integer from 1 to %u",
-                            h->lim.list_max);
+                            h->set.list_max);
                 return false;
             }
             *limit = (uint32_t)v;
@@ -484,7 +484,7 @@ enum server_headers_result api_headers(struct handlers *h, struct api_conn *c, s
     st->decoding = false;
     st->idem = false;
     st->user_id = 0;
-    struct slice base = {h->lim.base_path, strlen(h->lim.base_path)};
+    struct slice base = {h->set.base_path, strlen(h->set.base_path)};
     enum err e = router_match(base, req->path, req->method, &st->route);
     if (e == ERR_METHOD_NOT_ALLOWED) {
         http_response_error(r, e, NULL, NULL);
@@ -536,7 +536,7 @@ enum server_headers_result api_headers(struct handlers *h, struct api_conn *c, s
     if (st->route.action == ACT_CREATE || st->route.action == ACT_UPDATE) {
         arena_reset(&c->arena);
         json_decoder_begin(&st->dec, record_kind(st->route.type), &c->arena,
-                           h->lim.max_string_bytes);
+                           h->set.max_string_bytes);
         st->decoding = true;
     }
     return SERVER_READ_BODY;

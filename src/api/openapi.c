@@ -27,7 +27,7 @@ void api_openapi_init(struct handlers *h) {
     struct buf *b = &h->openapi_doc;
     buf_init(b, openapi_json_len + 64);
     const char *at = strstr(doc, server_url);
-    const char *base = h->lim.base_path;
+    const char *base = h->set.base_path;
     if (at && strcmp(base, "/v2") != 0) {
         buf_append(b, doc, (size_t)(at - doc));
         buf_append_str(b, "\"url\": ");

@@ -39,22 +39,30 @@ int app_open(struct app *a, uv_loop_t *loop, const struct config *cfg) {
         fprintf(stderr, "eventd: libsodium failed to initialize\n");
         return -1;
     }
-    struct store_opts so = {.fsync = store_fsync_of(cfg->fsync),
-                            .fsync_interval_ms = cfg->fsync_interval_ms,
-                            .loop_sync_max_us = cfg->loop_sync_max_us,
-                            .repair = cfg->repair,
-                            .retry_ms = cfg->storage_retry_ms,
-                            .metrics = &a->metrics};
+    struct db_settings set = app_db_settings(cfg, &a->metrics);
     char msg[512];
     uint64_t t0 = uv_hrtime();
-    if (db_open(&a->db, loop, cfg->data_dir, &so, cfg->node_id, msg, sizeof msg) < 0) {
+    if (db_open(&a->db, loop, cfg->data_dir, &set, msg, sizeof msg) < 0) {
         fprintf(stderr, "eventd: %s\n", msg);
         return -1;
     }
     a->metrics.replay_ns = uv_hrtime() - t0;
-    db_set_guard(&a->db, app_max_live_bytes(cfg), cfg->min_free_disk_bytes);
-    db_set_idem_ttl(&a->db, cfg->idempotency_ttl_s);
     return 0;
+}
+
+struct db_settings app_db_settings(const struct config *cfg, struct metrics *metrics) {
+    return (struct db_settings){
+        .store = {.fsync = store_fsync_of(cfg->fsync),
+                  .fsync_interval_ms = cfg->fsync_interval_ms,
+                  .loop_sync_max_us = cfg->loop_sync_max_us,
+                  .repair = cfg->repair,
+                  .retry_ms = cfg->storage_retry_ms,
+                  .metrics = metrics},
+        .node_id = cfg->node_id,
+        .max_live_bytes = app_max_live_bytes(cfg),
+        .min_free_disk = cfg->min_free_disk_bytes,
+        .idem_ttl_s = cfg->idempotency_ttl_s,
+    };
 }
 
 uint64_t app_max_live_bytes(const struct config *cfg) {

@@ -47,6 +47,8 @@ uint64_t app_max_live_bytes(const struct config *cfg);
  * The strings point into cfg's (they live as long as the process);
  * secret_path (the CSRF secret's file) is the caller's, read by front_init.
  */
+/* The data layer's settings; metrics (borrowed by the store) may be NULL. */
+struct db_settings app_db_settings(const struct config *cfg, struct metrics *metrics);
 struct server_settings app_server_settings(const struct config *cfg);
 struct handlers_settings app_handlers_settings(const struct config *cfg, const char *secret_path);
 /* Serves until SIGTERM/SIGINT; returns the process exit status. */

@@ -166,7 +166,7 @@ static enum server_headers_result on_headers(void *data, void *mem, struct http_
     struct front_state *st = mem;
     /* The previous request on this state may have been cut short. */
     request_end(st);
-    if (h->lim.metrics && h->metrics && slice_eq(req->path, "/metrics", 8)) {
+    if (h->set.metrics && h->metrics && slice_eq(req->path, "/metrics", 8)) {
         reply_metrics(h, req, r);
         return SERVER_ANSWERED;
     }
@@ -227,8 +227,8 @@ int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, struct server
     h->db = db;
     h->srv = srv;
     h->metrics = metrics;
-    h->lim = *set;
-    const struct handlers_settings *lim = &h->lim;
+    h->set = *set;
+    const struct handlers_settings *lim = &h->set;
     char why[160];
     int n = net_block_parse_list(lim->trusted_proxies, h->proxies, HANDLERS_MAX_PROXIES, why,
                                  sizeof why);

@@ -23,7 +23,7 @@
 
 /*
  * The handlers' settings: app.c fills them from the configuration
- * (docs/ARCHITECTURE.md "Settings"); front_init copies them into h->lim.
+ * (docs/ARCHITECTURE.md "Settings"); front_init copies them into h->set.
  */
 struct handlers_settings {
     const char *base_path;       /* "/v2"; must outlive the handlers (config strings do) */
@@ -67,7 +67,7 @@ struct handlers {
     struct db *db;                    /* borrowed (front_init): outlives the server */
     struct server *srv;               /* borrowed (front_init): the server these handlers serve */
     struct metrics *metrics;          /* borrowed (front_init): account events, /metrics; or NULL */
-    struct handlers_settings lim;     /* the settings (a copy) */
+    struct handlers_settings set;     /* the settings (a copy) */
     struct throttle by_name, by_addr; /* failed sign-ins */
     struct throttle reg_by_addr;      /* registrations by client address */
     struct throttle_rate reg_rate;    /* registrations of the whole server */

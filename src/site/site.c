@@ -78,13 +78,13 @@ static void csp_hash(char out[64], const char *text) {
 }
 
 int site_init(struct handlers *h, char *msg, size_t msg_len) {
-    const char *why = site_origin_setting_check(h->lim.site_origin);
+    const char *why = site_origin_setting_check(h->set.site_origin);
     if (why) {
-        snprintf(msg, msg_len, "--site-origin: '%.255s' %s", h->lim.site_origin, why);
+        snprintf(msg, msg_len, "--site-origin: '%.255s' %s", h->set.site_origin, why);
         return -1;
     }
     /* Without the site no form is ever signed: no file is made. */
-    if (site_secret_init(h, h->lim.site ? h->lim.site_secret_path : NULL, msg, msg_len) < 0)
+    if (site_secret_init(h, h->set.site ? h->set.site_secret_path : NULL, msg, msg_len) < 0)
         return -1;
     char css[64], js[64];
     csp_hash(css, site_css);
@@ -117,8 +117,8 @@ struct site_job {
 /* ---- small helpers ---- */
 
 static struct slice site_rel(struct handlers *h, struct slice path, bool *ok) {
-    size_t n = strlen(h->lim.site_path);
-    *ok = path.len > n && memcmp(path.ptr, h->lim.site_path, n) == 0 && path.ptr[n] == '/';
+    size_t n = strlen(h->set.site_path);
+    *ok = path.len > n && memcmp(path.ptr, h->set.site_path, n) == 0 && path.ptr[n] == '/';
     return (struct slice){path.ptr + n, path.len - n};
 }
 
@@ -149,9 +149,9 @@ static void redirect(struct handlers *h, struct http_response *r, const char *to
     r->status = 303;
     buf_reset(&r->body);
     r->content_type = "text/plain; charset=utf-8";
-    add_header(r, "Location: %s%s\r\n", h->lim.site_path, to);
+    add_header(r, "Location: %s%s\r\n", h->set.site_path, to);
     buf_append_str(&r->body, "See ");
-    buf_append_str(&r->body, h->lim.site_path);
+    buf_append_str(&r->body, h->set.site_path);
     buf_append_str(&r->body, to);
     buf_append_char(&r->body, '\n');
 }
@@ -161,7 +161,7 @@ static void render(struct handlers *h, struct http_response *r, uint16_t status,
                    enum site_page page, struct html_var *vars, size_t n) {
     struct html_var all[16];
     size_t k = 0;
-    all[k++] = html_var_str("base", h->lim.site_path);
+    all[k++] = html_var_str("base", h->set.site_path);
     for (size_t i = 0; i < n && k < 16; i++)
         all[k++] = vars[i];
     r->status = status;
@@ -179,7 +179,7 @@ void site_fail(struct handlers *h, struct http_response *r, bool json, uint8_t p
         return;
     }
     char min[16];
-    snprintf(min, sizeof min, "%u", h->lim.password_min_bytes);
+    snprintf(min, sizeof min, "%u", h->set.password_min_bytes);
     struct html_var v[] = {html_var_str("error", msg),
                            html_var_str("username", name),
                            html_var_str("csrf", csrf),
@@ -361,7 +361,7 @@ static void page_with_csrf(struct handlers *h, const struct http_request *req,
     }
     site_csrf_form_token(h, cookie, csrf);
     char min[16];
-    snprintf(min, sizeof min, "%u", h->lim.password_min_bytes);
+    snprintf(min, sizeof min, "%u", h->set.password_min_bytes);
     struct html_var v[] = {html_var_str("csrf", csrf), html_var_str("password_min", min)};
     render(h, r, 200, page, v, 2);
     if (!reuse) site_set_cookie(h, r, SITE_COOKIE_CSRF, cookie, 86400);
@@ -374,7 +374,7 @@ static void user_api_page(struct handlers *h, const struct http_request *req,
     snprintf(id, sizeof id, "%llu", (unsigned long long)s->user_id);
     struct slice host = http_request_field(req, HF_HOST);
     snprintf(url, sizeof url, "http://%.*s%s", (int)(host.len < 255 ? host.len : 255), host.ptr,
-             h->lim.base_path);
+             h->set.base_path);
     struct html_var v[] = {
         html_var_str("csrf", s->csrf), html_var_str("username", s->name),
         html_var_str("user_id", id),   html_var_str("api_key", key),
@@ -385,7 +385,7 @@ static void user_api_page(struct handlers *h, const struct http_request *req,
 
 static void password_page(struct handlers *h, struct http_response *r, const struct session *s) {
     char min[16];
-    snprintf(min, sizeof min, "%u", h->lim.password_min_bytes);
+    snprintf(min, sizeof min, "%u", h->set.password_min_bytes);
     struct html_var v[] = {html_var_str("csrf", s->csrf), html_var_str("username", s->name),
                            html_var_str("password_min", min)};
     render(h, r, 200, SITE_PASSWORD, v, sizeof v / sizeof v[0]);
@@ -401,7 +401,7 @@ static void not_signed_in(struct handlers *h, struct http_response *r, bool json
 
 bool site_headers(struct handlers *h, struct site_state *st, struct http_request *req,
                   struct http_response *r, enum server_headers_result *res) {
-    if (!h->lim.site) return false;
+    if (!h->set.site) return false;
     bool ok;
     struct slice rel = site_rel(h, req->path, &ok);
     if (!ok) return false;
@@ -470,9 +470,9 @@ static void do_register(struct handlers *h, struct site_state *st, struct http_r
         return;
     }
     char msg[128];
-    if (pw.len < h->lim.password_min_bytes) {
+    if (pw.len < h->set.password_min_bytes) {
         snprintf(msg, sizeof msg, "the password must have at least %u characters",
-                 h->lim.password_min_bytes);
+                 h->set.password_min_bytes);
         site_fail(h, r, st->json, st->page, ERR_INVALID_FIELD, "password", msg, name.ptr, csrf.ptr);
         return;
     }

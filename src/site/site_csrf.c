@@ -173,14 +173,14 @@ bool site_origin_ok(const struct handlers *h, const struct http_request *req) {
      * no-referrer (the site's pages say so): then Sec-Fetch-Site decides,
      * and without it (a sandboxed frame, a data: URL) nothing vouches. */
     if (eq_nocase(o, "null", 4)) return same_origin;
-    const char *want = h->lim.site_origin;
+    const char *want = h->set.site_origin;
     if (want && *want) return eq_nocase(o, want, strlen(want));
     /* No configured origin: https, or also http unless the cookies say
      * Secure (then the site is HTTPS only), and the request's Host. */
     size_t sl = 0;
     if (o.len > 8 && strncasecmp(o.ptr, "https://", 8) == 0)
         sl = 8;
-    else if (!h->lim.cookie_secure && o.len > 7 && strncasecmp(o.ptr, "http://", 7) == 0)
+    else if (!h->set.cookie_secure && o.len > 7 && strncasecmp(o.ptr, "http://", 7) == 0)
         sl = 7;
     if (!sl) return false;
     struct slice host = http_request_field(req, HF_HOST);

@@ -134,9 +134,9 @@ static bool fields_ok(struct handlers *h, struct site_state *st, struct http_res
     char msg[128];
     if (!cur.len) {
         field = "current_password", why = "give the current password";
-    } else if (pw.len < h->lim.password_min_bytes) {
+    } else if (pw.len < h->set.password_min_bytes) {
         snprintf(msg, sizeof msg, "the password must have at least %u characters",
-                 h->lim.password_min_bytes);
+                 h->set.password_min_bytes);
         field = "password", why = msg;
     } else if ((why = password_policy_check(pw.ptr, pw.len, s->name, strlen(s->name)))) {
         field = "password";

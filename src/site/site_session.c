@@ -18,7 +18,7 @@ const char *site_cookie_name(const struct handlers *h, enum site_cookie c) {
     /* With HTTPS in front the __Host- prefix makes the browser refuse the
      * cookie unless it is Secure, Path=/ and has no Domain: a page on
      * another port or a sibling host cannot plant or shadow it. */
-    if (h->lim.cookie_secure)
+    if (h->set.cookie_secure)
         return c == SITE_COOKIE_SESSION ? "__Host-eventd_session" : "__Host-eventd_csrf";
     return c == SITE_COOKIE_SESSION ? "eventd_session" : "eventd_csrf";
 }
@@ -46,7 +46,7 @@ void site_set_cookie(struct handlers *h, struct http_response *r, enum site_cook
     char line[512];
     int n = snprintf(
         line, sizeof line, "Set-Cookie: %s=%s; Path=/; Max-Age=%u; HttpOnly; SameSite=Strict%s\r\n",
-        site_cookie_name(h, c), value, max_age, h->lim.cookie_secure ? "; Secure" : "");
+        site_cookie_name(h, c), value, max_age, h->set.cookie_secure ? "; Secure" : "");
     if (n > 0 && (size_t)n < sizeof line) buf_append(&r->headers, line, (size_t)n);
 }
 
@@ -137,13 +137,13 @@ uint64_t site_session_start(struct handlers *h, struct http_response *r, uint64_
     record_defaults(&record_session, v);
     v[SESSION_TOKEN_HASH].s.ptr = (const char *)hash;
     v[SESSION_TOKEN_HASH].s.len = AUTH_HASH_BYTES;
-    v[SESSION_EXPIRES].i = now + h->lim.session_ttl_s;
+    v[SESSION_EXPIRES].i = now + h->set.session_ttl_s;
     v[SESSION_CSRF].s.ptr = csrf;
     v[SESSION_CSRF].s.len = SITE_TOKEN_CHARS;
     lsn = db_put(h->db, record_build(&record_session, id, user_id, v));
     char value[68 + SITE_TOKEN_CHARS + 2];
     snprintf(value, sizeof value, "%s:%s", name, token);
-    site_set_cookie(h, r, SITE_COOKIE_SESSION, value, h->lim.session_ttl_s);
+    site_set_cookie(h, r, SITE_COOKIE_SESSION, value, h->set.session_ttl_s);
     sodium_memzero(token, sizeof token);
     return lsn;
 }

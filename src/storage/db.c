@@ -181,10 +181,6 @@ bool db_unacked(const struct db *db, uint64_t id) {
     return false;
 }
 
-void db_set_idem_ttl(struct db *db, uint32_t ttl_s) {
-    db->idem_ttl_s = ttl_s;
-}
-
 uint64_t db_delete(struct db *db, uint64_t id) {
     uint64_t rev = rev_begin(db, REC_DELETE);
     uint8_t *p = (uint8_t *)buf_reserve(&db->scratch, VARINT_MAX);
@@ -238,12 +234,6 @@ uint64_t db_put_user_limits(struct db *db, uint64_t id, uint64_t max_records, ui
 }
 
 /* ---- the guard ---- */
-
-void db_set_guard(struct db *db, uint64_t max_live_bytes, uint64_t min_free_disk) {
-    db->guard.max_live_bytes = max_live_bytes;
-    db->guard.min_free_disk = min_free_disk;
-    db->guard.checked = false;
-}
 
 /* Reads the free space of the log's filesystem (what an unprivileged writer may use). */
 static void read_free_disk(struct db *db, uint64_t now) {
@@ -355,14 +345,16 @@ static int check_node(struct db *db, const char *dir, uint32_t node, char *msg, 
     return 0;
 }
 
-int db_open(struct db *db, uv_loop_t *loop, const char *dir, const struct store_opts *opts,
-            uint32_t node_id, char *msg, size_t msg_len) {
+int db_open(struct db *db, uv_loop_t *loop, const char *dir, const struct db_settings *set,
+            char *msg, size_t msg_len) {
     memset(db, 0, sizeof *db);
     db->loop = loop;
-    db->idem_ttl_s = DB_IDEM_TTL_S;
+    db->idem_ttl_s = set->idem_ttl_s;
+    db->guard.max_live_bytes = set->max_live_bytes;
+    db->guard.min_free_disk = set->min_free_disk;
     index_init(&db->index);
     buf_init(&db->scratch, 4096);
-    int rc = store_open(&db->store, loop, dir, opts, on_store_notify);
+    int rc = store_open(&db->store, loop, dir, &set->store, on_store_notify);
     if (rc == -EWOULDBLOCK) {
         snprintf(msg, msg_len, "data directory %s is in use by another eventd process", dir);
         return -1;
@@ -376,7 +368,7 @@ int db_open(struct db *db, uv_loop_t *loop, const char *dir, const struct store_
     uv_idle_init(loop, &db->compact_idle);
     db->compact_idle.data = db;
     if (replay(db, msg, msg_len) < 0) return -1;
-    if (check_node(db, dir, node_id, msg, msg_len) < 0) return -1;
+    if (check_node(db, dir, set->node_id, msg, msg_len) < 0) return -1;
     /* Ids below what the log reserved may have been handed out before a crash. */
     db->id_reserved = db->id_durable = db->index.next_id;
     if (db->index.next_id <= db->index.id_max) {

@@ -117,8 +117,19 @@ struct db {
  * node N > 0, is refused. Returns 0, or -1 after writing the reason (naming
  * the directory, the damaged offset or both node ids) to msg.
  */
-int db_open(struct db *db, uv_loop_t *loop, const char *dir, const struct store_opts *opts,
-            uint32_t node_id, char *msg, size_t msg_len);
+/*
+ * The data layer's settings (docs/ARCHITECTURE.md "Settings"): app.c fills
+ * them from the configuration; db_open copies them.
+ */
+struct db_settings {
+    struct store_opts store; /* the log's (store.h) */
+    uint32_t node_id;        /* 0: unsharded, else 1..RECORD_NODE_MAX (--node-id) */
+    uint64_t max_live_bytes; /* the guard (struct db_guard): live data at most; 0: no check */
+    uint64_t min_free_disk;  /* ... and free disk at least, bytes; 0: no check */
+    uint32_t idem_ttl_s;     /* idempotency keys kept this long (--idempotency-ttl-s), s */
+};
+int db_open(struct db *db, uv_loop_t *loop, const char *dir, const struct db_settings *set,
+            char *msg, size_t msg_len);
 /*
  * Flushes (giving back unused reserved ids), closes the store and frees the
  * index; the loop must then run until the closed handles' callbacks ran.
@@ -134,8 +145,6 @@ static inline int db_writable(const struct db *db) {
     return store_failing(&db->store);
 }
 
-/* Sets the guard's thresholds (struct db_guard; 0 turns a check off). */
-void db_set_guard(struct db *db, uint64_t max_live_bytes, uint64_t min_free_disk);
 /*
  * 0 when a write that adds data may go ahead, -ENOMEM when the live data
  * is at max_live_bytes, -ENOSPC when the free disk is below min_free_disk.
@@ -168,7 +177,6 @@ bool db_unacked(const struct db *db, uint64_t id);
  * dropped from memory and the log by the next compaction.
  */
 #define DB_IDEM_TTL_S 86400u
-void db_set_idem_ttl(struct db *db, uint32_t ttl_s);
 /* Key k (a REC_IDEM record) is past its time at Unix time now_s. */
 static inline bool db_idem_expired(const struct db *db, const struct record *k, uint64_t now_s) {
     return record_get(k, IDEM_CREATED).i + db->idem_ttl_s <= now_s;
@@ -255,7 +263,7 @@ static inline const struct record *db_auth_check(const struct db *db, struct sli
 static inline const struct record *db_auth_decoy(const struct db *db, const char *ptr, size_t len) {
     return auth_decoy_user(&db->index, ptr, len);
 }
-/* How long idempotency keys are kept (db_set_idem_ttl), s. */
+/* How long idempotency keys are kept (struct db_settings), s. */
 static inline uint32_t db_idem_ttl(const struct db *db) {
     return db->idem_ttl_s;
 }

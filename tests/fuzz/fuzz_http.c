@@ -194,9 +194,10 @@ static void svc_start(void) {
     cfg.list_max = 20;
     log_threshold = LOG_OFF;
     if (auth_init() < 0) fuzz_die("auth_init failed");
-    struct store_opts so = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 1000};
+    struct db_settings set = {.store = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 1000},
+                              .idem_ttl_s = DB_IDEM_TTL_S};
     char msg[512];
-    if (db_open(&db, &loop, data_dir, &so, 0, msg, sizeof msg) < 0) fuzz_die("db_open: %s", msg);
+    if (db_open(&db, &loop, data_dir, &set, msg, sizeof msg) < 0) fuzz_die("db_open: %s", msg);
     add_user("fuzz", KEY1);
     add_user("other", KEY2);
     site_user_id = site_session_id = 0;

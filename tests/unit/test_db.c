@@ -86,13 +86,15 @@ static const struct store_opts always = {.fsync = STORE_FSYNC_ALWAYS,
 static const struct store_opts interval = {
     .fsync = STORE_FSYNC_INTERVAL, .fsync_interval_ms = 20, .retry_ms = 10};
 
-/* The node id open_db opens as (the node cases change it). */
+/* The node id and key lifetime open_db opens with (the node and key cases change them). */
 static uint32_t open_node;
+static uint32_t open_idem_ttl = DB_IDEM_TTL_S;
 
 static void open_db(struct db *db, uv_loop_t *loop, const char *dir, const struct store_opts *o) {
     char msg[512] = "";
     CHECK_EQ_INT(uv_loop_init(loop), 0);
-    int rc = db_open(db, loop, dir, o, open_node, msg, sizeof msg);
+    struct db_settings set = {.store = *o, .node_id = open_node, .idem_ttl_s = open_idem_ttl};
+    int rc = db_open(db, loop, dir, &set, msg, sizeof msg);
     if (rc != 0) fprintf(stderr, "db_open: %s\n", msg);
     CHECK_EQ_INT(rc, 0);
     memset(&acks, 0, sizeof acks);
@@ -683,7 +685,8 @@ static void open_refused(const char *dir, uint32_t node, const char *want) {
     CHECK_EQ_INT(uv_loop_init(&loop), 0);
     enum log_level saved = log_threshold;
     log_threshold = LOG_OFF;
-    CHECK_EQ_INT(db_open(&db, &loop, dir, &always, node, msg, sizeof msg), -1);
+    struct db_settings set = {.store = always, .node_id = node, .idem_ttl_s = DB_IDEM_TTL_S};
+    CHECK_EQ_INT(db_open(&db, &loop, dir, &set, msg, sizeof msg), -1);
     log_threshold = saved;
     if (!strstr(msg, want)) fprintf(stderr, "message: %s\n", msg);
     CHECK(strstr(msg, want) != NULL);
@@ -940,8 +943,8 @@ static void test_compaction_drops_expired_keys(void) {
     char *dir = tmpdir("db");
     uv_loop_t loop;
     struct db db;
+    open_idem_ttl = 60;
     open_db(&db, &loop, dir, &always);
-    db_set_idem_ttl(&db, 60);
     uint64_t now = (uint64_t)time(NULL);
     uint64_t a = take_id(&db), ka = take_id(&db), b = take_id(&db), kb = take_id(&db);
     db_put_keyed(&db, theme(a, "old"), idem_key(ka, "old", now - 61, a, "{old}"));
@@ -959,6 +962,7 @@ static void test_compaction_drops_expired_keys(void) {
     check_key(&db, "new", "{new}");
     close_db(&db, &loop);
     rmrf(dir);
+    open_idem_ttl = DB_IDEM_TTL_S;
 }
 
 /* Imported (foreign) ids: an expired key among them is left out, and nothing after it is. */
@@ -967,8 +971,8 @@ static void test_compaction_of_foreign_expired_keys_keeps_the_rest(void) {
     uv_loop_t loop;
     struct db db;
     open_node = 2;
+    open_idem_ttl = 60;
     open_db(&db, &loop, dir, &always);
-    db_set_idem_ttl(&db, 60);
     uint64_t now = (uint64_t)time(NULL), f = (UINT64_C(7) << 43) + 10;
     db_put(&db, idem_key(f, "old", now - 61, f - 1, "{old}"));
     db_put(&db, theme(f + 1, "after the key"));
@@ -982,6 +986,7 @@ static void test_compaction_of_foreign_expired_keys_keeps_the_rest(void) {
     check_name(&db, f + 2, "and this");
     close_db(&db, &loop);
     open_node = 0;
+    open_idem_ttl = DB_IDEM_TTL_S;
     rmrf(dir);
 }
 
