@@ -52,12 +52,12 @@ int app_open(struct app *a, uv_loop_t *loop, const struct config *cfg) {
 
 struct db_settings app_db_settings(const struct config *cfg, struct metrics *metrics) {
     return (struct db_settings){
-        .store = {.fsync = store_fsync_of(cfg->fsync),
-                  .fsync_interval_ms = cfg->fsync_interval_ms,
-                  .loop_sync_max_us = cfg->loop_sync_max_us,
-                  .repair = cfg->repair,
-                  .retry_ms = cfg->storage_retry_ms,
-                  .metrics = metrics},
+        .store_opts = {.fsync = store_fsync_of(cfg->fsync),
+                       .fsync_interval_ms = cfg->fsync_interval_ms,
+                       .loop_sync_max_us = cfg->loop_sync_max_us,
+                       .repair = cfg->repair,
+                       .retry_ms = cfg->storage_retry_ms,
+                       .metrics = metrics},
         .node_id = cfg->node_id,
         .max_live_bytes = app_max_live_bytes(cfg),
         .min_free_disk = cfg->min_free_disk_bytes,

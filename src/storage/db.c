@@ -354,7 +354,7 @@ int db_open(struct db *db, uv_loop_t *loop, const char *dir, const struct db_set
     db->guard.min_free_disk = set->min_free_disk;
     index_init(&db->index);
     buf_init(&db->scratch, 4096);
-    int rc = store_open(&db->store, loop, dir, &set->store, on_store_notify);
+    int rc = store_open(&db->store, loop, dir, &set->store_opts, on_store_notify);
     if (rc == -EWOULDBLOCK) {
         snprintf(msg, msg_len, "data directory %s is in use by another eventd process", dir);
         return -1;

@@ -122,11 +122,11 @@ struct db {
  * them from the configuration; db_open copies them.
  */
 struct db_settings {
-    struct store_opts store; /* the log's (store.h) */
-    uint32_t node_id;        /* 0: unsharded, else 1..RECORD_NODE_MAX (--node-id) */
-    uint64_t max_live_bytes; /* the guard (struct db_guard): live data at most; 0: no check */
-    uint64_t min_free_disk;  /* ... and free disk at least, bytes; 0: no check */
-    uint32_t idem_ttl_s;     /* idempotency keys kept this long (--idempotency-ttl-s), s */
+    struct store_opts store_opts; /* the log's (store.h) */
+    uint32_t node_id;             /* 0: unsharded, else 1..RECORD_NODE_MAX (--node-id) */
+    uint64_t max_live_bytes;      /* the guard (struct db_guard): live data at most; 0: no check */
+    uint64_t min_free_disk;       /* ... and free disk at least, bytes; 0: no check */
+    uint32_t idem_ttl_s;          /* idempotency keys kept this long (--idempotency-ttl-s), s */
 };
 int db_open(struct db *db, uv_loop_t *loop, const char *dir, const struct db_settings *set,
             char *msg, size_t msg_len);

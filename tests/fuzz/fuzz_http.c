@@ -194,7 +194,7 @@ static void svc_start(void) {
     cfg.list_max = 20;
     log_threshold = LOG_OFF;
     if (auth_init() < 0) fuzz_die("auth_init failed");
-    struct db_settings set = {.store = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 1000},
+    struct db_settings set = {.store_opts = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 1000},
                               .idem_ttl_s = DB_IDEM_TTL_S};
     char msg[512];
     if (db_open(&db, &loop, data_dir, &set, msg, sizeof msg) < 0) fuzz_die("db_open: %s", msg);

@@ -93,7 +93,7 @@ static uint32_t open_idem_ttl = DB_IDEM_TTL_S;
 static void open_db(struct db *db, uv_loop_t *loop, const char *dir, const struct store_opts *o) {
     char msg[512] = "";
     CHECK_EQ_INT(uv_loop_init(loop), 0);
-    struct db_settings set = {.store = *o, .node_id = open_node, .idem_ttl_s = open_idem_ttl};
+    struct db_settings set = {.store_opts = *o, .node_id = open_node, .idem_ttl_s = open_idem_ttl};
     int rc = db_open(db, loop, dir, &set, msg, sizeof msg);
     if (rc != 0) fprintf(stderr, "db_open: %s\n", msg);
     CHECK_EQ_INT(rc, 0);
@@ -685,7 +685,7 @@ static void open_refused(const char *dir, uint32_t node, const char *want) {
     CHECK_EQ_INT(uv_loop_init(&loop), 0);
     enum log_level saved = log_threshold;
     log_threshold = LOG_OFF;
-    struct db_settings set = {.store = always, .node_id = node, .idem_ttl_s = DB_IDEM_TTL_S};
+    struct db_settings set = {.store_opts = always, .node_id = node, .idem_ttl_s = DB_IDEM_TTL_S};
     CHECK_EQ_INT(db_open(&db, &loop, dir, &set, msg, sizeof msg), -1);
     log_threshold = saved;
     if (!strstr(msg, want)) fprintf(stderr, "message: %s\n", msg);
