@@ -78,6 +78,10 @@ void api_openapi_destroy(struct handlers *h);
 /* Answers GET/HEAD {base}/openapi.json: no authentication. */
 void api_openapi_reply(struct handlers *h, struct http_response *r);
 
+/* A list's or the feed's ?limit (1..--list-max) into *limit; false after answering 400. */
+bool api_limit_param(struct handlers *h, struct slice val, struct http_response *r,
+                     uint32_t *limit);
+
 /* ---- /v2/changes, the change feed (api_changes.c) ---- */
 
 void api_changes(struct handlers *h, struct api_state *st, struct http_request *req,

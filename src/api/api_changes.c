@@ -49,14 +49,8 @@ static bool changes_params(struct handlers *h, struct slice q, struct http_respo
     *after = 0;
     *limit = h->set.list_default;
     *wait_s = 0;
-    const char *p = q.ptr, *end = q.ptr + q.len;
-    while (p < end) {
-        const char *amp = memchr(p, '&', (size_t)(end - p));
-        const char *stop = amp ? amp : end;
-        const char *eq = memchr(p, '=', (size_t)(stop - p));
-        struct slice name = {p, (size_t)((eq ? eq : stop) - p)};
-        struct slice val =
-            eq ? (struct slice){eq + 1, (size_t)(stop - eq - 1)} : (struct slice){stop, 0};
+    struct slice name, val;
+    while (query_next(&q, &name, &val)) {
         uint64_t v;
         if (slice_eq(name, "after", 5)) {
             if (!(val.len == 1 && val.ptr[0] == '0') &&
@@ -68,12 +62,7 @@ static bool changes_params(struct handlers *h, struct slice q, struct http_respo
             }
             *after = val.len == 1 && val.ptr[0] == '0' ? 0 : v;
         } else if (slice_eq(name, "limit", 5)) {
-            if (u64_parse(val.ptr, val.len, h->set.list_max, &v) < 0) {
-                reply_error(r, ERR_INVALID_QUERY, "limit", "limit must be an integer from 1 to %u",
-                            h->set.list_max);
-                return false;
-            }
-            *limit = (uint32_t)v;
+            if (!api_limit_param(h, val, r, limit)) return false;
         } else if (slice_eq(name, "wait", 4)) {
             if (!(val.len == 1 && val.ptr[0] == '0') &&
                 u64_parse(val.ptr, val.len, h->set.changes_max_wait_s, &v) < 0) {
@@ -84,7 +73,6 @@ static bool changes_params(struct handlers *h, struct slice q, struct http_respo
             }
             *wait_s = val.len == 1 && val.ptr[0] == '0' ? 0 : (uint32_t)v;
         }
-        p = stop + 1;
     }
     return true;
 }

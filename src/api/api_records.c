@@ -412,36 +412,34 @@ static void do_delete(struct handlers *h, struct api_state *st, struct http_requ
     changes_notify(h, st->user_id);
 }
 
+bool api_limit_param(struct handlers *h, struct slice val, struct http_response *r,
+                     uint32_t *limit) {
+    uint64_t v;
+    if (u64_parse(val.ptr, val.len, h->set.list_max, &v) < 0) {
+        reply_error(r, ERR_INVALID_QUERY, "limit", "limit must be an integer from 1 to %u",
+                    h->set.list_max);
+        return false;
+    }
+    *limit = (uint32_t)v;
+    return true;
+}
+
 /* Reads "limit" and "cursor" from the query string. Returns false after answering 400. */
 static bool list_params(struct handlers *h, struct slice q, struct http_response *r,
                         uint32_t *limit, uint64_t *cursor) {
     *limit = h->set.list_default;
     *cursor = 0;
-    const char *p = q.ptr, *end = q.ptr + q.len;
-    while (p < end) {
-        const char *amp = memchr(p, '&', (size_t)(end - p));
-        const char *stop = amp ? amp : end;
-        const char *eq = memchr(p, '=', (size_t)(stop - p));
-        struct slice name = {p, (size_t)((eq ? eq : stop) - p)};
-        struct slice val =
-            eq ? (struct slice){eq + 1, (size_t)(stop - eq - 1)} : (struct slice){stop, 0};
-        uint64_t v;
+    struct slice name, val;
+    while (query_next(&q, &name, &val)) {
         if (slice_eq(name, "limit", 5)) {
-            if (u64_parse(val.ptr, val.len, h->set.list_max, &v) < 0) {
-                reply_error(r, ERR_INVALID_QUERY, "limit", "limit must be an integer from 1 to %u",
-                            h->set.list_max);
-                return false;
-            }
-            *limit = (uint32_t)v;
+            if (!api_limit_param(h, val, r, limit)) return false;
         } else if (slice_eq(name, "cursor", 6)) {
-            if (record_parse_id(val.ptr, val.len, &v) < 0) {
+            if (record_parse_id(val.ptr, val.len, cursor) < 0) {
                 reply_error(r, ERR_INVALID_QUERY, "cursor",
                             "cursor must be the NextCursor of a previous page");
                 return false;
             }
-            *cursor = v;
         }
-        p = stop + 1;
     }
     return true;
 }

@@ -59,3 +59,15 @@ enum err router_match(struct slice base, struct slice path, uint8_t method, stru
                          a[] = {ACT_GET, ACT_UPDATE, ACT_DELETE};
     return pick(method, out, "Allow: GET, HEAD, PUT, DELETE\r\n", 3, m, a);
 }
+
+bool query_next(struct slice *rest, struct slice *name, struct slice *val) {
+    if (!rest->len) return false;
+    const char *p = rest->ptr, *end = p + rest->len;
+    const char *amp = memchr(p, '&', rest->len);
+    const char *stop = amp ? amp : end;
+    const char *eq = memchr(p, '=', (size_t)(stop - p));
+    *name = (struct slice){p, (size_t)((eq ? eq : stop) - p)};
+    *val = eq ? (struct slice){eq + 1, (size_t)(stop - eq - 1)} : (struct slice){stop, 0};
+    *rest = amp ? (struct slice){amp + 1, (size_t)(end - amp - 1)} : (struct slice){end, 0};
+    return true;
+}

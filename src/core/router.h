@@ -12,6 +12,7 @@
 #ifndef EVENTD_ROUTER_H
 #define EVENTD_ROUTER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/buf.h"
@@ -39,6 +40,13 @@ struct route {
  * Matches method (llhttp_method_t) and path. Returns ERR_NONE with out
  * filled, ERR_NOT_FOUND, or ERR_METHOD_NOT_ALLOWED with out->allow set.
  */
+/*
+ * The next name=value pair of a query string: takes it off the front of
+ * *rest (up to the first '&'); a pair without '=' has an empty value.
+ * Returns false when *rest is empty. The slices point into the query.
+ */
+bool query_next(struct slice *rest, struct slice *name, struct slice *val);
+
 enum err router_match(struct slice base, struct slice path, uint8_t method, struct route *out);
 
 #endif

@@ -110,10 +110,25 @@ static void test_empty_base(void) {
     CHECK_EQ_INT(r.action, ACT_CREATE);
 }
 
+/* A query string, pair by pair: "=" optional, empty pairs kept, a trailing '&' ends it. */
+static void test_query_pairs(void) {
+    struct slice q = SLICE_LIT("limit=5&&cursor&wait=&after=7&"), name, val;
+    const char *want[][2] = {
+        {"limit", "5"}, {"", ""}, {"cursor", ""}, {"wait", ""}, {"after", "7"}};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        CHECK(query_next(&q, &name, &val));
+        CHECK_EQ_MEM(name.ptr, name.len, want[i][0]);
+        CHECK_EQ_MEM(val.ptr, val.len, want[i][1]);
+    }
+    CHECK(!query_next(&q, &name, &val));
+    struct slice empty = {"", 0};
+    CHECK(!query_next(&empty, &name, &val));
+}
+
 static const struct check_case cases[] = {
     CHECK_CASE(test_routes),    CHECK_CASE(test_method_not_allowed), CHECK_CASE(test_head_is_get),
     CHECK_CASE(test_not_found), CHECK_CASE(test_largest_id),         CHECK_CASE(test_empty_base),
-    CHECK_CASE(test_openapi),
+    CHECK_CASE(test_openapi),   CHECK_CASE(test_query_pairs),
 };
 
 int main(int argc, char **argv) {
