@@ -29,12 +29,12 @@ bool reply_if_no_room(struct handlers *h, struct http_response *r) {
         reply_error(r, ERR_NO_ROOM, NULL,
                     "the server holds its limit of live data (max-live-bytes %llu); nothing was "
                     "changed: deletions still work",
-                    (unsigned long long)h->db->guard.max_live_bytes);
+                    (unsigned long long)db_max_live_bytes(h->db));
     else
         reply_error(r, ERR_NO_ROOM, NULL,
                     "the server's disk is below its free space limit (min-free-disk-bytes %llu); "
                     "nothing was changed: deletions still work",
-                    (unsigned long long)h->db->guard.min_free_disk);
+                    (unsigned long long)db_min_free_disk(h->db));
     return true;
 }
 

@@ -152,6 +152,13 @@ static inline int db_writable(const struct db *db) {
  * DB_DISK_CHECK_MS, else a few comparisons.
  */
 int db_room(struct db *db);
+/* The guard's thresholds (db_settings), for naming the one that refused. */
+static inline uint64_t db_max_live_bytes(const struct db *db) {
+    return db->guard.max_live_bytes;
+}
+static inline uint64_t db_min_free_disk(const struct db *db) {
+    return db->guard.min_free_disk;
+}
 
 /*
  * The next id for a new record. Returns 0, -ERANGE when the node's id space
