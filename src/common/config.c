@@ -307,22 +307,17 @@ static const char *set(struct config *cfg, const struct opt *o, const char *v) {
         *(const char **)p = v;
         return NULL;
     }
-    case OPT_U32: {
-        errno = 0;
-        if (*v == '-' || *v == '+' || *v == ' ') return "must be a whole number";
-        unsigned long long n = strtoull(v, &end, 10);
-        if (errno || end == v || *end) return "must be a whole number";
-        if ((double)n < o->min || (double)n > o->max) return "is out of range";
-        *(uint32_t *)p = (uint32_t)n;
-        return NULL;
-    }
+    case OPT_U32:
     case OPT_U64: {
         errno = 0;
         if (*v == '-' || *v == '+' || *v == ' ') return "must be a whole number";
         unsigned long long n = strtoull(v, &end, 10);
         if (errno || end == v || *end) return "must be a whole number";
         if ((double)n < o->min || (double)n > o->max) return "is out of range";
-        *(uint64_t *)p = (uint64_t)n;
+        if (o->type == OPT_U32)
+            *(uint32_t *)p = (uint32_t)n;
+        else
+            *(uint64_t *)p = (uint64_t)n;
         return NULL;
     }
     case OPT_DOUBLE: {
