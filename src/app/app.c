@@ -106,6 +106,7 @@ static void on_sent(void *ctx, const struct server_sent *s) {
 
 static void on_drained(struct server *srv) {
     struct app *a = (struct app *)((char *)srv - offsetof(struct app, srv));
+    access_log_flush(&a->alog);
     LOG(LOG_INFO, "shutdown: connections closed");
     uv_stop(a->loop);
 }
@@ -123,6 +124,8 @@ static const char *signal_name(int signum) {
  */
 static void on_signal(uv_signal_t *h, int signum) {
     struct app *a = h->data;
+    /* The access lines of the requests before the signal precede its log lines. */
+    access_log_flush(&a->alog);
     if (signum == SIGUSR1) {
         int rc = db_compact_start(&a->db, NULL, NULL);
         if (rc < 0) LOG(LOG_WARN, "compaction not started: %s", strerror(-rc));
@@ -249,7 +252,12 @@ int app_serve(struct app *a) {
         front_destroy(&a->handlers);
         return 1;
     }
-    access_log_init(&a->alog, a->loop, STDERR_FILENO, a->cfg.access_log);
+    struct access_log_settings als = {.on = a->cfg.access_log,
+                                      .flush_ms = a->cfg.access_log_flush_ms,
+                                      .buffer_bytes = a->cfg.access_log_buffer_bytes};
+    access_log_init(&a->alog, a->loop, STDERR_FILENO, &als);
+    /* A crash (abort, failed assert, out of memory) still writes the buffered lines. */
+    if (als.on) access_log_catch_fatal(&a->alog);
     server_on_sent(&a->srv, on_sent, a);
     if (a->cfg.admin) {
         char path[4096];
