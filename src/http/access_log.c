@@ -75,8 +75,9 @@ void access_log_init(struct access_log *al, uv_loop_t *loop, int fd,
     al->on = s->on;
     al->flush_ms = s->flush_ms;
     al->limit = s->buffer_bytes < BUFFER_MIN ? BUFFER_MIN : s->buffer_bytes;
-    /* Only a regular file or a terminal may take more than PIPE_BUF in one write
-     * without the risk of another writer's bytes landing inside it. */
+    /* A pipe, FIFO or socket (or a descriptor fstat cannot tell) gets PIPE_BUF
+     * pieces; a regular file, a terminal or /dev/null takes the whole buffer: a
+     * write to them is never split around another writer's. */
     struct stat st;
     al->atomic_cap = fstat(fd, &st) < 0 || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
     /* Flushed at limit, so a line always fits: the buffer never grows. */
