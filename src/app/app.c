@@ -84,6 +84,10 @@ static void on_db_ack(void *ctx, uint64_t lsn, int status) {
         server_fail_after(&a->srv, lsn);
 }
 
+static void flush_access_log(void *al) {
+    access_log_flush(al);
+}
+
 /* A response left: count it and write its access log line. */
 static void on_sent(void *ctx, const struct server_sent *s) {
     struct app *a = ctx;
@@ -106,7 +110,6 @@ static void on_sent(void *ctx, const struct server_sent *s) {
 
 static void on_drained(struct server *srv) {
     struct app *a = (struct app *)((char *)srv - offsetof(struct app, srv));
-    access_log_flush(&a->alog);
     LOG(LOG_INFO, "shutdown: connections closed");
     uv_stop(a->loop);
 }
@@ -124,8 +127,6 @@ static const char *signal_name(int signum) {
  */
 static void on_signal(uv_signal_t *h, int signum) {
     struct app *a = h->data;
-    /* The access lines of the requests before the signal precede its log lines. */
-    access_log_flush(&a->alog);
     if (signum == SIGUSR1) {
         int rc = db_compact_start(&a->db, NULL, NULL);
         if (rc < 0) LOG(LOG_WARN, "compaction not started: %s", strerror(-rc));
@@ -256,8 +257,12 @@ int app_serve(struct app *a) {
                                       .flush_ms = a->cfg.access_log_flush_ms,
                                       .buffer_bytes = a->cfg.access_log_buffer_bytes};
     access_log_init(&a->alog, a->loop, STDERR_FILENO, &als);
-    /* A crash (abort, failed assert, out of memory) still writes the buffered lines. */
-    if (als.on) access_log_catch_fatal(&a->alog);
+    if (als.on) {
+        /* Buffered access lines go out before any later log line, and before a crash
+         * (abort, failed assert, out of memory) ends the process. */
+        log_before_write(flush_access_log, &a->alog);
+        access_log_catch_fatal(&a->alog);
+    }
     server_on_sent(&a->srv, on_sent, a);
     if (a->cfg.admin) {
         char path[4096];
@@ -300,6 +305,7 @@ int app_serve(struct app *a) {
     changes_close(&a->handlers);
     a->serving_done = true;
     server_destroy(&a->srv);
+    log_before_write(NULL, NULL);
     access_log_close(&a->alog);
     if (a->cfg.admin) {
         char path[4096];

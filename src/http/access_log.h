@@ -18,7 +18,8 @@
  * waits at most one interval; with interval 0 they are written before the
  * loop next waits for I/O (a prepare handle), once per loop turn. Either
  * way the buffer is written at once when it holds its size in bytes, and on
- * access_log_flush and access_log_close. Behind a load balancer a shard
+ * access_log_flush (which eventd's app calls before each other log line:
+ * log_before_write) and access_log_close. Behind a load balancer a shard
  * gets about one request per loop turn: the interval is what turns a
  * write(2) per request into one per buffer.
  *

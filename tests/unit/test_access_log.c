@@ -11,6 +11,7 @@
  */
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "common/log.h"
 #include "http/access_log.h"
 
 static const uint8_t addr[4] = {10, 0, 0, 7};
@@ -334,6 +336,58 @@ static void test_close_gives_the_fatal_signals_back(void) {
     close(fd);
 }
 
+static void flush_cb(void *al) {
+    access_log_flush(al);
+}
+
+static void *log_from_another_thread(void *arg) {
+    (void)arg;
+    LOG(LOG_WARN, "from another thread");
+    return NULL;
+}
+
+/* eventd's app wires log_before_write so: a log line follows the access lines buffered
+ * before it, on the loop's thread; another thread's line leaves the buffer alone. */
+static void test_log_line_follows_the_buffered_lines(void) {
+    int fd = temp_fd();
+    uv_loop_t loop;
+    CHECK_EQ_INT(uv_loop_init(&loop), 0);
+    /* stderr is the file until the lines are out; a failed CHECK must print to the real one. */
+    int saved = dup(STDERR_FILENO);
+    CHECK(saved >= 0);
+    CHECK_EQ_INT(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+    struct access_log al;
+    access_log_init(
+        &al, &loop, STDERR_FILENO,
+        &(struct access_log_settings){.on = true, .flush_ms = 60000, .buffer_bytes = 65536});
+    log_before_write(flush_cb, &al);
+    write_line(&al, 10);
+    write_line(&al, 10);
+    pthread_t th;
+    int created = pthread_create(&th, NULL, log_from_another_thread, NULL);
+    if (created == 0) pthread_join(th, NULL);
+    uint64_t writes_after_other = al.writes;
+    LOG(LOG_WARN, "after the lines");
+    uint64_t writes_after_log = al.writes;
+    log_before_write(NULL, NULL);
+    access_log_close(&al);
+    CHECK_EQ_INT(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+    close(saved);
+    CHECK_EQ_INT(created, 0);
+    CHECK_EQ_UINT(writes_after_other, 0);
+    CHECK_EQ_UINT(writes_after_log, 1);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+    char got[4096] = {0};
+    CHECK(pread(fd, got, sizeof got - 1, 0) > 0);
+    char *other = strstr(got, "warn from another thread\n");
+    char *after = strstr(got, "warn after the lines\n");
+    CHECK(other != NULL && after != NULL);
+    CHECK(other < strchr(got, '{')); /* written at once, before the buffered lines */
+    CHECK(strrchr(got, '}') < after);
+    close(fd);
+}
+
 int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     static const struct check_case cases[] = {
@@ -347,6 +401,7 @@ int main(int argc, char **argv) {
         CHECK_CASE(test_refused_lines_are_counted),
         CHECK_CASE(test_abort_writes_the_buffered_lines_first),
         CHECK_CASE(test_close_gives_the_fatal_signals_back),
+        CHECK_CASE(test_log_line_follows_the_buffered_lines),
     };
     return check_run(argc, argv, cases, CHECK_COUNT(cases));
 }
