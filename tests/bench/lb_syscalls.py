@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""System calls per GET behind the balancer, counted by strace -c -f (issue 18's
+"""System calls per request behind the balancer, counted by strace -c -f (issue 18's
 kernel side): three eventd shards behind docker/haproxy.cfg as shipped, as
-tests/lb/test_lb.py starts them (stderr to a file), authenticated
-GET /v2/theme/:id of USERS users, each request to the user's shard.
+tests/lb/test_lb.py starts them (stderr to a file, --fsync interval),
+authenticated GET (and PUT) /v2/theme/:id of USERS users, each request to the
+user's shard.
 
 For each pattern, `strace -c -f -p PID` attaches to every shard and to
 HAProxy once their connections are warm; then the requests run, strace is
@@ -14,12 +15,13 @@ stopped with SIGINT and each summary is divided by the requests answered:
   load    wrk -t1 -c64 for SECONDS (the requests wrk counts): many requests
           in flight, as in lb_compare.sh, slowed by strace.
 
-    tests/bench/lb_syscalls.py       a table: system calls per GET of the shards
+    tests/bench/lb_syscalls.py       system calls per request of the shards
                                      (together) and of HAProxy, total and by call
 
 Environment: EVENTD_BIN (build-bench/eventd), SHARD_ARGS (more eventd flags,
 e.g. "--access-log-flush-ms 0"), USERS (30), REQUESTS (600), CONNS (8),
-SECONDS (3), PATTERNS ("turns load"). Loopback only; every wait is bounded.
+SECONDS (3), PATTERNS ("turns load"), OPS ("get"; "get put" adds PUT).
+Loopback only; every wait is bounded.
 """
 
 import os
@@ -49,6 +51,7 @@ REQUESTS = int(os.environ.get("REQUESTS", "600"))
 CONNS = int(os.environ.get("CONNS", "8"))
 SECONDS = int(os.environ.get("SECONDS", "3"))
 PATTERNS = os.environ.get("PATTERNS", "turns load").split()
+OPS = os.environ.get("OPS", "get").split()
 SHARD_ARGS = os.environ.get("SHARD_ARGS", "").split()
 
 
@@ -62,14 +65,19 @@ class QuietShard(Shard):
         return super().args(*cmd) + more
 
 
-def requests_of(path):
-    """The raw GET of every line of seed's file (BASIC THEME_ID)."""
+def requests_of(path, op):
+    """The raw GET or PUT of every line of seed's file (BASIC THEME_ID), as mix.lua's."""
     out = []
     with open(path) as f:
-        for line in f:
+        for i, line in enumerate(f):
             cred, theme_id = line.split()
-            out.append(harness.build_request("GET", "/v2/theme/%s" % theme_id,
-                                             headers={"Authorization": "Basic " + cred}))
+            h = {"Authorization": "Basic " + cred}
+            if op == "get":
+                out.append(harness.build_request("GET", "/v2/theme/%s" % theme_id, headers=h))
+            else:
+                body = {"Theme": {"Name": "lb %d" % i, "Status": "active"}}
+                out.append(harness.build_request("PUT", "/v2/theme/%s" % theme_id, body=body,
+                                                 headers=h))
     return out
 
 
@@ -80,16 +88,16 @@ def turns(port, raws, n):
             s = socks[i % len(socks)]
             harness.send_raw(s, raws[i % len(raws)])
             r = harness.read_response(s, timeout=60)
-            if r.status != 200:
-                raise SystemExit("lb_syscalls: GET answered %d: %r" % (r.status, r.body[:200]))
+            if r.status not in (200, 204):
+                raise SystemExit("lb_syscalls: answered %d: %r" % (r.status, r.body[:200]))
     finally:
         for s in socks:
             s.close()
     return n
 
 
-def load(port, req_file, seconds):
-    env = dict(os.environ, EVENTD_LB_REQUESTS=req_file, EVENTD_LB_OPS="get")
+def load(port, req_file, seconds, op):
+    env = dict(os.environ, EVENTD_LB_REQUESTS=req_file, EVENTD_LB_OPS=op)
     out = subprocess.run(["wrk", "-t1", "-c64", "-d%ds" % seconds, "-s", test_lb.MIX,
                           "http://127.0.0.1:%d" % port], env=env, stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -147,25 +155,28 @@ def main():
             raise SystemExit("lb_syscalls: the balancer's shards are not up")
         req_file = os.path.join(work, "lb.req")
         seed(lb.port, keys, req_file)
-        raws = requests_of(req_file)
         pids = [s.proc.pid for s in shards.values()]
         print("%s, shards %s; %d users; docker/haproxy.cfg as shipped"
               % (os.environ["EVENTD_BIN"], " ".join(SHARD_ARGS) or "(defaults)", USERS))
-        for pattern in PATTERNS:
-            turns(lb.port, raws, 200)  # warm: pooled connections, credential caches
-            if pattern == "turns":
-                what = "%d connections taking turns, %d GETs" % (CONNS, REQUESTS)
-                rows, n = counted(pids + [lb.proc.pid], lambda: turns(lb.port, raws, REQUESTS))
-            else:
-                what = "wrk -t1 -c64 -d%ds" % SECONDS
-                rows, n = counted(pids + [lb.proc.pid], lambda: load(lb.port, req_file, SECONDS))
-            shard_calls = {}
-            for pid in pids:
-                for k, v in rows[pid].items():
-                    shard_calls[k] = shard_calls.get(k, 0) + v
-            print("%s (%d GETs): system calls per GET" % (what, n))
-            print(line("shards", shard_calls, n))
-            print(line("haproxy", rows[lb.proc.pid], n))
+        for op in OPS:
+            raws = requests_of(req_file, op)
+            for pattern in PATTERNS:
+                turns(lb.port, raws, 200)  # warm: pooled connections, credential caches
+                if pattern == "turns":
+                    what = "%d connections taking turns" % CONNS
+                    rows, n = counted(pids + [lb.proc.pid],
+                                      lambda: turns(lb.port, raws, REQUESTS))
+                else:
+                    what = "wrk -t1 -c64 -d%ds" % SECONDS
+                    rows, n = counted(pids + [lb.proc.pid],
+                                      lambda: load(lb.port, req_file, SECONDS, op))
+                shard_calls = {}
+                for pid in pids:
+                    for k, v in rows[pid].items():
+                        shard_calls[k] = shard_calls.get(k, 0) + v
+                print("%s, %s (%d requests): system calls per request" % (op.upper(), what, n))
+                print(line("shards", shard_calls, n))
+                print(line("haproxy", rows[lb.proc.pid], n))
     finally:
         for s in started:
             s.kill() if hasattr(s, "kill") else s.stop()
