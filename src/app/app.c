@@ -84,6 +84,10 @@ static void on_db_ack(void *ctx, uint64_t lsn, int status) {
         server_fail_after(&a->srv, lsn);
 }
 
+static void flush_access_log(void *al) {
+    access_log_flush(al);
+}
+
 /* A response left: count it and write its access log line. */
 static void on_sent(void *ctx, const struct server_sent *s) {
     struct app *a = ctx;
@@ -249,7 +253,16 @@ int app_serve(struct app *a) {
         front_destroy(&a->handlers);
         return 1;
     }
-    access_log_init(&a->alog, a->loop, STDERR_FILENO, a->cfg.access_log);
+    struct access_log_settings als = {.on = a->cfg.access_log,
+                                      .flush_ms = a->cfg.access_log_flush_ms,
+                                      .buffer_bytes = a->cfg.access_log_buffer_bytes};
+    access_log_init(&a->alog, a->loop, STDERR_FILENO, &als);
+    if (als.on) {
+        /* Buffered access lines go out before any later log line, and before a crash
+         * (abort, failed assert, out of memory) ends the process. */
+        log_before_write(flush_access_log, &a->alog);
+        access_log_catch_fatal(&a->alog);
+    }
     server_on_sent(&a->srv, on_sent, a);
     if (a->cfg.admin) {
         char path[4096];
@@ -292,6 +305,7 @@ int app_serve(struct app *a) {
     changes_close(&a->handlers);
     a->serving_done = true;
     server_destroy(&a->srv);
+    log_before_write(NULL, NULL);
     access_log_close(&a->alog);
     if (a->cfg.admin) {
         char path[4096];

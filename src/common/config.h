@@ -71,6 +71,10 @@ struct config {
     bool metrics;                /* serve GET /metrics */
     bool access_log;             /* one JSON line per response on stderr */
     uint32_t log_level;          /* enum log_level */
+    /* the access log's buffer: written at most flush_ms after its first line (0: at the loop
+     * turn's end), or at once when it holds buffer_bytes */
+    uint32_t access_log_flush_ms;     /* ms */
+    uint32_t access_log_buffer_bytes; /* bytes */
     /* quotas and the storage guard (docs/ACCOUNTS.md, docs/STORAGE.md) */
     uint32_t max_records_per_user;          /* a user's themes, addresses and events; 0: no limit */
     uint64_t max_bytes_per_user;            /* ... and their frame bytes; 0: no limit */

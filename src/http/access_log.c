@@ -2,11 +2,64 @@
 #include "http/access_log.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <llhttp.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#define WRITE_TRIES 64 /* a descriptor that keeps refusing (EAGAIN) loses the batch */
+#define WRITE_TRIES 64  /* a descriptor that keeps refusing (EAGAIN) loses the batch */
+#define BUFFER_MIN 4096 /* the least --access-log-buffer-bytes the buffer is given */
+
+/* The longest line: the fixed text, a method name, the escaped path and
+ * request id, four numbers, an IPv6 address. */
+#define LINE_BYTES_MAX (160 + 32 + ACCESS_LOG_PATH_MAX + 64 + 4 * 20 + 48)
+_Static_assert(LINE_BYTES_MAX < PIPE_BUF, "a line fits in one atomic pipe write");
+
+/*
+ * Writes the whole lines at p (left bytes); returns the bytes not written. To
+ * a pipe, FIFO or socket a write takes at most PIPE_BUF bytes, cut after a
+ * line's newline (a line is shorter than PIPE_BUF, so one is always found):
+ * POSIX makes such a write atomic, so the lines never interleave with another
+ * writer's. Async-signal-safe (write, memrchr), for on_fatal.
+ */
+static size_t write_lines(struct access_log *al, const char *p, size_t left) {
+    int tries = 0;
+    while (left) {
+        size_t n = left;
+        if (al->atomic_cap && n > PIPE_BUF) {
+            const char *nl = memrchr(p, '\n', PIPE_BUF);
+            n = nl ? (size_t)(nl - p) + 1 : PIPE_BUF;
+        }
+        ssize_t w = write(al->fd, p, n);
+        al->writes++;
+        if (w > 0) {
+            p += w;
+            left -= (size_t)w;
+            tries = 0;
+        } else if (!(w < 0 && (errno == EINTR || errno == EAGAIN) && ++tries < WRITE_TRIES)) {
+            break;
+        }
+    }
+    return left;
+}
+
+void access_log_flush(struct access_log *al) {
+    if (!al->pending.len) return;
+    size_t left = write_lines(al, al->pending.ptr, al->pending.len);
+    /* The lines refused (the descriptor is full or closed) are counted, then let go. */
+    for (const char *p = al->pending.ptr + al->pending.len - left, *end = p + left;
+         (p = memchr(p, '\n', (size_t)(end - p))) != NULL; p++)
+        al->dropped++;
+    buf_reset(&al->pending);
+}
+
+static void on_timer(uv_timer_t *t) {
+    struct access_log *al = t->data;
+    al->armed = false;
+    access_log_flush(al);
+}
 
 static void on_prepare(uv_prepare_t *p) {
     struct access_log *al = p->data;
@@ -15,40 +68,72 @@ static void on_prepare(uv_prepare_t *p) {
     al->armed = false;
 }
 
-void access_log_init(struct access_log *al, uv_loop_t *loop, int fd, bool on) {
+void access_log_init(struct access_log *al, uv_loop_t *loop, int fd,
+                     const struct access_log_settings *s) {
     memset(al, 0, sizeof *al);
     al->fd = fd;
-    al->on = on;
-    buf_init(&al->pending, on ? ACCESS_LOG_BATCH * 2 : 0);
-    if (loop) {
+    al->on = s->on;
+    al->flush_ms = s->flush_ms;
+    al->limit = s->buffer_bytes < BUFFER_MIN ? BUFFER_MIN : s->buffer_bytes;
+    /* A pipe, FIFO or socket (or a descriptor fstat cannot tell) gets PIPE_BUF
+     * pieces; a regular file, a terminal or /dev/null takes the whole buffer: a
+     * write to them is never split around another writer's. */
+    struct stat st;
+    al->atomic_cap = fstat(fd, &st) < 0 || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
+    /* Flushed at limit, so a line always fits: the buffer never grows. */
+    buf_init(&al->pending, al->on ? al->limit + LINE_BYTES_MAX : 0);
+    if (!loop || !al->on) return;
+    uv_handle_t *h;
+    if (al->flush_ms) {
+        uv_timer_init(loop, &al->timer);
+        al->timer.data = al;
+        h = (uv_handle_t *)&al->timer;
+    } else {
         uv_prepare_init(loop, &al->prepare);
         al->prepare.data = al;
-        /* The flush alone never keeps the loop running. */
-        uv_unref((uv_handle_t *)&al->prepare);
-        al->has_handle = true;
+        h = (uv_handle_t *)&al->prepare;
     }
+    /* The flush alone never keeps the loop running. */
+    uv_unref(h);
+    al->has_handle = true;
 }
 
-void access_log_flush(struct access_log *al) {
-    const char *p = al->pending.ptr;
-    size_t left = al->pending.len;
-    for (int tries = 0; left && tries < WRITE_TRIES; tries++) {
-        ssize_t n = write(al->fd, p, left);
-        if (n > 0) {
-            p += n;
-            left -= (size_t)n;
-            tries = 0;
-        } else if (n < 0 && errno != EINTR && errno != EAGAIN) {
-            break;
-        }
+/* The log whose lines a dying process writes first (one per process). */
+static struct access_log *volatile fatal_log;
+static const int fatal_signals[] = {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+
+/* The handler is reset to the default as it runs (SA_RESETHAND), so the signal
+ * raised again, blocked until the handler returns, then ends the process. */
+static void on_fatal(int sig) {
+    int saved = errno;
+    struct access_log *al = fatal_log;
+    fatal_log = NULL;
+    if (al && al->pending.len) write_lines(al, al->pending.ptr, al->pending.len);
+    raise(sig);
+    errno = saved;
+}
+
+void access_log_catch_fatal(struct access_log *al) {
+    fatal_log = al;
+    for (size_t i = 0; i < sizeof fatal_signals / sizeof fatal_signals[0]; i++) {
+        struct sigaction old, sa;
+        if (sigaction(fatal_signals[i], NULL, &old) < 0) continue;
+        bool ours = !(old.sa_flags & SA_SIGINFO) && old.sa_handler == on_fatal;
+        bool dfl = !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL;
+        if (al ? !dfl : !ours) continue;
+        memset(&sa, 0, sizeof sa);
+        sigemptyset(&sa.sa_mask);
+        sa.sa_handler = al ? on_fatal : SIG_DFL;
+        sa.sa_flags = al ? SA_RESETHAND : 0;
+        sigaction(fatal_signals[i], &sa, NULL);
     }
-    if (left) al->dropped++;
-    buf_reset(&al->pending);
 }
 
 void access_log_close(struct access_log *al) {
+    if (fatal_log == al) access_log_catch_fatal(NULL);
     access_log_flush(al);
-    if (al->has_handle) uv_close((uv_handle_t *)&al->prepare, NULL);
+    if (al->has_handle)
+        uv_close(al->flush_ms ? (uv_handle_t *)&al->timer : (uv_handle_t *)&al->prepare, NULL);
     al->has_handle = al->armed = false;
     buf_destroy(&al->pending);
 }
@@ -186,10 +271,6 @@ static const char *now_str(struct access_log *al) {
     return al->time_str;
 }
 
-/* The longest line: the fixed text, a method name, the escaped path and
- * request id, four numbers, an IPv6 address. */
-#define LINE_BYTES_MAX (160 + 32 + ACCESS_LOG_PATH_MAX + 64 + 4 * 20 + 48)
-
 void access_log_write(struct access_log *al, const struct access_entry *e) {
     if (!al->on) return;
     /* Hot path: one reservation, then plain stores (no append per field). */
@@ -228,10 +309,15 @@ void access_log_write(struct access_log *al, const struct access_entry *e) {
     o = put_addr(al, o, e->family, e->addr);
     o = PUT(o, "\"}\n");
     buf_commit(&al->pending, (size_t)(o - start));
-    if (al->pending.len >= ACCESS_LOG_BATCH || !al->has_handle) {
+    if (al->pending.len >= al->limit || !al->has_handle) {
         access_log_flush(al);
     } else if (!al->armed) {
-        uv_prepare_start(&al->prepare, on_prepare);
+        /* Started once per batch, when the buffer goes from empty to not: a busy
+         * server starts the timer once an interval, not once a line. */
         al->armed = true;
+        if (al->flush_ms)
+            uv_timer_start(&al->timer, on_timer, al->flush_ms, 0);
+        else
+            uv_prepare_start(&al->prepare, on_prepare);
     }
 }

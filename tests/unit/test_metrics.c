@@ -95,7 +95,7 @@ static void test_line(void) {
     CHECK(fd >= 0);
     unlink(path);
     struct access_log al;
-    access_log_init(&al, NULL, fd, true);
+    access_log_init(&al, NULL, fd, &(struct access_log_settings){.on = true});
     const uint8_t addr[4] = {10, 0, 0, 7};
     struct access_entry e = {.method = 1 + 1 /* llhttp: GET */,
                              .status = 200,
@@ -133,7 +133,7 @@ static void test_off_writes_nothing(void) {
     CHECK(fd >= 0);
     unlink(path);
     struct access_log al;
-    access_log_init(&al, NULL, fd, false);
+    access_log_init(&al, NULL, fd, &(struct access_log_settings){.on = false});
     struct access_entry e = {.status = 200};
     access_log_write(&al, &e);
     access_log_close(&al);
