@@ -43,7 +43,11 @@ struct json_decoder {
     uint64_t seen_keys;    /* bit i: field i's key was seen */
     uint64_t present;      /* bit i: field i was given a value (not null) */
     uint32_t seen_special; /* ID, UserID, EventID given */
-    union value vals[RECORD_MAX_FIELDS];
+    uint8_t name_len;      /* of kind->name */
+    const char *chunk;     /* the chunk being parsed, NULL between feeds */
+    size_t chunk_len;      /* bytes */
+    uint64_t in_chunk;     /* bit i: vals[i] is a string still pointing into chunk */
+    union value vals[RECORD_MAX_FIELDS]; /* vals[i] is set where present has bit i */
     bool has_id;
     uint64_t id; /* "ID" in the body, when has_id */
     bool id_invalid;

@@ -130,11 +130,17 @@ static struct {
     struct field_meta fields[RECORD_MAX_FIELDS];
     struct field_why why[RECORD_MAX_FIELDS];
     union value defaults[RECORD_MAX_FIELDS];
-    int8_t lookup[LOOKUP_SIZE]; /* field index by name hash, -1 empty; linear probing */
+    uint8_t hash_mul;           /* name_hash's multiplier that is perfect for this kind */
+    int8_t lookup[LOOKUP_SIZE]; /* field index by name hash, -1 empty; no two names share one */
 } meta[REC_KIND_MAX + 1];
 
-static unsigned name_hash(const char *p, size_t n) {
-    return (unsigned)(n * 31u + (unsigned char)p[0] * 7u + (unsigned char)p[n - 1]);
+/*
+ * A name's slot: its length, first and last bytes. meta_init picks, per kind,
+ * a multiplier for which no two of its names share a slot (a perfect hash),
+ * so that a lookup is one probe and one compare.
+ */
+static inline unsigned name_hash(const char *p, size_t n, unsigned mul) {
+    return ((unsigned)n * mul + (unsigned char)p[0] * 7u + (unsigned char)p[n - 1]) % LOOKUP_SIZE;
 }
 static bool meta_ready;
 
@@ -176,12 +182,23 @@ static void why_init(struct field_why *w, const struct field *f) {
 static void meta_init(void) {
     for (int t = 1; t <= REC_KIND_MAX; t++) {
         const struct kind_desc *k = kinds[t];
-        memset(meta[t].lookup, -1, sizeof meta[t].lookup);
+        for (unsigned mul = 1;; mul++) {
+            /* The tables are constant: a multiplier below 256 exists for them (the unit
+             * tests look every name up), and one that does not is a bug in the tables. */
+            if (mul > UINT8_MAX) abort();
+            memset(meta[t].lookup, -1, sizeof meta[t].lookup);
+            int i = 0;
+            for (; i < k->nfields; i++) {
+                unsigned h = name_hash(k->fields[i].name, strlen(k->fields[i].name), mul);
+                if (meta[t].lookup[h] >= 0) break;
+                meta[t].lookup[h] = (int8_t)i;
+            }
+            if (i == k->nfields) {
+                meta[t].hash_mul = (uint8_t)mul;
+                break;
+            }
+        }
         for (int i = 0; i < k->nfields; i++) {
-            unsigned h = name_hash(k->fields[i].name, strlen(k->fields[i].name));
-            while (meta[t].lookup[h % LOOKUP_SIZE] >= 0)
-                h++;
-            meta[t].lookup[h % LOOKUP_SIZE] = (int8_t)i;
             const struct field *f = &k->fields[i];
             struct field_meta *m = &meta[t].fields[i];
             m->name_len = (uint8_t)strlen(f->name);
@@ -203,15 +220,42 @@ const struct field_meta *record_field_meta(const struct kind_desc *k) {
     return meta[k->type].fields;
 }
 
+/*
+ * ptr[0 .. n) == name[0 .. n), where name may be read a little past n (the
+ * padded key of a field_meta) and ptr may not: no call, a few loads.
+ */
+static inline bool name_eq(const char *ptr, const char *name, size_t n) {
+    if (n >= 8) {
+        uint64_t a, b;
+        for (size_t i = 0; i + 8 < n; i += 8) {
+            memcpy(&a, ptr + i, 8);
+            memcpy(&b, name + i, 8);
+            if (a != b) return false;
+        }
+        memcpy(&a, ptr + n - 8, 8);
+        memcpy(&b, name + n - 8, 8);
+        return a == b;
+    }
+    if (n >= 4) {
+        uint32_t a, b, c, d;
+        memcpy(&a, ptr, 4);
+        memcpy(&b, name, 4);
+        memcpy(&c, ptr + n - 4, 4);
+        memcpy(&d, name + n - 4, 4);
+        return a == b && c == d;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (ptr[i] != name[i]) return false;
+    return true;
+}
+
 int record_field_index(const struct kind_desc *k, const char *ptr, size_t len) {
     if (len == 0) return -1;
-    const struct field_meta *m = record_field_meta(k);
-    const int8_t *lookup = meta[k->type].lookup;
-    for (unsigned h = name_hash(ptr, len);; h++) {
-        int i = lookup[h % LOOKUP_SIZE];
-        if (i < 0) return -1;
-        if (m[i].name_len == len && memcmp(k->fields[i].name, ptr, len) == 0) return i;
-    }
+    if (!meta_ready) meta_init();
+    int i = meta[k->type].lookup[name_hash(ptr, len, meta[k->type].hash_mul)];
+    if (i < 0) return -1;
+    const struct field_meta *m = &meta[k->type].fields[i];
+    return m->name_len == len && name_eq(ptr, m->key + 2, len) ? i : -1;
 }
 
 int record_parse_id(const char *ptr, size_t len, uint64_t *out) {
@@ -499,6 +543,12 @@ static int hexval(char c) {
 static inline bool utf8_valid(const char *ptr, size_t len) {
     const unsigned char *s = (const unsigned char *)ptr, *end = s + len;
     while (s < end) {
+        /* ASCII, the common case, eight bytes at a time. */
+        uint64_t w;
+        if (end - s >= 8 && (memcpy(&w, s, 8), !(w & UINT64_C(0x8080808080808080)))) {
+            s += 8;
+            continue;
+        }
         unsigned c = *s;
         if (c < 0x80) {
             s++;
