@@ -28,9 +28,28 @@ static inline bool word_needs_escape(uint64_t w) {
     return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
 }
 
+/* The same question for four bytes. */
+static inline bool word4_needs_escape(uint32_t w) {
+    const uint32_t ones = 0x01010101u, highs = 0x80808080u;
+    uint32_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
+}
+
 char *json_put_string(char *o, const char *ptr, size_t len) {
     static const char hex[] = "0123456789abcdef";
     *o++ = '"';
+    /* Short plain strings, most values, in two overlapping loads and stores. */
+    if (len >= 4 && len <= 8) {
+        uint32_t a, b;
+        memcpy(&a, ptr, 4);
+        memcpy(&b, ptr + len - 4, 4);
+        if (!word4_needs_escape(a) && !word4_needs_escape(b)) {
+            memcpy(o, &a, 4);
+            memcpy(o + len - 4, &b, 4);
+            o[len] = '"';
+            return o + len + 1;
+        }
+    }
     size_t i = 0;
     while (i < len) {
         /* Plain text, the common case, eight bytes at a time (no call: most
@@ -41,6 +60,13 @@ char *json_put_string(char *o, const char *ptr, size_t len) {
             o += 8;
             i += 8;
             continue;
+        }
+        /* The tail as the last eight bytes: those before i in it were written
+         * as they are (none needs escaping), so they are written again in place. */
+        if (len - i < 8 && len >= 8 && (memcpy(&w, ptr + len - 8, 8), !word_needs_escape(w))) {
+            memcpy(o - (i - (len - 8)), &w, 8);
+            o += len - i;
+            break;
         }
         unsigned char c = (unsigned char)ptr[i++];
         if (!needs_escape[c]) {
