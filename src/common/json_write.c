@@ -141,26 +141,25 @@ static char *put_short_decimal(char *o, double d) {
         if (scaled >= 9007199254740992.0) return NULL;
         double m = round_even(scaled);
         if (m / pow10[k] != ad) continue;
-        char digits[20];
-        size_t n = u64_digits((uint64_t)m, digits);
-        if (d < 0) *o++ = '-';
-        if (n <= (size_t)k) {
-            *o++ = '0';
-            *o++ = '.';
-            for (size_t z = n; z < (size_t)k; z++)
-                *o++ = '0';
-            memcpy(o, digits, n);
-            o += n;
-        } else {
-            memcpy(o, digits, n - (size_t)k);
-            o += n - (size_t)k;
-            if (k) {
-                *o++ = '.';
-                memcpy(o, digits + n - (size_t)k, (size_t)k);
-                o += k;
-            }
+        /* The digits of m with the point k from the right, written backwards
+         * from the end, whose place is known from the count of digits. */
+        uint64_t v = (uint64_t)m;
+        int n = 1;
+        for (uint64_t top = 10; n < 16 && v >= top; top *= 10)
+            n++;
+        int len = (d < 0) + (n > k ? n : k + 1) + (k > 0);
+        char *p = o + len;
+        for (int f = 0; f < k; f++) {
+            *--p = (char)('0' + v % 10);
+            v /= 10;
         }
-        return o;
+        if (k) *--p = '.';
+        do {
+            *--p = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        if (d < 0) *--p = '-';
+        return o + len;
     }
     return NULL;
 }

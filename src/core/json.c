@@ -139,27 +139,26 @@ static inline __attribute__((always_inline)) int take(struct json_decoder *d, un
 static bool parse_short_decimal(const char *s, size_t n, double *out) {
     static const double pow10[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                    1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
-    size_t i = 0;
-    bool neg = n > 0 && s[0] == '-';
-    if (neg) i++;
+    /* At most 18 bytes: m cannot overflow; it is then exact below 10^15. */
+    if (n > 18) return false;
+    size_t i = n > 0 && s[0] == '-';
+    size_t int_start = i;
     uint64_t m = 0;
-    int digits = 0, frac = -1;
-    if (i == n || s[i] < '0' || s[i] > '9') return false;
-    for (; i < n; i++) {
-        char c = s[i];
-        if (c == '.' && frac < 0 && i > 0 && s[i - 1] >= '0' && s[i - 1] <= '9') {
-            frac = 0;
-            continue;
-        }
-        if (c < '0' || c > '9') return false;
-        m = m * 10 + (uint64_t)(c - '0');
-        if (m) digits++;
-        if (frac >= 0) frac++;
-        if (digits > 15 || frac > 15) return false;
+    for (; i < n && (unsigned)(s[i] - '0') < 10; i++)
+        m = m * 10 + (uint64_t)(s[i] - '0');
+    if (i == int_start) return false; /* "", "-", ".5" */
+    size_t frac = 0;
+    if (i < n) {
+        if (s[i] != '.') return false;
+        size_t frac_start = ++i;
+        for (; i < n && (unsigned)(s[i] - '0') < 10; i++)
+            m = m * 10 + (uint64_t)(s[i] - '0');
+        frac = i - frac_start;
+        if (frac == 0 || i != n) return false; /* "5.", exponents */
     }
-    if (frac == 0) return false; /* "5." */
-    double v = (double)m / pow10[frac < 0 ? 0 : frac];
-    *out = neg ? -v : v;
+    if (m >= UINT64_C(1000000000000000) || frac > 15) return false;
+    double v = (double)m / pow10[frac];
+    *out = s[0] == '-' ? -v : v;
     return true;
 }
 
@@ -318,7 +317,11 @@ static int on_end(void *ctx) {
     struct json_decoder *d = ctx;
     d->depth--;
     if (d->skip_depth) d->skip_depth--;
-    if (d->depth == 0) d->done_top = true;
+    if (d->depth == 0) {
+        d->done_top = true;
+        /* During a callback yajl has consumed the chunk up to the end of the token. */
+        d->top_end = d->fed + yajl_get_bytes_consumed(d->h);
+    }
     return 1;
 }
 
@@ -448,7 +451,11 @@ int json_decoder_finish(struct json_decoder *d) {
         fail(d, ERR_INVALID_JSON, NULL, "the body is empty; send {\"%s\": {...}}", d->kind->name);
         return -1;
     }
-    yajl_status st = yajl_complete_parse(d->h);
+    /* A top-level value that ended with the body's last byte is complete:
+     * yajl_complete_parse (which parses one more space to flush its lexer)
+     * could only say so. Anything after it, even a space, goes through yajl. */
+    yajl_status st =
+        d->done_top && d->top_end == d->fed ? yajl_status_ok : yajl_complete_parse(d->h);
     if (st == yajl_status_error && d->err == ERR_NONE)
         fail(d, ERR_INVALID_JSON, NULL, "malformed JSON: the body ends at byte %llu inside a value",
              (unsigned long long)d->fed);

@@ -39,6 +39,7 @@ struct json_decoder {
     int field;             /* field the next value is for: >= 0 table index, or one of JF_* */
     bool wrapped;          /* saw {"Theme": ...} */
     bool done_top;         /* top-level value complete */
+    uint64_t top_end;      /* when done_top: body bytes up to the end of that value */
     bool any;              /* any byte fed */
     uint64_t seen_keys;    /* bit i: field i's key was seen */
     uint64_t present;      /* bit i: field i was given a value (not null) */

@@ -146,6 +146,38 @@ static void test_error_offset_independent_of_chunks(void) {
     CHECK(strstr(d.err_msg, "byte 20") != NULL);
 }
 
+/* What yajl alone says of a whole body: 0 when it parses and completes. */
+static int yajl_verdict(const char *body) {
+    static const yajl_callbacks none = {0};
+    yajl_handle h = yajl_alloc(&none, NULL, NULL);
+    int ok = yajl_parse(h, (const unsigned char *)body, strlen(body)) == yajl_status_ok &&
+             yajl_complete_parse(h) == yajl_status_ok;
+    yajl_free(h);
+    return ok ? 0 : -1;
+}
+
+/* The decoder ends the body without yajl_complete_parse when the object ended with the
+ * last byte: whatever follows the object (nothing, spaces, the start of a token, another
+ * value), and however the body is cut, it answers as yajl does. */
+static void test_end_of_body_as_yajl(void) {
+    static const char *const tails[] = {"",  " ", "\n\t ", " tru", " \"ab",   " 1",
+                                        "x", "}", " {",    "/",    " \"ab\"", "0"};
+    char body[64];
+    for (size_t t = 0; t < sizeof tails / sizeof *tails; t++) {
+        snprintf(body, sizeof body, "{\"Name\":\"x\"}%s", tails[t]);
+        int want = yajl_verdict(body);
+        for (size_t step = 1; step <= strlen(body); step++) {
+            struct json_decoder d;
+            if (decode(&d, &record_theme, body, step) != want) {
+                fprintf(stderr, "%s in chunks of %zu: not as yajl (%d)\n", body, step, want);
+                CHECK(0);
+            }
+        }
+    }
+    CHECK_EQ_INT(yajl_verdict("{} "), 0);
+    CHECK_EQ_INT(yajl_verdict("{} tru"), -1);
+}
+
 static void test_length_limit_in_bytes(void) {
     struct json_decoder d;
     /* Length limit in bytes of UTF-8. */
@@ -330,6 +362,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_show_map_falsy),
     CHECK_CASE(test_errors_name_the_field),
     CHECK_CASE(test_error_offset_independent_of_chunks),
+    CHECK_CASE(test_end_of_body_as_yajl),
     CHECK_CASE(test_length_limit_in_bytes),
     CHECK_CASE(test_null_and_ignored_fields),
     CHECK_CASE(test_numbers_read_as_strtod),
