@@ -1,9 +1,10 @@
 /*
  * json: see json.h.
  *
- * yajl is given allocation functions over the request arena, so creating a
- * parser per request costs no heap traffic once the arena has grown; the
- * arena needs the size of a block for realloc, kept in a small header.
+ * yajl is given allocation functions over a little room in the decoder, then
+ * the request arena, so creating a parser per request costs no heap traffic
+ * (and, for most bodies, not even an arena call); realloc needs the size of
+ * a block, kept in a small header.
  */
 #include "core/json.h"
 
@@ -21,7 +22,16 @@ enum { SEEN_ID = 1, SEEN_USER_ID = 2, SEEN_EVENT_ID = 4 };
 /* ---- arena allocation for yajl ---- */
 
 static void *a_malloc(void *ctx, size_t n) {
-    size_t *p = arena_alloc(ctx, n + 16);
+    struct json_decoder *d = ctx;
+    size_t need = (n + 16 + 15) & ~(size_t)15;
+    size_t *p;
+    /* yajl's handle, lexer and state stack fit in the decoder's own room. */
+    if (need <= sizeof d->yajl_room - d->yajl_used) {
+        p = (size_t *)(void *)(d->yajl_room + d->yajl_used);
+        d->yajl_used += (uint32_t)need;
+    } else {
+        p = arena_alloc(d->arena, n + 16);
+    }
     p[0] = n;
     return (char *)p + 16;
 }
@@ -339,7 +349,7 @@ static int on_map_key(void *ctx, const unsigned char *uk, size_t n) {
         return 1;
     }
     /* A field key, at depth 1 (bare object) or 2 (inside the wrapper). */
-    int i = record_field_index(d->kind, k, n);
+    int i = record_field_find(d->names, k, n);
     if (i >= 0) {
         uint64_t bit = UINT64_C(1) << i;
         if (d->seen_keys & bit)
@@ -387,9 +397,11 @@ void json_decoder_begin(struct json_decoder *d, const struct kind_desc *k, struc
     d->err_field = NULL;
     d->err_msg[0] = '\0';
     d->name_len = (uint8_t)strlen(k->name);
+    d->names = record_field_lookup(k);
     static yajl_alloc_funcs afs = {a_malloc, a_realloc, a_free, NULL};
     yajl_alloc_funcs mine = afs;
-    mine.ctx = arena;
+    mine.ctx = d;
+    d->yajl_used = 0;
     d->h = yajl_alloc(&callbacks, &mine, d);
 }
 

@@ -117,8 +117,6 @@ const struct kind_desc *record_kind_by_path(const char *ptr, size_t len) {
 
 static bool is_bytes(uint8_t t);
 
-#define LOOKUP_SIZE 64 /* power of two, well above RECORD_MAX_FIELDS */
-
 /* The reasons record_check_value gives for one field, each naming it. */
 struct field_why {
     char *not_utf8, *empty, *format, *range; /* NULL where the type has no such check */
@@ -134,18 +132,9 @@ static struct {
     uint32_t size_base;  /* record_size without the strings' bytes */
     char *enc;           /* every field's payload at its default, in order, padded */
     uint32_t enc_off[RECORD_MAX_FIELDS + 1]; /* field i's: enc[enc_off[i] .. enc_off[i + 1]) */
-    uint8_t hash_mul;           /* name_hash's multiplier that is perfect for this kind */
-    int8_t lookup[LOOKUP_SIZE]; /* field index by name hash, -1 empty; no two names share one */
+    struct field_lookup names;
 } meta[REC_KIND_MAX + 1];
 
-/*
- * A name's slot: its length, first and last bytes. meta_init picks, per kind,
- * a multiplier for which no two of its names share a slot (a perfect hash),
- * so that a lookup is one probe and one compare.
- */
-static inline unsigned name_hash(const char *p, size_t n, unsigned mul) {
-    return ((unsigned)n * mul + (unsigned char)p[0] * 7u + (unsigned char)p[n - 1]) % LOOKUP_SIZE;
-}
 static bool meta_ready;
 
 static char *reason(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -253,15 +242,17 @@ static void meta_init(void) {
             /* The tables are constant: a multiplier below 256 exists for them (the unit
              * tests look every name up), and one that does not is a bug in the tables. */
             if (mul > UINT8_MAX) abort();
-            memset(meta[t].lookup, -1, sizeof meta[t].lookup);
+            struct field_lookup *l = &meta[t].names;
+            memset(l->slot, -1, sizeof l->slot);
             int i = 0;
             for (; i < k->nfields; i++) {
-                unsigned h = name_hash(k->fields[i].name, strlen(k->fields[i].name), mul);
-                if (meta[t].lookup[h] >= 0) break;
-                meta[t].lookup[h] = (int8_t)i;
+                unsigned h = record_name_hash(k->fields[i].name, strlen(k->fields[i].name), mul);
+                if (l->slot[h] >= 0) break;
+                l->slot[h] = (int8_t)i;
             }
             if (i == k->nfields) {
-                meta[t].hash_mul = (uint8_t)mul;
+                l->mul = (uint8_t)mul;
+                l->fields = meta[t].fields;
                 break;
             }
         }
@@ -304,42 +295,13 @@ const struct field_meta *record_field_meta(const struct kind_desc *k) {
     return meta[k->type].fields;
 }
 
-/*
- * ptr[0 .. n) == name[0 .. n), where name may be read a little past n (the
- * padded key of a field_meta) and ptr may not: no call, a few loads.
- */
-static inline bool name_eq(const char *ptr, const char *name, size_t n) {
-    if (n >= 8) {
-        uint64_t a, b;
-        for (size_t i = 0; i + 8 < n; i += 8) {
-            memcpy(&a, ptr + i, 8);
-            memcpy(&b, name + i, 8);
-            if (a != b) return false;
-        }
-        memcpy(&a, ptr + n - 8, 8);
-        memcpy(&b, name + n - 8, 8);
-        return a == b;
-    }
-    if (n >= 4) {
-        uint32_t a, b, c, d;
-        memcpy(&a, ptr, 4);
-        memcpy(&b, name, 4);
-        memcpy(&c, ptr + n - 4, 4);
-        memcpy(&d, name + n - 4, 4);
-        return a == b && c == d;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (ptr[i] != name[i]) return false;
-    return true;
+const struct field_lookup *record_field_lookup(const struct kind_desc *k) {
+    if (!meta_ready) meta_init();
+    return &meta[k->type].names;
 }
 
 int record_field_index(const struct kind_desc *k, const char *ptr, size_t len) {
-    if (len == 0) return -1;
-    if (!meta_ready) meta_init();
-    int i = meta[k->type].lookup[name_hash(ptr, len, meta[k->type].hash_mul)];
-    if (i < 0) return -1;
-    const struct field_meta *m = &meta[k->type].fields[i];
-    return m->name_len == len && name_eq(ptr, m->key + 2, len) ? i : -1;
+    return record_field_find(record_field_lookup(k), ptr, len);
 }
 
 int record_parse_id(const char *ptr, size_t len, uint64_t *out) {
@@ -366,8 +328,10 @@ static inline uint64_t str_cell(uint32_t off, uint32_t len) {
     return (uint64_t)off << 32 | len;
 }
 
-/* a[0 .. n) == b[0 .. n), for a default's few bytes: no call. */
+/* a[0 .. n) == b[0 .. n), for a default's few bytes: no call. A value that is
+ * the default itself (record_defaults' pointer) is not compared at all. */
 static inline bool same_bytes(const char *a, const char *b, size_t n) {
+    if (a == b) return true;
     for (size_t i = 0; i < n; i++)
         if (a[i] != b[i]) return false;
     return true;
