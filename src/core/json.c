@@ -397,6 +397,7 @@ void json_decoder_begin(struct json_decoder *d, const struct kind_desc *k, struc
     d->err_field = NULL;
     d->err_msg[0] = '\0';
     d->name_len = (uint8_t)strlen(k->name);
+    record_defaults(k, d->vals);
     d->names = record_field_lookup(k);
     static yajl_alloc_funcs afs = {a_malloc, a_realloc, a_free, NULL};
     yajl_alloc_funcs mine = afs;

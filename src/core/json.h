@@ -49,7 +49,7 @@ struct json_decoder {
     const char *chunk;     /* the chunk being parsed, NULL between feeds */
     size_t chunk_len;      /* bytes */
     uint64_t in_chunk;     /* bit i: vals[i] is a string still pointing into chunk */
-    union value vals[RECORD_MAX_FIELDS]; /* vals[i] is set where present has bit i */
+    union value vals[RECORD_MAX_FIELDS]; /* the decoded values, defaults where not present */
     bool has_id;
     uint64_t id; /* "ID" in the body, when has_id */
     bool id_invalid;
