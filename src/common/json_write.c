@@ -4,6 +4,8 @@
 #include "common/json_write.h"
 
 #include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,19 +17,62 @@ static const uint8_t needs_escape[256] = {
     ['\\'] = 1,
 };
 
+/*
+ * Does any byte of w need escaping: below 0x20, '"' or '\\'? Exact for the
+ * question "any" (the usual has-zero-byte trick, on w and on w with each
+ * byte XOR-ed with the quote and the backslash).
+ */
+static inline bool word_needs_escape(uint64_t w) {
+    const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
+    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
+}
+
+/* The same question for four bytes. */
+static inline bool word4_needs_escape(uint32_t w) {
+    const uint32_t ones = 0x01010101u, highs = 0x80808080u;
+    uint32_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
+}
+
 char *json_put_string(char *o, const char *ptr, size_t len) {
     static const char hex[] = "0123456789abcdef";
     *o++ = '"';
+    /* Short plain strings, most values, in two overlapping loads and stores. */
+    if (len >= 4 && len <= 8) {
+        uint32_t a, b;
+        memcpy(&a, ptr, 4);
+        memcpy(&b, ptr + len - 4, 4);
+        if (!word4_needs_escape(a) && !word4_needs_escape(b)) {
+            memcpy(o, &a, 4);
+            memcpy(o + len - 4, &b, 4);
+            o[len] = '"';
+            return o + len + 1;
+        }
+    }
     size_t i = 0;
     while (i < len) {
-        /* Copy the run of plain bytes in one go; most strings are one run. */
-        size_t run = i;
-        while (run < len && !needs_escape[(unsigned char)ptr[run]])
-            run++;
-        memcpy(o, ptr + i, run - i);
-        o += run - i;
-        if (run == len) break;
-        unsigned char c = (unsigned char)ptr[run];
+        /* Plain text, the common case, eight bytes at a time (no call: most
+         * strings are short); the rest byte by byte. */
+        uint64_t w;
+        if (len - i >= 8 && (memcpy(&w, ptr + i, 8), !word_needs_escape(w))) {
+            memcpy(o, &w, 8);
+            o += 8;
+            i += 8;
+            continue;
+        }
+        /* The tail as the last eight bytes: those before i in it were written
+         * as they are (none needs escaping), so they are written again in place. */
+        if (len - i < 8 && len >= 8 && (memcpy(&w, ptr + len - 8, 8), !word_needs_escape(w))) {
+            memcpy(o - (i - (len - 8)), &w, 8);
+            o += len - i;
+            break;
+        }
+        unsigned char c = (unsigned char)ptr[i++];
+        if (!needs_escape[c]) {
+            *o++ = (char)c;
+            continue;
+        }
         *o++ = '\\';
         switch (c) {
         case '"':
@@ -58,7 +103,6 @@ char *json_put_string(char *o, const char *ptr, size_t len) {
             *o++ = hex[c >> 4];
             *o++ = hex[c & 15];
         }
-        i = run + 1;
     }
     *o++ = '"';
     return o;
@@ -97,26 +141,25 @@ static char *put_short_decimal(char *o, double d) {
         if (scaled >= 9007199254740992.0) return NULL;
         double m = round_even(scaled);
         if (m / pow10[k] != ad) continue;
-        char digits[20];
-        size_t n = u64_digits((uint64_t)m, digits);
-        if (d < 0) *o++ = '-';
-        if (n <= (size_t)k) {
-            *o++ = '0';
-            *o++ = '.';
-            for (size_t z = n; z < (size_t)k; z++)
-                *o++ = '0';
-            memcpy(o, digits, n);
-            o += n;
-        } else {
-            memcpy(o, digits, n - (size_t)k);
-            o += n - (size_t)k;
-            if (k) {
-                *o++ = '.';
-                memcpy(o, digits + n - (size_t)k, (size_t)k);
-                o += k;
-            }
+        /* The digits of m with the point k from the right, written backwards
+         * from the end, whose place is known from the count of digits. */
+        uint64_t v = (uint64_t)m;
+        int n = 1;
+        for (uint64_t top = 10; n < 16 && v >= top; top *= 10)
+            n++;
+        int len = (d < 0) + (n > k ? n : k + 1) + (k > 0);
+        char *p = o + len;
+        for (int f = 0; f < k; f++) {
+            *--p = (char)('0' + v % 10);
+            v /= 10;
         }
-        return o;
+        if (k) *--p = '.';
+        do {
+            *--p = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        if (d < 0) *--p = '-';
+        return o + len;
     }
     return NULL;
 }

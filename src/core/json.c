@@ -1,14 +1,16 @@
 /*
  * json: see json.h.
  *
- * yajl is given allocation functions over the request arena, so creating a
- * parser per request costs no heap traffic once the arena has grown; the
- * arena needs the size of a block for realloc, kept in a small header.
+ * yajl is given allocation functions over a little room in the decoder, then
+ * the request arena, so creating a parser per request costs no heap traffic
+ * (and, for most bodies, not even an arena call); realloc needs the size of
+ * a block, kept in a small header.
  */
 #include "core/json.h"
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,16 @@ enum { SEEN_ID = 1, SEEN_USER_ID = 2, SEEN_EVENT_ID = 4 };
 /* ---- arena allocation for yajl ---- */
 
 static void *a_malloc(void *ctx, size_t n) {
-    size_t *p = arena_alloc(ctx, n + 16);
+    struct json_decoder *d = ctx;
+    size_t need = (n + 16 + 15) & ~(size_t)15;
+    size_t *p;
+    /* yajl's handle, lexer and state stack fit in the decoder's own room. */
+    if (need <= sizeof d->yajl_room - d->yajl_used) {
+        p = (size_t *)(void *)(d->yajl_room + d->yajl_used);
+        d->yajl_used += (uint32_t)need;
+    } else {
+        p = arena_alloc(d->arena, n + 16);
+    }
     p[0] = n;
     return (char *)p + 16;
 }
@@ -114,10 +125,18 @@ static inline __attribute__((always_inline)) int take(struct json_decoder *d, un
     const struct field *f = &d->kind->fields[d->field];
     const char *why = record_check_value(d->kind, d->field, &v, d->max_string);
     if (why) return fail(d, ERR_INVALID_FIELD, f->name, "%s", why);
-    if (f->type == FT_STR || f->type == FT_COLOR)
-        v.s.ptr = arena_strndup(d->arena, v.s.ptr, v.s.len);
+    uint64_t bit = UINT64_C(1) << d->field;
+    if (f->type == FT_STR || f->type == FT_COLOR) {
+        /* A span of the chunk is copied with the others when the chunk is done
+         * (keep_chunk_strings); one in yajl's buffers (escapes decoded, or a
+         * string that spanned two chunks) now, as yajl reuses them. */
+        if ((uintptr_t)v.s.ptr - (uintptr_t)d->chunk < d->chunk_len)
+            d->in_chunk |= bit;
+        else
+            v.s.ptr = arena_strndup(d->arena, v.s.ptr, v.s.len);
+    }
     d->vals[d->field] = v;
-    d->present |= UINT64_C(1) << d->field;
+    d->present |= bit;
     return 1;
 }
 
@@ -130,27 +149,26 @@ static inline __attribute__((always_inline)) int take(struct json_decoder *d, un
 static bool parse_short_decimal(const char *s, size_t n, double *out) {
     static const double pow10[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                    1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
-    size_t i = 0;
-    bool neg = n > 0 && s[0] == '-';
-    if (neg) i++;
+    /* At most 18 bytes: m cannot overflow; it is then exact below 10^15. */
+    if (n > 18) return false;
+    size_t i = n > 0 && s[0] == '-';
+    size_t int_start = i;
     uint64_t m = 0;
-    int digits = 0, frac = -1;
-    if (i == n || s[i] < '0' || s[i] > '9') return false;
-    for (; i < n; i++) {
-        char c = s[i];
-        if (c == '.' && frac < 0 && i > 0 && s[i - 1] >= '0' && s[i - 1] <= '9') {
-            frac = 0;
-            continue;
-        }
-        if (c < '0' || c > '9') return false;
-        m = m * 10 + (uint64_t)(c - '0');
-        if (m) digits++;
-        if (frac >= 0) frac++;
-        if (digits > 15 || frac > 15) return false;
+    for (; i < n && (unsigned)(s[i] - '0') < 10; i++)
+        m = m * 10 + (uint64_t)(s[i] - '0');
+    if (i == int_start) return false; /* "", "-", ".5" */
+    size_t frac = 0;
+    if (i < n) {
+        if (s[i] != '.') return false;
+        size_t frac_start = ++i;
+        for (; i < n && (unsigned)(s[i] - '0') < 10; i++)
+            m = m * 10 + (uint64_t)(s[i] - '0');
+        frac = i - frac_start;
+        if (frac == 0 || i != n) return false; /* "5.", exponents */
     }
-    if (frac == 0) return false; /* "5." */
-    double v = (double)m / pow10[frac < 0 ? 0 : frac];
-    *out = neg ? -v : v;
+    if (m >= UINT64_C(1000000000000000) || frac > 15) return false;
+    double v = (double)m / pow10[frac];
+    *out = s[0] == '-' ? -v : v;
     return true;
 }
 
@@ -309,7 +327,11 @@ static int on_end(void *ctx) {
     struct json_decoder *d = ctx;
     d->depth--;
     if (d->skip_depth) d->skip_depth--;
-    if (d->depth == 0) d->done_top = true;
+    if (d->depth == 0) {
+        d->done_top = true;
+        /* During a callback yajl has consumed the chunk up to the end of the token. */
+        d->top_end = d->fed + yajl_get_bytes_consumed(d->h);
+    }
     return 1;
 }
 
@@ -321,13 +343,13 @@ static int on_map_key(void *ctx, const unsigned char *uk, size_t n) {
         return fail(d, ERR_UNKNOWN_FIELD, NULL,
                     "only the %s object may stand at the top level; found \"%.*s\"", d->kind->name,
                     (int)(n > 64 ? 64 : n), k);
-    if (d->depth == 1 && !d->seen_keys && !d->seen_special && word_is(k, n, d->kind->name) &&
-        strncmp(k, d->kind->name, n) == 0) {
+    if (d->depth == 1 && !d->seen_keys && !d->seen_special && n == d->name_len &&
+        memcmp(k, d->kind->name, n) == 0) {
         d->field = JF_WRAPPER;
         return 1;
     }
     /* A field key, at depth 1 (bare object) or 2 (inside the wrapper). */
-    int i = record_field_index(d->kind, k, n);
+    int i = record_field_find(d->names, k, n);
     if (i >= 0) {
         uint64_t bit = UINT64_C(1) << i;
         if (d->seen_keys & bit)
@@ -374,10 +396,13 @@ void json_decoder_begin(struct json_decoder *d, const struct kind_desc *k, struc
     d->err = ERR_NONE;
     d->err_field = NULL;
     d->err_msg[0] = '\0';
+    d->name_len = (uint8_t)strlen(k->name);
     record_defaults(k, d->vals);
+    d->names = record_field_lookup(k);
     static yajl_alloc_funcs afs = {a_malloc, a_realloc, a_free, NULL};
     yajl_alloc_funcs mine = afs;
-    mine.ctx = arena;
+    mine.ctx = d;
+    d->yajl_used = 0;
     d->h = yajl_alloc(&callbacks, &mine, d);
 }
 
@@ -394,10 +419,40 @@ static void syntax_error(struct json_decoder *d, const char *ptr, size_t len) {
     yajl_free_error(d->h, msg);
 }
 
+/*
+ * The strings taken from the chunk that was just parsed, copied into the
+ * arena before the chunk goes: the bytes from the first to the end of the
+ * last, in one copy, each string then NUL-terminated in the copy (the byte
+ * after a string in the chunk is its closing quote, part of no other).
+ */
+static void keep_chunk_strings(struct json_decoder *d) {
+    uint64_t m = d->in_chunk;
+    if (!m) return;
+    const char *lo = d->chunk + d->chunk_len, *hi = d->chunk;
+    for (uint64_t b = m; b; b &= b - 1) {
+        const union value *v = &d->vals[__builtin_ctzll(b)];
+        if (v->s.ptr < lo) lo = v->s.ptr;
+        if (v->s.ptr + v->s.len > hi) hi = v->s.ptr + v->s.len;
+    }
+    char *copy = arena_alloc(d->arena, (size_t)(hi - lo) + 1);
+    memcpy(copy, lo, (size_t)(hi - lo));
+    for (uint64_t b = m; b; b &= b - 1) {
+        union value *v = &d->vals[__builtin_ctzll(b)];
+        v->s.ptr = copy + (v->s.ptr - lo);
+        copy[v->s.ptr - copy + v->s.len] = '\0';
+    }
+    d->in_chunk = 0;
+}
+
 int json_decoder_feed(struct json_decoder *d, const char *ptr, size_t len) {
     if (d->err != ERR_NONE) return -1;
     if (len) d->any = true;
+    d->chunk = ptr;
+    d->chunk_len = len;
     yajl_status st = yajl_parse(d->h, (const unsigned char *)ptr, len);
+    keep_chunk_strings(d);
+    d->chunk = NULL;
+    d->chunk_len = 0;
     if (st == yajl_status_error) syntax_error(d, ptr, len);
     d->fed += len;
     return d->err == ERR_NONE ? 0 : -1;
@@ -409,7 +464,11 @@ int json_decoder_finish(struct json_decoder *d) {
         fail(d, ERR_INVALID_JSON, NULL, "the body is empty; send {\"%s\": {...}}", d->kind->name);
         return -1;
     }
-    yajl_status st = yajl_complete_parse(d->h);
+    /* A top-level value that ended with the body's last byte is complete:
+     * yajl_complete_parse (which parses one more space to flush its lexer)
+     * could only say so. Anything after it, even a space, goes through yajl. */
+    yajl_status st =
+        d->done_top && d->top_end == d->fed ? yajl_status_ok : yajl_complete_parse(d->h);
     if (st == yajl_status_error && d->err == ERR_NONE)
         fail(d, ERR_INVALID_JSON, NULL, "malformed JSON: the body ends at byte %llu inside a value",
              (unsigned long long)d->fed);
@@ -440,13 +499,14 @@ static bool defaults_ready;
 
 /* Room for the longest text of a value that is not a string. */
 #define VALUE_MAX 32
+/* Bytes a run copy may read and write past its end: the defaults' text is
+ * padded by as much, and the writer's reservation has that room. */
+#define RUN_SLACK 16
 
-/* Writes field i's member with value v at o; returns the end. o must have
- * room for the key, VALUE_MAX bytes and a string value escaped. */
-static char *put_member(char *o, const struct field *f, const struct field_meta *m, union value v) {
-    memcpy(o, m->key, m->key_len);
-    o += m->key_len;
-    switch (f->type) {
+/* Writes v, a value of type t, at o; returns the end. o must have room for
+ * VALUE_MAX bytes or a string value escaped. */
+static inline char *put_value(char *o, uint8_t t, union value v) {
+    switch (t) {
     case FT_STR:
     case FT_COLOR:
         return json_put_string(o, v.s.ptr, v.s.len);
@@ -461,6 +521,14 @@ static char *put_member(char *o, const struct field *f, const struct field_meta 
     default:
         return o;
     }
+}
+
+/* Copies n bytes of the defaults' text in 16-byte steps (no call; most runs
+ * are short): reads and writes up to RUN_SLACK - 1 bytes past n. */
+static inline char *copy_run(char *o, const char *src, size_t n) {
+    for (size_t i = 0; i < n; i += 16)
+        memcpy(o + i, src + i, 16);
+    return o + n;
 }
 
 static void defaults_init(void) {
@@ -478,10 +546,12 @@ static void defaults_init(void) {
             bool text = f->type == FT_STR || f->type == FT_COLOR;
             size_t room = m[i].key_len + VALUE_MAX + (text ? 6 * (size_t)vals[i].s.len : 0);
             char *o = buf_reserve(&b, room);
-            buf_commit(&b, (size_t)(put_member(o, f, &m[i], vals[i]) - o));
+            memcpy(o, m[i].key, m[i].key_len);
+            buf_commit(&b, (size_t)(put_value(o + m[i].key_len, f->type, vals[i]) - o));
         }
         defaults_text[t].off[k->nfields] = (uint32_t)b.len;
-        defaults_text[t].text = b.ptr; /* kept for the life of the process */
+        memset(buf_reserve(&b, RUN_SLACK), 0, RUN_SLACK); /* copy_run's padding, uncommitted */
+        defaults_text[t].text = b.ptr;                    /* kept for the life of the process */
     }
     defaults_ready = true;
 }
@@ -492,6 +562,10 @@ static void defaults_init(void) {
  * other value, and the key; record_size counts at least the string's bytes
  * plus 2, or 8 for other values (so 6 * record_size + VALUE_MAX per field
  * bounds the values), and the keys are within the defaults' text.
+ *
+ * The defaults' text holds every output field's key followed by its default
+ * value, so a field with a value of its own costs one copy (the defaults
+ * before it, up to and including its key) and its value.
  */
 void json_write_record(struct buf *b, const struct record *r, bool open) {
     if (!defaults_ready) defaults_init();
@@ -499,8 +573,8 @@ void json_write_record(struct buf *b, const struct record *r, bool open) {
     const char *dtext = defaults_text[r->type].text;
     const uint32_t *doff = defaults_text[r->type].off;
     const struct field_meta *m = record_field_meta(k);
-    size_t room =
-        80 + 6 * (size_t)record_size(r) + (size_t)k->nfields * (VALUE_MAX + 44) + doff[k->nfields];
+    size_t room = 80 + RUN_SLACK + 6 * (size_t)record_size(r) +
+                  (size_t)k->nfields * (VALUE_MAX + 44) + doff[k->nfields];
     char *o = buf_reserve(b, room), *start = o;
     static const char id_key[] = "{\"ID\":", user_key[] = ",\"UserID\":",
                       event_key[] = ",\"EventID\":";
@@ -515,21 +589,18 @@ void json_write_record(struct buf *b, const struct record *r, bool open) {
         o += sizeof event_key - 1;
         o += u64_digits(r->event_id, o);
     }
-    int run = 0; /* first field of the run at its default not yet written */
+    uint32_t from = 0; /* the defaults' text not yet written starts here */
     const uint64_t *cell = r->cell;
-    for (int i = 0; i < k->nfields; i++) {
-        if (!(r->set >> i & 1)) continue;
-        uint64_t c = *cell++;
-        size_t n = doff[i] - doff[run];
-        memcpy(o, dtext + doff[run], n);
-        o += n;
-        run = i + 1;
+    for (uint32_t set = r->set; set; set &= set - 1) {
+        int i = __builtin_ctz(set);
         const struct field *f = &k->fields[i];
-        if (f->flags & FF_OUTPUT) o = put_member(o, f, &m[i], record_cell_value(r, f->type, c));
+        uint64_t c = *cell++;
+        if (!(f->flags & FF_OUTPUT) || f->type == FT_BYTES) continue; /* renders nothing */
+        o = copy_run(o, dtext + from, doff[i] + m[i].key_len - from);
+        from = doff[i + 1];
+        o = put_value(o, f->type, record_cell_value(r, f->type, c));
     }
-    size_t n = doff[k->nfields] - doff[run];
-    memcpy(o, dtext + doff[run], n);
-    o += n;
+    o = copy_run(o, dtext + from, doff[k->nfields] - from);
     if (!open) *o++ = '}';
     buf_commit(b, (size_t)(o - start));
 }

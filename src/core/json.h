@@ -29,32 +29,41 @@
 
 struct json_decoder {
     yajl_handle h;
-    struct arena *arena; /* request-scoped: strings and yajl's own memory */
+    struct arena *arena; /* request-scoped: strings and what yajl_room cannot hold */
     const struct kind_desc *kind;
-    uint32_t max_string;   /* bytes */
-    uint64_t fed;          /* body bytes fed before the current chunk */
-    int depth;             /* nesting of maps and arrays */
-    int fields_depth;      /* depth of the map holding the fields, 0 until known */
-    int skip_depth;        /* > 0: inside a skipped value */
+    const struct field_lookup *names; /* kind's */
+    uint32_t max_string;              /* bytes */
+    uint64_t fed;                     /* body bytes fed before the current chunk */
+    int depth;                        /* nesting of maps and arrays */
+    int fields_depth;                 /* depth of the map holding the fields, 0 until known */
+    int skip_depth;                   /* > 0: inside a skipped value */
     int field;             /* field the next value is for: >= 0 table index, or one of JF_* */
     bool wrapped;          /* saw {"Theme": ...} */
     bool done_top;         /* top-level value complete */
+    uint64_t top_end;      /* when done_top: body bytes up to the end of that value */
     bool any;              /* any byte fed */
     uint64_t seen_keys;    /* bit i: field i's key was seen */
     uint64_t present;      /* bit i: field i was given a value (not null) */
     uint32_t seen_special; /* ID, UserID, EventID given */
-    union value vals[RECORD_MAX_FIELDS];
+    uint8_t name_len;      /* of kind->name */
+    const char *chunk;     /* the chunk being parsed, NULL between feeds */
+    size_t chunk_len;      /* bytes */
+    uint64_t in_chunk;     /* bit i: vals[i] is a string still pointing into chunk */
+    union value vals[RECORD_MAX_FIELDS]; /* the decoded values, defaults where not present */
     bool has_id;
     uint64_t id; /* "ID" in the body, when has_id */
     bool id_invalid;
     enum err err;          /* ERR_NONE while fine */
     const char *err_field; /* static or in the arena: valid until the arena is reset */
     char err_msg[200];
+    uint32_t yajl_used;               /* bytes of yajl_room given to yajl */
+    _Alignas(16) char yajl_room[640]; /* yajl's first allocations (a_malloc) */
 };
 
 /*
- * Starts decoding a body for kind k; allocations come from arena. k and
- * arena are stored: they must stay valid until json_decoder_end. The
+ * Starts decoding a body for kind k; allocations come from d itself and
+ * arena. k and arena are stored: they must stay valid, and d must not move
+ * (yajl keeps pointers into it), until json_decoder_end. The
  * decoded strings (vals) and err_field live in arena (or the static field
  * tables): valid until the arena is reset.
  */
@@ -65,7 +74,7 @@ void json_decoder_begin(struct json_decoder *d, const struct kind_desc *k, struc
 int json_decoder_feed(struct json_decoder *d, const char *ptr, size_t len);
 /* Ends the body. Returns 0 when a complete, valid object was read, else -1. */
 int json_decoder_finish(struct json_decoder *d);
-/* Releases the yajl handle (its memory is the arena's). */
+/* Releases the yajl handle (its memory is d's and the arena's). */
 void json_decoder_end(struct json_decoder *d);
 
 /* ---- writer ---- */

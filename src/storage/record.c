@@ -117,8 +117,6 @@ const struct kind_desc *record_kind_by_path(const char *ptr, size_t len) {
 
 static bool is_bytes(uint8_t t);
 
-#define LOOKUP_SIZE 64 /* power of two, well above RECORD_MAX_FIELDS */
-
 /* The reasons record_check_value gives for one field, each naming it. */
 struct field_why {
     char *not_utf8, *empty, *format, *range; /* NULL where the type has no such check */
@@ -130,12 +128,13 @@ static struct {
     struct field_meta fields[RECORD_MAX_FIELDS];
     struct field_why why[RECORD_MAX_FIELDS];
     union value defaults[RECORD_MAX_FIELDS];
-    int8_t lookup[LOOKUP_SIZE]; /* field index by name hash, -1 empty; linear probing */
+    uint32_t bytes_mask; /* bit i: field i is a string, colour or bytes */
+    uint32_t size_base;  /* record_size without the strings' bytes */
+    char *enc;           /* every field's payload at its default, in order, padded */
+    uint32_t enc_off[RECORD_MAX_FIELDS + 1]; /* field i's: enc[enc_off[i] .. enc_off[i + 1]) */
+    struct field_lookup names;
 } meta[REC_KIND_MAX + 1];
 
-static unsigned name_hash(const char *p, size_t n) {
-    return (unsigned)(n * 31u + (unsigned char)p[0] * 7u + (unsigned char)p[n - 1]);
-}
 static bool meta_ready;
 
 static char *reason(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -171,17 +170,93 @@ static void why_init(struct field_why *w, const struct field *f) {
     }
 }
 
+/* Bytes a run copy may read and write past its end: the defaults' payload
+ * is padded by as much, and record_encode's reservation has that room. */
+#define RUN_SLACK 16
+
+/* Copies n bytes of a padded run in 16-byte steps (no call; runs are short):
+ * reads and writes up to RUN_SLACK - 1 bytes past n. */
+static inline uint8_t *copy_run(uint8_t *o, const char *src, size_t n) {
+    for (size_t i = 0; i < n; i += 16)
+        memcpy(o + i, src + i, 16);
+    return o + n;
+}
+
+/* Copies exactly n bytes: short ones with two overlapping loads and stores. */
+static inline void copy_bytes(void *dst, const void *src, size_t n) {
+    char *d = dst;
+    const char *s = src;
+    if (n >= 8 && n <= 16) {
+        uint64_t a, b;
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+        memcpy(d, &a, 8);
+        memcpy(d + n - 8, &b, 8);
+    } else if (n >= 4 && n < 8) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        memcpy(d, &a, 4);
+        memcpy(d + n - 4, &b, 4);
+    } else if (n < 4) {
+        for (size_t i = 0; i < n; i++)
+            d[i] = s[i];
+    } else {
+        memcpy(d, s, n);
+    }
+}
+
+/* Writes the payload of value v of type t at p; returns the end. */
+static inline uint8_t *encode_value(uint8_t *p, uint8_t t, union value v) {
+    switch (t) {
+    case FT_STR:
+    case FT_COLOR:
+    case FT_BYTES:
+        p += varint_put(p, v.s.len);
+        copy_bytes(p, v.s.ptr, v.s.len);
+        return p + v.s.len;
+    case FT_REF:
+    case FT_INT:
+        return p + varint_put(p, v.i);
+    case FT_DOUBLE: {
+        uint64_t bits;
+        memcpy(&bits, &v.d, 8);
+        for (int b = 0; b < 8; b++)
+            p[b] = (uint8_t)(bits >> (8 * b));
+        return p + 8;
+    }
+    case FT_BOOL:
+        *p = v.b ? 1 : 0;
+        return p + 1;
+    default:
+        return p;
+    }
+}
+
 /* The tables are constant, so everything derived from them is computed once
  * and the hot paths never take a strlen. */
 static void meta_init(void) {
     for (int t = 1; t <= REC_KIND_MAX; t++) {
         const struct kind_desc *k = kinds[t];
-        memset(meta[t].lookup, -1, sizeof meta[t].lookup);
+        for (unsigned mul = 1;; mul++) {
+            /* The tables are constant: a multiplier below 256 exists for them (the unit
+             * tests look every name up), and one that does not is a bug in the tables. */
+            if (mul > UINT8_MAX) abort();
+            struct field_lookup *l = &meta[t].names;
+            memset(l->slot, -1, sizeof l->slot);
+            int i = 0;
+            for (; i < k->nfields; i++) {
+                unsigned h = record_name_hash(k->fields[i].name, strlen(k->fields[i].name), mul);
+                if (l->slot[h] >= 0) break;
+                l->slot[h] = (int8_t)i;
+            }
+            if (i == k->nfields) {
+                l->mul = (uint8_t)mul;
+                l->fields = meta[t].fields;
+                break;
+            }
+        }
         for (int i = 0; i < k->nfields; i++) {
-            unsigned h = name_hash(k->fields[i].name, strlen(k->fields[i].name));
-            while (meta[t].lookup[h % LOOKUP_SIZE] >= 0)
-                h++;
-            meta[t].lookup[h % LOOKUP_SIZE] = (int8_t)i;
             const struct field *f = &k->fields[i];
             struct field_meta *m = &meta[t].fields[i];
             m->name_len = (uint8_t)strlen(f->name);
@@ -192,8 +267,25 @@ static void meta_init(void) {
             if (is_bytes(f->type)) {
                 v->s.ptr = f->def ? f->def : "";
                 v->s.len = (uint32_t)strlen(v->s.ptr);
+                meta[t].bytes_mask |= UINT32_C(1) << i;
             }
         }
+        /* 30: id, user id, count varints, frame header (an estimate is enough);
+         * then 2 per string (its varint length) and 8 per other value. */
+        meta[t].size_base = 30;
+        for (int i = 0; i < k->nfields; i++)
+            meta[t].size_base += is_bytes(k->fields[i].type) ? 2 : 8;
+        /* The payload of each field at its default, for record_encode's runs. */
+        struct buf b;
+        buf_init(&b, 64);
+        for (int i = 0; i < k->nfields; i++) {
+            meta[t].enc_off[i] = (uint32_t)b.len;
+            uint8_t *p = (uint8_t *)buf_reserve(&b, VARINT_MAX + 8 + meta[t].defaults[i].s.len);
+            buf_commit(&b, (size_t)(encode_value(p, k->fields[i].type, meta[t].defaults[i]) - p));
+        }
+        meta[t].enc_off[k->nfields] = (uint32_t)b.len;
+        memset(buf_reserve(&b, RUN_SLACK), 0, RUN_SLACK); /* copy_run's padding */
+        meta[t].enc = b.ptr;                              /* kept for the life of the process */
     }
     meta_ready = true;
 }
@@ -203,15 +295,13 @@ const struct field_meta *record_field_meta(const struct kind_desc *k) {
     return meta[k->type].fields;
 }
 
+const struct field_lookup *record_field_lookup(const struct kind_desc *k) {
+    if (!meta_ready) meta_init();
+    return &meta[k->type].names;
+}
+
 int record_field_index(const struct kind_desc *k, const char *ptr, size_t len) {
-    if (len == 0) return -1;
-    const struct field_meta *m = record_field_meta(k);
-    const int8_t *lookup = meta[k->type].lookup;
-    for (unsigned h = name_hash(ptr, len);; h++) {
-        int i = lookup[h % LOOKUP_SIZE];
-        if (i < 0) return -1;
-        if (m[i].name_len == len && memcmp(k->fields[i].name, ptr, len) == 0) return i;
-    }
+    return record_field_find(record_field_lookup(k), ptr, len);
 }
 
 int record_parse_id(const char *ptr, size_t len, uint64_t *out) {
@@ -238,37 +328,20 @@ static inline uint64_t str_cell(uint32_t off, uint32_t len) {
     return (uint64_t)off << 32 | len;
 }
 
-/* Is v field i's default? Such a field takes no cell. */
-static bool is_default(const struct field *f, const union value *def, const union value *v) {
-    switch (f->type) {
-    case FT_STR:
-    case FT_COLOR:
-    case FT_BYTES:
-        return v->s.len == def->s.len && memcmp(v->s.ptr, def->s.ptr, v->s.len) == 0;
-    case FT_REF:
-    case FT_INT:
-        return v->i == 0;
-    case FT_DOUBLE: {
-        uint64_t bits;
-        memcpy(&bits, &v->d, sizeof bits);
-        return bits == 0; /* +0.0 only: -0.0 keeps its sign */
-    }
-    case FT_BOOL:
-        return !v->b;
-    default:
-        return false; /* a type without a rule here always keeps its cell */
-    }
-}
-
-/* What a field adds to record_size: the payload's varint length and bytes, or 8. */
-static inline size_t field_size(const struct field *f, const union value *v) {
-    return is_bytes(f->type) ? v->s.len + 2 : 8;
+/* a[0 .. n) == b[0 .. n), for a default's few bytes: no call. A value that is
+ * the default itself (record_defaults' pointer) is not compared at all. */
+static inline bool same_bytes(const char *a, const char *b, size_t n) {
+    if (a == b) return true;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return false;
+    return true;
 }
 
 uint32_t record_size_of(const struct kind_desc *k, const union value *vals) {
-    size_t size = 30; /* as record_size */
-    for (int i = 0; i < k->nfields; i++)
-        size += field_size(&k->fields[i], &vals[i]);
+    if (!meta_ready) meta_init();
+    size_t size = meta[k->type].size_base; /* as record_size */
+    for (uint32_t m = meta[k->type].bytes_mask; m; m &= m - 1)
+        size += vals[__builtin_ctz(m)].s.len;
     return (uint32_t)size;
 }
 
@@ -282,13 +355,37 @@ struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t use
     const union value *defs = meta[k->type].defaults;
     uint32_t set = 0;
     size_t strings = 0, cells = 0;
-    size_t size = 30; /* as record_size */
+    size_t size = meta[k->type].size_base; /* as record_size */
+    /* A field at its default takes no cell. */
     for (int i = 0; i < k->nfields; i++) {
-        size += field_size(&k->fields[i], &vals[i]);
-        if (is_default(&k->fields[i], &defs[i], &vals[i])) continue;
+        const union value *v = &vals[i];
+        switch (k->fields[i].type) {
+        case FT_STR:
+        case FT_COLOR:
+        case FT_BYTES:
+            size += v->s.len;
+            if (v->s.len == defs[i].s.len && same_bytes(v->s.ptr, defs[i].s.ptr, v->s.len))
+                continue;
+            if (v->s.len) strings += v->s.len + 1;
+            break;
+        case FT_REF:
+        case FT_INT:
+            if (v->i == 0) continue;
+            break;
+        case FT_DOUBLE: {
+            uint64_t bits;
+            memcpy(&bits, &v->d, sizeof bits);
+            if (bits == 0) continue; /* +0.0 only: -0.0 keeps its sign */
+            break;
+        }
+        case FT_BOOL:
+            if (!v->b) continue;
+            break;
+        default:
+            break; /* a type without a rule here always keeps its cell */
+        }
         set |= UINT32_C(1) << i;
         cells++;
-        if (is_bytes(k->fields[i].type) && vals[i].s.len) strings += vals[i].s.len + 1;
     }
     size_t head = sizeof(struct record) + cells * sizeof(uint64_t);
 
@@ -304,15 +401,15 @@ struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t use
     r->size16 = UINT16_MAX;
     char *p = (char *)r + head;
     uint64_t *cell = r->cell;
-    for (int i = 0; i < k->nfields; i++) {
-        if (!(set >> i & 1)) continue;
+    for (uint32_t m = set; m; m &= m - 1) {
+        int i = __builtin_ctz(m);
         const union value *v = &vals[i];
         switch (k->fields[i].type) {
         case FT_STR:
         case FT_COLOR:
         case FT_BYTES:
             if (v->s.len) {
-                memcpy(p, v->s.ptr, v->s.len);
+                copy_bytes(p, v->s.ptr, v->s.len);
                 p[v->s.len] = '\0';
                 *cell++ = str_cell((uint32_t)(p - (char *)r), v->s.len);
                 p += v->s.len + 1;
@@ -320,17 +417,13 @@ struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t use
                 *cell++ = 0; /* "" where the default is not empty */
             }
             break;
-        case FT_REF:
-        case FT_INT:
-            *cell++ = v->i;
-            break;
         case FT_DOUBLE:
             memcpy(cell++, &v->d, sizeof v->d);
             break;
         case FT_BOOL:
             *cell++ = v->b ? 1 : 0;
             break;
-        default:
+        default: /* FT_REF, FT_INT */
             *cell++ = v->i;
             break;
         }
@@ -389,44 +482,32 @@ void record_values(const struct record *r, union value *vals) {
         vals[i] = r->set >> i & 1 ? record_cell_value(r, k->fields[i].type, *cell++) : defs[i];
 }
 
+/*
+ * The payload in one pass over the set fields: the fields at their defaults
+ * between two set ones are one copy of their prepared payload. One
+ * reservation: record_size counts a string's bytes plus 2 (its varint takes
+ * at most 5) and 8 for any other value (a varint takes at most 10).
+ */
 void record_encode(const struct record *r, struct buf *out) {
     const struct kind_desc *k = record_kind(r->type);
-    const union value *defs = meta[r->type].defaults;
-    /* One reservation: record_size counts a string's bytes plus 2 (its varint
-     * takes at most 5) and 8 for any other value (a varint takes at most 10). */
-    uint8_t *p = (uint8_t *)buf_reserve(out, record_size(r) + 10 * (size_t)k->nfields), *start = p;
+    if (!meta_ready) meta_init();
+    const char *enc = meta[r->type].enc;
+    const uint32_t *off = meta[r->type].enc_off;
+    uint8_t *p = (uint8_t *)buf_reserve(out, record_size(r) + 10 * (size_t)k->nfields + RUN_SLACK),
+            *start = p;
     p += varint_put(p, r->id);
     p += varint_put(p, r->user_id);
     p += varint_put(p, k->nfields);
+    uint32_t from = 0; /* the defaults' payload not yet written starts here */
     const uint64_t *cell = r->cell;
-    for (int i = 0; i < k->nfields; i++) {
+    for (uint32_t m = r->set; m; m &= m - 1) {
+        int i = __builtin_ctz(m);
         uint8_t t = k->fields[i].type;
-        union value v = r->set >> i & 1 ? record_cell_value(r, t, *cell++) : defs[i];
-        switch (t) {
-        case FT_STR:
-        case FT_COLOR:
-        case FT_BYTES:
-            p += varint_put(p, v.s.len);
-            memcpy(p, v.s.ptr, v.s.len);
-            p += v.s.len;
-            break;
-        case FT_REF:
-        case FT_INT:
-            p += varint_put(p, v.i);
-            break;
-        case FT_DOUBLE: {
-            uint64_t bits;
-            memcpy(&bits, &v.d, 8);
-            for (int b = 0; b < 8; b++)
-                p[b] = (uint8_t)(bits >> (8 * b));
-            p += 8;
-            break;
-        }
-        case FT_BOOL:
-            *p++ = v.b ? 1 : 0;
-            break;
-        }
+        p = copy_run(p, enc + from, off[i] - from);
+        from = off[i + 1];
+        p = encode_value(p, t, record_cell_value(r, t, *cell++));
     }
+    p = copy_run(p, enc + from, off[k->nfields] - from);
     buf_commit(out, (size_t)(p - start));
 }
 
@@ -496,7 +577,32 @@ static int hexval(char c) {
     return -1;
 }
 
+/* Is ptr[0 .. len) ASCII? Whole words, the last one overlapping, no byte loop
+ * but for strings of under four bytes. */
+static inline bool ascii(const char *ptr, size_t len) {
+    if (len >= 8) {
+        uint64_t w, acc = 0;
+        for (size_t i = 0; i + 8 < len; i += 8) {
+            memcpy(&w, ptr + i, 8);
+            acc |= w;
+        }
+        memcpy(&w, ptr + len - 8, 8);
+        return !((acc | w) & UINT64_C(0x8080808080808080));
+    }
+    if (len >= 4) {
+        uint32_t a, b;
+        memcpy(&a, ptr, 4);
+        memcpy(&b, ptr + len - 4, 4);
+        return !((a | b) & 0x80808080u);
+    }
+    unsigned acc = 0;
+    for (size_t i = 0; i < len; i++)
+        acc |= (unsigned char)ptr[i];
+    return acc < 0x80;
+}
+
 static inline bool utf8_valid(const char *ptr, size_t len) {
+    if (ascii(ptr, len)) return true; /* the common case */
     const unsigned char *s = (const unsigned char *)ptr, *end = s + len;
     while (s < end) {
         unsigned c = *s;

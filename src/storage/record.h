@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "common/buf.h"
 
@@ -223,6 +224,61 @@ struct field_meta {
 };
 /* The metadata of k's fields, in table order: static, valid forever. */
 const struct field_meta *record_field_meta(const struct kind_desc *k);
+
+/*
+ * The names of a kind's fields as a perfect hash: a name's slot comes from
+ * its length, first and last bytes and a multiplier chosen once per kind so
+ * that no two of its names share one; a lookup is one probe and one compare.
+ * Inline, for the JSON decoder's every key.
+ */
+#define RECORD_LOOKUP_SIZE 64 /* power of two, well above RECORD_MAX_FIELDS */
+struct field_lookup {
+    uint8_t mul;                     /* the kind's multiplier */
+    int8_t slot[RECORD_LOOKUP_SIZE]; /* field index by record_name_hash, -1 for none */
+    const struct field_meta *fields; /* the kind's, for the names */
+};
+/* k's lookup: static, valid forever. */
+const struct field_lookup *record_field_lookup(const struct kind_desc *k);
+
+static inline unsigned record_name_hash(const char *p, size_t n, unsigned mul) {
+    return ((unsigned)n * mul + (unsigned char)p[0] * 7u + (unsigned char)p[n - 1]) %
+           RECORD_LOOKUP_SIZE;
+}
+
+/* ptr[0 .. n) == name[0 .. n) with a few loads, no call (neither is read past n). */
+static inline bool record_name_eq(const char *ptr, const char *name, size_t n) {
+    if (n >= 8) {
+        uint64_t a, b;
+        for (size_t i = 0; i + 8 < n; i += 8) {
+            memcpy(&a, ptr + i, 8);
+            memcpy(&b, name + i, 8);
+            if (a != b) return false;
+        }
+        memcpy(&a, ptr + n - 8, 8);
+        memcpy(&b, name + n - 8, 8);
+        return a == b;
+    }
+    if (n >= 4) {
+        uint32_t a, b, c, d;
+        memcpy(&a, ptr, 4);
+        memcpy(&b, name, 4);
+        memcpy(&c, ptr + n - 4, 4);
+        memcpy(&d, name + n - 4, 4);
+        return a == b && c == d;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (ptr[i] != name[i]) return false;
+    return true;
+}
+
+/* Index of the field named ptr/len in l, or -1. */
+static inline int record_field_find(const struct field_lookup *l, const char *ptr, size_t len) {
+    if (len == 0) return -1;
+    int i = l->slot[record_name_hash(ptr, len, l->mul)];
+    if (i < 0) return -1;
+    const struct field_meta *m = &l->fields[i];
+    return m->name_len == len && record_name_eq(ptr, m->key + 2, len) ? i : -1;
+}
 
 /* Fills vals with the defaults of every field of k (strings are static). */
 void record_defaults(const struct kind_desc *k, union value *vals);

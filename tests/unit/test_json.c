@@ -146,6 +146,38 @@ static void test_error_offset_independent_of_chunks(void) {
     CHECK(strstr(d.err_msg, "byte 20") != NULL);
 }
 
+/* What yajl alone says of a whole body: 0 when it parses and completes. */
+static int yajl_verdict(const char *body) {
+    static const yajl_callbacks none = {0};
+    yajl_handle h = yajl_alloc(&none, NULL, NULL);
+    int ok = yajl_parse(h, (const unsigned char *)body, strlen(body)) == yajl_status_ok &&
+             yajl_complete_parse(h) == yajl_status_ok;
+    yajl_free(h);
+    return ok ? 0 : -1;
+}
+
+/* The decoder ends the body without yajl_complete_parse when the object ended with the
+ * last byte: whatever follows the object (nothing, spaces, the start of a token, another
+ * value), and however the body is cut, it answers as yajl does. */
+static void test_end_of_body_as_yajl(void) {
+    static const char *const tails[] = {"",  " ", "\n\t ", " tru", " \"ab",   " 1",
+                                        "x", "}", " {",    "/",    " \"ab\"", "0"};
+    char body[64];
+    for (size_t t = 0; t < sizeof tails / sizeof *tails; t++) {
+        snprintf(body, sizeof body, "{\"Name\":\"x\"}%s", tails[t]);
+        int want = yajl_verdict(body);
+        for (size_t step = 1; step <= strlen(body); step++) {
+            struct json_decoder d;
+            if (decode(&d, &record_theme, body, step) != want) {
+                fprintf(stderr, "%s in chunks of %zu: not as yajl (%d)\n", body, step, want);
+                CHECK(0);
+            }
+        }
+    }
+    CHECK_EQ_INT(yajl_verdict("{} "), 0);
+    CHECK_EQ_INT(yajl_verdict("{} tru"), -1);
+}
+
 static void test_length_limit_in_bytes(void) {
     struct json_decoder d;
     /* Length limit in bytes of UTF-8. */
@@ -230,6 +262,57 @@ static void test_writer_escapes(void) {
     buf_destroy(&b);
 }
 
+/* The string writer's word-at-a-time paths against a byte-by-byte escaper: every
+ * length up to 40, a special byte (or none) at every position, plain text around it. */
+static size_t escape_bytewise(const char *s, size_t n, char *out) {
+    size_t o = 0;
+    out[o++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : NULL;
+        if (c == '\r') e = "\\r";
+        if (c == '\t') e = "\\t";
+        if (c == '\b') e = "\\b";
+        if (c == '\f') e = "\\f";
+        if (e) {
+            memcpy(out + o, e, 2);
+            o += 2;
+        } else if (c < 0x20) {
+            o += (size_t)sprintf(out + o, "\\u%04x", c);
+        } else {
+            out[o++] = (char)c;
+        }
+    }
+    out[o++] = '"';
+    return o;
+}
+
+static void test_writer_strings_word_paths(void) {
+    static const char specials[] = {'"',        '\\',       '\n', 0x01, 0x1f, '\t', 0x7f,
+                                    (char)0x80, (char)0xe9, ' ',  '!',  '#',  '[',  ']'};
+    struct buf b = BUF_INIT;
+    char s[48], want[48 * 6 + 2];
+    for (size_t n = 0; n <= 40; n++) {
+        for (size_t at = 0; at <= n; at++) {
+            for (size_t k = 0; k < sizeof specials; k++) {
+                for (size_t i = 0; i < n; i++)
+                    s[i] = (char)('a' + (i * 7 + k) % 26);
+                if (at < n) s[at] = specials[k];
+                if (at + 3 < n) s[at + 3] = specials[(k + 1) % sizeof specials];
+                buf_reset(&b);
+                json_write_string(&b, s, n);
+                size_t wn = escape_bytewise(s, n, want);
+                if (b.len != wn || memcmp(b.ptr, want, wn) != 0) {
+                    fprintf(stderr, "length %zu, special %zu at %zu: %.*s, want %.*s\n", n, k, at,
+                            (int)b.len, b.ptr, (int)wn, want);
+                    CHECK(0);
+                }
+            }
+        }
+    }
+    buf_destroy(&b);
+}
+
 static void test_writer_shortest_forms(void) {
     struct buf b = BUF_INIT;
     /* Short forms where they exist, and every written number reads back exactly. */
@@ -279,11 +362,13 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_show_map_falsy),
     CHECK_CASE(test_errors_name_the_field),
     CHECK_CASE(test_error_offset_independent_of_chunks),
+    CHECK_CASE(test_end_of_body_as_yajl),
     CHECK_CASE(test_length_limit_in_bytes),
     CHECK_CASE(test_null_and_ignored_fields),
     CHECK_CASE(test_numbers_read_as_strtod),
     CHECK_CASE(test_subnormals_and_underflow),
     CHECK_CASE(test_writer_escapes),
+    CHECK_CASE(test_writer_strings_word_paths),
     CHECK_CASE(test_writer_shortest_forms),
     CHECK_CASE(test_writer_numbers_round_trip),
 };

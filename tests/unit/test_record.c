@@ -100,6 +100,27 @@ static void test_defaults(void) {
     CHECK(v[ADDR_LON].d == 0 && v[ADDR_LAT].d == 0 && !v[ADDR_SHOW_MAP].b);
 }
 
+/* The ASCII shortcut (whole words, the last overlapping) sees a byte above 0x7F at
+ * every position of every length up to 40, valid or not. */
+static void test_utf8_every_position(void) {
+    char s[48];
+    for (size_t n = 1; n <= 40; n++) {
+        for (size_t at = 0; at < n; at++) {
+            memset(s, 'a', n);
+            s[at] = (char)0xff; /* never valid */
+            CHECK(!record_utf8_valid(s, n));
+            s[at] = (char)0x80; /* a lone continuation byte */
+            CHECK(!record_utf8_valid(s, n));
+            if (at + 1 < n) {
+                s[at] = (char)0xc3, s[at + 1] = (char)0xa9; /* é */
+                CHECK(record_utf8_valid(s, n));
+            }
+        }
+        memset(s, 'a', n);
+        CHECK(record_utf8_valid(s, n));
+    }
+}
+
 static void test_utf8_valid(void) {
     CHECK(record_utf8_valid("h\xc3\xa9", 3));
     CHECK(!record_utf8_valid("\xc0\xaf", 2));         /* overlong */
@@ -331,6 +352,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_field_index),
     CHECK_CASE(test_defaults),
     CHECK_CASE(test_utf8_valid),
+    CHECK_CASE(test_utf8_every_position),
     CHECK_CASE(test_check_color),
     CHECK_CASE(test_check_range),
     CHECK_CASE(test_check_text),
