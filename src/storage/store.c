@@ -503,7 +503,7 @@ int store_flush_sync(struct store *s) {
     s->job = b;
     store_sync_run(b);
     int err = job_finish(s, b, true);
-    store_batch_free(b);
+    store_batch_release(&s->sync, b);
     return err;
 }
 
@@ -538,6 +538,7 @@ int store_close(struct store *s) {
     buf_destroy(&s->spare);
     buf_destroy(&s->unsynced);
     buf_destroy(&s->compact_buf);
+    store_sync_destroy(&s->sync);
     free(s->dir);
     s->dir = NULL;
     return err;

@@ -28,8 +28,8 @@ struct store_batch;
  * in the batch, for the store to apply. restart is true when the call comes
  * from the threadpool's completion (the store may start its next jobs from
  * here), false when it comes from inside store_sync_submit (a batch run on
- * the loop) or store_sync_wait. The batch is the sync path's to free after
- * the call, except after store_sync_wait (below).
+ * the loop) or store_sync_wait. The batch is the sync path's to free (or keep
+ * for reuse) after the call, except after store_sync_wait (below).
  */
 typedef void (*store_sync_done_cb)(void *ctx, struct store_batch *b, bool restart);
 
@@ -43,6 +43,8 @@ struct store_sync {
     uint64_t stats_loop_syncs; /* log fdatasyncs the loop thread did itself */
     store_sync_done_cb on_done;
     void *done_ctx;
+    struct store_batch *spare; /* a finished batch kept for the next one (store_internal.h) */
+    bool closed;               /* store_sync_destroy ran: finished batches are freed */
 };
 
 /*
@@ -52,6 +54,9 @@ struct store_sync {
  */
 void store_sync_init(struct store_sync *sy, uv_loop_t *loop, const char *dir, bool always,
                      uint32_t loop_sync_max_us, store_sync_done_cb on_done, void *ctx);
+
+/* Frees what sy keeps. Batches still in flight free themselves when they land. */
+void store_sync_destroy(struct store_sync *sy);
 
 /*
  * True while a plain "always" batch that would block the loop for its sync
