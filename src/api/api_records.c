@@ -39,14 +39,14 @@ static bool write_refused(struct handlers *h, uint8_t action, struct http_respon
 }
 
 /*
- * The user's quota (docs/ACCOUNTS.md): a write that adds `add` records and
- * replaces a record of old_size bytes (0 for none) by one of new_size must
- * keep the user within its limits; a write that shrinks always may. One
+ * The quota of user u (docs/ACCOUNTS.md): a write that adds `add` records
+ * and replaces a record of old_size bytes (0 for none) by one of new_size
+ * must keep the user within its limits; a write that shrinks always may. One
  * lookup, no allocation. Returns false after answering 403.
  */
-static bool within_quota(struct handlers *h, uint64_t user_id, uint64_t add, uint64_t old_size,
-                         uint64_t new_size, struct http_response *r) {
-    const struct record *u = db_get(h->db, user_id);
+static bool within_quota(struct handlers *h, const struct record *u, uint64_t add,
+                         uint64_t old_size, uint64_t new_size, struct http_response *r) {
+    uint64_t user_id = u->id;
     uint64_t max_records = record_user_limit(u, USER_MAX_RECORDS, h->set.max_records_per_user);
     uint64_t max_bytes = record_user_limit(u, USER_MAX_BYTES, h->set.max_bytes_per_user);
     if (!(max_records && add) && !(max_bytes && new_size > old_size)) return true;
@@ -79,9 +79,11 @@ static const struct record *authenticate(struct handlers *h, struct api_conn *c,
     if (c->auth_user_id && hdr->len == c->auth_seen.len &&
         memcmp(hdr->ptr, c->auth_seen.ptr, hdr->len) == 0) {
         const struct record *u = db_get(h->db, c->auth_user_id);
-        if (u && u->type == REC_USER && record_get(u, USER_KEY_HASH).s.len == AUTH_HASH_BYTES &&
-            memcmp(record_get(u, USER_KEY_HASH).s.ptr, c->auth_hash, AUTH_HASH_BYTES) == 0)
-            return u;
+        if (u && u->type == REC_USER) {
+            union value kh = record_get(u, USER_KEY_HASH);
+            if (kh.s.len == AUTH_HASH_BYTES && memcmp(kh.s.ptr, c->auth_hash, AUTH_HASH_BYTES) == 0)
+                return u;
+        }
     }
     c->auth_user_id = 0;
     const struct record *u = db_auth_check(h->db, (struct slice){hdr->ptr, hdr->len});
@@ -170,6 +172,14 @@ static bool preconditions(struct handlers *h, struct http_request *req, const st
         }
     }
     return true;
+}
+
+/* The fields the body set, over vals (the defaults, or the record's values). */
+static void take_present(const struct api_state *st, union value *vals) {
+    for (uint64_t m = st->dec.present; m; m &= m - 1) {
+        int i = __builtin_ctzll(m);
+        vals[i] = st->dec.vals[i];
+    }
 }
 
 /* Reports a decoding error; returns true if there was one. */
@@ -275,7 +285,8 @@ static bool idem_room(struct handlers *h, uint64_t user_id, uint64_t now, struct
     return false;
 }
 
-static void do_create(struct handlers *h, struct api_state *st, struct http_response *r) {
+static void do_create(struct handlers *h, struct api_state *st, const struct record *user,
+                      struct http_response *r) {
     uint8_t hash[IDEM_HASH_BYTES];
     uint64_t now = 0, stale = 0; /* stale: an expired key record of this key, to delete */
     if (st->idem) {
@@ -293,10 +304,9 @@ static void do_create(struct handlers *h, struct api_state *st, struct http_resp
     const struct kind_desc *k = record_kind(st->route.type);
     union value vals[RECORD_MAX_FIELDS];
     record_defaults(k, vals);
-    for (int i = 0; i < k->nfields; i++)
-        if (st->dec.present & (UINT64_C(1) << i)) vals[i] = st->dec.vals[i];
+    take_present(st, vals);
     if (k->type == REC_EVENT && !events_check_links(h, st->user_id, r, vals, 0)) return;
-    if (!within_quota(h, st->user_id, 1, 0, record_size_of(k, vals), r)) return;
+    if (!within_quota(h, user, 1, 0, record_size_of(k, vals), r)) return;
     if (st->idem && !stale && !idem_room(h, st->user_id, now, r)) return;
     uint64_t id, key_id = 0;
     int rc = db_take_id(h->db, &id);
@@ -340,8 +350,8 @@ static void do_create(struct handlers *h, struct api_state *st, struct http_resp
     metrics_idem(h->metrics, MI_STORED);
 }
 
-static void do_update(struct handlers *h, struct api_state *st, struct http_request *req,
-                      struct http_response *r) {
+static void do_update(struct handlers *h, struct api_state *st, const struct record *user,
+                      struct http_request *req, struct http_response *r) {
     const struct record *old = owned(h, st, st->route.id);
     if (!old) {
         not_found(r, st);
@@ -361,10 +371,9 @@ static void do_update(struct handlers *h, struct api_state *st, struct http_requ
     const struct kind_desc *k = record_kind(st->route.type);
     union value vals[RECORD_MAX_FIELDS];
     record_values(old, vals);
-    for (int i = 0; i < k->nfields; i++)
-        if (st->dec.present & (UINT64_C(1) << i)) vals[i] = st->dec.vals[i];
+    take_present(st, vals);
     if (k->type == REC_EVENT && !events_check_links(h, st->user_id, r, vals, old->id)) return;
-    if (!within_quota(h, st->user_id, 0, record_size(old), record_size_of(k, vals), r)) return;
+    if (!within_quota(h, user, 0, record_size(old), record_size_of(k, vals), r)) return;
     struct record *rec = record_build(k, old->id, old->user_id, vals);
     r->lsn = db_put(h->db, rec); /* rec is in the index now, with its rev and link */
     reply_no_content(r);
@@ -569,10 +578,10 @@ void api_complete(struct handlers *h, struct api_conn *c, struct api_state *st,
     if (!st->idem && write_refused(h, st->route.action, r)) return;
     switch (st->route.action) {
     case ACT_CREATE:
-        do_create(h, st, r);
+        do_create(h, st, user, r);
         break;
     case ACT_UPDATE:
-        do_update(h, st, req, r);
+        do_update(h, st, user, req, r);
         break;
     case ACT_GET:
         do_get(h, st, req, r);
