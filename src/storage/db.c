@@ -151,9 +151,7 @@ uint64_t db_put(struct db *db, struct record *r) {
     record_encode(r, &db->scratch);
     uint64_t lsn = rev_append(db);
     uint64_t id = r->id;
-    struct record *old = index_swap(&db->index, r);
-    index_change_add(&db->index, r->user_id, r->rev, id, r->type,
-                     old ? INDEX_OP_UPDATE : INDEX_OP_CREATE);
+    struct record *old = index_swap_change(&db->index, r);
     return changed(db, lsn, id, old);
 }
 
@@ -162,9 +160,7 @@ uint64_t db_put_keyed(struct db *db, struct record *r, struct record *key) {
     record_keyed_encode(r, key, &db->scratch);
     uint64_t lsn = rev_append(db);
     uint64_t id = r->id, key_id = key->id;
-    struct record *old = index_swap(&db->index, r);
-    index_change_add(&db->index, r->user_id, r->rev, id, r->type,
-                     old ? INDEX_OP_UPDATE : INDEX_OP_CREATE);
+    struct record *old = index_swap_change(&db->index, r);
     /* Two changes under one LSN: an undo takes back the key first, then the record. */
     if (store_is_acked(&db->store, lsn))
         record_free(old);

@@ -101,6 +101,12 @@ int index_apply(void *ix, uint8_t type, const uint8_t *payload, size_t len);
  * (now the caller's, to free with record_free or to put back later), or NULL.
  */
 struct record *index_swap(struct index *ix, struct record *r);
+/*
+ * index_swap of a change made at r->rev, which the change feed lists too
+ * (index_change_add with INDEX_OP_UPDATE, or INDEX_OP_CREATE when r is new),
+ * with one lookup of r's owner for both.
+ */
+struct record *index_swap_change(struct index *ix, struct record *r);
 /* index_swap, freeing the replaced record. */
 void index_put(struct index *ix, struct record *r);
 /* Removes the record and returns it (now the caller's), or NULL if absent. */
