@@ -373,8 +373,12 @@ static void do_update(struct handlers *h, struct api_state *st, const struct rec
     record_values(old, vals);
     take_present(st, vals);
     if (k->type == REC_EVENT && !events_check_links(h, st->user_id, r, vals, old->id)) return;
-    if (!within_quota(h, user, 0, record_size(old), record_size_of(k, vals), r)) return;
+    /* Built first: its size is then known without a pass of its own over the fields. */
     struct record *rec = record_build(k, old->id, old->user_id, vals);
+    if (!within_quota(h, user, 0, record_size(old), record_size(rec), r)) {
+        record_free(rec);
+        return;
+    }
     r->lsn = db_put(h->db, rec); /* rec is in the index now, with its rev and link */
     reply_no_content(r);
     reply_etag(h, r, rec);
