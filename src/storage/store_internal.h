@@ -20,8 +20,9 @@ enum job_kind { JOB_LOG, JOB_COMPACT };
 struct store_batch {
     /* mu/cv let store_flush_sync wait for the body without running the loop,
      * which it may not do: it is called from loop callbacks. They are set up
-     * once and kept when the sync path reuses the batch; every field from req
-     * on is cleared for each use (store_batch_new). */
+     * once and kept when the sync path reuses the batch, as is req (which
+     * uv_queue_work sets up for each use); every field from sy on is cleared
+     * for each use (store_batch_new). */
     uv_mutex_t mu;
     uv_cond_t cv;
     uv_work_t req;

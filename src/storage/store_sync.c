@@ -63,9 +63,9 @@ void store_sync_destroy(struct store_sync *sy) {
 struct store_batch *store_batch_new(struct store_sync *sy, enum job_kind kind) {
     struct store_batch *b = sy->spare;
     if (b) {
-        /* Every field from req on; the mutex and the condition stay set up. */
+        /* Every field from sy on; the mutex and the condition stay set up. */
         sy->spare = NULL;
-        memset(&b->req, 0, sizeof *b - offsetof(struct store_batch, req));
+        memset(&b->sy, 0, sizeof *b - offsetof(struct store_batch, sy));
     } else {
         b = xcalloc(1, sizeof *b);
         uv_mutex_init(&b->mu);
@@ -86,11 +86,12 @@ void store_batch_release(struct store_sync *sy, struct store_batch *b) {
         return;
     }
     /* Its buffers are the store's business, and most often given back already (store.c). */
-    buf_destroy(&b->data);
-    buf_destroy(&b->cdata);
-    free(b->log_path);
-    free(b->compact_path);
-    b->log_path = b->compact_path = NULL;
+    if (b->data.cap) buf_destroy(&b->data);
+    if (b->cdata.cap) buf_destroy(&b->cdata);
+    if (b->commit) {
+        free(b->log_path);
+        free(b->compact_path);
+    }
     sy->spare = b;
 }
 
