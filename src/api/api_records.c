@@ -306,27 +306,33 @@ static void do_create(struct handlers *h, struct api_state *st, const struct rec
     record_defaults(k, vals);
     take_present(st, vals);
     if (k->type == REC_EVENT && !events_check_links(h, st->user_id, r, vals, 0)) return;
-    if (!within_quota(h, user, 1, 0, record_size_of(k, vals), r)) return;
-    if (st->idem && !stale && !idem_room(h, st->user_id, now, r)) return;
+    /* Built first, its id set once taken: its size (which does not depend on the id) is then
+     * known without a pass of its own over the fields, and ids go only to writes that go on. */
+    struct record *rec = record_build(k, 0, st->user_id, vals);
+    if (!within_quota(h, user, 1, 0, record_size(rec), r) ||
+        (st->idem && !stale && !idem_room(h, st->user_id, now, r))) {
+        record_free(rec);
+        return;
+    }
     uint64_t id, key_id = 0;
     int rc = db_take_id(h->db, &id);
     if (rc == 0 && st->idem) rc = db_take_id(h->db, &key_id);
-    if (rc == -ERANGE) {
-        reply_error(r, ERR_UNAVAILABLE, NULL, "the id space is used up");
-        return;
-    }
     if (rc < 0) {
+        record_free(rec);
+        if (rc == -ERANGE) {
+            reply_error(r, ERR_UNAVAILABLE, NULL, "the id space is used up");
+            return;
+        }
         /* Only on a disk slower than a whole block of creates. */
         reply_error(r, ERR_UNAVAILABLE, NULL, "new ids are being reserved on disk; retry");
         r->extra = hdr_retry_after;
         return;
     }
-    struct record *rec = record_build(k, id, st->user_id, vals);
+    rec->id = id;
     if (!st->idem) {
-        r->lsn = db_put(h->db, rec);
-        const struct record *stored = db_get(h->db, id);
-        reply_record(r, stored);
-        reply_etag(h, r, stored);
+        r->lsn = db_put(h->db, rec); /* rec is in the index now, with its rev */
+        reply_record(r, rec);
+        reply_etag(h, r, rec);
         changes_notify(h, st->user_id);
         return;
     }
