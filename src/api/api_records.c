@@ -69,21 +69,30 @@ static bool within_quota(struct handlers *h, const struct record *u, uint64_t ad
     return true;
 }
 
+/* The cached user of this connection still has the key hash it verified with. */
+static bool auth_still_valid(struct handlers *h, struct api_conn *c, const struct record *u) {
+    uint64_t gen = db_users_gen(h->db);
+    if (c->auth_gen == gen) return true; /* no user record changed since */
+    if (!u || u->type != REC_USER) return false;
+    union value kh = record_get(u, USER_KEY_HASH);
+    if (kh.s.len != AUTH_HASH_BYTES || memcmp(kh.s.ptr, c->auth_hash, AUTH_HASH_BYTES) != 0)
+        return false;
+    c->auth_gen = gen;
+    return true;
+}
+
 /*
  * The user behind the request's credentials, or NULL. A header identical to
  * the one that verified last on this connection is trusted again only if
- * that user still has the same key hash; anything else is checked in full.
+ * that user still has the same key hash (known without a look when no user
+ * record changed since); anything else is checked in full.
  */
 static const struct record *authenticate(struct handlers *h, struct api_conn *c,
                                          const struct buf *hdr) {
     if (c->auth_user_id && hdr->len == c->auth_seen.len &&
         memcmp(hdr->ptr, c->auth_seen.ptr, hdr->len) == 0) {
         const struct record *u = db_get(h->db, c->auth_user_id);
-        if (u && u->type == REC_USER) {
-            union value kh = record_get(u, USER_KEY_HASH);
-            if (kh.s.len == AUTH_HASH_BYTES && memcmp(kh.s.ptr, c->auth_hash, AUTH_HASH_BYTES) == 0)
-                return u;
-        }
+        if (auth_still_valid(h, c, u)) return u;
     }
     c->auth_user_id = 0;
     const struct record *u = db_auth_check(h->db, (struct slice){hdr->ptr, hdr->len});
@@ -92,6 +101,7 @@ static const struct record *authenticate(struct handlers *h, struct api_conn *c,
         buf_append(&c->auth_seen, hdr->ptr, hdr->len);
         c->auth_user_id = u->id;
         memcpy(c->auth_hash, record_get(u, USER_KEY_HASH).s.ptr, AUTH_HASH_BYTES);
+        c->auth_gen = db_users_gen(h->db);
     }
     return u;
 }
@@ -563,8 +573,9 @@ enum server_headers_result api_headers(struct handlers *h, struct api_conn *c, s
  * Runs the endpoint of a complete request. Revocation means now: the key
  * that was checked when the headers came must still be the user's key when
  * the request is committed, so a key rotated, revoked or removed while the
- * body came writes nothing. authenticate left that key's hash in st, so
- * this costs one compare.
+ * body came writes nothing. authenticate left that key's hash in c, so
+ * this costs one compare: of db_users_gen while no user record changed
+ * since, else of the hash.
  */
 void api_complete(struct handlers *h, struct api_conn *c, struct api_state *st,
                   struct http_request *req, struct http_response *r) {
@@ -576,9 +587,7 @@ void api_complete(struct handlers *h, struct api_conn *c, struct api_state *st,
         r->extra = hdr_www_authenticate;
         return;
     }
-    union value kh = record_get(user, USER_KEY_HASH);
-    if (c->auth_user_id != st->user_id || kh.s.len != AUTH_HASH_BYTES ||
-        memcmp(kh.s.ptr, c->auth_hash, AUTH_HASH_BYTES) != 0) {
+    if (c->auth_user_id != st->user_id || !auth_still_valid(h, c, user)) {
         http_response_error(r, ERR_UNAUTHORIZED, NULL,
                             "invalid credentials: the API key was replaced or revoked while "
                             "the request came; nothing was changed");

@@ -235,6 +235,11 @@ static inline const struct record *db_get_ref(const struct db *db, const struct 
     uint64_t id = record_ref(rec, field);
     return id ? index_get(&db->index, id) : NULL;
 }
+/* Changes whenever a user record changes (index_users_gen): equal to an earlier value, every
+ * user record is as it was then. */
+static inline uint64_t db_users_gen(const struct db *db) {
+    return index_users_gen(&db->index);
+}
 /* The user named <ptr, len>, or NULL. */
 static inline const struct record *db_user_by_name(const struct db *db, const char *ptr,
                                                    size_t len) {

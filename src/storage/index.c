@@ -444,6 +444,7 @@ static struct record *swap(struct index *ix, struct record *r, struct owner **ow
     uint64_t size = record_size(r);
     struct index_slot *sl = find_slot(ix, r->id, &found);
     *own = NULL;
+    if (r->type == REC_USER || (found && sl->r->type == REC_USER)) ix->users_gen++;
     if (found && named(sl->r->type)) name_remove(ix, sl->r);
     if (found) {
         old = sl->r;
@@ -525,6 +526,7 @@ struct record *index_remove(struct index *ix, uint64_t id) {
     struct index_slot *sl = find_slot(ix, id, &found);
     if (!found) return NULL;
     struct record *r = sl->r;
+    if (r->type == REC_USER) ix->users_gen++;
     if (r->type == REC_EVENT) unlink_event(ix, r);
     if (named(r->type)) name_remove(ix, r);
     struct owner *o = owner_get(ix, owner_key(r), false);

@@ -78,6 +78,8 @@ struct index {
     bool written;               /* a record or a deletion was applied: the log holds data */
     uint64_t rev;               /* the rev counter: the highest rev applied or handed out */
     uint64_t rev_horizon;       /* every change with a rev above it is in the log (REC_REVS) */
+    uint64_t users_gen;         /* counts the changes of REC_USER records (puts, swaps and
+                                 * removals, undo and replay included): index_users_gen */
     struct id_list foreign;     /* ids of records outside id_min..id_max (imported), ascending */
     uint64_t live_bytes;        /* encoded payload bytes of live records (frames included) */
     struct index_slot *scratch; /* a shard's live slots while it grows */
@@ -120,6 +122,14 @@ int index_delete(struct index *ix, uint64_t id);
  * never keep it across loop turns.
  */
 const struct record *index_get(const struct index *ix, uint64_t id);
+/*
+ * A value that changes whenever a REC_USER record is put, replaced or
+ * removed: while it is what it was, every user record is the one it was
+ * then (same pointer, same fields). Never repeats.
+ */
+static inline uint64_t index_users_gen(const struct index *ix) {
+    return ix->users_gen;
+}
 /* The user with this name, or NULL. Valid as index_get's result. */
 const struct record *index_user_by_name(const struct index *ix, const char *ptr, size_t len);
 
