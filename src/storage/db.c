@@ -242,12 +242,18 @@ static void read_free_disk(struct db *db, uint64_t now) {
         /* Unknown: let writes through rather than refuse them on a guess. */
         LOG(LOG_WARN, "free disk check: fstatvfs: %s", strerror(errno));
         g->free_at_check = UINT64_MAX;
-        return;
+    } else {
+        g->free_at_check = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
     }
-    g->free_at_check = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
+    /* What db_room's inline test compares: the appends that leave at least min_free_disk. */
+    uint64_t spare = g->free_at_check >= g->min_free_disk ? g->free_at_check - g->min_free_disk : 0;
+    g->append_below = g->free_at_check < g->min_free_disk  ? 0
+                      : spare >= UINT64_MAX - db->appended ? UINT64_MAX
+                                                           : db->appended + spare + 1;
 }
 
-int db_room(struct db *db) {
+/* db_room when its inline test does not settle it: the same verdict, in full. */
+int db_room_check(struct db *db) {
     struct db_guard *g = &db->guard;
     int rc = 0;
     if (g->max_live_bytes && db->index.live_bytes >= g->max_live_bytes) rc = -ENOMEM;
