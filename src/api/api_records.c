@@ -137,10 +137,9 @@ static void reply_etag(struct handlers *h, struct http_response *r, const struct
  * answers 304; both with rec's ETag. A value that is not a list of entity
  * tags (or "*") answers 400. Returns true when the request goes on.
  */
-static bool preconditions(struct handlers *h, struct http_request *req, const struct record *rec,
-                          bool read, struct http_response *r) {
+static bool check_preconditions(struct handlers *h, struct http_request *req,
+                                const struct record *rec, bool read, struct http_response *r) {
     const struct http_kept *kept = req->kept;
-    if (!kept->seen[HF_IF_MATCH] && !kept->seen[HF_IF_NONE_MATCH]) return true;
     struct http_etag e;
     etag_of(h->db, rec, &e);
     char tag[ETAG_MAX];
@@ -190,6 +189,14 @@ static void take_present(const struct api_state *st, union value *vals) {
         int i = __builtin_ctzll(m);
         vals[i] = st->dec.vals[i];
     }
+}
+
+/* Most requests have neither header: that is settled here, without a call. */
+static inline bool preconditions(struct handlers *h, struct http_request *req,
+                                 const struct record *rec, bool read, struct http_response *r) {
+    const struct http_kept *kept = req->kept;
+    if (!kept->seen[HF_IF_MATCH] && !kept->seen[HF_IF_NONE_MATCH]) return true;
+    return check_preconditions(h, req, rec, read, r);
 }
 
 /* Reports a decoding error; returns true if there was one. */
