@@ -472,7 +472,7 @@ fail:
 uint64_t store_append(struct store *s, uint8_t type, const void *payload, size_t len) {
     assert(len <= STORE_MAX_PAYLOAD);
     size_t n = STORE_FRAME_HEADER_SIZE + len;
-    if (!s->pending.len) s->pending_since = uv_hrtime();
+    if (!s->pending.len) s->pending_since = store_clock_ns();
     uint8_t *f = (uint8_t *)buf_reserve(&s->pending, n);
     logfile_frame_put(f, type, payload, len);
     buf_commit(&s->pending, n);

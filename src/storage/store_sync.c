@@ -145,9 +145,9 @@ static void log_part(struct store_batch *b) {
         op = "fsync directory of";
     }
     if (!err && b->sync) {
-        uint64_t t0 = uv_hrtime();
+        uint64_t t0 = store_clock_ns();
         err = logfile_datasync(b->fd);
-        b->sync_ns = uv_hrtime() - t0;
+        b->sync_ns = store_clock_ns() - t0;
         op = "fdatasync";
     }
     if (err) failed_sync(b, err, op);
@@ -290,7 +290,7 @@ static bool on_loop(const struct store_batch *b) {
  */
 bool store_sync_gathering(const struct store_sync *sy, bool batch_ready, uint64_t pending_since) {
     if (!batch_ready || !sy->always || !loop_fast(sy)) return false;
-    if (uv_hrtime() - pending_since >= sy->sync_ns) return false;
+    if (store_clock_ns() - pending_since >= sy->sync_ns) return false;
     struct pollfd p = {.fd = uv_backend_fd(sy->loop), .events = POLLIN};
     return poll(&p, 1, 0) == 1;
 }
