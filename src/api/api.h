@@ -21,10 +21,12 @@
 struct api_conn {
     struct arena arena; /* the decoder's strings: reset per body, its blocks kept warm */
     /* The Authorization header that last verified on this connection, and
-     * what it verified as: a keep-alive client skips the base64 and the hash. */
+     * what it verified as: a keep-alive client skips the base64 and the hash;
+     * while no user record changed since (db_users_gen), the key hash too. */
     struct buf auth_seen;
     uint64_t auth_user_id;
     uint8_t auth_hash[AUTH_HASH_BYTES];
+    uint64_t auth_gen; /* db_users_gen when auth_hash was last found to be the user's */
 };
 void api_conn_init(struct api_conn *c);
 /* Forgets the credentials (the state goes to another connection, or idle). */

@@ -39,14 +39,14 @@ static bool write_refused(struct handlers *h, uint8_t action, struct http_respon
 }
 
 /*
- * The user's quota (docs/ACCOUNTS.md): a write that adds `add` records and
- * replaces a record of old_size bytes (0 for none) by one of new_size must
- * keep the user within its limits; a write that shrinks always may. One
+ * The quota of user u (docs/ACCOUNTS.md): a write that adds `add` records
+ * and replaces a record of old_size bytes (0 for none) by one of new_size
+ * must keep the user within its limits; a write that shrinks always may. One
  * lookup, no allocation. Returns false after answering 403.
  */
-static bool within_quota(struct handlers *h, uint64_t user_id, uint64_t add, uint64_t old_size,
-                         uint64_t new_size, struct http_response *r) {
-    const struct record *u = db_get(h->db, user_id);
+static bool within_quota(struct handlers *h, const struct record *u, uint64_t add,
+                         uint64_t old_size, uint64_t new_size, struct http_response *r) {
+    uint64_t user_id = u->id;
     uint64_t max_records = record_user_limit(u, USER_MAX_RECORDS, h->set.max_records_per_user);
     uint64_t max_bytes = record_user_limit(u, USER_MAX_BYTES, h->set.max_bytes_per_user);
     if (!(max_records && add) && !(max_bytes && new_size > old_size)) return true;
@@ -69,19 +69,30 @@ static bool within_quota(struct handlers *h, uint64_t user_id, uint64_t add, uin
     return true;
 }
 
+/* The cached user of this connection still has the key hash it verified with. */
+static bool auth_still_valid(struct handlers *h, struct api_conn *c, const struct record *u) {
+    uint64_t gen = db_users_gen(h->db);
+    if (c->auth_gen == gen) return true; /* no user record changed since */
+    if (!u || u->type != REC_USER) return false;
+    union value kh = record_get(u, USER_KEY_HASH);
+    if (kh.s.len != AUTH_HASH_BYTES || memcmp(kh.s.ptr, c->auth_hash, AUTH_HASH_BYTES) != 0)
+        return false;
+    c->auth_gen = gen;
+    return true;
+}
+
 /*
  * The user behind the request's credentials, or NULL. A header identical to
  * the one that verified last on this connection is trusted again only if
- * that user still has the same key hash; anything else is checked in full.
+ * that user still has the same key hash (known without a look when no user
+ * record changed since); anything else is checked in full.
  */
 static const struct record *authenticate(struct handlers *h, struct api_conn *c,
                                          const struct buf *hdr) {
     if (c->auth_user_id && hdr->len == c->auth_seen.len &&
         memcmp(hdr->ptr, c->auth_seen.ptr, hdr->len) == 0) {
         const struct record *u = db_get(h->db, c->auth_user_id);
-        if (u && u->type == REC_USER && record_get(u, USER_KEY_HASH).s.len == AUTH_HASH_BYTES &&
-            memcmp(record_get(u, USER_KEY_HASH).s.ptr, c->auth_hash, AUTH_HASH_BYTES) == 0)
-            return u;
+        if (auth_still_valid(h, c, u)) return u;
     }
     c->auth_user_id = 0;
     const struct record *u = db_auth_check(h->db, (struct slice){hdr->ptr, hdr->len});
@@ -90,6 +101,7 @@ static const struct record *authenticate(struct handlers *h, struct api_conn *c,
         buf_append(&c->auth_seen, hdr->ptr, hdr->len);
         c->auth_user_id = u->id;
         memcpy(c->auth_hash, record_get(u, USER_KEY_HASH).s.ptr, AUTH_HASH_BYTES);
+        c->auth_gen = db_users_gen(h->db);
     }
     return u;
 }
@@ -125,10 +137,9 @@ static void reply_etag(struct handlers *h, struct http_response *r, const struct
  * answers 304; both with rec's ETag. A value that is not a list of entity
  * tags (or "*") answers 400. Returns true when the request goes on.
  */
-static bool preconditions(struct handlers *h, struct http_request *req, const struct record *rec,
-                          bool read, struct http_response *r) {
+static bool check_preconditions(struct handlers *h, struct http_request *req,
+                                const struct record *rec, bool read, struct http_response *r) {
     const struct http_kept *kept = req->kept;
-    if (!kept->seen[HF_IF_MATCH] && !kept->seen[HF_IF_NONE_MATCH]) return true;
     struct http_etag e;
     etag_of(h->db, rec, &e);
     char tag[ETAG_MAX];
@@ -170,6 +181,22 @@ static bool preconditions(struct handlers *h, struct http_request *req, const st
         }
     }
     return true;
+}
+
+/* The fields the body set, over vals (the defaults, or the record's values). */
+static void take_present(const struct api_state *st, union value *vals) {
+    for (uint64_t m = st->dec.present; m; m &= m - 1) {
+        int i = __builtin_ctzll(m);
+        vals[i] = st->dec.vals[i];
+    }
+}
+
+/* Most requests have neither header: that is settled here, without a call. */
+static inline bool preconditions(struct handlers *h, struct http_request *req,
+                                 const struct record *rec, bool read, struct http_response *r) {
+    const struct http_kept *kept = req->kept;
+    if (!kept->seen[HF_IF_MATCH] && !kept->seen[HF_IF_NONE_MATCH]) return true;
+    return check_preconditions(h, req, rec, read, r);
 }
 
 /* Reports a decoding error; returns true if there was one. */
@@ -275,7 +302,8 @@ static bool idem_room(struct handlers *h, uint64_t user_id, uint64_t now, struct
     return false;
 }
 
-static void do_create(struct handlers *h, struct api_state *st, struct http_response *r) {
+static void do_create(struct handlers *h, struct api_state *st, const struct record *user,
+                      struct http_response *r) {
     uint8_t hash[IDEM_HASH_BYTES];
     uint64_t now = 0, stale = 0; /* stale: an expired key record of this key, to delete */
     if (st->idem) {
@@ -293,30 +321,35 @@ static void do_create(struct handlers *h, struct api_state *st, struct http_resp
     const struct kind_desc *k = record_kind(st->route.type);
     union value vals[RECORD_MAX_FIELDS];
     record_defaults(k, vals);
-    for (int i = 0; i < k->nfields; i++)
-        if (st->dec.present & (UINT64_C(1) << i)) vals[i] = st->dec.vals[i];
+    take_present(st, vals);
     if (k->type == REC_EVENT && !events_check_links(h, st->user_id, r, vals, 0)) return;
-    if (!within_quota(h, st->user_id, 1, 0, record_size_of(k, vals), r)) return;
-    if (st->idem && !stale && !idem_room(h, st->user_id, now, r)) return;
+    /* Built first, its id set once taken: its size (which does not depend on the id) is then
+     * known without a pass of its own over the fields, and ids go only to writes that go on. */
+    struct record *rec = record_build(k, 0, st->user_id, vals);
+    if (!within_quota(h, user, 1, 0, record_size(rec), r) ||
+        (st->idem && !stale && !idem_room(h, st->user_id, now, r))) {
+        record_free(rec);
+        return;
+    }
     uint64_t id, key_id = 0;
     int rc = db_take_id(h->db, &id);
     if (rc == 0 && st->idem) rc = db_take_id(h->db, &key_id);
-    if (rc == -ERANGE) {
-        reply_error(r, ERR_UNAVAILABLE, NULL, "the id space is used up");
-        return;
-    }
     if (rc < 0) {
+        record_free(rec);
+        if (rc == -ERANGE) {
+            reply_error(r, ERR_UNAVAILABLE, NULL, "the id space is used up");
+            return;
+        }
         /* Only on a disk slower than a whole block of creates. */
         reply_error(r, ERR_UNAVAILABLE, NULL, "new ids are being reserved on disk; retry");
         r->extra = hdr_retry_after;
         return;
     }
-    struct record *rec = record_build(k, id, st->user_id, vals);
+    rec->id = id;
     if (!st->idem) {
-        r->lsn = db_put(h->db, rec);
-        const struct record *stored = db_get(h->db, id);
-        reply_record(r, stored);
-        reply_etag(h, r, stored);
+        r->lsn = db_put(h->db, rec); /* rec is in the index now, with its rev */
+        reply_record(r, rec);
+        reply_etag(h, r, rec);
         changes_notify(h, st->user_id);
         return;
     }
@@ -340,8 +373,8 @@ static void do_create(struct handlers *h, struct api_state *st, struct http_resp
     metrics_idem(h->metrics, MI_STORED);
 }
 
-static void do_update(struct handlers *h, struct api_state *st, struct http_request *req,
-                      struct http_response *r) {
+static void do_update(struct handlers *h, struct api_state *st, const struct record *user,
+                      struct http_request *req, struct http_response *r) {
     const struct record *old = owned(h, st, st->route.id);
     if (!old) {
         not_found(r, st);
@@ -361,11 +394,14 @@ static void do_update(struct handlers *h, struct api_state *st, struct http_requ
     const struct kind_desc *k = record_kind(st->route.type);
     union value vals[RECORD_MAX_FIELDS];
     record_values(old, vals);
-    for (int i = 0; i < k->nfields; i++)
-        if (st->dec.present & (UINT64_C(1) << i)) vals[i] = st->dec.vals[i];
+    take_present(st, vals);
     if (k->type == REC_EVENT && !events_check_links(h, st->user_id, r, vals, old->id)) return;
-    if (!within_quota(h, st->user_id, 0, record_size(old), record_size_of(k, vals), r)) return;
+    /* Built first: its size is then known without a pass of its own over the fields. */
     struct record *rec = record_build(k, old->id, old->user_id, vals);
+    if (!within_quota(h, user, 0, record_size(old), record_size(rec), r)) {
+        record_free(rec);
+        return;
+    }
     r->lsn = db_put(h->db, rec); /* rec is in the index now, with its rev and link */
     reply_no_content(r);
     reply_etag(h, r, rec);
@@ -544,8 +580,9 @@ enum server_headers_result api_headers(struct handlers *h, struct api_conn *c, s
  * Runs the endpoint of a complete request. Revocation means now: the key
  * that was checked when the headers came must still be the user's key when
  * the request is committed, so a key rotated, revoked or removed while the
- * body came writes nothing. authenticate left that key's hash in st, so
- * this costs one compare.
+ * body came writes nothing. authenticate left that key's hash in c, so
+ * this costs one compare: of db_users_gen while no user record changed
+ * since, else of the hash.
  */
 void api_complete(struct handlers *h, struct api_conn *c, struct api_state *st,
                   struct http_request *req, struct http_response *r) {
@@ -557,9 +594,7 @@ void api_complete(struct handlers *h, struct api_conn *c, struct api_state *st,
         r->extra = hdr_www_authenticate;
         return;
     }
-    union value kh = record_get(user, USER_KEY_HASH);
-    if (c->auth_user_id != st->user_id || kh.s.len != AUTH_HASH_BYTES ||
-        memcmp(kh.s.ptr, c->auth_hash, AUTH_HASH_BYTES) != 0) {
+    if (c->auth_user_id != st->user_id || !auth_still_valid(h, c, user)) {
         http_response_error(r, ERR_UNAUTHORIZED, NULL,
                             "invalid credentials: the API key was replaced or revoked while "
                             "the request came; nothing was changed");
@@ -569,10 +604,10 @@ void api_complete(struct handlers *h, struct api_conn *c, struct api_state *st,
     if (!st->idem && write_refused(h, st->route.action, r)) return;
     switch (st->route.action) {
     case ACT_CREATE:
-        do_create(h, st, r);
+        do_create(h, st, user, r);
         break;
     case ACT_UPDATE:
-        do_update(h, st, req, r);
+        do_update(h, st, user, req, r);
         break;
     case ACT_GET:
         do_get(h, st, req, r);

@@ -151,9 +151,7 @@ uint64_t db_put(struct db *db, struct record *r) {
     record_encode(r, &db->scratch);
     uint64_t lsn = rev_append(db);
     uint64_t id = r->id;
-    struct record *old = index_swap(&db->index, r);
-    index_change_add(&db->index, r->user_id, r->rev, id, r->type,
-                     old ? INDEX_OP_UPDATE : INDEX_OP_CREATE);
+    struct record *old = index_swap_change(&db->index, r);
     return changed(db, lsn, id, old);
 }
 
@@ -162,9 +160,7 @@ uint64_t db_put_keyed(struct db *db, struct record *r, struct record *key) {
     record_keyed_encode(r, key, &db->scratch);
     uint64_t lsn = rev_append(db);
     uint64_t id = r->id, key_id = key->id;
-    struct record *old = index_swap(&db->index, r);
-    index_change_add(&db->index, r->user_id, r->rev, id, r->type,
-                     old ? INDEX_OP_UPDATE : INDEX_OP_CREATE);
+    struct record *old = index_swap_change(&db->index, r);
     /* Two changes under one LSN: an undo takes back the key first, then the record. */
     if (store_is_acked(&db->store, lsn))
         record_free(old);
@@ -246,12 +242,18 @@ static void read_free_disk(struct db *db, uint64_t now) {
         /* Unknown: let writes through rather than refuse them on a guess. */
         LOG(LOG_WARN, "free disk check: fstatvfs: %s", strerror(errno));
         g->free_at_check = UINT64_MAX;
-        return;
+    } else {
+        g->free_at_check = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
     }
-    g->free_at_check = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
+    /* What db_room's inline test compares: the appends that leave at least min_free_disk. */
+    uint64_t spare = g->free_at_check >= g->min_free_disk ? g->free_at_check - g->min_free_disk : 0;
+    g->append_below = g->free_at_check < g->min_free_disk  ? 0
+                      : spare >= UINT64_MAX - db->appended ? UINT64_MAX
+                                                           : db->appended + spare + 1;
 }
 
-int db_room(struct db *db) {
+/* db_room when its inline test does not settle it: the same verdict, in full. */
+int db_room_check(struct db *db) {
     struct db_guard *g = &db->guard;
     int rc = 0;
     if (g->max_live_bytes && db->index.live_bytes >= g->max_live_bytes) rc = -ENOMEM;

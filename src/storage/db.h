@@ -73,6 +73,7 @@ struct db_guard {
     uint64_t free_at_check;     /* bytes free for us at the last reading */
     uint64_t appended_at_check; /* db->appended then */
     uint64_t checked_ms;        /* uv_now then */
+    uint64_t append_below;      /* db->appended below this keeps min_free_disk free (0: none) */
     bool checked;               /* a reading was taken */
     bool warned;                /* the refusal was logged since the guard last let writes in */
 };
@@ -151,7 +152,16 @@ static inline int db_writable(const struct db *db) {
  * Deletions never ask: they free space. A system call at most every
  * DB_DISK_CHECK_MS, else a few comparisons.
  */
-int db_room(struct db *db);
+int db_room_check(struct db *db);
+static inline int db_room(struct db *db) {
+    /* The common case without a call: under both limits, the reading fresh, nothing refused. */
+    const struct db_guard *g = &db->guard;
+    if ((!g->max_live_bytes || db->index.live_bytes < g->max_live_bytes) && !g->warned &&
+        (!g->min_free_disk ||
+         (db->appended < g->append_below && uv_now(db->loop) - g->checked_ms < DB_DISK_CHECK_MS)))
+        return 0;
+    return db_room_check(db);
+}
 /* The guard's thresholds (db_settings), for naming the one that refused. */
 static inline uint64_t db_max_live_bytes(const struct db *db) {
     return db->guard.max_live_bytes;
@@ -234,6 +244,11 @@ static inline const struct record *db_get_ref(const struct db *db, const struct 
                                               int field) {
     uint64_t id = record_ref(rec, field);
     return id ? index_get(&db->index, id) : NULL;
+}
+/* Changes whenever a user record changes (index_users_gen): equal to an earlier value, every
+ * user record is as it was then. */
+static inline uint64_t db_users_gen(const struct db *db) {
+    return index_users_gen(&db->index);
 }
 /* The user named <ptr, len>, or NULL. */
 static inline const struct record *db_user_by_name(const struct db *db, const char *ptr,

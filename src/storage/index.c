@@ -433,19 +433,25 @@ void index_put(struct index *ix, struct record *r) {
     record_free(index_swap(ix, r));
 }
 
-struct record *index_swap(struct index *ix, struct record *r) {
+/*
+ * index_swap's work. *own is set to r's owner when it was looked up on the
+ * way (else NULL), so that the change feed's entry needs no second lookup:
+ * valid until the owner table next changes (owner_get with create).
+ */
+static struct record *swap(struct index *ix, struct record *r, struct owner **own) {
     struct record *old = NULL;
     bool found;
+    uint64_t size = record_size(r);
     struct index_slot *sl = find_slot(ix, r->id, &found);
+    *own = NULL;
+    if (r->type == REC_USER || (found && sl->r->type == REC_USER)) ix->users_gen++;
     if (found && named(sl->r->type)) name_remove(ix, sl->r);
     if (found) {
         old = sl->r;
-        {
-            uint64_t size = record_size(old);
-            ix->live_bytes -= size;
-            ix->kind_count[old->type % INDEX_KINDS]--;
-            ix->kind_bytes[old->type % INDEX_KINDS] -= size;
-        }
+        uint64_t old_size = record_size(old);
+        ix->live_bytes -= old_size;
+        ix->kind_count[old->type % INDEX_KINDS]--;
+        ix->kind_bytes[old->type % INDEX_KINDS] -= old_size;
         if (old->type == REC_EVENT)
             unlink_event(ix, old);
         else
@@ -453,13 +459,15 @@ struct record *index_swap(struct index *ix, struct record *r) {
         if (old->type != r->type || old->user_id != r->user_id) {
             struct owner *o = owner_get(ix, owner_key(old), false);
             if (o) list_remove(&o->lists[old->type], old->id);
-            if (o && record_type_in_quota(old->type)) o->quota_bytes -= record_size(old);
+            if (o && record_type_in_quota(old->type)) o->quota_bytes -= old_size;
             o = owner_get(ix, owner_key(r), true);
             list_insert(&o->lists[r->type], r->id);
-            if (record_type_in_quota(r->type)) o->quota_bytes += record_size(r);
+            if (record_type_in_quota(r->type)) o->quota_bytes += size;
+            *own = o;
         } else if (record_type_in_quota(r->type)) {
             struct owner *o = owner_get(ix, owner_key(r), false);
-            if (o) o->quota_bytes += (uint64_t)record_size(r) - record_size(old);
+            if (o) o->quota_bytes += size - old_size;
+            *own = o;
         }
         ix->events += (size_t)(r->type == REC_EVENT) - (size_t)(old->type == REC_EVENT);
         sl->r = r;
@@ -476,19 +484,34 @@ struct record *index_swap(struct index *ix, struct record *r) {
         if (r->type == REC_EVENT) ix->events++;
         struct owner *o = owner_get(ix, owner_key(r), true);
         list_insert(&o->lists[r->type], r->id);
-        if (record_type_in_quota(r->type)) o->quota_bytes += record_size(r);
+        if (record_type_in_quota(r->type)) o->quota_bytes += size;
+        *own = o;
         if (foreign(ix, r->id)) list_insert(&ix->foreign, r->id);
         if (sh->used * 4 >= sh->cap * 3) grow(ix, sh);
     }
-    {
-        uint64_t size = record_size(r);
-        ix->live_bytes += size;
-        ix->kind_count[r->type % INDEX_KINDS]++;
-        ix->kind_bytes[r->type % INDEX_KINDS] += size;
-    }
+    ix->live_bytes += size;
+    ix->kind_count[r->type % INDEX_KINDS]++;
+    ix->kind_bytes[r->type % INDEX_KINDS] += size;
     if (r->type == REC_EVENT) link_event(ix, r);
     if (named(r->type)) name_insert(ix, r);
     if (r->id >= ix->next_id && r->id <= ix->id_max) ix->next_id = r->id + 1;
+    return old;
+}
+
+struct record *index_swap(struct index *ix, struct record *r) {
+    struct owner *o;
+    return swap(ix, r, &o);
+}
+
+static void change_append(struct index *ix, struct owner *o, uint64_t rev, uint64_t id,
+                          uint8_t type, uint8_t op);
+
+struct record *index_swap_change(struct index *ix, struct record *r) {
+    struct owner *o;
+    struct record *old = swap(ix, r, &o);
+    if (record_type_in_quota(r->type) && r->rev > ix->rev_horizon)
+        change_append(ix, o ? o : owner_get(ix, r->user_id, true), r->rev, r->id, r->type,
+                      old ? INDEX_OP_UPDATE : INDEX_OP_CREATE);
     return old;
 }
 
@@ -503,6 +526,7 @@ struct record *index_remove(struct index *ix, uint64_t id) {
     struct index_slot *sl = find_slot(ix, id, &found);
     if (!found) return NULL;
     struct record *r = sl->r;
+    if (r->type == REC_USER) ix->users_gen++;
     if (r->type == REC_EVENT) unlink_event(ix, r);
     if (named(r->type)) name_remove(ix, r);
     struct owner *o = owner_get(ix, owner_key(r), false);
@@ -569,7 +593,12 @@ uint64_t index_take_id(struct index *ix) {
 void index_change_add(struct index *ix, uint64_t user_id, uint64_t rev, uint64_t id, uint8_t type,
                       uint8_t op) {
     if (!record_type_in_quota(type) || rev <= ix->rev_horizon) return;
-    struct owner *o = owner_get(ix, user_id, true);
+    change_append(ix, owner_get(ix, user_id, true), rev, id, type, op);
+}
+
+/* index_change_add to owner o's list. */
+static void change_append(struct index *ix, struct owner *o, uint64_t rev, uint64_t id,
+                          uint8_t type, uint8_t op) {
     struct index_changes *l = &o->changes;
     if (l->len == l->cap) {
         /* Drop what a compaction left behind the horizon before growing. */
@@ -646,10 +675,7 @@ static int apply_change(struct index *ix, uint8_t type, const uint8_t *payload, 
             return -1;
         }
         r->rev = k->rev = rev;
-        struct record *old = index_swap(ix, r);
-        index_change_add(ix, r->user_id, rev, r->id, r->type,
-                         old ? INDEX_OP_UPDATE : INDEX_OP_CREATE);
-        record_free(old);
+        record_free(index_swap_change(ix, r));
         index_put(ix, k);
         ix->written = true;
         return 0;
@@ -665,11 +691,7 @@ static int apply_change(struct index *ix, uint8_t type, const uint8_t *payload, 
         struct record *r = record_decode(type, payload, len);
         if (!r) return -1;
         r->rev = rev;
-        struct record *old = index_swap(ix, r);
-        if (record_type_in_quota(type))
-            index_change_add(ix, r->user_id, rev, r->id, type,
-                             old ? INDEX_OP_UPDATE : INDEX_OP_CREATE);
-        record_free(old);
+        record_free(index_swap_change(ix, r));
         ix->written = true;
         return 0;
     }

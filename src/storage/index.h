@@ -78,6 +78,8 @@ struct index {
     bool written;               /* a record or a deletion was applied: the log holds data */
     uint64_t rev;               /* the rev counter: the highest rev applied or handed out */
     uint64_t rev_horizon;       /* every change with a rev above it is in the log (REC_REVS) */
+    uint64_t users_gen;         /* counts the changes of REC_USER records (puts, swaps and
+                                 * removals, undo and replay included): index_users_gen */
     struct id_list foreign;     /* ids of records outside id_min..id_max (imported), ascending */
     uint64_t live_bytes;        /* encoded payload bytes of live records (frames included) */
     struct index_slot *scratch; /* a shard's live slots while it grows */
@@ -101,6 +103,12 @@ int index_apply(void *ix, uint8_t type, const uint8_t *payload, size_t len);
  * (now the caller's, to free with record_free or to put back later), or NULL.
  */
 struct record *index_swap(struct index *ix, struct record *r);
+/*
+ * index_swap of a change made at r->rev, which the change feed lists too
+ * (index_change_add with INDEX_OP_UPDATE, or INDEX_OP_CREATE when r is new),
+ * with one lookup of r's owner for both.
+ */
+struct record *index_swap_change(struct index *ix, struct record *r);
 /* index_swap, freeing the replaced record. */
 void index_put(struct index *ix, struct record *r);
 /* Removes the record and returns it (now the caller's), or NULL if absent. */
@@ -114,6 +122,14 @@ int index_delete(struct index *ix, uint64_t id);
  * never keep it across loop turns.
  */
 const struct record *index_get(const struct index *ix, uint64_t id);
+/*
+ * A value that changes whenever a REC_USER record is put, replaced or
+ * removed: while it is what it was, every user record is the one it was
+ * then (same pointer, same fields). Never repeats.
+ */
+static inline uint64_t index_users_gen(const struct index *ix) {
+    return ix->users_gen;
+}
 /* The user with this name, or NULL. Valid as index_get's result. */
 const struct record *index_user_by_name(const struct index *ix, const char *ptr, size_t len);
 

@@ -472,7 +472,7 @@ fail:
 uint64_t store_append(struct store *s, uint8_t type, const void *payload, size_t len) {
     assert(len <= STORE_MAX_PAYLOAD);
     size_t n = STORE_FRAME_HEADER_SIZE + len;
-    if (!s->pending.len) s->pending_since = uv_hrtime();
+    if (!s->pending.len) s->pending_since = store_clock_ns();
     uint8_t *f = (uint8_t *)buf_reserve(&s->pending, n);
     logfile_frame_put(f, type, payload, len);
     buf_commit(&s->pending, n);
@@ -503,7 +503,7 @@ int store_flush_sync(struct store *s) {
     s->job = b;
     store_sync_run(b);
     int err = job_finish(s, b, true);
-    store_batch_free(b);
+    store_batch_release(&s->sync, b);
     return err;
 }
 
@@ -538,6 +538,7 @@ int store_close(struct store *s) {
     buf_destroy(&s->spare);
     buf_destroy(&s->unsynced);
     buf_destroy(&s->compact_buf);
+    store_sync_destroy(&s->sync);
     free(s->dir);
     s->dir = NULL;
     return err;

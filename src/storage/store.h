@@ -146,7 +146,7 @@ struct store {
     uint64_t fail_since;             /* uv_now() when it began */
     uv_timer_t retry_timer;          /* while failing: the next attempt */
     struct buf unsynced;             /* interval: frames written since the last sync */
-    uint64_t pending_since;          /* uv_hrtime() of the first frame in pending */
+    uint64_t pending_since;          /* store_clock_ns() of the first frame in pending */
     struct store_sync sync;          /* how batches reach the disk (store_sync.h): only store_sync.c
                                       * changes it; it reports each batch to store.c's callback */
 };

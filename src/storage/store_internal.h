@@ -18,13 +18,16 @@
 enum job_kind { JOB_LOG, JOB_COMPACT };
 
 struct store_batch {
+    /* mu/cv let store_flush_sync wait for the body without running the loop,
+     * which it may not do: it is called from loop callbacks. They are set up
+     * once and kept when the sync path reuses the batch, as is req (which
+     * uv_queue_work sets up for each use); every field from sy on is cleared
+     * for each use (store_batch_new). */
+    uv_mutex_t mu;
+    uv_cond_t cv;
     uv_work_t req;
     struct store_sync *sy; /* the sync path that runs it; read on the loop thread only */
     enum job_kind kind;
-    /* done/cv let store_flush_sync wait for the body without running the loop,
-     * which it may not do: it is called from loop callbacks. */
-    uv_mutex_t mu;
-    uv_cond_t cv;
     bool done;   /* the body has returned its results */
     bool reaped; /* finished on the loop already; the after-work callback only frees */
     /* log part */
@@ -57,8 +60,14 @@ struct store_batch {
     uint64_t sync_ns; /* how long the log's fdatasync took, 0 if none ran */
 };
 
-/* A new empty batch of this kind, to run through sy (store_sync.c). */
+/*
+ * A new empty batch of this kind, to run through sy (store_sync.c): the one
+ * sy keeps from an earlier batch (store_batch_release), cleared, when it has
+ * one, so a busy store does not allocate one per batch.
+ */
 struct store_batch *store_batch_new(struct store_sync *sy, enum job_kind kind);
+/* Done with b (loop thread): sy keeps it for the next store_batch_new, or frees it. */
+void store_batch_release(struct store_sync *sy, struct store_batch *b);
 void store_batch_free(struct store_batch *b);
 
 #endif

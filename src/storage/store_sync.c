@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,17 +54,45 @@ void store_sync_init(struct store_sync *sy, uv_loop_t *loop, const char *dir, bo
     sy->done_ctx = ctx;
 }
 
+void store_sync_destroy(struct store_sync *sy) {
+    if (sy->spare) store_batch_free(sy->spare);
+    sy->spare = NULL;
+    sy->closed = true;
+}
+
 struct store_batch *store_batch_new(struct store_sync *sy, enum job_kind kind) {
-    struct store_batch *b = xcalloc(1, sizeof *b);
+    struct store_batch *b = sy->spare;
+    if (b) {
+        /* Every field from sy on; the mutex and the condition stay set up. */
+        sy->spare = NULL;
+        memset(&b->sy, 0, sizeof *b - offsetof(struct store_batch, sy));
+    } else {
+        b = xcalloc(1, sizeof *b);
+        uv_mutex_init(&b->mu);
+        uv_cond_init(&b->cv);
+    }
     b->req.data = b;
     b->sy = sy;
     b->kind = kind;
     b->fd = -1;
     b->compact_fd = -1;
     b->dir = sy->dir;
-    uv_mutex_init(&b->mu);
-    uv_cond_init(&b->cv);
     return b;
+}
+
+void store_batch_release(struct store_sync *sy, struct store_batch *b) {
+    if (sy->spare || sy->closed) {
+        store_batch_free(b);
+        return;
+    }
+    /* Its buffers are the store's business, and most often given back already (store.c). */
+    if (b->data.cap) buf_destroy(&b->data);
+    if (b->cdata.cap) buf_destroy(&b->cdata);
+    if (b->commit) {
+        free(b->log_path);
+        free(b->compact_path);
+    }
+    sy->spare = b;
 }
 
 void store_batch_free(struct store_batch *b) {
@@ -116,9 +145,9 @@ static void log_part(struct store_batch *b) {
         op = "fsync directory of";
     }
     if (!err && b->sync) {
-        uint64_t t0 = uv_hrtime();
+        uint64_t t0 = store_clock_ns();
         err = logfile_datasync(b->fd);
-        b->sync_ns = uv_hrtime() - t0;
+        b->sync_ns = store_clock_ns() - t0;
         op = "fdatasync";
     }
     if (err) failed_sync(b, err, op);
@@ -183,8 +212,13 @@ static void on_work(uv_work_t *req) {
 static void on_after_work(uv_work_t *req, int status) {
     struct store_batch *b = req->data;
     (void)status; /* jobs are never cancelled */
-    if (!b->reaped) b->sy->on_done(b->sy->done_ctx, b, true);
-    store_batch_free(b);
+    if (b->reaped) {
+        /* store_sync_wait handed it over already: the store may be closed by now. */
+        store_batch_free(b);
+        return;
+    }
+    b->sy->on_done(b->sy->done_ctx, b, true);
+    store_batch_release(b->sy, b);
 }
 
 static void queue(struct store_sync *sy, struct store_batch *b) {
@@ -256,7 +290,7 @@ static bool on_loop(const struct store_batch *b) {
  */
 bool store_sync_gathering(const struct store_sync *sy, bool batch_ready, uint64_t pending_since) {
     if (!batch_ready || !sy->always || !loop_fast(sy)) return false;
-    if (uv_hrtime() - pending_since >= sy->sync_ns) return false;
+    if (store_clock_ns() - pending_since >= sy->sync_ns) return false;
     struct pollfd p = {.fd = uv_backend_fd(sy->loop), .events = POLLIN};
     return poll(&p, 1, 0) == 1;
 }
@@ -273,7 +307,7 @@ void store_sync_submit(struct store_sync *sy, struct store_batch *b) {
     if (!b->err) sy->stats_loop_syncs++;
     b->done = b->reaped = true;
     sy->on_done(sy->done_ctx, b, false);
-    store_batch_free(b);
+    store_batch_release(sy, b);
 }
 
 int store_sync_wait(struct store_sync *sy, struct store_batch *b) {

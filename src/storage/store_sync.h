@@ -19,17 +19,30 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 #include <uv.h>
 
 struct store_batch;
+
+/*
+ * The store's clock for timing its batches, ns: CLOCK_MONOTONIC, the clock
+ * uv_hrtime reads. A durable write reads it three or four times (its first
+ * frame, the gathering test, the sync's start and end), so it is read here
+ * without libuv's wrapper, which costs about as much again as the read.
+ */
+static inline uint64_t store_clock_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
 /*
  * Called on the loop when a submitted batch's body has run: its results are
  * in the batch, for the store to apply. restart is true when the call comes
  * from the threadpool's completion (the store may start its next jobs from
  * here), false when it comes from inside store_sync_submit (a batch run on
- * the loop) or store_sync_wait. The batch is the sync path's to free after
- * the call, except after store_sync_wait (below).
+ * the loop) or store_sync_wait. The batch is the sync path's to free (or keep
+ * for reuse) after the call, except after store_sync_wait (below).
  */
 typedef void (*store_sync_done_cb)(void *ctx, struct store_batch *b, bool restart);
 
@@ -43,6 +56,8 @@ struct store_sync {
     uint64_t stats_loop_syncs; /* log fdatasyncs the loop thread did itself */
     store_sync_done_cb on_done;
     void *done_ctx;
+    struct store_batch *spare; /* a finished batch kept for the next one (store_internal.h) */
+    bool closed;               /* store_sync_destroy ran: finished batches are freed */
 };
 
 /*
@@ -53,13 +68,16 @@ struct store_sync {
 void store_sync_init(struct store_sync *sy, uv_loop_t *loop, const char *dir, bool always,
                      uint32_t loop_sync_max_us, store_sync_done_cb on_done, void *ctx);
 
+/* Frees what sy keeps. Batches still in flight free themselves when they land. */
+void store_sync_destroy(struct store_sync *sy);
+
 /*
  * True while a plain "always" batch that would block the loop for its sync
  * should first let the loop take in input that is already waiting (the
  * store's kick asks every loop turn). batch_ready: the store's next batch
  * would be such a plain batch (nothing in flight, frames pending, no failure,
- * cut, directory sync or compaction switch owed); pending_since: uv_hrtime()
- * of its first frame.
+ * cut, directory sync or compaction switch owed); pending_since:
+ * store_clock_ns() of its first frame.
  */
 bool store_sync_gathering(const struct store_sync *sy, bool batch_ready, uint64_t pending_since);
 

@@ -222,6 +222,16 @@ class Revocation(Base):
         self.assertEqual(r.header("www-authenticate"), 'Basic realm="eventd"', r)
         self.assertEqual(self.themes(name, new), [])
 
+    def test_other_users_key_rotated_before_the_body_create_is_200(self):
+        # A user record changed, but not this request's: its key is still its user's.
+        name, key = self.new_user()
+        other, _ = self.new_user()
+        s, body = self.v2_start("POST", "/v2/theme", name, key, {"Theme": {"Name": "goes on"}})
+        self.rotate(other)
+        r = self.finish(s, body)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual([t["Name"] for t in self.themes(name, key)], ["goes on"])
+
     def test_key_rotated_by_the_cli_before_the_body_create_is_401(self):
         name, key = self.new_user()
         s, body = self.v2_start("POST", "/v2/theme", name, key, {"Theme": {"Name": "late"}})

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1191,7 +1192,46 @@ static void test_change_lists(void) {
     rmrf(dir);
 }
 
+/*
+ * The guard's free disk (db_room): this process's appends since the reading
+ * count at once, to the byte, and the inline test gives the full check's
+ * verdict (db_room_check) at every step. The loop does not run here, so
+ * uv_now stands still and the reading is not taken again.
+ */
+static void test_guard_counts_own_appends(void) {
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, &always);
+    struct statvfs vfs;
+    CHECK_EQ_INT(statvfs(dir, &vfs), 0);
+    uint64_t free_now = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
+    const uint64_t margin = 1u << 20;
+    CHECK(free_now > 8 * margin);
+    db.guard.min_free_disk = free_now - margin; /* before the first reading */
+    CHECK_EQ_INT(db_room(&db), 0);
+    CHECK(db.guard.checked);
+    /* What the reading leaves: other processes may have moved it a little since statvfs. */
+    uint64_t spare = db.guard.free_at_check - db.guard.min_free_disk;
+    static char name[4096];
+    memset(name, 'x', sizeof name - 1);
+    uint64_t last_ok = 0;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < (int)(4 * margin / sizeof name); i++) {
+        last_ok = db.appended - db.guard.appended_at_check;
+        db_put(&db, theme(take_id(&db), name));
+        rc = db_room(&db);
+        CHECK_EQ_INT(rc, db_room_check(&db));
+    }
+    CHECK_EQ_INT(rc, -ENOSPC);
+    CHECK(last_ok <= spare);
+    CHECK(db.appended - db.guard.appended_at_check > spare);
+    close_db(&db, &loop);
+    rmrf(dir);
+}
+
 static const struct check_case cases[] = {
+    CHECK_CASE(test_guard_counts_own_appends),
     CHECK_CASE(test_change_lists),
     CHECK_CASE(test_revs_survive_reopen),
     CHECK_CASE(test_revs_survive_compaction),
