@@ -3,10 +3,10 @@
  *
  * The header limit counts every byte from the start of a request to the end
  * of its headers, whitespace included, whatever the read boundaries: the
- * parser pauses itself at the start of a message and at the end of its
- * headers, so http_parser_execute knows exactly which bytes of each read
- * were head bytes. The owner hears of the headers only after that count
- * has been checked. Spans (target, header names and values) may arrive in
+ * method's first piece says where a request begins, and the parser pauses
+ * itself at the end of its headers, so http_parser_execute knows exactly
+ * which bytes of each read were head bytes. The owner hears of the headers
+ * only after that count has been checked. Spans (target, header names and values) may arrive in
  * several pieces when a read ends inside one, which is why the few headers
  * we keep are appended to buffers rather than pointed at.
  *
@@ -31,7 +31,9 @@
 #include <strings.h>
 #include <time.h>
 
-enum { H_OTHER, H_AUTHORIZATION, H_EXPECT, H_HOST, H_TRANSFER_ENCODING, H_FIELD };
+/* What the header being parsed is (cur_header, name_kind). H_NAME_SPLIT: a
+ * name that came in pieces, classified once complete. */
+enum { H_OTHER, H_AUTHORIZATION, H_EXPECT, H_HOST, H_TRANSFER_ENCODING, H_FIELD, H_NAME_SPLIT };
 
 /* The kept headers (enum http_field), by lower-case name. */
 static const struct {
@@ -109,7 +111,16 @@ static int on_message_begin(llhttp_t *ll) {
     p->te_chunked = p->bad_field = p->version_done = p->value_open = false;
     p->crlf_left = 0;
     p->in_message = p->in_headers = true;
-    return pause_here(p, PAUSE_BEGIN);
+    return 0;
+}
+
+/* The method's first piece is where the request's head begins (llhttp has
+ * skipped the empty lines before it): execute counts head bytes from here. */
+static int on_method(llhttp_t *ll, const char *at, size_t n) {
+    (void)n;
+    struct http_parser *p = P(ll);
+    if (!p->begin_at) p->begin_at = at;
+    return 0;
 }
 
 static int on_url(llhttp_t *ll, const char *at, size_t n) {
@@ -141,68 +152,138 @@ static int count_body(struct http_parser *p, size_t n) {
     return 0;
 }
 
-/* Header names and values may arrive in pieces; the few names we match are
- * short, so their first bytes are kept in a small array until complete.
- * After the headers, llhttp reports trailer fields through the same
- * callbacks: they are counted, checked, and otherwise ignored. */
-static int on_header_field(llhttp_t *ll, const char *at, size_t n) {
-    struct http_parser *p = P(ll);
-    if (!p->in_headers && count_body(p, n)) return HPE_USER;
-    /* llhttp keeps whitespace before the colon in the name; RFC 9112 5.1
-     * requires a 400 (a proxy might have read "Transfer-Encoding : x"). */
+/*
+ * Whether the header name s (n bytes) is lit, a lower-case name of letters
+ * and '-', ignoring case: a letter of lit matches itself with bit 5 set
+ * (only its own upper case does that), any other byte matches only itself.
+ * Compared a word at a time (n is 4 to 17; the words may overlap): the mask
+ * has bit 5 set in the letters' bytes, whose bit 6 is set and '-''s is not.
+ * lit is a literal, so its words and masks are constants.
+ */
+static inline bool word_is(const char *s, const char *lit, size_t w) {
+    uint64_t a = 0, b = 0;
+    memcpy(&a, s, w);
+    memcpy(&b, lit, w);
+    return (a | ((b & 0x4040404040404040ull) >> 1)) == b;
+}
+
+static inline bool name_is(const char *s, size_t n, const char *lit, size_t len) {
+    if (n != len) return false;
+    if (n < 8) return word_is(s, lit, 4) && word_is(s + n - 4, lit + n - 4, 4);
+    for (size_t i = 0; i + 8 < n; i += 8)
+        if (!word_is(s + i, lit + i, 8)) return false;
+    return word_is(s + n - 8, lit + n - 8, 8);
+}
+
+#define NAME_IS(s, n, lit) name_is((s), (n), (lit), sizeof(lit) - 1)
+
+/*
+ * What a header name is: H_OTHER, or the header and (H_FIELD, H_HOST) its
+ * enum http_field in *field. The length and first byte pick the one or two
+ * candidates; the names of kept_fields are the table this mirrors.
+ */
+static uint8_t classify(const char *s, size_t n, uint8_t *field) {
+    char c = (char)(s[0] | 0x20);
+    switch (n) {
+    case 4:
+        *field = HF_HOST;
+        return NAME_IS(s, n, "host") ? H_HOST : H_OTHER;
+    case 6:
+        if (c == 'e') return NAME_IS(s, n, "expect") ? H_EXPECT : H_OTHER;
+        *field = c == 'c' ? HF_COOKIE : c == 'a' ? HF_ACCEPT : HF_ORIGIN;
+        break;
+    case 8:
+        *field = HF_IF_MATCH;
+        break;
+    case 12:
+        *field = c == 'c' ? HF_CONTENT_TYPE : HF_REQUEST_ID;
+        break;
+    case 13:
+        if (c == 'a') return NAME_IS(s, n, "authorization") ? H_AUTHORIZATION : H_OTHER;
+        *field = HF_IF_NONE_MATCH;
+        break;
+    case 14:
+        *field = HF_FETCH_SITE;
+        break;
+    case 15:
+        *field = c == 'x' ? HF_FORWARDED_FOR : HF_IDEMPOTENCY_KEY;
+        break;
+    case 17:
+        return NAME_IS(s, n, "transfer-encoding") ? H_TRANSFER_ENCODING : H_OTHER;
+    default:
+        return H_OTHER;
+    }
+    return name_is(s, n, kept_fields[*field].name, kept_fields[*field].len) ? H_FIELD : H_OTHER;
+}
+
+/* llhttp keeps whitespace in a name (before the colon, or inside it); RFC
+ * 9112 5.1 requires a 400 (a proxy might have read "Transfer-Encoding : x").
+ * A name that is one of ours has none: only the others are scanned. */
+static bool has_ows(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++)
-        if (ows(at[i])) return stop(p, ERR_BAD_REQUEST);
-    if (p->name_len + n <= sizeof p->name) memcpy(p->name + p->name_len, at, n);
-    p->name_len += n;
-    return 0;
+        if (ows(s[i])) return true;
+    return false;
 }
 
 /*
- * The name being parsed (name_len bytes, all kept) is lit, a lower-case
- * name, ignoring case: a letter of lit matches itself with bit 5 set (only
- * its own upper case does that), any other byte matches only itself. No
- * strncasecmp call on every header.
+ * Header names may arrive in pieces. A name that arrives whole (its piece
+ * does not end the segment, which is the common case) is classified where
+ * it lies, with no copy; the pieces of a split one are scanned as they come
+ * and their first bytes kept in a small array (the names we match are
+ * short), to be classified when the name is complete. After the headers,
+ * llhttp reports trailer fields through the same callbacks: they are
+ * counted, checked, and otherwise ignored.
  */
-static bool name_is(const struct http_parser *p, const char *lit, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        char c = lit[i] >= 'a' ? (char)(p->name[i] | 0x20) : p->name[i];
-        if (c != lit[i]) return false;
+static int on_header_field(llhttp_t *ll, const char *at, size_t n) {
+    struct http_parser *p = P(ll);
+    if (!p->in_headers && count_body(p, n)) return HPE_USER;
+    if (p->name_len == 0 && at + n != p->seg_end) {
+        p->name_len = n;
+        p->name_kind = classify(at, n, &p->cur_field);
+        if (p->name_kind == H_OTHER && has_ows(at, n)) return stop(p, ERR_BAD_REQUEST);
+        return 0;
     }
-    return true;
+    if (has_ows(at, n)) return stop(p, ERR_BAD_REQUEST);
+    if (p->name_len + n <= sizeof p->name) memcpy(p->name + p->name_len, at, n);
+    p->name_len += n;
+    p->name_kind = H_NAME_SPLIT;
+    return 0;
 }
 
 static int on_header_field_complete(llhttp_t *ll) {
     struct http_parser *p = P(ll);
     struct http_request *r = &p->req;
-    size_t n = p->name_len;
-    /* Lengths first: most names are told apart without looking at a byte. */
-    if (n == 13 && name_is(p, "authorization", 13))
-        r->cur_header = H_AUTHORIZATION;
-    else if (n == 6 && name_is(p, "expect", 6))
-        r->cur_header = H_EXPECT;
-    else if (n == 4 && name_is(p, "host", 4))
-        r->cur_header = H_HOST;
-    else if (n == 17 && name_is(p, "transfer-encoding", 17))
-        r->cur_header = H_TRANSFER_ENCODING;
-    else
-        r->cur_header = H_OTHER;
-    for (uint8_t f = 0; r->cur_header == H_OTHER && f < HF_COUNT; f++) {
-        if (n == kept_fields[f].len && name_is(p, kept_fields[f].name, n)) {
-            r->cur_header = H_FIELD;
-            p->cur_field = f;
-        }
-    }
-    if (!p->in_headers) r->cur_header = H_OTHER; /* a trailer never authenticates */
-    if (r->cur_header == H_HOST) p->cur_field = HF_HOST;
-    if ((r->cur_header == H_FIELD || r->cur_header == H_HOST) && field_open(p) < 0) return HPE_USER;
+    uint8_t kind = p->name_kind;
+    if (kind == H_NAME_SPLIT)
+        kind =
+            p->name_len <= sizeof p->name ? classify(p->name, p->name_len, &p->cur_field) : H_OTHER;
+    if (!p->in_headers) kind = H_OTHER; /* a trailer never authenticates */
+    r->cur_header = kind;
     /* Counts saturate at 2: "more than one" is all that matters. */
-    if (r->cur_header == H_AUTHORIZATION && p->n_auth < 2) p->n_auth++;
-    if (r->cur_header == H_HOST && p->n_host < 2) p->n_host++;
-    if (r->cur_header == H_TRANSFER_ENCODING && p->n_te < 2) p->n_te++;
-    if (r->cur_header == H_AUTHORIZATION) buf_reset(&r->kept->authorization);
-    p->host_state = HOST_VALUE;
+    switch (kind) {
+    case H_AUTHORIZATION:
+        if (p->n_auth < 2) p->n_auth++;
+        buf_reset(&r->kept->authorization);
+        break;
+    case H_HOST:
+        p->cur_field = HF_HOST;
+        if (field_open(p) < 0) return HPE_USER;
+        if (p->n_host < 2) p->n_host++;
+        p->host_state = HOST_VALUE;
+        break;
+    case H_FIELD:
+        if (field_open(p) < 0) return HPE_USER;
+        break;
+    case H_TRANSFER_ENCODING:
+        if (p->n_te < 2) p->n_te++;
+        /* fall through */
+    case H_EXPECT:
+        p->value_len = p->value_trim = 0;
+        break;
+    default:
+        break;
+    }
     p->name_len = 0;
-    p->value_len = p->value_trim = 0;
     p->value_open = false;
     return 0;
 }
@@ -278,8 +359,13 @@ static int on_header_value(llhttp_t *ll, const char *at, size_t n) {
         if (h->fields.len + n > p->limits->max_header_bytes) return stop(p, ERR_HEADERS_TOO_LARGE);
         buf_append(&h->fields, at, n);
         h->len[HF_HOST] += (uint32_t)n;
-        /* llhttp has dropped the leading whitespace; trailing may follow. */
-        for (size_t i = 0; i < n; i++) {
+        /* llhttp has dropped the leading whitespace; trailing may follow. The
+         * usual value is host characters only: they are skipped at once. */
+        size_t i = 0;
+        if (p->host_state == HOST_VALUE)
+            while (i < n && host_char((unsigned char)at[i]))
+                i++;
+        for (; i < n; i++) {
             if (ows(at[i]))
                 p->host_state = HOST_TRAILING_WS;
             else if (p->host_state == HOST_TRAILING_WS || !host_char((unsigned char)at[i]))
@@ -437,6 +523,7 @@ void http_parser_init(struct http_parser *p, const struct http_limits *limits,
     if (!settings.on_message_begin) {
         llhttp_settings_init(&settings);
         settings.on_message_begin = on_message_begin;
+        settings.on_method = on_method;
         settings.on_url = on_url;
         settings.on_url_complete = on_url_complete;
         settings.on_version_complete = on_version_complete;
@@ -483,6 +570,7 @@ enum http_status http_parser_execute(struct http_parser *p, const char *ptr, siz
     size_t off = 0;
     for (;;) {
         bool head = p->in_headers; /* were the bytes of this segment head bytes? */
+        p->begin_at = NULL;        /* ... or from where, if a request begins in it */
         /* A header value or a chunk terminator that the last segment ended
          * in goes on at the start of this one. */
         if (p->value_open) p->value_end = p->value_end == p->seg_end ? ptr + off : NULL;
@@ -501,9 +589,11 @@ enum http_status http_parser_execute(struct http_parser *p, const char *ptr, siz
             }
             p->crlf_at = NULL;
         }
-        if (head) p->req.head_bytes += (uint32_t)used;
-        if ((head || p->internal_pause == PAUSE_HEADERS) &&
-            p->req.head_bytes > p->limits->max_header_bytes) {
+        if (head)
+            p->req.head_bytes += (uint32_t)used;
+        else if (p->begin_at)
+            p->req.head_bytes += (uint32_t)(ptr + off - p->begin_at);
+        if ((head || p->begin_at) && p->req.head_bytes > p->limits->max_header_bytes) {
             p->error = ERR_HEADERS_TOO_LARGE;
             *consumed = off;
             return HTTP_ERROR;
