@@ -46,21 +46,12 @@ void buf_destroy(struct buf *b) {
     b->len = b->cap = 0;
 }
 
-char *buf_reserve(struct buf *b, size_t n) {
-    if (b->len + n > b->cap || !b->ptr) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n)
-            cap *= 2;
-        b->ptr = xrealloc(b->ptr, cap + 1);
-        b->cap = cap;
-    }
-    return b->ptr + b->len;
-}
-
-void buf_append(struct buf *b, const void *ptr, size_t len) {
-    char *p = buf_reserve(b, len);
-    if (len) memcpy(p, ptr, len);
-    buf_commit(b, len);
+void buf_grow(struct buf *b, size_t n) {
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->len + n)
+        cap *= 2;
+    b->ptr = xrealloc(b->ptr, cap + 1);
+    b->cap = cap;
 }
 
 void buf_append_u64(struct buf *b, uint64_t v) {

@@ -47,15 +47,25 @@ static inline void buf_reset(struct buf *b) {
     b->len = 0;
     if (b->cap) b->ptr[0] = '\0';
 }
+/* Grows b to hold len + n bytes (plus the terminator): buf_reserve's slow path. */
+void buf_grow(struct buf *b, size_t n);
 /* Makes room for n more bytes (plus the terminator); returns the write position,
- * valid until the next call that may grow b. */
-char *buf_reserve(struct buf *b, size_t n);
+ * valid until the next call that may grow b. Inline: once a buffer has grown,
+ * the hot path's appends are a comparison and a copy. */
+static inline char *buf_reserve(struct buf *b, size_t n) {
+    if (__builtin_expect(b->len + n > b->cap || !b->ptr, 0)) buf_grow(b, n);
+    return b->ptr + b->len;
+}
 /* Records that n reserved bytes were written. */
 static inline void buf_commit(struct buf *b, size_t n) {
     b->len += n;
     b->ptr[b->len] = '\0';
 }
-void buf_append(struct buf *b, const void *ptr, size_t len);
+static inline void buf_append(struct buf *b, const void *ptr, size_t len) {
+    char *p = buf_reserve(b, len);
+    if (len) memcpy(p, ptr, len);
+    buf_commit(b, len);
+}
 static inline void buf_append_str(struct buf *b, const char *s) {
     buf_append(b, s, strlen(s));
 }
