@@ -79,6 +79,22 @@ static char *escape_to(char *o, struct slice s, size_t max) {
     static const char hex[] = "0123456789abcdef";
     char *end = o + max;
     size_t i = 0;
+    /* Eight bytes at a time while they are all plain: none below 0x20 or
+     * above 0x7e, none '"' or '\\' (the usual tests for a zero or a smaller
+     * byte in a word: exact when asking whether there is one). */
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    while (i + 8 <= s.len && end - o >= 8) {
+        uint64_t w, q, b;
+        memcpy(&w, s.ptr + i, 8);
+        q = w ^ (ones * '"');
+        b = w ^ (ones * '\\');
+        uint64_t bad = ((w - ones * 0x20) & ~w) | ((w + ones) & highs) | w | ((q - ones) & ~q) |
+                       ((b - ones) & ~b);
+        if (bad & highs) break;
+        memcpy(o, &w, 8);
+        o += 8;
+        i += 8;
+    }
     while (i < s.len) {
         /* The common case: a run of plain bytes, copied at once. */
         size_t j = i;
@@ -112,30 +128,28 @@ void access_log_escape(struct buf *out, struct slice s, size_t max) {
     buf_commit(out, (size_t)(escape_to(o, s, room) - o));
 }
 
-/* The decimal digits of v at o, two at a time; returns the end. */
+/* The decimal digits of v at o, two at a time, written in place from the
+ * end once their count is known; returns the end. */
 static char *put_u64(char *o, uint64_t v) {
     static const char pairs[] = "00010203040506070809101112131415161718192021222324"
                                 "25262728293031323334353637383940414243444546474849"
                                 "50515253545556575859606162636465666768697071727374"
                                 "75767778798081828384858687888990919293949596979899";
-    char tmp[20], *t = tmp + sizeof tmp;
+    size_t n = 1;
+    for (uint64_t p = 10; n < 20 && v >= p; p *= 10)
+        n++;
+    char *end = o + n, *t = end;
     while (v >= 100) {
         unsigned r = (unsigned)(v % 100);
         v /= 100;
         t -= 2;
-        t[0] = pairs[2 * r];
-        t[1] = pairs[2 * r + 1];
+        memcpy(t, pairs + 2 * r, 2);
     }
-    if (v >= 10) {
-        t -= 2;
-        t[0] = pairs[2 * v];
-        t[1] = pairs[2 * v + 1];
-    } else {
-        *--t = (char)('0' + v);
-    }
-    while (t < tmp + sizeof tmp)
-        *o++ = *t++;
-    return o;
+    if (v >= 10)
+        memcpy(t - 2, pairs + 2 * v, 2);
+    else
+        t[-1] = (char)('0' + v);
+    return end;
 }
 
 #define PUT(o, lit) (memcpy((o), (lit), sizeof(lit) - 1), (o) + sizeof(lit) - 1)
@@ -170,7 +184,9 @@ static char *put_addr(struct access_log *al, char *o, uint8_t family, const uint
         memcpy(al->addr, a, alen);
         al->addr_len = (uint8_t)(format_addr(al->addr_str, family, a) - al->addr_str);
     }
-    memcpy(o, al->addr_str, al->addr_len);
+    /* The whole array: a copy of known size, and the line's reservation has
+     * room for the longest address; the bytes after it are overwritten. */
+    memcpy(o, al->addr_str, sizeof al->addr_str);
     return o + al->addr_len;
 }
 

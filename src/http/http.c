@@ -768,12 +768,14 @@ static size_t head_start(char *h, const struct http_response *r) {
 /*
  * The first lines change with the second, the status and the Content-Type
  * only: the last ones made are kept and copied while those stay the same
- * (content types are static strings, so their address tells them apart).
+ * (content types are static strings, so their address tells them apart),
+ * and not even copied into a response's head that has them already.
  */
 #define HEAD_START_MAX 200
 static struct {
     char text[HEAD_START_MAX];
     size_t len;
+    uint64_t gen; /* bumped with each new text: a response whose head_gen is this has it */
     time_t at;
     uint16_t status;
     bool no_body;
@@ -791,8 +793,15 @@ void http_response_finish(struct http_response *r, bool keep_alive) {
         head_cache.status = r->status;
         head_cache.no_body = r->no_body;
         head_cache.content_type = r->content_type;
+        head_cache.gen++;
     }
-    size_t n = put(h, head_cache.text, head_cache.len);
+    /* A response slot mostly answers like it did last time: its head then
+     * begins with these lines already. */
+    size_t n = head_cache.len;
+    if (r->head_gen != head_cache.gen) {
+        memcpy(h, head_cache.text, n);
+        r->head_gen = head_cache.gen;
+    }
     if (!r->no_body) {
         n += u64_digits(r->body.len, h + n);
         n += PUT_LIT(h + n, "\r\n");

@@ -219,6 +219,7 @@ struct http_response {
     struct buf body;
     char head[384];
     uint32_t head_len;
+    uint64_t head_gen; /* which of http.c's head starts head begins with; 0: none */
     /* What the access log and the metrics need of the request, kept with its
      * response: a pipelined next request rewrites the request's own buffers
      * before this response leaves. The server fills them when the headers

@@ -59,9 +59,17 @@ static uint32_t collect(struct conn *c, unsigned *nbuf) {
         bool keep = !r->close && !(c->close_after && last_queued);
         if (!keep) r->close = true;
         http_response_finish(r, keep);
-        iov[nb++] = uv_buf_init(r->head, r->head_len);
-        if (r->headers.len) iov[nb++] = uv_buf_init(r->headers.ptr, (unsigned)r->headers.len);
-        if (!r->no_body && r->body.len) iov[nb++] = uv_buf_init(r->body.ptr, (unsigned)r->body.len);
+        /* Set in place: uv_buf_init is a call into libuv. */
+        iov[nb].base = r->head;
+        iov[nb++].len = r->head_len;
+        if (r->headers.len) {
+            iov[nb].base = r->headers.ptr;
+            iov[nb++].len = r->headers.len;
+        }
+        if (!r->no_body && r->body.len) {
+            iov[nb].base = r->body.ptr;
+            iov[nb++].len = r->body.len;
+        }
         if (srv->on_sent) {
             if (!now) now = uv_hrtime();
             const struct http_request *req = &c->parser.req;
