@@ -74,26 +74,39 @@ static const uint8_t plain_tbl[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0xf0 */
 };
 
+/* Whether the eight bytes of w are all plain: none below 0x20 or above 0x7e,
+ * none '"' or '\\' (the usual tests for a zero or a smaller byte in a word,
+ * exact when asking whether there is one). */
+static bool plain_word(uint64_t w) {
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    uint64_t bad =
+        ((w - ones * 0x20) & ~w) | ((w + ones) & highs) | w | ((q - ones) & ~q) | ((b - ones) & ~b);
+    return !(bad & highs);
+}
+
 /* Writes the escaped s at o, at most max bytes, never cutting an escape; returns the end. */
 static char *escape_to(char *o, struct slice s, size_t max) {
     static const char hex[] = "0123456789abcdef";
     char *end = o + max;
     size_t i = 0;
-    /* Eight bytes at a time while they are all plain: none below 0x20 or
-     * above 0x7e, none '"' or '\\' (the usual tests for a zero or a smaller
-     * byte in a word: exact when asking whether there is one). */
-    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    /* Eight bytes at a time while they are all plain (the usual path). */
+    uint64_t w;
     while (i + 8 <= s.len && end - o >= 8) {
-        uint64_t w, q, b;
         memcpy(&w, s.ptr + i, 8);
-        q = w ^ (ones * '"');
-        b = w ^ (ones * '\\');
-        uint64_t bad = ((w - ones * 0x20) & ~w) | ((w + ones) & highs) | w | ((q - ones) & ~q) |
-                       ((b - ones) & ~b);
-        if (bad & highs) break;
+        if (!plain_word(w)) break;
         memcpy(o, &w, 8);
         o += 8;
         i += 8;
+    }
+    /* Fewer than eight left after plain words: the last eight bytes, if
+     * plain, go as one word over the copy of the ones before them. */
+    if (i < s.len && i >= 8 && i + 8 > s.len && (size_t)(end - o) >= s.len - i) {
+        memcpy(&w, s.ptr + s.len - 8, 8);
+        if (plain_word(w)) {
+            memcpy(o - (i + 8 - s.len), &w, 8);
+            return o + (s.len - i);
+        }
     }
     while (i < s.len) {
         /* The common case: a run of plain bytes, copied at once. */
@@ -135,8 +148,28 @@ static char *put_u64(char *o, uint64_t v) {
                                 "25262728293031323334353637383940414243444546474849"
                                 "50515253545556575859606162636465666768697071727374"
                                 "75767778798081828384858687888990919293949596979899";
-    size_t n = 1;
-    for (uint64_t p = 10; n < 20 && v >= p; p *= 10)
+    /* Most numbers here (status, bytes, microseconds, ids) have 1 to 4 digits. */
+    if (v < 100) {
+        if (v < 10) {
+            *o = (char)('0' + v);
+            return o + 1;
+        }
+        memcpy(o, pairs + 2 * v, 2);
+        return o + 2;
+    }
+    if (v < 10000) {
+        unsigned hi = (unsigned)v / 100, lo = (unsigned)v % 100;
+        if (hi < 10) {
+            *o = (char)('0' + hi);
+            memcpy(o + 1, pairs + 2 * lo, 2);
+            return o + 3;
+        }
+        memcpy(o, pairs + 2 * hi, 2);
+        memcpy(o + 2, pairs + 2 * lo, 2);
+        return o + 4;
+    }
+    size_t n = 5;
+    for (uint64_t p = 100000; n < 20 && v >= p; p *= 10)
         n++;
     char *end = o + n, *t = end;
     while (v >= 100) {

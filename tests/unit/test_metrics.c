@@ -89,31 +89,47 @@ static void test_escape(void) {
     buf_destroy(&b);
 }
 
-/* Every byte value at every place of a string longer than a word comes out
- * as the byte-by-byte rule says (the escaper reads plain words at once). */
+/* The byte-by-byte rule: each byte as it is, '"' and '\\' after a backslash,
+ * others as \u00XX; cut before the first piece that does not fit in max. */
+static size_t escape_ref(char *out, const char *in, size_t n, size_t max) {
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char x = (unsigned char)in[i];
+        char piece[8];
+        size_t k;
+        if (x == '"' || x == '\\')
+            k = (size_t)sprintf(piece, "\\%c", x);
+        else if (x < 0x20 || x > 0x7e)
+            k = (size_t)sprintf(piece, "\\u00%02x", x);
+        else
+            k = (size_t)sprintf(piece, "%c", x);
+        if (w + k > max) break;
+        memcpy(out + w, piece, k);
+        w += k;
+    }
+    out[w] = 0;
+    return w;
+}
+
+/* Every byte value at every place of strings around a word's length, and
+ * every cut of them, come out as the byte-by-byte rule says (the escaper
+ * reads plain words at once). */
 static void test_escape_every_byte_everywhere(void) {
     struct buf b = BUF_INIT;
-    for (int c = 0; c < 256; c++) {
-        for (size_t at = 0; at < 20; at++) {
-            char in[20], want[32];
-            memset(in, 'a', sizeof in);
-            in[at] = (char)c;
-            size_t w = 0;
-            for (size_t i = 0; i < sizeof in; i++) {
-                unsigned char x = (unsigned char)in[i];
-                if (x == '"' || x == '\\') {
-                    want[w++] = '\\';
-                    want[w++] = (char)x;
-                } else if (x < 0x20 || x > 0x7e) {
-                    w += (size_t)sprintf(want + w, "\\u00%02x", x);
-                } else {
-                    want[w++] = (char)x;
+    for (size_t len = 1; len <= 24; len++) {
+        for (int c = 0; c < 256; c++) {
+            for (size_t at = 0; at < len; at++) {
+                char in[24], want[160];
+                memset(in, 'a', sizeof in);
+                in[at] = (char)c;
+                size_t full = escape_ref(want, in, len, 1000);
+                for (size_t max = c == 'a' || at % 7 == 0 ? 0 : full; max <= full + 1; max++) {
+                    escape_ref(want, in, len, max);
+                    buf_reset(&b);
+                    access_log_escape(&b, (struct slice){in, len}, max);
+                    CHECK_EQ_STR(b.ptr, want);
                 }
             }
-            want[w] = 0;
-            buf_reset(&b);
-            access_log_escape(&b, (struct slice){in, sizeof in}, 1000);
-            CHECK_EQ_STR(b.ptr, want);
         }
     }
     buf_destroy(&b);
