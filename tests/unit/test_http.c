@@ -1,6 +1,7 @@
 /* The llhttp adapter: a request cut at every byte, pipelining, limits. */
 #include "check.h"
 #include "http/http.h"
+#include "http/server_internal.h"
 
 struct seen {
     int headers, completes;
@@ -256,13 +257,34 @@ static void test_response_head(void) {
     http_response_destroy(&r);
 }
 
+/* Generated request ids: the prefix, '-', 1, 2, ... in hex, and a digit
+ * more at each power of 16. */
+static void test_request_ids_count_in_hex(void) {
+    static struct server srv; /* only the request id fields are used */
+    memcpy(srv.rid_prefix, "abcdef01", 8);
+    struct http_response r;
+    http_response_init(&r);
+    for (unsigned i = 1; i <= 5000; i++) {
+        server__request_id_make(&srv, &r);
+        char want[32];
+        snprintf(want, sizeof want, "abcdef01-%x", i);
+        CHECK_EQ_INT(r.request_id_len, (int)strlen(want));
+        CHECK(memcmp(r.request_id, want, r.request_id_len) == 0);
+    }
+    memcpy(srv.rid_text, "abcdef01-fffffffffffffffe", 25);
+    srv.rid_len = 25;
+    server__request_id_make(&srv, &r);
+    CHECK(r.request_id_len == 25 && memcmp(r.request_id, "abcdef01-ffffffffffffffff", 25) == 0);
+    http_response_destroy(&r);
+}
+
 static const struct check_case cases[] = {
     CHECK_CASE(test_cut_at_every_byte), CHECK_CASE(test_one_byte_per_read),
     CHECK_CASE(test_pipelined),         CHECK_CASE(test_headers_too_large),
     CHECK_CASE(test_body_too_large),    CHECK_CASE(test_garbage),
     CHECK_CASE(test_reset_after_error), CHECK_CASE(test_length_and_chunked),
     CHECK_CASE(test_response_head),     CHECK_CASE(test_head_limit_exact),
-    CHECK_CASE(test_kept_names),
+    CHECK_CASE(test_kept_names),        CHECK_CASE(test_request_ids_count_in_hex),
 };
 
 int main(int argc, char **argv) {
