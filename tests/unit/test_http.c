@@ -181,6 +181,24 @@ static void test_kept_names(void) {
         "GET / HTTP/1.1\r\nHost: a\r\nContent-Type : x\r\n\r\n",
         "GET / HTTP/1.1\r\nHost : a\r\n\r\n",
     };
+    /* Names of other lengths: a space or a tab anywhere in them is refused. */
+    for (size_t len = 1; len <= 20; len++) {
+        for (size_t at = 0; at <= len; at++) {
+            for (int ws = 0; ws < 2; ws++) {
+                char name[24], h[96];
+                memset(name, 'q', len);
+                if (at < len) name[at] = ws ? '\t' : ' ';
+                name[len] = 0;
+                int n = snprintf(h, sizeof h, "GET / HTTP/1.1\r\nHost: a\r\n%s: x\r\n\r\n", name);
+                struct seen s = {0};
+                struct http_parser p;
+                http_parser_init(&p, &lim, &ev, &s);
+                CHECK_EQ_INT(feed(&p, h, (size_t)n), at < len ? HTTP_ERROR : HTTP_OK);
+                if (at < len) CHECK_EQ_INT(p.error, ERR_BAD_REQUEST);
+                http_parser_destroy(&p);
+            }
+        }
+    }
     for (size_t i = 0; i < sizeof spaced / sizeof spaced[0]; i++) {
         size_t len = strlen(spaced[i]);
         for (size_t cut = 0; cut <= len; cut++) {
