@@ -6,9 +6,9 @@
  * method's first piece says where a request begins, and the parser pauses
  * itself at the end of its headers, so http_parser_execute knows exactly
  * which bytes of each read were head bytes. The owner hears of the headers
- * only after that count has been checked. Spans (target, header names and values) may arrive in
- * several pieces when a read ends inside one, which is why the few headers
- * we keep are appended to buffers rather than pointed at.
+ * only after that count has been checked. Spans (target, header names and
+ * values) may arrive in several pieces when a read ends inside one, which is
+ * why the few headers we keep are appended to buffers rather than pointed at.
  *
  * Framing rules that llhttp 8 (as Debian builds it, not in strict mode)
  * leaves to us, each answered 400 because a front proxy may read the
@@ -107,6 +107,7 @@ static int on_message_begin(llhttp_t *ll) {
     p->n_host = p->n_auth = p->n_te = 0;
     p->te_chunked = p->bad_field = p->version_done = p->value_open = false;
     p->crlf_left = 0;
+    p->name_kind = H_OTHER;
     p->in_message = p->in_headers = true;
     return 0;
 }
@@ -297,6 +298,7 @@ static int on_header_field_complete(llhttp_t *ll) {
         break;
     }
     p->name_len = 0;
+    p->name_kind = H_OTHER; /* until the next name says what it is */
     p->value_open = false;
     return 0;
 }

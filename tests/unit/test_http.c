@@ -148,7 +148,7 @@ static void test_kept_names(void) {
         "X-Forwarded-For: 1.2.3.4\r\nIdempotency-Key: k1\r\nSec-Fetch-Site: same-origin\r\n"
         "Cookie: a=1\r\nCOOKIE: b=2\r\nAccept: x/y\r\nOrigin: o\r\nContent-Type: t/u\r\n"
         "If-Match: m\r\nX-Request-Ix: no\r\nAcceps: no\r\nIf-Matcj: no\r\nAuthorization: A b\r\n"
-        "Expect: 100-continue\r\nContent-Length: 0\r\n\r\n";
+        ": empty name\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n";
     static const char *const want[HF_COUNT] = {
         [HF_COOKIE] = "a=1; b=2",
         [HF_CONTENT_TYPE] = "t/u",
