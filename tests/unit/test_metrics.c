@@ -196,6 +196,9 @@ static void test_line_numbers(void) {
         struct access_entry e = {.method = 1 + 1,
                                  .status = 404,
                                  .path = {"/", 1},
+                                 .request_id = {"r-2", 3},
+                                 .family = 4,
+                                 .addr = (const uint8_t[4]){127, 0, 0, 1},
                                  .bytes = cases[i].bytes,
                                  .us = cases[i].us,
                                  .user_id = cases[i].user_id};
