@@ -166,6 +166,13 @@ static enum server_headers_result on_headers(void *data, void *mem, struct http_
     struct front_state *st = mem;
     /* The previous request on this state may have been cut short. */
     request_end(st);
+    /* Most requests are the API's: one comparison, not every surface's hook. */
+    struct slice path = req->path;
+    if (h->api_direct && path.len > h->base_len && path.ptr[h->base_len] == '/' &&
+        memcmp(path.ptr, h->set.base_path, h->base_len) == 0) {
+        st->surface = SURF_API;
+        return api_headers(h, &st->api_conn, &st->u.api, req, r);
+    }
     if (h->set.metrics && h->metrics && slice_eq(req->path, "/metrics", 8)) {
         reply_metrics(h, req, r);
         return SERVER_ANSWERED;
@@ -183,6 +190,26 @@ static enum server_headers_result on_headers(void *data, void *mem, struct http_
     }
     st->surface = SURF_API;
     return api_headers(h, &st->api_conn, &st->u.api, req, r);
+}
+
+/* Whether one of the n-byte strings a and b begins with the other. */
+static bool nested(const char *a, size_t an, const char *b, size_t bn) {
+    return memcmp(a, b, an < bn ? an : bn) == 0;
+}
+
+/*
+ * Whether every path under base_path and '/' is the API's whatever the
+ * surfaces before it in on_headers say: /metrics is not under it, no admin
+ * path ("/admin/...") is, and no page of the site.
+ */
+static bool api_paths_disjoint(const struct handlers *h) {
+    char under[512];
+    int n = snprintf(under, sizeof under, "%s/", h->set.base_path);
+    if (n < 0 || (size_t)n >= sizeof under) return false;
+    static const char metrics[] = "/metrics", admin[] = "/admin/";
+    if ((size_t)n < sizeof metrics - 1 && memcmp(metrics, under, (size_t)n) == 0) return false;
+    if (nested(admin, sizeof admin - 1, under, (size_t)n)) return false;
+    return !site_claims_under(h, under, (size_t)n);
 }
 
 static void on_body(void *data, void *mem, const char *ptr, size_t len) {
@@ -262,6 +289,8 @@ int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, struct server
     }
     pwhash_init(&h->pw, loop, conc, lim->pwhash_queue, lim->pwhash_register_queue);
     api_openapi_init(h);
+    h->base_len = (uint32_t)strlen(h->set.base_path);
+    h->api_direct = api_paths_disjoint(h);
     memset(out, 0, sizeof *out);
     out->data = h;
     out->state_size = sizeof(struct front_state);

@@ -46,26 +46,39 @@ void buf_destroy(struct buf *b) {
     b->len = b->cap = 0;
 }
 
-char *buf_reserve(struct buf *b, size_t n) {
-    if (b->len + n > b->cap || !b->ptr) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n)
-            cap *= 2;
-        b->ptr = xrealloc(b->ptr, cap + 1);
-        b->cap = cap;
-    }
-    return b->ptr + b->len;
-}
-
-void buf_append(struct buf *b, const void *ptr, size_t len) {
-    char *p = buf_reserve(b, len);
-    if (len) memcpy(p, ptr, len);
-    buf_commit(b, len);
+void buf_grow(struct buf *b, size_t n) {
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->len + n)
+        cap *= 2;
+    b->ptr = xrealloc(b->ptr, cap + 1);
+    b->cap = cap;
 }
 
 void buf_append_u64(struct buf *b, uint64_t v) {
     char *p = buf_reserve(b, 20);
     buf_commit(b, u64_digits(v, p));
+}
+
+const char u64_pairs[201] = "00010203040506070809101112131415161718192021222324"
+                            "25262728293031323334353637383940414243444546474849"
+                            "50515253545556575859606162636465666768697071727374"
+                            "75767778798081828384858687888990919293949596979899";
+
+size_t u64_digits_long(uint64_t v, char out[20]) {
+    size_t n = 4;
+    for (uint64_t p = 10000; n < 20 && v >= p; p *= 10)
+        n++;
+    char *t = out + n;
+    while (v >= 100) {
+        t -= 2;
+        memcpy(t, u64_pairs + 2 * (v % 100), 2);
+        v /= 100;
+    }
+    if (v >= 10)
+        memcpy(t - 2, u64_pairs + 2 * v, 2);
+    else
+        t[-1] = (char)('0' + v);
+    return n;
 }
 
 int u64_parse(const char *ptr, size_t len, uint64_t max, uint64_t *out) {

@@ -47,15 +47,25 @@ static inline void buf_reset(struct buf *b) {
     b->len = 0;
     if (b->cap) b->ptr[0] = '\0';
 }
+/* Grows b to hold len + n bytes (plus the terminator): buf_reserve's slow path. */
+void buf_grow(struct buf *b, size_t n);
 /* Makes room for n more bytes (plus the terminator); returns the write position,
- * valid until the next call that may grow b. */
-char *buf_reserve(struct buf *b, size_t n);
+ * valid until the next call that may grow b. Inline: once a buffer has grown,
+ * the hot path's appends are a comparison and a copy. */
+static inline char *buf_reserve(struct buf *b, size_t n) {
+    if (__builtin_expect(b->len + n > b->cap || !b->ptr, 0)) buf_grow(b, n);
+    return b->ptr + b->len;
+}
 /* Records that n reserved bytes were written. */
 static inline void buf_commit(struct buf *b, size_t n) {
     b->len += n;
     b->ptr[b->len] = '\0';
 }
-void buf_append(struct buf *b, const void *ptr, size_t len);
+static inline void buf_append(struct buf *b, const void *ptr, size_t len) {
+    char *p = buf_reserve(b, len);
+    if (len) memcpy(p, ptr, len);
+    buf_commit(b, len);
+}
 static inline void buf_append_str(struct buf *b, const char *s) {
     buf_append(b, s, strlen(s));
 }
@@ -85,16 +95,26 @@ void *arena_alloc(struct arena *a, size_t n);
 char *arena_strndup(struct arena *a, const char *ptr, size_t len);
 
 /* Little helpers shared by the codec modules. */
+extern const char u64_pairs[201]; /* "00" "01" ... "99" */
+/* u64_digits for numbers of four digits and more. */
+size_t u64_digits_long(uint64_t v, char out[20]);
+/* Writes the decimal digits of v at out; returns how many. Numbers below
+ * 1000 (lengths, ids, statuses) are written here, two digits at a time. */
 static inline size_t u64_digits(uint64_t v, char out[20]) {
-    char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
-    return n;
+    if (v < 10) {
+        out[0] = (char)('0' + v);
+        return 1;
+    }
+    if (v < 100) {
+        memcpy(out, u64_pairs + 2 * v, 2);
+        return 2;
+    }
+    if (v < 1000) {
+        out[0] = (char)('0' + v / 100);
+        memcpy(out + 1, u64_pairs + 2 * (v % 100), 2);
+        return 3;
+    }
+    return u64_digits_long(v, out);
 }
 /*
  * Parses a whole positive decimal integer: digits only, no sign, no leading

@@ -81,6 +81,10 @@ struct handlers {
      * naming the base path), and its ETag and Cache-Control lines; built by api_openapi_init */
     struct buf openapi_doc;
     char openapi_head[96];
+    /* The front's dispatch (app/front.c): a path under base_path and '/' goes
+     * straight to the API when no other surface can claim one (set at init). */
+    bool api_direct;
+    uint32_t base_len; /* strlen(set.base_path) */
     /* The completion path (reply.c "answers at completion"): */
     bool deferring;   /* the surface being completed took a ticket (reply_defer) */
     bool server_gone; /* reply_server_gone: the server's tickets are void */

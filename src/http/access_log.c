@@ -159,11 +159,40 @@ static const uint8_t plain_tbl[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0xf0 */
 };
 
+/* Whether the eight bytes of w are all plain: none below 0x20 or above 0x7e,
+ * none '"' or '\\' (the usual tests for a zero or a smaller byte in a word,
+ * exact when asking whether there is one). */
+static bool plain_word(uint64_t w) {
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    uint64_t bad =
+        ((w - ones * 0x20) & ~w) | ((w + ones) & highs) | w | ((q - ones) & ~q) | ((b - ones) & ~b);
+    return !(bad & highs);
+}
+
 /* Writes the escaped s at o, at most max bytes, never cutting an escape; returns the end. */
 static char *escape_to(char *o, struct slice s, size_t max) {
     static const char hex[] = "0123456789abcdef";
     char *end = o + max;
     size_t i = 0;
+    /* Eight bytes at a time while they are all plain (the usual path). */
+    uint64_t w;
+    while (i + 8 <= s.len && end - o >= 8) {
+        memcpy(&w, s.ptr + i, 8);
+        if (!plain_word(w)) break;
+        memcpy(o, &w, 8);
+        o += 8;
+        i += 8;
+    }
+    /* Fewer than eight left after plain words: the last eight bytes, if
+     * plain, go as one word over the copy of the ones before them. */
+    if (i < s.len && i >= 8 && i + 8 > s.len && (size_t)(end - o) >= s.len - i) {
+        memcpy(&w, s.ptr + s.len - 8, 8);
+        if (plain_word(w)) {
+            memcpy(o - (i + 8 - s.len), &w, 8);
+            return o + (s.len - i);
+        }
+    }
     while (i < s.len) {
         /* The common case: a run of plain bytes, copied at once. */
         size_t j = i;
@@ -197,30 +226,48 @@ void access_log_escape(struct buf *out, struct slice s, size_t max) {
     buf_commit(out, (size_t)(escape_to(o, s, room) - o));
 }
 
-/* The decimal digits of v at o, two at a time; returns the end. */
+/* The decimal digits of v at o, two at a time, written in place from the
+ * end once their count is known; returns the end. */
 static char *put_u64(char *o, uint64_t v) {
     static const char pairs[] = "00010203040506070809101112131415161718192021222324"
                                 "25262728293031323334353637383940414243444546474849"
                                 "50515253545556575859606162636465666768697071727374"
                                 "75767778798081828384858687888990919293949596979899";
-    char tmp[20], *t = tmp + sizeof tmp;
+    /* Most numbers here (status, bytes, microseconds, ids) have 1 to 4 digits. */
+    if (v < 100) {
+        if (v < 10) {
+            *o = (char)('0' + v);
+            return o + 1;
+        }
+        memcpy(o, pairs + 2 * v, 2);
+        return o + 2;
+    }
+    if (v < 10000) {
+        unsigned hi = (unsigned)v / 100, lo = (unsigned)v % 100;
+        if (hi < 10) {
+            *o = (char)('0' + hi);
+            memcpy(o + 1, pairs + 2 * lo, 2);
+            return o + 3;
+        }
+        memcpy(o, pairs + 2 * hi, 2);
+        memcpy(o + 2, pairs + 2 * lo, 2);
+        return o + 4;
+    }
+    size_t n = 5;
+    for (uint64_t p = 100000; n < 20 && v >= p; p *= 10)
+        n++;
+    char *end = o + n, *t = end;
     while (v >= 100) {
         unsigned r = (unsigned)(v % 100);
         v /= 100;
         t -= 2;
-        t[0] = pairs[2 * r];
-        t[1] = pairs[2 * r + 1];
+        memcpy(t, pairs + 2 * r, 2);
     }
-    if (v >= 10) {
-        t -= 2;
-        t[0] = pairs[2 * v];
-        t[1] = pairs[2 * v + 1];
-    } else {
-        *--t = (char)('0' + v);
-    }
-    while (t < tmp + sizeof tmp)
-        *o++ = *t++;
-    return o;
+    if (v >= 10)
+        memcpy(t - 2, pairs + 2 * v, 2);
+    else
+        t[-1] = (char)('0' + v);
+    return end;
 }
 
 #define PUT(o, lit) (memcpy((o), (lit), sizeof(lit) - 1), (o) + sizeof(lit) - 1)
@@ -255,7 +302,9 @@ static char *put_addr(struct access_log *al, char *o, uint8_t family, const uint
         memcpy(al->addr, a, alen);
         al->addr_len = (uint8_t)(format_addr(al->addr_str, family, a) - al->addr_str);
     }
-    memcpy(o, al->addr_str, al->addr_len);
+    /* The whole array: a copy of known size, and the line's reservation has
+     * room for the longest address; the bytes after it are overwritten. */
+    memcpy(o, al->addr_str, sizeof al->addr_str);
     return o + al->addr_len;
 }
 

@@ -1,14 +1,14 @@
 /*
- * http: see http.h.
+ * http: the request parser of http.h (responses are http_response.c).
  *
  * The header limit counts every byte from the start of a request to the end
  * of its headers, whitespace included, whatever the read boundaries: the
- * parser pauses itself at the start of a message and at the end of its
- * headers, so http_parser_execute knows exactly which bytes of each read
- * were head bytes. The owner hears of the headers only after that count
- * has been checked. Spans (target, header names and values) may arrive in
- * several pieces when a read ends inside one, which is why the few headers
- * we keep are appended to buffers rather than pointed at.
+ * method's first piece says where a request begins, and the parser pauses
+ * itself at the end of its headers, so http_parser_execute knows exactly
+ * which bytes of each read were head bytes. The owner hears of the headers
+ * only after that count has been checked. Spans (target, header names and
+ * values) may arrive in several pieces when a read ends inside one, which is
+ * why the few headers we keep are appended to buffers rather than pointed at.
  *
  * Framing rules that llhttp 8 (as Debian builds it, not in strict mode)
  * leaves to us, each answered 400 because a front proxy may read the
@@ -23,15 +23,14 @@
  * bytes after the last byte of each chunk's data, wherever the read ends.
  */
 #include "http/http.h"
-#include "common/json_write.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
-enum { H_OTHER, H_AUTHORIZATION, H_EXPECT, H_HOST, H_TRANSFER_ENCODING, H_FIELD };
+/* What the header being parsed is (cur_header, name_kind). H_NAME_SPLIT: a
+ * name that came in pieces, classified once complete. */
+enum { H_OTHER, H_AUTHORIZATION, H_EXPECT, H_HOST, H_TRANSFER_ENCODING, H_FIELD, H_NAME_SPLIT };
 
 /* The kept headers (enum http_field), by lower-case name. */
 static const struct {
@@ -108,8 +107,18 @@ static int on_message_begin(llhttp_t *ll) {
     p->n_host = p->n_auth = p->n_te = 0;
     p->te_chunked = p->bad_field = p->version_done = p->value_open = false;
     p->crlf_left = 0;
+    p->name_kind = H_OTHER;
     p->in_message = p->in_headers = true;
-    return pause_here(p, PAUSE_BEGIN);
+    return 0;
+}
+
+/* The method's first piece is where the request's head begins (llhttp has
+ * skipped the empty lines before it): execute counts head bytes from here. */
+static int on_method(llhttp_t *ll, const char *at, size_t n) {
+    (void)n;
+    struct http_parser *p = P(ll);
+    if (!p->begin_at) p->begin_at = at;
+    return 0;
 }
 
 static int on_url(llhttp_t *ll, const char *at, size_t n) {
@@ -141,68 +150,155 @@ static int count_body(struct http_parser *p, size_t n) {
     return 0;
 }
 
-/* Header names and values may arrive in pieces; the few names we match are
- * short, so their first bytes are kept in a small array until complete.
- * After the headers, llhttp reports trailer fields through the same
- * callbacks: they are counted, checked, and otherwise ignored. */
-static int on_header_field(llhttp_t *ll, const char *at, size_t n) {
-    struct http_parser *p = P(ll);
-    if (!p->in_headers && count_body(p, n)) return HPE_USER;
-    /* llhttp keeps whitespace before the colon in the name; RFC 9112 5.1
-     * requires a 400 (a proxy might have read "Transfer-Encoding : x"). */
-    for (size_t i = 0; i < n; i++)
-        if (ows(at[i])) return stop(p, ERR_BAD_REQUEST);
-    if (p->name_len + n <= sizeof p->name) memcpy(p->name + p->name_len, at, n);
-    p->name_len += n;
-    return 0;
+/*
+ * Whether the header name s (n bytes) is lit, a lower-case name of letters
+ * and '-', ignoring case: a letter of lit matches itself with bit 5 set
+ * (only its own upper case does that), any other byte matches only itself.
+ * Compared a word at a time (n is 4 to 17; the words may overlap): the mask
+ * has bit 5 set in the letters' bytes, whose bit 6 is set and '-''s is not.
+ * lit is a literal, so its words and masks are constants.
+ */
+static inline bool word_is(const char *s, const char *lit, size_t w) {
+    uint64_t a = 0, b = 0;
+    memcpy(&a, s, w);
+    memcpy(&b, lit, w);
+    return (a | ((b & 0x4040404040404040ull) >> 1)) == b;
+}
+
+static inline bool name_is(const char *s, size_t n, const char *lit, size_t len) {
+    if (n != len) return false;
+    if (n < 8) return word_is(s, lit, 4) && word_is(s + n - 4, lit + n - 4, 4);
+    for (size_t i = 0; i + 8 < n; i += 8)
+        if (!word_is(s + i, lit + i, 8)) return false;
+    return word_is(s + n - 8, lit + n - 8, 8);
+}
+
+#define NAME_IS(s, n, lit) name_is((s), (n), (lit), sizeof(lit) - 1)
+
+/*
+ * What a header name is: H_OTHER, or the header and (H_FIELD, H_HOST) its
+ * enum http_field in *field. The length and first byte pick the one or two
+ * candidates; the names of kept_fields are the table this mirrors.
+ */
+static uint8_t classify(const char *s, size_t n, uint8_t *field) {
+    char c = (char)(s[0] | 0x20);
+    switch (n) {
+    case 4:
+        *field = HF_HOST;
+        return NAME_IS(s, n, "host") ? H_HOST : H_OTHER;
+    case 6:
+        if (c == 'e') return NAME_IS(s, n, "expect") ? H_EXPECT : H_OTHER;
+        *field = c == 'c' ? HF_COOKIE : c == 'a' ? HF_ACCEPT : HF_ORIGIN;
+        break;
+    case 8:
+        *field = HF_IF_MATCH;
+        break;
+    case 12:
+        *field = c == 'c' ? HF_CONTENT_TYPE : HF_REQUEST_ID;
+        break;
+    case 13:
+        if (c == 'a') return NAME_IS(s, n, "authorization") ? H_AUTHORIZATION : H_OTHER;
+        *field = HF_IF_NONE_MATCH;
+        break;
+    case 14:
+        *field = HF_FETCH_SITE;
+        break;
+    case 15:
+        *field = c == 'x' ? HF_FORWARDED_FOR : HF_IDEMPOTENCY_KEY;
+        break;
+    case 17:
+        return NAME_IS(s, n, "transfer-encoding") ? H_TRANSFER_ENCODING : H_OTHER;
+    default:
+        return H_OTHER;
+    }
+    return name_is(s, n, kept_fields[*field].name, kept_fields[*field].len) ? H_FIELD : H_OTHER;
+}
+
+/* llhttp keeps whitespace in a name (before the colon, or inside it); RFC
+ * 9112 5.1 requires a 400 (a proxy might have read "Transfer-Encoding : x").
+ * A name that is one of ours has none: only the others are scanned. */
+static bool word_has_ows(uint64_t w) {
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t sp = w ^ (ones * ' '), tab = w ^ (ones * '\t'); /* a zero byte where one was */
+    return (((sp - ones) & ~sp) | ((tab - ones) & ~tab)) & highs;
+}
+
+static bool has_ows(const char *s, size_t n) {
+    if (n < 8) {
+        for (size_t i = 0; i < n; i++)
+            if (ows(s[i])) return true;
+        return false;
+    }
+    /* A word at a time, the last one overlapping the one before it. */
+    uint64_t w;
+    for (size_t i = 0; i + 8 < n; i += 8) {
+        memcpy(&w, s + i, 8);
+        if (word_has_ows(w)) return true;
+    }
+    memcpy(&w, s + n - 8, 8);
+    return word_has_ows(w);
 }
 
 /*
- * The name being parsed (name_len bytes, all kept) is lit, a lower-case
- * name, ignoring case: a letter of lit matches itself with bit 5 set (only
- * its own upper case does that), any other byte matches only itself. No
- * strncasecmp call on every header.
+ * Header names may arrive in pieces. A name that arrives whole (its piece
+ * does not end the segment, which is the common case) is classified where
+ * it lies, with no copy; the pieces of a split one are scanned as they come
+ * and their first bytes kept in a small array (the names we match are
+ * short), to be classified when the name is complete. After the headers,
+ * llhttp reports trailer fields through the same callbacks: they are
+ * counted, checked, and otherwise ignored.
  */
-static bool name_is(const struct http_parser *p, const char *lit, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        char c = lit[i] >= 'a' ? (char)(p->name[i] | 0x20) : p->name[i];
-        if (c != lit[i]) return false;
+static int on_header_field(llhttp_t *ll, const char *at, size_t n) {
+    struct http_parser *p = P(ll);
+    if (!p->in_headers && count_body(p, n)) return HPE_USER;
+    if (p->name_len == 0 && at + n != p->seg_end) {
+        p->name_len = n;
+        p->name_kind = classify(at, n, &p->cur_field);
+        if (p->name_kind == H_OTHER && has_ows(at, n)) return stop(p, ERR_BAD_REQUEST);
+        return 0;
     }
-    return true;
+    if (has_ows(at, n)) return stop(p, ERR_BAD_REQUEST);
+    if (p->name_len + n <= sizeof p->name) memcpy(p->name + p->name_len, at, n);
+    p->name_len += n;
+    p->name_kind = H_NAME_SPLIT;
+    return 0;
 }
 
 static int on_header_field_complete(llhttp_t *ll) {
     struct http_parser *p = P(ll);
     struct http_request *r = &p->req;
-    size_t n = p->name_len;
-    /* Lengths first: most names are told apart without looking at a byte. */
-    if (n == 13 && name_is(p, "authorization", 13))
-        r->cur_header = H_AUTHORIZATION;
-    else if (n == 6 && name_is(p, "expect", 6))
-        r->cur_header = H_EXPECT;
-    else if (n == 4 && name_is(p, "host", 4))
-        r->cur_header = H_HOST;
-    else if (n == 17 && name_is(p, "transfer-encoding", 17))
-        r->cur_header = H_TRANSFER_ENCODING;
-    else
-        r->cur_header = H_OTHER;
-    for (uint8_t f = 0; r->cur_header == H_OTHER && f < HF_COUNT; f++) {
-        if (n == kept_fields[f].len && name_is(p, kept_fields[f].name, n)) {
-            r->cur_header = H_FIELD;
-            p->cur_field = f;
-        }
-    }
-    if (!p->in_headers) r->cur_header = H_OTHER; /* a trailer never authenticates */
-    if (r->cur_header == H_HOST) p->cur_field = HF_HOST;
-    if ((r->cur_header == H_FIELD || r->cur_header == H_HOST) && field_open(p) < 0) return HPE_USER;
+    uint8_t kind = p->name_kind;
+    if (kind == H_NAME_SPLIT)
+        kind =
+            p->name_len <= sizeof p->name ? classify(p->name, p->name_len, &p->cur_field) : H_OTHER;
+    if (!p->in_headers) kind = H_OTHER; /* a trailer never authenticates */
+    r->cur_header = kind;
     /* Counts saturate at 2: "more than one" is all that matters. */
-    if (r->cur_header == H_AUTHORIZATION && p->n_auth < 2) p->n_auth++;
-    if (r->cur_header == H_HOST && p->n_host < 2) p->n_host++;
-    if (r->cur_header == H_TRANSFER_ENCODING && p->n_te < 2) p->n_te++;
-    if (r->cur_header == H_AUTHORIZATION) buf_reset(&r->kept->authorization);
-    p->host_state = HOST_VALUE;
+    switch (kind) {
+    case H_AUTHORIZATION:
+        if (p->n_auth < 2) p->n_auth++;
+        buf_reset(&r->kept->authorization);
+        break;
+    case H_HOST:
+        p->cur_field = HF_HOST;
+        if (field_open(p) < 0) return HPE_USER;
+        if (p->n_host < 2) p->n_host++;
+        p->host_state = HOST_VALUE;
+        break;
+    case H_FIELD:
+        if (field_open(p) < 0) return HPE_USER;
+        break;
+    case H_TRANSFER_ENCODING:
+        if (p->n_te < 2) p->n_te++;
+        /* fall through */
+    case H_EXPECT:
+        p->value_len = p->value_trim = 0;
+        break;
+    default:
+        break;
+    }
     p->name_len = 0;
-    p->value_len = p->value_trim = 0;
+    p->name_kind = H_OTHER; /* until the next name says what it is */
     p->value_open = false;
     return 0;
 }
@@ -278,8 +374,13 @@ static int on_header_value(llhttp_t *ll, const char *at, size_t n) {
         if (h->fields.len + n > p->limits->max_header_bytes) return stop(p, ERR_HEADERS_TOO_LARGE);
         buf_append(&h->fields, at, n);
         h->len[HF_HOST] += (uint32_t)n;
-        /* llhttp has dropped the leading whitespace; trailing may follow. */
-        for (size_t i = 0; i < n; i++) {
+        /* llhttp has dropped the leading whitespace; trailing may follow. The
+         * usual value is host characters only: they are skipped at once. */
+        size_t i = 0;
+        if (p->host_state == HOST_VALUE)
+            while (i < n && host_char((unsigned char)at[i]))
+                i++;
+        for (; i < n; i++) {
             if (ows(at[i]))
                 p->host_state = HOST_TRAILING_WS;
             else if (p->host_state == HOST_TRAILING_WS || !host_char((unsigned char)at[i]))
@@ -437,6 +538,7 @@ void http_parser_init(struct http_parser *p, const struct http_limits *limits,
     if (!settings.on_message_begin) {
         llhttp_settings_init(&settings);
         settings.on_message_begin = on_message_begin;
+        settings.on_method = on_method;
         settings.on_url = on_url;
         settings.on_url_complete = on_url_complete;
         settings.on_version_complete = on_version_complete;
@@ -483,6 +585,7 @@ enum http_status http_parser_execute(struct http_parser *p, const char *ptr, siz
     size_t off = 0;
     for (;;) {
         bool head = p->in_headers; /* were the bytes of this segment head bytes? */
+        p->begin_at = NULL;        /* ... or from where, if a request begins in it */
         /* A header value or a chunk terminator that the last segment ended
          * in goes on at the start of this one. */
         if (p->value_open) p->value_end = p->value_end == p->seg_end ? ptr + off : NULL;
@@ -501,9 +604,11 @@ enum http_status http_parser_execute(struct http_parser *p, const char *ptr, siz
             }
             p->crlf_at = NULL;
         }
-        if (head) p->req.head_bytes += (uint32_t)used;
-        if ((head || p->internal_pause == PAUSE_HEADERS) &&
-            p->req.head_bytes > p->limits->max_header_bytes) {
+        if (head)
+            p->req.head_bytes += (uint32_t)used;
+        else if (p->begin_at)
+            p->req.head_bytes += (uint32_t)(ptr + off - p->begin_at);
+        if ((head || p->begin_at) && p->req.head_bytes > p->limits->max_header_bytes) {
             p->error = ERR_HEADERS_TOO_LARGE;
             *consumed = off;
             return HTTP_ERROR;
@@ -546,203 +651,4 @@ enum http_status http_parser_execute(struct http_parser *p, const char *ptr, siz
 
 void http_parser_resume(struct http_parser *p) {
     llhttp_resume(&p->ll);
-}
-
-/* ---- responses ---- */
-
-void http_response_init(struct http_response *r) {
-    memset(r, 0, sizeof *r);
-    buf_init(&r->body, 0); /* grows on first use, then keeps its capacity */
-    buf_init(&r->headers, 0);
-    buf_init(&r->path, 0);
-    http_response_reset(r);
-}
-
-void http_response_destroy(struct http_response *r) {
-    buf_destroy(&r->body);
-    buf_destroy(&r->headers);
-    buf_destroy(&r->path);
-}
-
-void http_response_reset(struct http_response *r) {
-    r->status = 200;
-    r->close = false;
-    r->no_body = false;
-    r->http10 = false;
-    r->head_only = false;
-    r->extra = NULL;
-    r->content_type = NULL;
-    r->lsn = 0;
-    r->etag.n = 0;
-    r->head_len = 0;
-    r->route = 0;
-    r->method = 0;
-    r->request_id_len = 0;
-    r->user_id = 0;
-    buf_reset(&r->body);
-    buf_reset(&r->headers);
-    buf_reset(&r->path);
-}
-
-bool http_request_id_ok(struct slice v) {
-    if (v.len == 0 || v.len > HTTP_REQUEST_ID_MAX) return false;
-    for (size_t i = 0; i < v.len; i++) {
-        unsigned char c = (unsigned char)v.ptr[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '.' || c == '_' || c == ':' || c == '-';
-        if (!ok) return false;
-    }
-    return true;
-}
-
-void http_response_error(struct http_response *r, enum err e, const char *field,
-                         const char *message) {
-    r->status = (uint16_t)err_status(e);
-    r->no_body = false;
-    r->extra = NULL; /* e.g. a 401's WWW-Authenticate, when a 413 replaces it */
-    r->etag.n = 0;
-    r->content_type = NULL;
-    buf_reset(&r->body);
-    buf_append_str(&r->body, "{\"Status\":\"error\",\"Error\":{\"Code\":\"");
-    buf_append_str(&r->body, err_code(e));
-    buf_append_str(&r->body, "\",\"Message\":");
-    const char *m = message ? message : err_message(e);
-    json_write_string(&r->body, m, strlen(m));
-    if (field) {
-        buf_append_str(&r->body, ",\"Field\":");
-        json_write_string(&r->body, field, strlen(field));
-    }
-    buf_append_str(&r->body, "}}");
-}
-
-static char date_buf[40];
-static time_t date_at;
-
-const char *http_date(void) {
-    time_t now = time(NULL);
-    if (now != date_at) {
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        strftime(date_buf, sizeof date_buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-        date_at = now;
-    }
-    return date_buf;
-}
-
-static size_t put(char *h, const char *s, size_t n) {
-    memcpy(h, s, n);
-    return n;
-}
-
-#define PUT_LIT(h, s) put((h), (s), sizeof(s) - 1)
-
-size_t http_etag_format(const struct http_etag *e, char *out) {
-    size_t n = 0;
-    out[n++] = '"';
-    for (uint8_t i = 0; i < e->n && i < 3; i++) {
-        if (i) {
-            out[n++] = '-';
-            out[n++] = e->tag[i];
-        }
-        n += u64_digits(e->v[i], out + n);
-    }
-    out[n++] = '"';
-    return n;
-}
-
-/* The head's first lines: status line, Date, and unless no_body, Content-Type
- * and the name of Content-Length. At most HEAD_START_MAX bytes. */
-static size_t head_start(char *h, const struct http_response *r) {
-    size_t n = PUT_LIT(h, "HTTP/1.1 ");
-    h[n++] = (char)('0' + r->status / 100);
-    h[n++] = (char)('0' + r->status / 10 % 10);
-    h[n++] = (char)('0' + r->status % 10);
-    h[n++] = ' ';
-    const char *reason = http_reason(r->status);
-    n += put(h + n, reason, strlen(reason));
-    n += PUT_LIT(h + n, "\r\nDate: ");
-    n += put(h + n, date_buf, 29);
-    n += PUT_LIT(h + n, "\r\n");
-    /* RFC 9110 forbids Content-Length on a 204; every other response has one. */
-    if (!r->no_body) {
-        n += PUT_LIT(h + n, "Content-Type: ");
-        if (r->content_type)
-            n += put(h + n, r->content_type, strlen(r->content_type));
-        else
-            n += PUT_LIT(h + n, "application/json");
-        n += PUT_LIT(h + n, "\r\nContent-Length: ");
-    }
-    return n;
-}
-
-/*
- * The first lines change with the second, the status and the Content-Type
- * only: the last ones made are kept and copied while those stay the same
- * (content types are static strings, so their address tells them apart).
- */
-#define HEAD_START_MAX 200
-static struct {
-    char text[HEAD_START_MAX];
-    size_t len;
-    time_t at;
-    uint16_t status;
-    bool no_body;
-    const char *content_type;
-} head_cache;
-
-void http_response_finish(struct http_response *r, bool keep_alive) {
-    /* Hot path: no printf; every piece has a known bound within r->head. */
-    char *h = r->head;
-    http_date();
-    if (head_cache.len == 0 || head_cache.at != date_at || head_cache.status != r->status ||
-        head_cache.no_body != r->no_body || head_cache.content_type != r->content_type) {
-        head_cache.len = head_start(head_cache.text, r);
-        head_cache.at = date_at;
-        head_cache.status = r->status;
-        head_cache.no_body = r->no_body;
-        head_cache.content_type = r->content_type;
-    }
-    size_t n = put(h, head_cache.text, head_cache.len);
-    if (!r->no_body) {
-        n += u64_digits(r->body.len, h + n);
-        n += PUT_LIT(h + n, "\r\n");
-    }
-    if (!keep_alive)
-        n += PUT_LIT(h + n, "Connection: close\r\n");
-    else if (r->http10)
-        n += PUT_LIT(h + n, "Connection: keep-alive\r\n");
-    if (r->request_id_len) {
-        /* At most 80 bytes: the head's other lines leave room for it (and extra
-         * falls back to the built lines below when it does not fit). */
-        n += PUT_LIT(h + n, "X-Request-ID: ");
-        n += put(h + n, r->request_id, r->request_id_len);
-        n += PUT_LIT(h + n, "\r\n");
-    }
-    if (r->etag.n) {
-        /* At most 80 bytes too: with it the head's lines stay below 350 bytes. */
-        n += PUT_LIT(h + n, "ETag: ");
-        n += http_etag_format(&r->etag, h + n);
-        n += PUT_LIT(h + n, "\r\n");
-    }
-    if (r->extra) {
-        size_t len = strlen(r->extra);
-        if (n + len + 2 <= sizeof r->head) {
-            n += put(h + n, r->extra, len);
-        } else {
-            /* Too long for the head: it goes first among the built lines. */
-            size_t had = r->headers.len;
-            buf_reserve(&r->headers, len);
-            buf_commit(&r->headers, len);
-            memmove(r->headers.ptr + len, r->headers.ptr, had);
-            memcpy(r->headers.ptr, r->extra, len);
-        }
-    }
-    /* The built header lines follow the head in the write; the blank line ends them. */
-    if (r->headers.len)
-        buf_append(&r->headers, "\r\n", 2);
-    else
-        n += PUT_LIT(h + n, "\r\n");
-    r->head_len = (uint32_t)n;
-    /* A response to HEAD ends with its head, whatever Content-Length says (RFC 9112 6.3). */
-    if (r->head_only) buf_reset(&r->body);
 }

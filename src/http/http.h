@@ -118,7 +118,7 @@ struct http_events {
 
 enum http_status { HTTP_OK, HTTP_PAUSED, HTTP_ERROR };
 
-enum { PAUSE_NONE, PAUSE_BEGIN, PAUSE_HEADERS };
+enum { PAUSE_NONE, PAUSE_HEADERS };
 
 struct http_parser {
     llhttp_t ll;
@@ -131,7 +131,10 @@ struct http_parser {
     uint8_t internal_pause; /* PAUSE_*: why llhttp paused itself, for execute */
     bool in_message;        /* bytes of a request seen, request not complete */
     bool in_headers;        /* ... and its headers are not complete */
-    char name[24];          /* start of the header name (then Expect or TE value) being parsed */
+    const char *begin_at;   /* where a request began in the segment being parsed, or NULL */
+    char name[24];          /* start of a header name that came in pieces (then of an Expect
+                             * or TE value) */
+    uint8_t name_kind;      /* what the header name being parsed is (see http.c) */
     size_t name_len, value_len;
     size_t value_trim; /* value_len without trailing whitespace */
     /* Header accounting for RFC 9112's framing rules (see http.c). */
@@ -216,6 +219,7 @@ struct http_response {
     struct buf body;
     char head[384];
     uint32_t head_len;
+    uint64_t head_gen; /* which of http.c's head starts head begins with; 0: none */
     /* What the access log and the metrics need of the request, kept with its
      * response: a pipelined next request rewrites the request's own buffers
      * before this response leaves. The server fills them when the headers

@@ -184,7 +184,8 @@ struct server {
     uint64_t acked_lsn;             /* responses with lsn <= this may leave */
     server_sent_cb on_sent;         /* each response handed to the socket, or NULL */
     void *sent_ctx;
-    uint64_t rid_next;  /* generated request ids: rid_prefix, '-', this in hex */
+    char rid_text[32];  /* the last generated request id: rid_prefix, '-', a count in hex */
+    uint8_t rid_len;    /* its length; 0: none made yet */
     char rid_prefix[9]; /* 8 random hex digits per process */
     bool draining;      /* server_drain: in the window, before server_shutdown */
     bool shutting_down;

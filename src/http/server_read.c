@@ -84,8 +84,6 @@ static void on_timer(uv_timer_t *t) {
 
 /* ---- parser events ---- */
 
-static const char hexdig[] = "0123456789abcdef";
-
 void conn_response_begin(struct conn *c, struct http_response *r, struct slice given) {
     struct server *srv = c->srv;
     /* A request that began in an earlier read started then (c->timing);
@@ -99,21 +97,32 @@ void conn_response_begin(struct conn *c, struct http_response *r, struct slice g
     server__request_id_make(srv, r);
 }
 
+_Static_assert(sizeof((struct server *)0)->rid_text <= HTTP_REQUEST_ID_MAX,
+               "a generated request id fits a response's");
+
 void server__request_id_make(struct server *srv, struct http_response *r) {
-    /* Cheap and unique for this process: the random prefix, '-', a counter in hex. */
-    char *o = r->request_id;
-    memcpy(o, srv->rid_prefix, 8);
-    o[8] = '-';
-    uint64_t v = ++srv->rid_next;
-    char tmp[16];
-    unsigned n = 0;
-    do {
-        tmp[n++] = hexdig[v & 15];
-        v >>= 4;
-    } while (v);
-    for (unsigned i = 0; i < n; i++)
-        o[9 + i] = tmp[n - 1 - i];
-    r->request_id_len = (uint8_t)(9 + n);
+    /* Cheap and unique for this process: the random prefix, '-', a count in
+     * hex (1, 2, ... f, 10, ...), kept as text and counted up in place. */
+    char *t = srv->rid_text;
+    if (srv->rid_len == 0) {
+        memcpy(t, srv->rid_prefix, 8);
+        memcpy(t + 8, "-0", 2);
+        srv->rid_len = 10;
+    }
+    for (size_t i = srv->rid_len - 1;; i--) {
+        if (t[i] == '-') { /* every digit was f and is now 0: one digit more */
+            t[i + 1] = '1';
+            t[srv->rid_len++] = '0';
+            break;
+        }
+        if (t[i] != 'f') {
+            t[i] = t[i] == '9' ? 'a' : (char)(t[i] + 1);
+            break;
+        }
+        t[i] = '0';
+    }
+    memcpy(r->request_id, t, sizeof srv->rid_text);
+    r->request_id_len = srv->rid_len;
 }
 
 static int on_headers(void *owner, struct http_request *req) {
@@ -144,7 +153,9 @@ static int on_headers(void *owner, struct http_request *req) {
         int w = uv_try_write(&c->io.stream, &b, 1);
         if (w > 0 && (size_t)w < b.len) c->continue_left = (uint8_t)(b.len - (size_t)w);
     }
-    conn_arm_timer(c); /* the header deadline ends; the request deadline begins */
+    /* The header deadline ends and the request deadline begins when
+     * conn_parse_buffered, which this runs under, arms the timer after the
+     * read's requests: no time passes on the loop's clock in between. */
     return 0;
 }
 

@@ -59,9 +59,17 @@ static uint32_t collect(struct conn *c, unsigned *nbuf) {
         bool keep = !r->close && !(c->close_after && last_queued);
         if (!keep) r->close = true;
         http_response_finish(r, keep);
-        iov[nb++] = uv_buf_init(r->head, r->head_len);
-        if (r->headers.len) iov[nb++] = uv_buf_init(r->headers.ptr, (unsigned)r->headers.len);
-        if (!r->no_body && r->body.len) iov[nb++] = uv_buf_init(r->body.ptr, (unsigned)r->body.len);
+        /* Set in place: uv_buf_init is a call into libuv. */
+        iov[nb].base = r->head;
+        iov[nb++].len = r->head_len;
+        if (r->headers.len) {
+            iov[nb].base = r->headers.ptr;
+            iov[nb++].len = r->headers.len;
+        }
+        if (!r->no_body && r->body.len) {
+            iov[nb].base = r->body.ptr;
+            iov[nb++].len = r->body.len;
+        }
         if (srv->on_sent) {
             if (!now) now = uv_hrtime();
             const struct http_request *req = &c->parser.req;
@@ -135,7 +143,9 @@ static bool written(struct conn *c, int status) {
     c->head = (c->head + n) % c->srv->nslots;
     c->count -= n;
     c->nwriting = 0;
-    c->idle_since = uv_now(c->srv->loop);
+    uint64_t now = uv_now(c->srv->loop);
+    bool moved = now != c->idle_since;
+    c->idle_since = now;
     if (c->closing) return false;
     if (status < 0) {
         conn_close(c);
@@ -149,7 +159,10 @@ static bool written(struct conn *c, int status) {
         c->paused = false;
         http_parser_resume(&c->parser);
         conn_parse_buffered(c);
-    } else if (!c->parser.in_message) {
+    } else if (!c->parser.in_message &&
+               (moved || c->deadline != c->idle_since + c->srv->set.idle_timeout_ms)) {
+        /* Written in the loop turn that read the request, the idle deadline is
+         * the one conn_parse_buffered armed already: no second arm. */
         conn_arm_timer(c);
     }
     return true;
@@ -176,6 +189,7 @@ void conn_flush(struct conn *c) {
         int w = uv_try_write(&c->io.stream, iov, nbuf);
         if (w == (int)total) {
             if (!written(c, 0)) return;
+            if (c->count == 0 && !c->close_after) return; /* nothing more to send or end */
             continue;
         }
         if (w < 0 && w != UV_EAGAIN) {

@@ -399,6 +399,17 @@ static void not_signed_in(struct handlers *h, struct http_response *r, bool json
     redirect(h, r, "/signin");
 }
 
+bool site_claims_under(const struct handlers *h, const char *prefix, size_t n) {
+    if (!h->set.site) return false;
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        char full[512];
+        int len = snprintf(full, sizeof full, "%s%s", h->set.site_path, routes[i].path);
+        if (len < 0 || (size_t)len >= sizeof full) return true; /* cannot tell: it may */
+        if ((size_t)len >= n && memcmp(full, prefix, n) == 0) return true;
+    }
+    return false;
+}
+
 bool site_headers(struct handlers *h, struct site_state *st, struct http_request *req,
                   struct http_response *r, enum server_headers_result *res) {
     if (!h->set.site) return false;

@@ -25,6 +25,10 @@ struct site_state {
  * checks --site-origin and loads (or makes) the CSRF secret. Returns 0, or
  * -1 after writing the reason to msg. */
 int site_init(struct handlers *h, char *msg, size_t msg_len);
+/* True when a page of the site (when it is on) has a path that begins with
+ * the n bytes at prefix: the front asks once, to route the paths under the
+ * API's base without asking the site. */
+bool site_claims_under(const struct handlers *h, const char *prefix, size_t n);
 /* Returns true when path is the site's (then *res is set). */
 bool site_headers(struct handlers *h, struct site_state *st, struct http_request *req,
                   struct http_response *r, enum server_headers_result *res);

@@ -936,6 +936,18 @@ class Configuration(unittest.TestCase):
             r = call(srv.port, "GET", "/account/register")
             self.assertIn('action="/account/register"', r.body.decode(), r.describe())
 
+    def test_site_path_under_the_api_base_keeps_its_pages(self):
+        # The front sends paths under the API's base straight to the API only
+        # when no page of the site lies there: here the pages do.
+        with harness.Server(extra_args=["--site-path", "/v2"]) as srv:
+            self.assertEqual(call(srv.port, "GET", "/v2/register").status, 200)
+            self.assertEqual(call(srv.port, "GET", "/v2/theme/1").status, 401)
+
+    def test_api_base_over_the_site_keeps_its_pages(self):
+        with harness.Server(extra_args=["--base-path", "/user"]) as srv:
+            self.assertEqual(call(srv.port, "GET", "/user/api").status, 303)  # to sign-in
+            self.assertEqual(call(srv.port, "GET", "/user/theme/1").status, 401)
+
     def test_site_off_is_404(self):
         with harness.Server(extra_args=["--no-site"]) as srv:
             for path in ("/register", "/signin", "/user/api"):

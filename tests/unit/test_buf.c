@@ -132,6 +132,24 @@ static void test_buf_append_u64(void) {
         buf_append_u64(&b, v);
         CHECK_EQ_STR(b.ptr, want);
     }
+    /* Every number to 100,000, and each power of ten and its neighbours. */
+    for (uint64_t v = 0; v <= 100000; v++) {
+        char want[32];
+        snprintf(want, sizeof want, "%" PRIu64, v);
+        buf_reset(&b);
+        buf_append_u64(&b, v);
+        CHECK_EQ_STR(b.ptr, want);
+    }
+    for (uint64_t p = 10; p <= UINT64_C(10000000000000000000); p *= 10) {
+        for (uint64_t v = p - 1; v <= p + 1; v++) {
+            char want[32];
+            snprintf(want, sizeof want, "%" PRIu64, v);
+            buf_reset(&b);
+            buf_append_u64(&b, v);
+            CHECK_EQ_STR(b.ptr, want);
+        }
+        if (p == UINT64_C(10000000000000000000)) break;
+    }
     buf_destroy(&b);
 }
 

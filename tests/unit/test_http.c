@@ -1,6 +1,7 @@
 /* The llhttp adapter: a request cut at every byte, pipelining, limits. */
 #include "check.h"
 #include "http/http.h"
+#include "http/server_internal.h"
 
 struct seen {
     int headers, completes;
@@ -9,6 +10,7 @@ struct seen {
     char path[64];
     char auth[64];
     bool keep_alive, expect;
+    char fields[HF_COUNT][40];
 };
 
 static int on_headers(void *o, struct http_request *r) {
@@ -19,6 +21,10 @@ static int on_headers(void *o, struct http_request *r) {
              r->kept->authorization.ptr);
     s->keep_alive = r->keep_alive;
     s->expect = r->expect_continue;
+    for (int f = 0; f < HF_COUNT; f++) {
+        struct slice v = http_request_field(r, (enum http_field)f);
+        snprintf(s->fields[f], sizeof s->fields[f], "%.*s", (int)v.len, v.ptr);
+    }
     return 0;
 }
 
@@ -103,6 +109,111 @@ static void test_headers_too_large(void) {
     http_parser_destroy(&p);
 }
 
+/* A request of head bytes (request line to blank line), "GET /" and one X header. */
+static size_t head_of(char *out, size_t bytes) {
+    const char *fmt = "GET / HTTP/1.1\r\nHost: a\r\nX: %0*d\r\n\r\n";
+    size_t fixed = strlen("GET / HTTP/1.1\r\nHost: a\r\nX: \r\n\r\n");
+    return (size_t)sprintf(out, fmt, (int)(bytes - fixed), 0);
+}
+
+/* The limit counts a head's bytes exactly, for a request that begins in the
+ * middle of a read (after another one and empty lines) and wherever the
+ * reads are cut: at the limit it passes, one byte more is 431. */
+static void test_head_limit_exact(void) {
+    for (size_t extra = 0; extra <= 1; extra++) {
+        char two[2 * 1100];
+        size_t n = head_of(two, 40);
+        n += (size_t)sprintf(two + n, "\r\n\r\n");
+        size_t second = n;
+        n += head_of(two + n, lim.max_header_bytes + extra);
+        for (size_t cut = second - 8; cut <= n; cut += 7) {
+            struct seen s = {0};
+            struct http_parser p;
+            http_parser_init(&p, &lim, &ev, &s);
+            enum http_status a = feed(&p, two, cut);
+            enum http_status b = a == HTTP_OK ? feed(&p, two + cut, n - cut) : a;
+            CHECK_EQ_INT(b, extra ? HTTP_ERROR : HTTP_OK);
+            CHECK_EQ_INT(s.completes, extra ? 1 : 2);
+            if (extra) CHECK_EQ_INT(p.error, ERR_HEADERS_TOO_LARGE);
+            http_parser_destroy(&p);
+        }
+    }
+}
+
+/* The kept headers, whatever the case of their names and wherever a read
+ * cuts them; names that differ by one byte or carry a space are not ours. */
+static void test_kept_names(void) {
+    static const char head[] =
+        "GET /k HTTP/1.1\r\nhOsT: a.example\r\nX-REQUEST-ID: rid-1\r\nIf-None-Match: \"1\"\r\n"
+        "X-Forwarded-For: 1.2.3.4\r\nIdempotency-Key: k1\r\nSec-Fetch-Site: same-origin\r\n"
+        "Cookie: a=1\r\nCOOKIE: b=2\r\nAccept: x/y\r\nOrigin: o\r\nContent-Type: t/u\r\n"
+        "If-Match: m\r\nX-Request-Ix: no\r\nAcceps: no\r\nIf-Matcj: no\r\nAuthorization: A b\r\n"
+        ": empty name\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n";
+    static const char *const want[HF_COUNT] = {
+        [HF_COOKIE] = "a=1; b=2",
+        [HF_CONTENT_TYPE] = "t/u",
+        [HF_ACCEPT] = "x/y",
+        [HF_FORWARDED_FOR] = "1.2.3.4",
+        [HF_REQUEST_ID] = "rid-1",
+        [HF_HOST] = "a.example",
+        [HF_ORIGIN] = "o",
+        [HF_FETCH_SITE] = "same-origin",
+        [HF_IDEMPOTENCY_KEY] = "k1",
+        [HF_IF_MATCH] = "m",
+        [HF_IF_NONE_MATCH] = "\"1\"",
+    };
+    size_t n = strlen(head);
+    for (size_t cut = 0; cut <= n; cut++) {
+        struct seen s = {0};
+        struct http_parser p;
+        http_parser_init(&p, &lim, &ev, &s);
+        CHECK_EQ_INT(feed(&p, head, cut), HTTP_OK);
+        CHECK_EQ_INT(feed(&p, head + cut, n - cut), HTTP_OK);
+        CHECK_EQ_INT(s.completes, 1);
+        for (int f = 0; f < HF_COUNT; f++)
+            CHECK_EQ_STR(s.fields[f], want[f]);
+        CHECK_EQ_STR(s.auth, "A b");
+        CHECK(s.expect);
+        http_parser_destroy(&p);
+    }
+    static const char *const spaced[] = {
+        "GET / HTTP/1.1\r\nHost: a\r\nNa me: x\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a\r\nContent-Type : x\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost : a\r\n\r\n",
+    };
+    /* Names of other lengths: a space or a tab anywhere in them is refused. */
+    for (size_t len = 1; len <= 20; len++) {
+        for (size_t at = 0; at <= len; at++) {
+            for (int ws = 0; ws < 2; ws++) {
+                char name[24], h[96];
+                memset(name, 'q', len);
+                if (at < len) name[at] = ws ? '\t' : ' ';
+                name[len] = 0;
+                int n = snprintf(h, sizeof h, "GET / HTTP/1.1\r\nHost: a\r\n%s: x\r\n\r\n", name);
+                struct seen s = {0};
+                struct http_parser p;
+                http_parser_init(&p, &lim, &ev, &s);
+                CHECK_EQ_INT(feed(&p, h, (size_t)n), at < len ? HTTP_ERROR : HTTP_OK);
+                if (at < len) CHECK_EQ_INT(p.error, ERR_BAD_REQUEST);
+                http_parser_destroy(&p);
+            }
+        }
+    }
+    for (size_t i = 0; i < sizeof spaced / sizeof spaced[0]; i++) {
+        size_t len = strlen(spaced[i]);
+        for (size_t cut = 0; cut <= len; cut++) {
+            struct seen s = {0};
+            struct http_parser p;
+            http_parser_init(&p, &lim, &ev, &s);
+            enum http_status a = feed(&p, spaced[i], cut);
+            enum http_status b = a == HTTP_OK ? feed(&p, spaced[i] + cut, len - cut) : a;
+            CHECK_EQ_INT(b, HTTP_ERROR);
+            CHECK_EQ_INT(p.error, ERR_BAD_REQUEST);
+            http_parser_destroy(&p);
+        }
+    }
+}
+
 static void test_body_too_large(void) {
     struct seen s = {0};
     struct http_parser p;
@@ -164,12 +275,34 @@ static void test_response_head(void) {
     http_response_destroy(&r);
 }
 
+/* Generated request ids: the prefix, '-', 1, 2, ... in hex, and a digit
+ * more at each power of 16. */
+static void test_request_ids_count_in_hex(void) {
+    static struct server srv; /* only the request id fields are used */
+    memcpy(srv.rid_prefix, "abcdef01", 8);
+    struct http_response r;
+    http_response_init(&r);
+    for (unsigned i = 1; i <= 5000; i++) {
+        server__request_id_make(&srv, &r);
+        char want[32];
+        snprintf(want, sizeof want, "abcdef01-%x", i);
+        CHECK_EQ_INT(r.request_id_len, (int)strlen(want));
+        CHECK(memcmp(r.request_id, want, r.request_id_len) == 0);
+    }
+    memcpy(srv.rid_text, "abcdef01-fffffffffffffffe", 25);
+    srv.rid_len = 25;
+    server__request_id_make(&srv, &r);
+    CHECK(r.request_id_len == 25 && memcmp(r.request_id, "abcdef01-ffffffffffffffff", 25) == 0);
+    http_response_destroy(&r);
+}
+
 static const struct check_case cases[] = {
     CHECK_CASE(test_cut_at_every_byte), CHECK_CASE(test_one_byte_per_read),
     CHECK_CASE(test_pipelined),         CHECK_CASE(test_headers_too_large),
     CHECK_CASE(test_body_too_large),    CHECK_CASE(test_garbage),
     CHECK_CASE(test_reset_after_error), CHECK_CASE(test_length_and_chunked),
-    CHECK_CASE(test_response_head),
+    CHECK_CASE(test_response_head),     CHECK_CASE(test_head_limit_exact),
+    CHECK_CASE(test_kept_names),        CHECK_CASE(test_request_ids_count_in_hex),
 };
 
 int main(int argc, char **argv) {

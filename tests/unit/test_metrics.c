@@ -89,6 +89,52 @@ static void test_escape(void) {
     buf_destroy(&b);
 }
 
+/* The byte-by-byte rule: each byte as it is, '"' and '\\' after a backslash,
+ * others as \u00XX; cut before the first piece that does not fit in max. */
+static size_t escape_ref(char *out, const char *in, size_t n, size_t max) {
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char x = (unsigned char)in[i];
+        char piece[8];
+        size_t k;
+        if (x == '"' || x == '\\')
+            k = (size_t)sprintf(piece, "\\%c", x);
+        else if (x < 0x20 || x > 0x7e)
+            k = (size_t)sprintf(piece, "\\u00%02x", x);
+        else
+            k = (size_t)sprintf(piece, "%c", x);
+        if (w + k > max) break;
+        memcpy(out + w, piece, k);
+        w += k;
+    }
+    out[w] = 0;
+    return w;
+}
+
+/* Every byte value at every place of strings around a word's length, and
+ * every cut of them, come out as the byte-by-byte rule says (the escaper
+ * reads plain words at once). */
+static void test_escape_every_byte_everywhere(void) {
+    struct buf b = BUF_INIT;
+    for (size_t len = 1; len <= 24; len++) {
+        for (int c = 0; c < 256; c++) {
+            for (size_t at = 0; at < len; at++) {
+                char in[24], want[160];
+                memset(in, 'a', sizeof in);
+                in[at] = (char)c;
+                size_t full = escape_ref(want, in, len, 1000);
+                for (size_t max = c == 'a' || at % 7 == 0 ? 0 : full; max <= full + 1; max++) {
+                    escape_ref(want, in, len, max);
+                    buf_reset(&b);
+                    access_log_escape(&b, (struct slice){in, len}, max);
+                    CHECK_EQ_STR(b.ptr, want);
+                }
+            }
+        }
+    }
+    buf_destroy(&b);
+}
+
 static void test_line(void) {
     char path[] = "/tmp/eventd-test-alog-XXXXXX";
     int fd = mkstemp(path);
@@ -127,6 +173,45 @@ static void test_line(void) {
     CHECK(strstr(second + 1, "\"client\":\"local\"}\n") != NULL);
 }
 
+/* The numbers at their digit-count edges, 0 and the largest. */
+static void test_line_numbers(void) {
+    static const struct {
+        uint64_t bytes, us, user_id;
+        const char *text;
+    } cases[] = {
+        {0, 9, 10, "\"bytes\":0,\"us\":9,\"user_id\":10,"},
+        {99, 100, 999, "\"bytes\":99,\"us\":100,\"user_id\":999,"},
+        {1000, 123456789, 10000000000000000000ull,
+         "\"bytes\":1000,\"us\":123456789,\"user_id\":10000000000000000000,"},
+        {UINT64_MAX, 9999999999999999999ull, 1,
+         "\"bytes\":18446744073709551615,\"us\":9999999999999999999,\"user_id\":1,"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[] = "/tmp/eventd-test-alog-XXXXXX";
+        int fd = mkstemp(path);
+        CHECK(fd >= 0);
+        unlink(path);
+        struct access_log al;
+        access_log_init(&al, NULL, fd, true);
+        struct access_entry e = {.method = 1 + 1,
+                                 .status = 404,
+                                 .path = {"/", 1},
+                                 .request_id = {"r-2", 3},
+                                 .family = 4,
+                                 .addr = (const uint8_t[4]){127, 0, 0, 1},
+                                 .bytes = cases[i].bytes,
+                                 .us = cases[i].us,
+                                 .user_id = cases[i].user_id};
+        access_log_write(&al, &e);
+        access_log_close(&al);
+        char got[1024] = {0};
+        CHECK(pread(fd, got, sizeof got - 1, 0) > 0);
+        close(fd);
+        CHECK(strstr(got, "\"status\":404,") != NULL);
+        CHECK(strstr(got, cases[i].text) != NULL);
+    }
+}
+
 static void test_off_writes_nothing(void) {
     char path[] = "/tmp/eventd-test-alog-XXXXXX";
     int fd = mkstemp(path);
@@ -148,7 +233,9 @@ int main(int argc, char **argv) {
         CHECK_CASE(test_histogram_is_cumulative),
         CHECK_CASE(test_fsync_with_null_metrics_is_a_no_op),
         CHECK_CASE(test_escape),
+        CHECK_CASE(test_escape_every_byte_everywhere),
         CHECK_CASE(test_line),
+        CHECK_CASE(test_line_numbers),
         CHECK_CASE(test_off_writes_nothing),
     };
     return check_run(argc, argv, cases, CHECK_COUNT(cases));
