@@ -307,6 +307,26 @@ class Revocation(Base):
         finally:
             s.close()
 
+    def test_a_header_one_byte_off_the_cached_one_is_401_at_every_position(self):
+        # The connection caches the header that verified; a header of the same
+        # length that differs in any one byte (so in the key, the name or the
+        # scheme) is checked in full, and refused, never taken for the cached one.
+        name, key = self.new_user()
+        good = auth_header(name, key)
+        s = connect(SRV.port)
+        try:
+            send_raw(s, build_request("GET", "/v2/theme", headers={"Authorization": good}))
+            self.assertEqual(read_response(s).status, 200)
+            for i in range(len(good)):
+                c = good[i]
+                bad = good[:i] + ("B" if c != "B" else "C") + good[i + 1:]
+                send_raw(s, build_request("GET", "/v2/theme", headers={"Authorization": bad}))
+                self.assertEqual(read_response(s).status, 401, (i, bad))
+                send_raw(s, build_request("GET", "/v2/theme", headers={"Authorization": good}))
+                self.assertEqual(read_response(s).status, 200, i)
+        finally:
+            s.close()
+
     def test_a_key_unchanged_meanwhile_still_writes(self):
         name, key = self.new_user()
         other, _ = self.new_user()

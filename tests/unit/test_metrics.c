@@ -192,7 +192,7 @@ static void test_line_numbers(void) {
         CHECK(fd >= 0);
         unlink(path);
         struct access_log al;
-        access_log_init(&al, NULL, fd, true);
+        access_log_init(&al, NULL, fd, &(struct access_log_settings){.on = true});
         struct access_entry e = {.method = 1 + 1,
                                  .status = 404,
                                  .path = {"/", 1},
