@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
 """The change feed's held callers (issue 21's targets): server memory per
-waiting client, and how soon a change reaches a waiting client after its
-acknowledgement.
+waiting client, the latency of other requests while they wait, and how soon
+a change reaches a waiting client after its acknowledgement.
 
-    tests/bench/feed_waiters.py            prints both figures
+    tests/bench/feed_waiters.py            prints the three figures
 
 1. WAITERS connections (default 10,000) each send
    GET /v2/changes?wait=60&after=CURSOR (spread over USERS users) and are
    held; once /metrics says eventd_changes_waiting == WAITERS, the growth of
    the server's RSS (VmRSS, /proc) over the idle server with the same users
    is divided by WAITERS: what a held client costs, its connection included.
+   (Held connections park: eventd_connections_parked says how many; the RSS
+   is read once a sweep, --idle-sweep-ms, has run after the last one parked.)
+   Around it, PROBE_REQUESTS authenticated GETs of one theme (round robin
+   over PROBE_CONNS keep-alive connections, one request at a time) are timed
+   with no waiters and again with the WAITERS held: p50, p99 and their ratio.
    Then one change per user answers them all.
 2. ROUNDS times (default 200): one client waits on user u0, another creates
    a theme of u0 (--fsync always: acknowledged after its fdatasync); the
@@ -18,11 +23,14 @@ acknowledgement.
    the same fdatasync, so this is the wake's own cost.
 
 Environment: EVENTD_BIN (build/eventd), WAITERS (10000), USERS (100),
-ROUNDS (200). Needs `ulimit -n` above WAITERS + 100. Loopback only;
-bounded: every wait has a deadline.
+ROUNDS (200), PROBE_CONNS (4), PROBE_REQUESTS (4000). Needs `ulimit -n` above
+WAITERS + 100: the script raises its soft limit (and so the server's) to the
+hard limit, and stops if that is too low. Loopback only; bounded: every wait
+has a deadline, every loop a count.
 """
 
 import os
+import resource
 import selectors
 import socket
 import sys
@@ -35,6 +43,19 @@ import harness  # noqa: E402
 WAITERS = int(os.environ.get("WAITERS", "10000"))
 USERS = int(os.environ.get("USERS", "100"))
 ROUNDS = int(os.environ.get("ROUNDS", "200"))
+PROBE_CONNS = int(os.environ.get("PROBE_CONNS", "4"))
+PROBE_REQUESTS = int(os.environ.get("PROBE_REQUESTS", "4000"))
+
+
+def raise_nofile():
+    """The server inherits this limit: it needs a descriptor per held client too."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = WAITERS + 200
+    if soft < need:
+        if hard != resource.RLIM_INFINITY and hard < need:
+            raise SystemExit("ulimit -n: the hard limit %d is below %d (WAITERS + 200)"
+                             % (hard, need))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
 
 
 def rss_kib(pid):
@@ -67,12 +88,45 @@ def create(port, auth, name):
     return r
 
 
+def pct(v, q):
+    return v[min(len(v) - 1, int(q * len(v)))]
+
+
+def probe(port, auth, theme_path):
+    """PROBE_REQUESTS GETs over PROBE_CONNS keep-alive connections, one at a time;
+    returns the sorted latencies in ms (send to the whole answer read)."""
+    conns = []
+    for _ in range(PROBE_CONNS):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conns.append(s)
+    req = harness.build_request("GET", theme_path, headers={"Authorization": auth})
+    for s in conns:  # warm: each connection's credentials cached
+        s.sendall(req)
+        harness.read_response(s, timeout=10)
+    lat = []
+    for i in range(PROBE_REQUESTS):
+        s = conns[i % PROBE_CONNS]
+        t0 = time.perf_counter()
+        s.sendall(req)
+        r = harness.read_response(s, timeout=10)
+        lat.append((time.perf_counter() - t0) * 1e3)
+        if r.status != 200:
+            raise RuntimeError("probe GET answered %d" % r.status)
+    for s in conns:
+        s.close()
+    lat.sort()
+    return lat
+
+
 def memory(srv, auths):
     port = srv.port
     for a in auths:  # every user's first request: its credential checks and owner entries
         create(port, a, "warm")
+    theme = "/v2/theme/%s" % harness.find_id(create(port, auths[0], "probe"))
     cursors = [list_cursor(port, a) for a in auths]
-    time.sleep(0.2)
+    quiet = probe(port, auths[0], theme)
+    time.sleep(2.5)  # two sweeps: what the probe's connections took goes back
     base = rss_kib(srv.proc.pid)
     socks = []
     for i in range(WAITERS):
@@ -86,10 +140,19 @@ def memory(srv, auths):
         if time.monotonic() > deadline:
             raise RuntimeError("only %d held" % gauge(port, "eventd_changes_waiting"))
         time.sleep(0.1)
+    parked = gauge(port, "eventd_connections_parked")
+    time.sleep(2.5)  # two sweeps: the free lists give back what the arrivals' burst took
     held = rss_kib(srv.proc.pid)
     per = (held - base) * 1024.0 / WAITERS
-    print("waiters %d: server RSS %d KiB idle, %d KiB with them held: %.0f bytes per waiting "
-          "client (its connection included)" % (WAITERS, base, held, per))
+    print("waiters %d (%d parked): server RSS %d KiB idle, %d KiB with them held: %.0f bytes "
+          "per waiting client (its connection included)" % (WAITERS, parked, base, held, per))
+    busy = probe(port, auths[0], theme)
+    for name, v in (("no waiters", quiet), ("%d waiters" % WAITERS, busy)):
+        print("other requests (%d GETs of a theme over %d keep-alive connections), %s: "
+              "p50 %.3f ms, p99 %.3f ms, max %.3f ms"
+              % (len(v), PROBE_CONNS, name, pct(v, 0.5), pct(v, 0.99), v[-1]))
+    print("p99 with waiters / without: %.3f (p50: %.3f)"
+          % (pct(busy, 0.99) / pct(quiet, 0.99), pct(busy, 0.5) / pct(quiet, 0.5)))
     t0 = time.monotonic()
     for a in auths:
         create(port, a, "wake")
@@ -140,15 +203,15 @@ def latency(srv, auth):
             raise RuntimeError("no answer within 10 s")
         lat.append((got["w"] - got["c"]) * 1e3)
     lat.sort()
-    p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]  # noqa: E731
     print("wake after acknowledgement, %d rounds: p50 %.3f ms, p99 %.3f ms, max %.3f ms "
           "(waiter's answer minus the create's answer; negative: the waiter's came first)"
-          % (ROUNDS, p(0.5), p(0.99), lat[-1]))
+          % (ROUNDS, pct(lat, 0.5), pct(lat, 0.99), lat[-1]))
     w.close()
     c.close()
 
 
 def main():
+    raise_nofile()
     users = ["u%d" % i for i in range(USERS)]
     with harness.Server(users=users, extra_args=[
             "--fsync", "always", "--max-connections", str(WAITERS + 200),
