@@ -446,6 +446,7 @@ static struct server_ticket defer(struct server *srv, struct http_response *r, u
     /* Only the response of the request being completed can be deferred. */
     if (!c || c->cur != r) abort();
     srv->deferred = state;
+    if (state == SLOT_PARKABLE) c->may_park = true;
     uint32_t id = ++c->tickets;
     c->kit->ticket[(c->head + c->count - 1) % srv->nslots] = id;
     server__ticket_taken(c);
@@ -492,6 +493,7 @@ void server_deferred_done(struct server *srv, struct server_ticket t) {
     int64_t i = ticket_slot(t);
     server__ticket_used(t.c);
     if (i < 0) return;
+    if (*state_at(t.c, (uint32_t)i) == SLOT_PARKABLE) t.c->may_park = false;
     *state_at(t.c, (uint32_t)i) = SLOT_READY;
     conn_flush(t.c);
     conn_settle(t.c);

@@ -172,8 +172,8 @@ struct server {
     struct server_state *states;    /* free handler states (LIFO) */
     struct conn *waiting;           /* connections whose head response waits for an LSN */
     struct conn *completing;        /* the connection inside on_complete, else NULL */
-    uint8_t deferred;               /* ... whose handler called server_defer: an enum
-                                     * slot_state (server_internal.h), else 0 */
+    uint8_t deferred;               /* ... the state its slot takes (enum slot_state,
+                                     * server_internal.h): ready, or deferred (server_defer*) */
     uint32_t nconns;                /* open, closing ones included */
     uint32_t nclosing;              /* uv_close called, callback still to come */
     uint32_t nrejecting;            /* refused over the cap, 503 sent, still draining */

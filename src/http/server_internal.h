@@ -135,6 +135,7 @@ struct conn {
     bool lingering; /* ... the answer is written, the write side shut down */
     bool eof;       /* the client shut down its side */
     bool counted;   /* counted in srv->per_addr under peer_key */
+    bool may_park;  /* a SLOT_PARKABLE response may be in the ring (conn_settle tries) */
     uint8_t peer_key[NET_KEY_BYTES];
 };
 

@@ -11,7 +11,7 @@
  * Parking: a connection whose only work is one response deferred with
  * server_defer_park (nothing unparsed, nothing else queued, no write in
  * flight) gives back its kit and its handler state at the end of the
- * callback (conn_settle), and keeps a struct server_parked of 30-odd bytes
+ * callback (conn_settle), and keeps a struct server_parked of 32 bytes
  * plus the request id and the path. Reads then land in the scratch buffer as
  * on an idle connection; whatever takes a kit again (a pipelined request,
  * server_deferred when the answer is ready) gets the deferred slot back at
@@ -164,15 +164,17 @@ void conn_state_put(struct conn *c) {
 
 /* ---- parking ---- */
 
-/* The connection's only work is a deferred response it may park. */
-static bool parkable(struct conn *c) {
-    return c->kit && c->count == 1 && *state_at(c, 0) == SLOT_PARKABLE && !c->nwriting &&
-           !c->parser.in_message && c->roff == c->rlen && !c->paused && !c->continue_left &&
-           !c->closing && !c->draining && !c->parked;
-}
-
-/* Keeps the deferred response's request facts, then gives the kit and the state back. */
-static void park(struct conn *c) {
+/*
+ * Parks c if its only work is a response deferred with server_defer_park (conn_settle
+ * calls it only when c->may_park says the ring holds one): keeps the response's
+ * request facts, then gives the kit and the state back. Not inlined: conn_settle, on
+ * every request's path, stays as small as it was.
+ */
+static __attribute__((noinline)) void park(struct conn *c) {
+    if (c->count != 1 || !c->kit || c->kit->state[c->head] != SLOT_PARKABLE || c->nwriting ||
+        c->parser.in_message || c->roff != c->rlen || c->paused || c->continue_left || c->closing ||
+        c->draining)
+        return;
     const struct http_response *r = slot_at(c, 0);
     size_t path_len = r->path.len;
     struct server_parked *p = xmalloc(sizeof *p + r->request_id_len + path_len);
@@ -247,7 +249,7 @@ void conn_list_leave(struct conn *c) {
 void conn_settle(struct conn *c) {
     if (c->list != LIST_NONE) return;
     if (!is_idle(c)) {
-        if (parkable(c)) park(c);
+        if (c->may_park) park(c);
         return;
     }
     struct server *srv = c->srv;
@@ -264,7 +266,8 @@ void conn_settle(struct conn *c) {
 
 void conn_wake(struct conn *c, size_t n) {
     conn_list_leave(c);
-    conn_kit_get(c);
+    kit_take(c);
+    if (c->parked) unpark(c);
     memcpy(c->kit->rbuf, c->srv->scratch, n);
 }
 
@@ -308,7 +311,7 @@ struct conn *server__conn_get(struct server *srv) {
     c->continue_left = 0;
     c->drained = 0;
     c->timing = c->reading = c->paused = c->close_after = c->closing = c->discard = false;
-    c->in_waiting = c->in_warm = c->draining = c->lingering = c->eof = false;
+    c->in_waiting = c->in_warm = c->draining = c->lingering = c->eof = c->may_park = false;
     c->io.handle.data = c->timer.data = c;
     return c;
 }

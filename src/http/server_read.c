@@ -157,13 +157,13 @@ static bool on_complete(void *owner, struct http_request *req) {
     struct conn *c = owner;
     struct server *srv = c->srv;
     struct http_response *r = c->cur;
-    uint8_t deferred = 0; /* the deferred slot's state (server_defer), or 0 */
+    uint8_t state = SLOT_READY; /* SLOT_DEFERRED or SLOT_PARKABLE if server_defer* ran */
     if (!c->discard) {
         srv->completing = c;
-        srv->deferred = 0;
+        srv->deferred = SLOT_READY;
         srv->handler.on_complete(srv->handler.data, c->hstate->mem, req, r);
         srv->completing = NULL;
-        deferred = srv->deferred;
+        state = srv->deferred;
     }
     c->discard = false;
     c->cur = NULL;
@@ -176,7 +176,7 @@ static bool on_complete(void *owner, struct http_request *req) {
         r->close = true;
         c->close_after = true;
     }
-    *state_at(c, c->count - 1) = deferred ? deferred : SLOT_READY;
+    *state_at(c, c->count - 1) = state;
     return c->close_after || c->count >= pipeline_max(c);
 }
 

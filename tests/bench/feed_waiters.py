@@ -14,7 +14,8 @@ a change reaches a waiting client after its acknowledgement.
    is read once a sweep, --idle-sweep-ms, has run after the last one parked.)
    Around it, PROBE_REQUESTS authenticated GETs of one theme (round robin
    over PROBE_CONNS keep-alive connections, one request at a time) are timed
-   with no waiters and again with the WAITERS held: p50, p99 and their ratio.
+   with no waiters, again with the WAITERS held, and once more after they
+   are answered (how much the run's noise moves the figure): p50, p99, ratios.
    Then one change per user answers them all.
 2. ROUNDS times (default 200): one client waits on user u0, another creates
    a theme of u0 (--fsync always: acknowledged after its fdatasync); the
@@ -66,11 +67,13 @@ def rss_kib(pid):
     raise RuntimeError("no VmRSS")
 
 
-def gauge(port, name):
+def gauge(port, name, default=None):
     r = harness.request(port, "GET", "/metrics")
     for line in r.body.decode().splitlines():
         if line.startswith(name + " "):
             return int(float(line.split()[1]))
+    if default is not None:  # (a binary from before the gauge)
+        return default
     raise RuntimeError("no %s in /metrics" % name)
 
 
@@ -140,7 +143,7 @@ def memory(srv, auths):
         if time.monotonic() > deadline:
             raise RuntimeError("only %d held" % gauge(port, "eventd_changes_waiting"))
         time.sleep(0.1)
-    parked = gauge(port, "eventd_connections_parked")
+    parked = gauge(port, "eventd_connections_parked", 0)
     time.sleep(2.5)  # two sweeps: the free lists give back what the arrivals' burst took
     held = rss_kib(srv.proc.pid)
     per = (held - base) * 1024.0 / WAITERS
@@ -160,6 +163,10 @@ def memory(srv, auths):
         harness.read_response(s, timeout=70)
         s.close()
     print("woke all %d in %.0f ms (one create per user)" % (WAITERS, (time.monotonic() - t0) * 1e3))
+    again = probe(port, auths[0], theme)  # the same once they are gone: the run's noise
+    print("other requests, no waiters again: p50 %.3f ms, p99 %.3f ms, max %.3f ms "
+          "(p99 with waiters / this: %.3f)"
+          % (pct(again, 0.5), pct(again, 0.99), again[-1], pct(busy, 0.99) / pct(again, 0.99)))
 
 
 def latency(srv, auth):
