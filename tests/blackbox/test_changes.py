@@ -317,6 +317,24 @@ class Parked(Served):
         self.assertEqual(r2.json()["Result"]["Items"], [])
         self.assertEqual((self.waiting(), self.parked()), (0, 0))
 
+    def test_a_create_pipelined_behind_a_parked_wait_wakes_it_on_its_own_connection(self):
+        cur = self.cursor()
+        auth = harness.auth_header("alice", self.keys["alice"])
+        s = self.hold(cur, rid="held")
+        self.assertTrue(self.held(1))
+        s.sendall(harness.build_request("POST", "/v2/theme", b'{"Theme":{"Name":"own"}}',
+                                        headers={"Authorization": auth,
+                                                 "Content-Type": "application/json",
+                                                 "X-Request-ID": "create"}))
+        r1 = harness.read_response(s, timeout=20)
+        r2 = harness.read_response(s, timeout=20)
+        self.assertEqual((r1.header("X-Request-ID"), r2.header("X-Request-ID")),
+                         ("held", "create"))
+        self.assertEqual((r1.status, r2.status), (200, 200))
+        t = r2.json()["Result"]["ID"]
+        self.assertEqual(self.summary(r1.json()["Result"]["Changes"]), [("Theme", t, "create")])
+        self.assertEqual((self.waiting(), self.parked()), (0, 0))
+
     def test_a_client_that_resets_while_parked_frees_its_connection(self):
         cur = self.cursor()
         for c in self.clients.values():
