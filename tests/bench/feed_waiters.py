@@ -4,6 +4,8 @@ waiting client, the latency of other requests while they wait, and how soon
 a change reaches a waiting client after its acknowledgement.
 
     tests/bench/feed_waiters.py            prints the three figures
+    tests/bench/feed_waiters.py --icount   instructions per GET and PUT of a theme
+                                           with no waiters and with WAITERS held
 
 1. WAITERS connections (default 10,000) each send
    GET /v2/changes?wait=60&after=CURSOR (spread over USERS users) and are
@@ -24,6 +26,13 @@ a change reaches a waiting client after its acknowledgement.
    its client) to the waiter's answer, p50/p99/max. Both answers leave after
    the same fdatasync, so this is the wake's own cost.
 
+--icount: the machine's load moves every latency above (and even the CPU
+time per request), instruction counts not: eventd runs under callgrind as in
+icount.py (its settings, its chunks, its TIMED work taken out); get_theme
+and put_theme are counted (least of CHUNKS chunks of PER_CHUNK requests),
+then WAITERS callers are held (instrumentation off), then both are counted
+again, well within the waits' 60 s.
+
 Environment: EVENTD_BIN (build/eventd), WAITERS (10000), USERS (100),
 ROUNDS (200), PROBE_CONNS (4), PROBE_REQUESTS (4000), PROBE_BLOCKS (5). Needs `ulimit -n` above
 WAITERS + 100: the script raises its soft limit (and so the server's) to the
@@ -34,7 +43,9 @@ has a deadline, every loop a count.
 import os
 import resource
 import selectors
+import signal
 import socket
+import subprocess
 import sys
 import time
 
@@ -242,8 +253,91 @@ def latency(srv, auth):
     c.close()
 
 
+def icount_held():
+    import icount  # noqa: E402  (tests/bench, beside this script)
+    out_dir = icount.tempfile.mkdtemp(prefix="eventd-feed-icount-")
+    wrapper = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+               "--callgrind-out-file=%s/callgrind.out.%%p" % out_dir]
+    args = icount.server_args() + ["--max-connections", str(WAITERS + 200),
+                                   "--max-connections-per-address", "0"]
+    with harness.Server(users=["alice", "bob"], wrapper=wrapper, start_timeout=60,
+                        extra_args=args) as srv:
+        pid = srv.proc.pid
+        auth = harness.auth_header("alice", srv.keys["alice"])
+        bob = harness.auth_header("bob", srv.keys["bob"])
+        r = harness.request(srv.port, "POST", "/v2/theme", icount.THEME,
+                            headers={"Authorization": auth}, timeout=30)
+        theme_id = r.json()["Result"]["ID"]
+        before = set(os.listdir(out_dir))
+
+        def count(op):
+            raw = icount.requests_for(op, auth, theme_id)
+            socks = [harness.connect(srv.port, timeout=60) for _ in range(icount.CONNS)]
+            icount.run(socks, raw, icount.WARMUP, icount.EXPECT[op])
+            nonlocal before
+            chunks = []
+            icount.vgdb(pid, "instrumentation", "on")
+            for _ in range(icount.CHUNKS):
+                icount.vgdb(pid, "zero")
+                icount.run(socks, raw, icount.PER_CHUNK, icount.EXPECT[op])
+                icount.vgdb(pid, "dump")
+                (total, timed), before = icount.dumped(out_dir, before)
+                chunks.append((total - timed) / icount.PER_CHUNK)
+            icount.vgdb(pid, "instrumentation", "off")
+            for s in socks:
+                s.close()
+            return min(chunks)
+
+        ops = ("get_theme", "put_theme")
+        for op in ops:  # once first: the theme at its new name, the revs at 3 digits
+            count(op)
+        quiet = {op: count(op) for op in ops}
+        cur = list_cursor(srv.port, bob)
+        req = harness.build_request("GET", "/v2/changes?wait=60&after=%s" % cur,
+                                    headers={"Authorization": bob})
+        socks = []
+        for _ in range(WAITERS):  # bob's: alice's PUTs do not wake them
+            s = socket.create_connection(("127.0.0.1", srv.port))
+            s.sendall(req)
+            socks.append(s)
+        deadline = time.monotonic() + 50
+        while gauge(srv.port, "eventd_changes_waiting") < WAITERS:
+            if time.monotonic() > deadline:
+                raise RuntimeError("only %d held" % gauge(srv.port, "eventd_changes_waiting"))
+            time.sleep(0.2)
+        parked = gauge(srv.port, "eventd_connections_parked", 0)
+        held = {op: count(op) for op in ops}
+        for op in ops:
+            print("%s: %.0f instructions per request with no waiters, %.0f with %d held (%d "
+                  "parked): %+.2f %%" % (op, quiet[op], held[op], WAITERS, parked,
+                                        (held[op] / quiet[op] - 1) * 100), flush=True)
+        # One create of bob's answers them all (slowly, under callgrind).
+        harness.request(srv.port, "POST", "/v2/theme", b'{"Theme":{"Name":"wake"}}',
+                        headers={"Authorization": bob, "Content-Type": "application/json"},
+                        timeout=300)
+        for s in socks:
+            harness.read_response(s, timeout=300)
+            s.close()
+        deadline = time.monotonic() + 120
+        while gauge(srv.port, "eventd_connections_open") > 1:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the held clients' connections did not close")
+            time.sleep(0.2)
+        again = {op: count(op) for op in ops}
+        srv.send_signal(signal.SIGTERM)
+    subprocess.run(["rm", "-rf", out_dir])
+    for op in ops:
+        print("%s: instructions per request: %.0f with no waiters, %.0f with %d held (%d "
+              "parked: %+.2f %%), %.0f with none again (%+.2f %%)"
+              % (op, quiet[op], held[op], WAITERS, parked, (held[op] / quiet[op] - 1) * 100,
+                 again[op], (held[op] / again[op] - 1) * 100))
+
+
 def main():
     raise_nofile()
+    if sys.argv[1:] == ["--icount"]:
+        icount_held()
+        return 0
     users = ["u%d" % i for i in range(USERS)]
     with harness.Server(users=users, extra_args=[
             "--fsync", "always", "--max-connections", str(WAITERS + 200),
