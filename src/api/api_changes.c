@@ -10,7 +10,9 @@
  * change whose batch then failed is answered 503 instead.
  *
  * A caller with nothing new and ?wait=S is held: its response is deferred
- * (reply_defer) and a waiter of about 80 bytes is kept, in a chain by user
+ * with reply_defer_park (while it waits, its connection gives back its kit
+ * and its request state, so the answer is written whole from the waiter's
+ * own copies) and a waiter of 64 bytes is kept, in a chain by user
  * (a change of the user's answers its waiters at once) and in a min-heap by
  * deadline (one timer for all of them answers the ones whose wait ended,
  * with an empty page).
@@ -228,7 +230,7 @@ static void hold(struct handlers *h, uint64_t user_id, uint64_t after, uint32_t 
                  uint32_t wait_s, struct http_response *r) {
     struct changes_waiters *w = waiters_of(h);
     struct waiter *x = xcalloc(1, sizeof *x);
-    x->t = reply_defer(h, r);
+    x->t = reply_defer_park(h, r); /* the connection parks: the answer is filled whole */
     x->user_id = user_id;
     x->after = after;
     x->limit = limit;

@@ -129,6 +129,11 @@ static void reply_metrics(struct handlers *h, struct http_request *req, struct h
     metrics_write_gauge(b, "eventd_changes_waiting",
                         "Callers of GET /v2/changes?wait held until a change of theirs.",
                         (double)changes_waiting(h));
+    metrics_write_gauge(
+        b, "eventd_connections_parked",
+        "Connections whose only work is a held answer (the change feed's wait), parked "
+        "on it: no read buffer, no request state.",
+        (double)srv->nparked);
     metrics_write_gauge(b, "eventd_log_bytes", "Bytes in the log file (eventd.log).",
                         (double)ds.log_bytes);
     metrics_write_gauge(b, "eventd_log_live_bytes",

@@ -54,6 +54,11 @@ struct server_ticket reply_defer(struct handlers *h, struct http_response *r) {
     return server_defer(h->srv, r);
 }
 
+struct server_ticket reply_defer_park(struct handlers *h, struct http_response *r) {
+    h->deferring = true;
+    return server_defer_park(h->srv, r);
+}
+
 struct http_response *reply_deferred(struct handlers *h, struct server_ticket t) {
     /* After server_destroy a ticket points into freed connections: never look. */
     if (h->server_gone) return NULL;

@@ -53,6 +53,10 @@ bool reply_if_no_room(struct handlers *h, struct http_response *r);
 void reply_answer(struct handlers *h, struct http_response *r, const struct server_ticket *t);
 /* During the surface's complete only: r is answered later; the ticket is used once. */
 struct server_ticket reply_defer(struct handlers *h, struct http_response *r);
+/* The same for a long wait (the change feed's): the connection may park meanwhile
+ * (server_defer_park), so the r reply_deferred gives back holds only the request's facts,
+ * and the request state must not be used for the answer. */
+struct server_ticket reply_defer_park(struct handlers *h, struct http_response *r);
 /* The deferred response to fill, or NULL when nobody waits for it (then drop the answer). */
 struct http_response *reply_deferred(struct handlers *h, struct server_ticket t);
 /* The server is destroyed (its on_server_gone): from now on reply_deferred answers NULL. */

@@ -441,32 +441,59 @@ int server_start(struct server *srv, uv_loop_t *loop, const struct server_settin
     return 0;
 }
 
-struct server_ticket server_defer(struct server *srv, struct http_response *r) {
+static struct server_ticket defer(struct server *srv, struct http_response *r, uint8_t state) {
     struct conn *c = srv->completing;
     /* Only the response of the request being completed can be deferred. */
     if (!c || c->cur != r) abort();
-    srv->deferred = true;
-    return (struct server_ticket){c, r, c->gen};
+    srv->deferred = state;
+    if (state == SLOT_PARKABLE) c->may_park = true;
+    uint32_t id = ++c->tickets;
+    c->kit->ticket[(c->head + c->count - 1) % srv->nslots] = id;
+    server__ticket_taken(c);
+    return (struct server_ticket){c, c->gen, id};
 }
 
-/* The ring position of a deferred response, or -1 if the ticket is stale. */
+struct server_ticket server_defer(struct server *srv, struct http_response *r) {
+    return defer(srv, r, SLOT_DEFERRED);
+}
+
+struct server_ticket server_defer_park(struct server *srv, struct http_response *r) {
+    return defer(srv, r, SLOT_PARKABLE);
+}
+
+/* The ring position of a deferred response, or -1 if the ticket is stale. A parked
+ * connection takes a kit and gets its response back first (position 0). */
 static int64_t ticket_slot(struct server_ticket t) {
     struct conn *c = t.c;
-    if (c->gen != t.gen || c->closing || !c->kit) return -1;
-    for (uint32_t i = 0; i < c->count; i++)
-        if (slot_at(c, i) == t.r && *state_at(c, i) == SLOT_DEFERRED) return i;
+    if (c->gen != t.gen || c->closing) return -1;
+    if (c->parked) {
+        if (c->parked->ticket != t.id) return -1;
+        conn_kit_get(c);
+    }
+    if (!c->kit) return -1;
+    for (uint32_t i = 0; i < c->count; i++) {
+        uint8_t st = *state_at(c, i);
+        if ((st == SLOT_DEFERRED || st == SLOT_PARKABLE) &&
+            c->kit->ticket[(c->head + i) % c->srv->nslots] == t.id)
+            return i;
+    }
     return -1;
 }
 
 struct http_response *server_deferred(struct server *srv, struct server_ticket t) {
     (void)srv;
-    return ticket_slot(t) < 0 ? NULL : t.r;
+    int64_t i = ticket_slot(t);
+    if (i >= 0) return slot_at(t.c, (uint32_t)i);
+    server__ticket_used(t.c); /* the handler drops its answer: the ticket is done */
+    return NULL;
 }
 
 void server_deferred_done(struct server *srv, struct server_ticket t) {
     (void)srv;
     int64_t i = ticket_slot(t);
+    server__ticket_used(t.c);
     if (i < 0) return;
+    if (*state_at(t.c, (uint32_t)i) == SLOT_PARKABLE) t.c->may_park = false;
     *state_at(t.c, (uint32_t)i) = SLOT_READY;
     conn_flush(t.c);
     conn_settle(t.c);
@@ -577,7 +604,7 @@ void server_drain(struct server *srv, uint64_t ms, void (*on_drained)(struct ser
     for (struct server_link *q = srv->conns.next; q != &srv->conns; q = q->next) {
         struct conn *c = CONN_OF(q, link);
         if (c->closing || c->lingering || c->close_after ||
-            (!c->parser.in_message && c->count == 0))
+            (!c->parser.in_message && c->count == 0 && !c->parked))
             continue;
         c->close_after = true;
         srv->stats_drain_closed++;
@@ -602,7 +629,7 @@ void server_shutdown(struct server *srv, void (*on_drained)(struct server *srv))
     uv_timer_stop(&srv->sweep_timer);
     for (struct server_link *q = srv->conns.next; q != &srv->conns; q = q->next) {
         struct conn *c = CONN_OF(q, link);
-        if (!c->parser.in_message && c->count == 0) {
+        if (!c->parser.in_message && c->count == 0 && !c->parked) {
             /* Idle. A request may be on its way all the same: one already in
              * the socket, or one about to be sent on a connection that was
              * just opened or just answered. Such a connection gets a short

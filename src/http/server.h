@@ -20,7 +20,10 @@
  * stays with an idle connection for set.idle_sweep_ms more (so its credential
  * cache survives between requests) and then goes back to its own free list;
  * a state moving to another connection is reset first (state_reset), so
- * nothing of one connection's requests reaches another. A periodic sweep
+ * nothing of one connection's requests reaches another. A connection whose
+ * only work is a long deferred answer (server_defer_park) parks: it gives
+ * back its kit and state too, keeping a few dozen bytes of request facts
+ * (a held change-feed caller costs about 1.1 KiB, its connection included). A periodic sweep
  * (every set.idle_sweep_ms) frees what the free lists did not need during the last period and then
  * returns freed memory to the OS (malloc_trim).
  *
@@ -172,7 +175,8 @@ struct server {
     struct server_state *states;    /* free handler states (LIFO) */
     struct conn *waiting;           /* connections whose head response waits for an LSN */
     struct conn *completing;        /* the connection inside on_complete, else NULL */
-    bool deferred;                  /* ... whose handler called server_defer */
+    uint8_t deferred;               /* ... the state its slot takes (enum slot_state,
+                                     * server_internal.h): ready, or deferred (server_defer*) */
     uint32_t nconns;                /* open, closing ones included */
     uint32_t nclosing;              /* uv_close called, callback still to come */
     uint32_t nrejecting;            /* refused over the cap, 503 sent, still draining */
@@ -180,6 +184,7 @@ struct server {
     uint32_t nstates, states_low;   /* free handler states; fewest since the last sweep */
     uint32_t nfree_conns, free_low; /* free connection slots; fewest since the last sweep */
     uint32_t nslots;                /* response slots per kit: max_pipeline + 1 */
+    uint32_t nparked;               /* connections parked on a deferred answer */
     size_t freed_bytes;             /* freed since the last malloc_trim, roughly */
     uint64_t acked_lsn;             /* responses with lsn <= this may leave */
     server_sent_cb on_sent;         /* each response handed to the socket, or NULL */
@@ -227,13 +232,26 @@ int server_listen_local(struct server *srv, const char *path);
  * gives the response to fill, or NULL if the connection closed meanwhile
  * (the client left, a timeout, shutdown): then the answer is dropped. After
  * filling it, server_deferred_done sends it in turn. A ticket is used once.
+ *
+ * server_defer_park is for long waits (the change feed's ?wait): while the
+ * deferred response is its connection's only work (nothing unparsed, nothing
+ * else queued or being written), the connection parks: it gives back its
+ * kit (read buffer and response slots) and its handler state, and keeps only
+ * a compact copy of the request's facts (method, path, request id, route,
+ * user, start time, flags: about 64 bytes). server_deferred then takes a kit
+ * again and gives a response that holds those facts and nothing else the
+ * handler set before deferring (status 200, no header lines, empty body):
+ * the handler fills it whole. So a handler parks only an answer that needs
+ * neither what it put in the response before deferring nor the connection's
+ * handler state (which may have been reset and lent to another connection).
  */
 struct server_ticket {
     struct conn *c;
-    struct http_response *r;
-    uint32_t gen;
+    uint32_t gen; /* the connection's, when the ticket was taken */
+    uint32_t id;  /* which of its deferred responses */
 };
 struct server_ticket server_defer(struct server *srv, struct http_response *r);
+struct server_ticket server_defer_park(struct server *srv, struct http_response *r);
 struct http_response *server_deferred(struct server *srv, struct server_ticket t);
 void server_deferred_done(struct server *srv, struct server_ticket t);
 

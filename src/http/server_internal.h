@@ -18,6 +18,12 @@
  * An idle connection has none (see server_pool.c). Connections go idle, and
  * give their kit back, only at the end of a libuv callback (conn_settle),
  * never while the parser or a write still uses the kit.
+ *
+ * A parked connection (c->parked) has no kit either: its only work is one
+ * response deferred with server_defer_park (a long wait, the change feed's),
+ * so it keeps a compact copy of that response's request facts instead of a
+ * ring (see server_pool.c "parking"). Its count is 0; c->parked says an
+ * answer is still owed, so it is never idle.
  */
 #ifndef EVENTD_SERVER_INTERNAL_H
 #define EVENTD_SERVER_INTERNAL_H
@@ -34,6 +40,8 @@
 enum slot_state {
     SLOT_OPEN,     /* the request is being parsed */
     SLOT_DEFERRED, /* complete; the handler answers later (server_defer) */
+    SLOT_PARKABLE, /* ... and the connection may park while it is its only work
+                    * (server_defer_park) */
     SLOT_READY,    /* answered: leaves once its LSN is acknowledged */
     SLOT_WRITING
 };
@@ -46,10 +54,27 @@ struct server_kit {
     struct http_kept kept;       /* lent to the parser while the kit is taken */
     struct http_response *slots; /* srv->nslots */
     uint8_t *state;              /* enum slot_state per slot */
+    uint32_t *ticket;            /* the ticket id of each deferred slot */
     uint64_t read_ns;            /* uv_hrtime() of the last read that brought bytes */
     uint64_t req_ns;             /* ... of the read with the first byte of the request in
                                   * progress, when c->timing */
     char rbuf[READ_BUF_SIZE];
+};
+
+/*
+ * What a parked connection keeps of its deferred response: the request's
+ * facts the access log, the metrics and the head writer need (the rest of the
+ * response the handler fills when it answers). One allocation, sized to
+ * the request id and the path that follow it in data.
+ */
+struct server_parked {
+    uint64_t user_id;
+    uint64_t start_ns;
+    uint32_t ticket; /* the deferral's ticket id */
+    uint16_t path_len;
+    uint8_t method, route, request_id_len;
+    bool http10, head_only, close;
+    char data[]; /* request id, then path */
 };
 
 /* The handler's per-connection state, with the link of the free list before it. */
@@ -71,14 +96,15 @@ struct conn {
     uv_timer_t timer;
     struct server *srv;
     struct server_slab *slab;
-    struct server_link link;     /* srv->conns while open, srv->free_conns while free */
-    struct server_link ilink;    /* srv->idle or srv->lingering, as list says */
-    struct server_link wlink;    /* srv->warm, when in_warm */
-    struct conn *next_waiting;   /* srv->waiting */
-    struct server_kit *kit;      /* NULL while idle or lingering */
-    struct server_state *hstate; /* handler state: NULL until the first request and
-                                  * set.idle_sweep_ms after the last */
-    struct http_response *cur;   /* slot of the request being parsed */
+    struct server_link link;      /* srv->conns while open, srv->free_conns while free */
+    struct server_link ilink;     /* srv->idle or srv->lingering, as list says */
+    struct server_link wlink;     /* srv->warm, when in_warm */
+    struct conn *next_waiting;    /* srv->waiting */
+    struct server_kit *kit;       /* NULL while idle or lingering */
+    struct server_state *hstate;  /* handler state: NULL until the first request and
+                                   * set.idle_sweep_ms after the last */
+    struct http_response *cur;    /* slot of the request being parsed */
+    struct server_parked *parked; /* the deferred answer owed while parked, else NULL */
     struct http_parser parser;
     uint64_t req_start;     /* uv_now() when the current request's first byte came */
     uint64_t deadline;      /* uv_now() when the current timeout expires */
@@ -92,6 +118,7 @@ struct conn {
     uint32_t nwriting;      /* slots in the write in flight */
     uint32_t gen;           /* bumped when the slot is released: tickets of the
                              * connection it was become stale */
+    uint32_t tickets;       /* ticket ids given (server_defer), this connection's */
     uint8_t list;           /* enum conn_list */
     uint8_t pending_closes; /* uv_close callbacks still to come */
     uint8_t continue_left;  /* bytes of a CONTINUE_100 the socket did not take: they go
@@ -108,6 +135,7 @@ struct conn {
     bool lingering; /* ... the answer is written, the write side shut down */
     bool eof;       /* the client shut down its side */
     bool counted;   /* counted in srv->per_addr under peer_key */
+    bool may_park;  /* a SLOT_PARKABLE response may be in the ring (conn_settle tries) */
     uint8_t peer_key[NET_KEY_BYTES];
 };
 
@@ -192,12 +220,18 @@ void conn_settle(struct conn *c);
 void conn_list_leave(struct conn *c);
 /* Gives the kit back (nothing queued, parsed or written may use it any more). */
 void conn_kit_put(struct conn *c);
+/* Takes a kit for a connection that has none (a parked one gets its deferred slot back). */
+void conn_kit_get(struct conn *c);
 /* The handler's state of this connection, taken (and reset) if it has none. */
 void *conn_state_get(struct conn *c);
 /* Gives the handler state back to the free list, reset. */
 void conn_state_put(struct conn *c);
 /* Returns a closed connection's kit, state and slot to the free lists. */
 void conn_release(struct conn *c);
+/* A ticket of c was taken; ... was used (answered, or dropped as stale): while a slab's
+ * connections have tickets out, it is not freed. */
+void server__ticket_taken(struct conn *c);
+void server__ticket_used(struct conn *c);
 /* A fresh connection slot (not yet on any list of open connections). */
 struct conn *server__conn_get(struct server *srv);
 /* Makes sure the sweep runs while there is idle memory to give back. */

@@ -7,6 +7,19 @@
  * buffer and are copied into a kit taken then (a request is a few hundred
  * bytes). So a burst of closes (EOF on thousands of idle connections) takes
  * no kits.
+ *
+ * Parking: a connection whose only work is one response deferred with
+ * server_defer_park (nothing unparsed, nothing else queued, no write in
+ * flight) gives back its kit and its handler state at the end of the
+ * callback (conn_settle), and keeps a struct server_parked of 32 bytes
+ * plus the request id and the path. Reads then land in the scratch buffer as
+ * on an idle connection; whatever takes a kit again (a pipelined request,
+ * server_deferred when the answer is ready) gets the deferred slot back at
+ * the head of the ring first, so answers keep their order.
+ *
+ * A ticket names a connection slot, so a slab with outstanding tickets is
+ * never freed (slab->tickets): a ticket of a closed connection is looked at
+ * (its gen no longer matches) before the handler drops its answer.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +36,7 @@
 struct server_slab {
     struct server_slab *next;
     uint32_t nfree;
+    uint32_t tickets; /* outstanding tickets of its connections (server_defer) */
     struct conn conns[CONN_SLAB];
 };
 
@@ -35,6 +49,7 @@ static struct server_kit *kit_new(struct server *srv) {
     k->next = NULL;
     k->slots = xcalloc(srv->nslots, sizeof *k->slots);
     k->state = xcalloc(srv->nslots, 1);
+    k->ticket = xcalloc(srv->nslots, sizeof *k->ticket);
     for (uint32_t i = 0; i < srv->nslots; i++)
         http_response_init(&k->slots[i]);
     http_kept_init(&k->kept);
@@ -42,8 +57,8 @@ static struct server_kit *kit_new(struct server *srv) {
 }
 
 static void kit_free(struct server *srv, struct server_kit *k) {
-    size_t bytes = sizeof *k + srv->nslots * (sizeof *k->slots + 1) + k->kept.target.cap +
-                   k->kept.authorization.cap + k->kept.fields.cap;
+    size_t bytes = sizeof *k + srv->nslots * (sizeof *k->slots + 1 + sizeof *k->ticket) +
+                   k->kept.target.cap + k->kept.authorization.cap + k->kept.fields.cap;
     for (uint32_t i = 0; i < srv->nslots; i++) {
         bytes += k->slots[i].body.cap + k->slots[i].headers.cap + k->slots[i].path.cap;
         http_response_destroy(&k->slots[i]);
@@ -51,9 +66,12 @@ static void kit_free(struct server *srv, struct server_kit *k) {
     http_kept_destroy(&k->kept);
     free(k->slots);
     free(k->state);
+    free(k->ticket);
     free(k);
     srv->freed_bytes += bytes;
 }
+
+static void unpark(struct conn *c);
 
 /* A request starts: the connection gets a kit (the most recently used free one). */
 static void kit_take(struct conn *c) {
@@ -70,6 +88,12 @@ static void kit_take(struct conn *c) {
     c->parser.req.kept = &k->kept;
     c->head = c->count = c->nwriting = 0;
     c->roff = c->rlen = 0;
+}
+
+void conn_kit_get(struct conn *c) {
+    if (c->kit) return;
+    kit_take(c);
+    if (c->parked) unpark(c);
 }
 
 void conn_kit_put(struct conn *c) {
@@ -138,11 +162,74 @@ void conn_state_put(struct conn *c) {
     server__sweep_arm(srv);
 }
 
+/* ---- parking ---- */
+
+/*
+ * Parks c if its only work is a response deferred with server_defer_park (conn_settle
+ * calls it only when c->may_park says the ring holds one): keeps the response's
+ * request facts, then gives the kit and the state back. Not inlined: conn_settle, on
+ * every request's path, stays as small as it was.
+ */
+static __attribute__((noinline)) void park(struct conn *c) {
+    if (c->count != 1 || !c->kit || c->kit->state[c->head] != SLOT_PARKABLE || c->nwriting ||
+        c->parser.in_message || c->roff != c->rlen || c->paused || c->continue_left || c->closing ||
+        c->draining)
+        return;
+    const struct http_response *r = slot_at(c, 0);
+    size_t path_len = r->path.len;
+    struct server_parked *p = xmalloc(sizeof *p + r->request_id_len + path_len);
+    p->user_id = r->user_id;
+    p->start_ns = r->start_ns;
+    p->ticket = c->kit->ticket[c->head];
+    p->path_len = (uint16_t)path_len;
+    p->method = r->method;
+    p->route = r->route;
+    p->request_id_len = r->request_id_len;
+    p->http10 = r->http10;
+    p->head_only = r->head_only;
+    p->close = r->close;
+    memcpy(p->data, r->request_id, r->request_id_len);
+    if (path_len) memcpy(p->data + r->request_id_len, r->path.ptr, path_len);
+    c->parked = p;
+    c->srv->nparked++;
+    conn_kit_put(c);
+    conn_state_put(c);
+}
+
+/* A kit was just taken (kit_take): the parked response goes back to the head of the ring. */
+static void unpark(struct conn *c) {
+    struct server_parked *p = c->parked;
+    c->parked = NULL;
+    c->srv->nparked--;
+    struct http_response *r = conn_slot_push(c);
+    r->user_id = p->user_id;
+    r->start_ns = p->start_ns;
+    r->method = p->method;
+    r->route = p->route;
+    r->http10 = p->http10;
+    r->head_only = p->head_only;
+    r->close = p->close;
+    r->request_id_len = p->request_id_len;
+    memcpy(r->request_id, p->data, p->request_id_len);
+    buf_append(&r->path, p->data + p->request_id_len, p->path_len);
+    *state_at(c, 0) = SLOT_PARKABLE;
+    c->kit->ticket[c->head] = p->ticket;
+    free(p);
+}
+
+void server__ticket_taken(struct conn *c) {
+    c->slab->tickets++;
+}
+
+void server__ticket_used(struct conn *c) {
+    if (c->slab->tickets) c->slab->tickets--;
+}
+
 /* ---- idle connections ---- */
 
 static bool is_idle(const struct conn *c) {
     return !c->closing && !c->draining && !c->parser.in_message && c->count == 0 &&
-           c->roff == c->rlen && !c->close_after;
+           c->roff == c->rlen && !c->close_after && !c->parked;
 }
 
 void conn_list_leave(struct conn *c) {
@@ -160,7 +247,11 @@ void conn_list_leave(struct conn *c) {
  * it holds a handler state, the warm list the sweep releases it from).
  */
 void conn_settle(struct conn *c) {
-    if (c->list != LIST_NONE || !is_idle(c)) return;
+    if (c->list != LIST_NONE) return;
+    if (!is_idle(c)) {
+        if (c->may_park) park(c);
+        return;
+    }
     struct server *srv = c->srv;
     conn_kit_put(c);
     c->idle_at = uv_now(srv->loop);
@@ -176,6 +267,7 @@ void conn_settle(struct conn *c) {
 void conn_wake(struct conn *c, size_t n) {
     conn_list_leave(c);
     kit_take(c);
+    if (c->parked) unpark(c);
     memcpy(c->kit->rbuf, c->srv->scratch, n);
 }
 
@@ -209,6 +301,7 @@ struct conn *server__conn_get(struct server *srv) {
     c->kit = NULL;
     c->hstate = NULL;
     c->cur = NULL;
+    c->parked = NULL;
     c->next_waiting = NULL;
     q_init(&c->ilink);
     q_init(&c->wlink);
@@ -218,7 +311,7 @@ struct conn *server__conn_get(struct server *srv) {
     c->continue_left = 0;
     c->drained = 0;
     c->timing = c->reading = c->paused = c->close_after = c->closing = c->discard = false;
-    c->in_waiting = c->in_warm = c->draining = c->lingering = c->eof = false;
+    c->in_waiting = c->in_warm = c->draining = c->lingering = c->eof = c->may_park = false;
     c->io.handle.data = c->timer.data = c;
     return c;
 }
@@ -229,6 +322,9 @@ void conn_release(struct conn *c) {
     /* A write in flight was cancelled before the close callback: the kit is unused. */
     conn_kit_put(c);
     conn_state_put(c);
+    if (c->parked) srv->nparked--;
+    free(c->parked);
+    c->parked = NULL;
     q_remove(&c->link);
     q_push(&srv->free_conns, &c->link);
     srv->nfree_conns++;
@@ -250,7 +346,7 @@ static uint32_t sweep_slabs(struct server *srv) {
     uint32_t empty = 0;
     for (struct server_slab **p = &srv->slabs; *p;) {
         struct server_slab *sl = *p;
-        if (sl->nfree < CONN_SLAB) {
+        if (sl->nfree < CONN_SLAB || sl->tickets) {
             p = &sl->next;
             continue;
         }
@@ -331,7 +427,13 @@ void server__pool_destroy(struct server *srv) {
         srv->states = s->h.next;
         state_free(srv, s);
     }
-    /* Slabs with open connections (no shutdown) stay: libuv still knows their handles. */
+    /* Slabs with open connections (no shutdown) stay: libuv still knows their handles.
+     * What parked ones keep goes now: no ticket is looked at any more (on_server_gone). */
+    for (struct server_link *q = srv->conns.next; q != &srv->conns; q = q->next) {
+        struct conn *c = CONN_OF(q, link);
+        free(c->parked);
+        c->parked = NULL;
+    }
     for (struct server_slab **p = &srv->slabs; *p;) {
         struct server_slab *sl = *p;
         if (sl->nfree < CONN_SLAB) {

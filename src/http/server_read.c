@@ -74,8 +74,8 @@ static void on_timer(uv_timer_t *t) {
         conn_close(c);
         return;
     }
-    if (c->count > 0 && c->nwriting == 0) {
-        /* Responses wait for the disk, not for the client: keep waiting. */
+    if ((c->count > 0 || c->parked) && c->nwriting == 0) {
+        /* Responses wait for the disk or the handler, not for the client: keep waiting. */
         conn_timer_start(c, c->srv->set.idle_timeout_ms);
         return;
     }
@@ -168,13 +168,13 @@ static bool on_complete(void *owner, struct http_request *req) {
     struct conn *c = owner;
     struct server *srv = c->srv;
     struct http_response *r = c->cur;
-    bool deferred = false;
+    uint8_t state = SLOT_READY; /* SLOT_DEFERRED or SLOT_PARKABLE if server_defer* ran */
     if (!c->discard) {
         srv->completing = c;
-        srv->deferred = false;
+        srv->deferred = SLOT_READY;
         srv->handler.on_complete(srv->handler.data, c->hstate->mem, req, r);
         srv->completing = NULL;
-        deferred = srv->deferred;
+        state = srv->deferred;
     }
     c->discard = false;
     c->cur = NULL;
@@ -187,7 +187,7 @@ static bool on_complete(void *owner, struct http_request *req) {
         r->close = true;
         c->close_after = true;
     }
-    *state_at(c, c->count - 1) = deferred ? SLOT_DEFERRED : SLOT_READY;
+    *state_at(c, c->count - 1) = state;
     return c->close_after || c->count >= pipeline_max(c);
 }
 
@@ -290,7 +290,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b) {
         uv_read_stop(s);
         c->reading = false;
         c->eof = true;
-        uint32_t complete = c->count - (c->cur ? 1 : 0);
+        uint32_t complete = c->count - (c->cur ? 1 : 0) + (c->parked ? 1 : 0);
         if (nread != UV_EOF || complete == 0) {
             conn_close(c);
             return;

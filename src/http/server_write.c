@@ -178,7 +178,8 @@ void conn_flush(struct conn *c) {
         unsigned nbuf;
         uint32_t n = collect(c, &nbuf);
         if (n == 0) {
-            if (c->count == 0 && c->close_after && !c->parser.in_message) end_connection(c);
+            if (c->count == 0 && c->close_after && !c->parser.in_message && !c->parked)
+                end_connection(c);
             return;
         }
         c->nwriting = n;

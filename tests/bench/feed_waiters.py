@@ -1,15 +1,24 @@
 #!/usr/bin/env python3
 """The change feed's held callers (issue 21's targets): server memory per
-waiting client, and how soon a change reaches a waiting client after its
-acknowledgement.
+waiting client, the latency of other requests while they wait, and how soon
+a change reaches a waiting client after its acknowledgement.
 
-    tests/bench/feed_waiters.py            prints both figures
+    tests/bench/feed_waiters.py            prints the three figures
+    tests/bench/feed_waiters.py --icount   instructions per GET and PUT of a theme
+                                           with no waiters and with WAITERS held
 
 1. WAITERS connections (default 10,000) each send
    GET /v2/changes?wait=60&after=CURSOR (spread over USERS users) and are
    held; once /metrics says eventd_changes_waiting == WAITERS, the growth of
    the server's RSS (VmRSS, /proc) over the idle server with the same users
    is divided by WAITERS: what a held client costs, its connection included.
+   (Held connections park: eventd_connections_parked says how many; the RSS
+   is read once a sweep, --idle-sweep-ms, has run after the last one parked.)
+   Around it, PROBE_REQUESTS authenticated GETs of one theme (round robin
+   over PROBE_CONNS keep-alive connections, one request at a time) are timed
+   with no waiters, again with the WAITERS held, and once more after they
+   are answered (how much the run's noise moves the figure): p50, p99, and
+   the p99 of each of PROBE_BLOCKS blocks, whose median the ratios compare.
    Then one change per user answers them all.
 2. ROUNDS times (default 200): one client waits on user u0, another creates
    a theme of u0 (--fsync always: acknowledged after its fdatasync); the
@@ -17,14 +26,26 @@ acknowledgement.
    its client) to the waiter's answer, p50/p99/max. Both answers leave after
    the same fdatasync, so this is the wake's own cost.
 
+--icount: the machine's load moves every latency above (and even the CPU
+time per request), instruction counts not: eventd runs under callgrind as in
+icount.py (its settings, its chunks, its TIMED work taken out); get_theme
+and put_theme are counted (least of CHUNKS chunks of PER_CHUNK requests),
+then WAITERS callers are held (instrumentation off), then both are counted
+again, well within the waits' 60 s.
+
 Environment: EVENTD_BIN (build/eventd), WAITERS (10000), USERS (100),
-ROUNDS (200). Needs `ulimit -n` above WAITERS + 100. Loopback only;
-bounded: every wait has a deadline.
+ROUNDS (200), PROBE_CONNS (4), PROBE_REQUESTS (4000), PROBE_BLOCKS (5). Needs `ulimit -n` above
+WAITERS + 100: the script raises its soft limit (and so the server's) to the
+hard limit, and stops if that is too low. Loopback only; bounded: every wait
+has a deadline, every loop a count.
 """
 
 import os
+import resource
 import selectors
+import signal
 import socket
+import subprocess
 import sys
 import time
 
@@ -35,6 +56,20 @@ import harness  # noqa: E402
 WAITERS = int(os.environ.get("WAITERS", "10000"))
 USERS = int(os.environ.get("USERS", "100"))
 ROUNDS = int(os.environ.get("ROUNDS", "200"))
+PROBE_CONNS = int(os.environ.get("PROBE_CONNS", "4"))
+PROBE_REQUESTS = int(os.environ.get("PROBE_REQUESTS", "4000"))
+PROBE_BLOCKS = int(os.environ.get("PROBE_BLOCKS", "5"))
+
+
+def raise_nofile():
+    """The server inherits this limit: it needs a descriptor per held client too."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = WAITERS + 200
+    if soft < need:
+        if hard != resource.RLIM_INFINITY and hard < need:
+            raise SystemExit("ulimit -n: the hard limit %d is below %d (WAITERS + 200)"
+                             % (hard, need))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
 
 
 def rss_kib(pid):
@@ -45,11 +80,20 @@ def rss_kib(pid):
     raise RuntimeError("no VmRSS")
 
 
-def gauge(port, name):
+def cpu_s(pid):
+    """The server's user + system CPU time, s (/proc/PID/stat; clock ticks)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def gauge(port, name, default=None):
     r = harness.request(port, "GET", "/metrics")
     for line in r.body.decode().splitlines():
         if line.startswith(name + " "):
             return int(float(line.split()[1]))
+    if default is not None:  # (a binary from before the gauge)
+        return default
     raise RuntimeError("no %s in /metrics" % name)
 
 
@@ -67,12 +111,66 @@ def create(port, auth, name):
     return r
 
 
+def pct(v, q):
+    return v[min(len(v) - 1, int(q * len(v)))]
+
+
+def probe(srv, auth, theme_path):
+    """PROBE_REQUESTS GETs over PROBE_CONNS keep-alive connections, one at a time;
+    returns the latencies in ms (send to the whole answer read), in PROBE_BLOCKS
+    blocks of consecutive requests, each sorted, and the server's CPU time per request
+    (µs): unlike the latencies, the other processes on the machine do not move it."""
+    port = srv.port
+    conns = []
+    for _ in range(PROBE_CONNS):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conns.append(s)
+    req = harness.build_request("GET", theme_path, headers={"Authorization": auth})
+    for s in conns:  # warm: each connection's credentials cached
+        s.sendall(req)
+        harness.read_response(s, timeout=10)
+    lat = []
+    cpu0 = cpu_s(srv.proc.pid)
+    for i in range(PROBE_REQUESTS):
+        s = conns[i % PROBE_CONNS]
+        t0 = time.perf_counter()
+        s.sendall(req)
+        r = harness.read_response(s, timeout=10)
+        lat.append((time.perf_counter() - t0) * 1e3)
+        if r.status != 200:
+            raise RuntimeError("probe GET answered %d" % r.status)
+    cpu = (cpu_s(srv.proc.pid) - cpu0) * 1e6 / PROBE_REQUESTS
+    for s in conns:
+        s.close()
+    n = len(lat) // PROBE_BLOCKS
+    return [sorted(lat[i * n:(i + 1) * n]) for i in range(PROBE_BLOCKS)], cpu
+
+
+def show(name, probed):
+    """Prints p50, p99 and max over all, and the p99 of each block; returns the blocks'
+    median p99: on a shared machine a block that another process's burst hit stands out,
+    and the median of the blocks leaves it aside, as icount.py takes the least chunk."""
+    blocks, cpu = probed
+    v = sorted(x for b in blocks for x in b)
+    p99s = sorted(pct(b, 0.99) for b in blocks)
+    med = p99s[len(p99s) // 2]
+    print("other requests (%d GETs of a theme over %d keep-alive connections), %s: p50 %.3f ms, "
+          "p99 %.3f ms, max %.3f ms; p99 of each block of %d: %s (median %.3f ms); "
+          "server CPU %.0f us per request"
+          % (len(v), PROBE_CONNS, name, pct(v, 0.5), pct(v, 0.99), v[-1], len(blocks[0]),
+             " ".join("%.3f" % x for x in p99s), med, cpu))
+    return med
+
+
 def memory(srv, auths):
     port = srv.port
     for a in auths:  # every user's first request: its credential checks and owner entries
         create(port, a, "warm")
+    theme = "/v2/theme/%s" % harness.find_id(create(port, auths[0], "probe"))
     cursors = [list_cursor(port, a) for a in auths]
-    time.sleep(0.2)
+    quiet = probe(srv, auths[0], theme)
+    time.sleep(2.5)  # two sweeps: what the probe's connections took goes back
     base = rss_kib(srv.proc.pid)
     socks = []
     for i in range(WAITERS):
@@ -86,10 +184,16 @@ def memory(srv, auths):
         if time.monotonic() > deadline:
             raise RuntimeError("only %d held" % gauge(port, "eventd_changes_waiting"))
         time.sleep(0.1)
+    parked = gauge(port, "eventd_connections_parked", 0)
+    time.sleep(2.5)  # two sweeps: the free lists give back what the arrivals' burst took
     held = rss_kib(srv.proc.pid)
     per = (held - base) * 1024.0 / WAITERS
-    print("waiters %d: server RSS %d KiB idle, %d KiB with them held: %.0f bytes per waiting "
-          "client (its connection included)" % (WAITERS, base, held, per))
+    print("waiters %d (%d parked): server RSS %d KiB idle, %d KiB with them held: %.0f bytes "
+          "per waiting client (its connection included)" % (WAITERS, parked, base, held, per))
+    busy = probe(srv, auths[0], theme)
+    q = show("no waiters", quiet)
+    b = show("%d waiters" % WAITERS, busy)
+    print("p99 with waiters / without (blocks' medians): %.3f" % (b / q))
     t0 = time.monotonic()
     for a in auths:
         create(port, a, "wake")
@@ -97,6 +201,8 @@ def memory(srv, auths):
         harness.read_response(s, timeout=70)
         s.close()
     print("woke all %d in %.0f ms (one create per user)" % (WAITERS, (time.monotonic() - t0) * 1e3))
+    again = show("no waiters again", probe(srv, auths[0], theme))  # the run's noise
+    print("p99 with waiters / without, this time: %.3f" % (b / again))
 
 
 def latency(srv, auth):
@@ -140,15 +246,98 @@ def latency(srv, auth):
             raise RuntimeError("no answer within 10 s")
         lat.append((got["w"] - got["c"]) * 1e3)
     lat.sort()
-    p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]  # noqa: E731
     print("wake after acknowledgement, %d rounds: p50 %.3f ms, p99 %.3f ms, max %.3f ms "
           "(waiter's answer minus the create's answer; negative: the waiter's came first)"
-          % (ROUNDS, p(0.5), p(0.99), lat[-1]))
+          % (ROUNDS, pct(lat, 0.5), pct(lat, 0.99), lat[-1]))
     w.close()
     c.close()
 
 
+def icount_held():
+    import icount  # noqa: E402  (tests/bench, beside this script)
+    out_dir = icount.tempfile.mkdtemp(prefix="eventd-feed-icount-")
+    wrapper = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+               "--callgrind-out-file=%s/callgrind.out.%%p" % out_dir]
+    args = icount.server_args() + ["--max-connections", str(WAITERS + 200),
+                                   "--max-connections-per-address", "0"]
+    with harness.Server(users=["alice", "bob"], wrapper=wrapper, start_timeout=60,
+                        extra_args=args) as srv:
+        pid = srv.proc.pid
+        auth = harness.auth_header("alice", srv.keys["alice"])
+        bob = harness.auth_header("bob", srv.keys["bob"])
+        r = harness.request(srv.port, "POST", "/v2/theme", icount.THEME,
+                            headers={"Authorization": auth}, timeout=30)
+        theme_id = r.json()["Result"]["ID"]
+        before = set(os.listdir(out_dir))
+
+        def count(op):
+            raw = icount.requests_for(op, auth, theme_id)
+            socks = [harness.connect(srv.port, timeout=60) for _ in range(icount.CONNS)]
+            icount.run(socks, raw, icount.WARMUP, icount.EXPECT[op])
+            nonlocal before
+            chunks = []
+            icount.vgdb(pid, "instrumentation", "on")
+            for _ in range(icount.CHUNKS):
+                icount.vgdb(pid, "zero")
+                icount.run(socks, raw, icount.PER_CHUNK, icount.EXPECT[op])
+                icount.vgdb(pid, "dump")
+                (total, timed), before = icount.dumped(out_dir, before)
+                chunks.append((total - timed) / icount.PER_CHUNK)
+            icount.vgdb(pid, "instrumentation", "off")
+            for s in socks:
+                s.close()
+            return min(chunks)
+
+        ops = ("get_theme", "put_theme")
+        for op in ops:  # once first: the theme at its new name, the revs at 3 digits
+            count(op)
+        quiet = {op: count(op) for op in ops}
+        cur = list_cursor(srv.port, bob)
+        req = harness.build_request("GET", "/v2/changes?wait=60&after=%s" % cur,
+                                    headers={"Authorization": bob})
+        socks = []
+        for _ in range(WAITERS):  # bob's: alice's PUTs do not wake them
+            s = socket.create_connection(("127.0.0.1", srv.port))
+            s.sendall(req)
+            socks.append(s)
+        deadline = time.monotonic() + 50
+        while gauge(srv.port, "eventd_changes_waiting") < WAITERS:
+            if time.monotonic() > deadline:
+                raise RuntimeError("only %d held" % gauge(srv.port, "eventd_changes_waiting"))
+            time.sleep(0.2)
+        parked = gauge(srv.port, "eventd_connections_parked", 0)
+        held = {op: count(op) for op in ops}
+        for op in ops:
+            print("%s: %.0f instructions per request with no waiters, %.0f with %d held (%d "
+                  "parked): %+.2f %%" % (op, quiet[op], held[op], WAITERS, parked,
+                                        (held[op] / quiet[op] - 1) * 100), flush=True)
+        # One create of bob's answers them all (slowly, under callgrind).
+        harness.request(srv.port, "POST", "/v2/theme", b'{"Theme":{"Name":"wake"}}',
+                        headers={"Authorization": bob, "Content-Type": "application/json"},
+                        timeout=300)
+        for s in socks:
+            harness.read_response(s, timeout=300)
+            s.close()
+        deadline = time.monotonic() + 120
+        while gauge(srv.port, "eventd_connections_open") > 1:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the held clients' connections did not close")
+            time.sleep(0.2)
+        again = {op: count(op) for op in ops}
+        srv.send_signal(signal.SIGTERM)
+    subprocess.run(["rm", "-rf", out_dir])
+    for op in ops:
+        print("%s: instructions per request: %.0f with no waiters, %.0f with %d held (%d "
+              "parked: %+.2f %%), %.0f with none again (%+.2f %%)"
+              % (op, quiet[op], held[op], WAITERS, parked, (held[op] / quiet[op] - 1) * 100,
+                 again[op], (held[op] / again[op] - 1) * 100))
+
+
 def main():
+    raise_nofile()
+    if sys.argv[1:] == ["--icount"]:
+        icount_held()
+        return 0
     users = ["u%d" % i for i in range(USERS)]
     with harness.Server(users=users, extra_args=[
             "--fsync", "always", "--max-connections", str(WAITERS + 200),

@@ -12,12 +12,21 @@ answer it) or the wait ends (an empty page); SIGTERM answers held callers;
 cursors survive a restart; a cursor older than a compaction is 410
 cursor_expired, and so is one ahead of the server; a change whose fsync
 failed is never shown (a held caller woken by it gets 503); bad parameters
-are 400 invalid_query naming them.
+are 400 invalid_query naming them; a wrong API key is 401 at once, never
+held. A held caller's connection parks (eventd_connections_parked: it gives
+back its read buffer and request state) and is still answered whole, with
+its request id, by a change or its wait's end; a request pipelined behind a
+parked one is answered after it, in order; a client that resets while
+parked frees its connection at once (its waiter's answer is dropped at the
+wait's end), one that half-closes still gets its answer; SIGTERM's drain and
+the shutdown answer parked callers.
 """
 
 import json
 import os
 import signal
+import socket
+import struct
 import sys
 import threading
 import unittest
@@ -72,12 +81,18 @@ class Served(ErrorAsserts, unittest.TestCase):
     def summary(self, changes):
         return [(c["Kind"], c["ID"], c["Operation"]) for c in changes]
 
-    def waiting(self):
+    def gauge(self, name):
         r = harness.request(self.srv.port, "GET", "/metrics")
         for line in r.body.decode().splitlines():
-            if line.startswith("eventd_changes_waiting "):
+            if line.startswith(name + " "):
                 return int(float(line.split()[1]))
-        raise AssertionError("no eventd_changes_waiting in /metrics")
+        raise AssertionError("no %s in /metrics" % name)
+
+    def waiting(self):
+        return self.gauge("eventd_changes_waiting")
+
+    def parked(self):
+        return self.gauge("eventd_connections_parked")
 
 
 class Pages(Served):
@@ -156,6 +171,18 @@ class Pages(Served):
         r = self.c.call("GET", "/v2/changes?after=999999")
         self.assertErr(r, 410, "cursor_expired", "after")
 
+    def test_a_wrong_api_key_is_401_at_once_and_never_held(self):
+        cur = self.cursor()
+        for auth in (harness.auth_header("alice", "0" * len(self.keys["alice"])),
+                     harness.auth_header("nobody", self.keys["alice"])):
+            r = harness.request(self.srv.port, "GET", "/v2/changes?wait=60&after=" + cur,
+                                headers={"Authorization": auth}, timeout=10)
+            self.assertEqual(r.status, 401)
+            self.assertEqual(r.body, b'{"Status":"error","Error":{"Code":"unauthorized",'
+                                     b'"Message":"invalid credentials"}}')
+            self.assertEqual(r.header("WWW-Authenticate"), 'Basic realm="eventd"')
+            self.assertEqual(self.waiting(), 0)
+
     def test_unauthenticated_401_and_post_405(self):
         r = harness.request(self.srv.port, "GET", "/v2/changes")
         self.assertEqual(r.status, 401)
@@ -216,6 +243,166 @@ class Waiting(Served):
         for th, out in threads:
             th.join(20)
             self.assertEqual([c["ID"] for c in out["r"].result()["Changes"]], [t])
+
+
+class Parked(Served):
+    """Held callers on raw sockets: their connections park while they wait."""
+    # The sweep frees what parked connections gave back; a short drain window.
+    ARGS = ("--idle-sweep-ms", "50", "--drain-ms", "1000")
+
+    def hold(self, cur, wait=30, rid=None, user="alice"):
+        s = harness.connect(self.srv.port, timeout=30)
+        self.addCleanup(s.close)
+        h = {"Authorization": harness.auth_header(user, self.keys[user])}
+        if rid:
+            h["X-Request-ID"] = rid
+        s.sendall(harness.build_request("GET", "/v2/changes?wait=%d&after=%s" % (wait, cur),
+                                        headers=h))
+        return s
+
+    def held(self, n):
+        return harness.wait_until(lambda: self.waiting() == n and self.parked() == n, 10)
+
+    def test_a_parked_caller_is_answered_by_a_change_and_keeps_its_connection(self):
+        cur = self.cursor()
+        s = self.hold(cur, rid="held-1")
+        self.assertTrue(self.held(1))
+        t = self.c.must_create("theme", {"Name": "wake"})["ID"]
+        r = harness.read_response(s, timeout=20)
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.header("X-Request-ID"), "held-1")
+        self.assertEqual(r.header("Content-Type"), "application/json")
+        self.assertIsNone(r.header("Connection"))
+        self.assertEqual(self.summary(r.json()["Result"]["Changes"]), [("Theme", t, "create")])
+        self.assertEqual((self.waiting(), self.parked()), (0, 0))
+        # The connection serves on, its credentials checked anew.
+        s.sendall(harness.build_request("GET", "/v2/changes?after=" + cur, headers={
+            "Authorization": harness.auth_header("alice", self.keys["alice"])}))
+        r = harness.read_response(s, timeout=10)
+        self.assertEqual(r.status, 200)
+        self.assertEqual([c["ID"] for c in r.json()["Result"]["Changes"]], [t])
+
+    def test_a_parked_caller_whose_wait_ends_gets_an_empty_page(self):
+        cur = self.cursor()
+        s = self.hold(cur, wait=1, rid="ends")
+        self.assertTrue(self.held(1))
+        r = harness.read_response(s, timeout=20)
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.header("X-Request-ID"), "ends")
+        self.assertEqual(r.json()["Result"]["Changes"], [])
+        self.assertEqual(r.json()["Result"]["NextCursor"], cur)
+        self.assertEqual((self.waiting(), self.parked()), (0, 0))
+
+    def test_a_request_pipelined_behind_a_parked_one_is_answered_after_it(self):
+        cur = self.cursor()
+        auth = harness.auth_header("alice", self.keys["alice"])
+        s = self.hold(cur, rid="first")
+        self.assertTrue(self.held(1))
+        s.sendall(harness.build_request("GET", "/v2/theme", headers={
+            "Authorization": auth, "X-Request-ID": "second"}))
+        # The pipelined request takes a kit: the held answer is back in the ring, first.
+        self.assertTrue(harness.wait_until(lambda: self.parked() == 0, 10))
+        self.assertEqual(self.waiting(), 1)
+        s.setblocking(False)
+        with self.assertRaises(BlockingIOError):  # the list's answer waits behind
+            s.recv(1)
+        s.setblocking(True)
+        t = self.c.must_create("theme", {"Name": "wake"})["ID"]
+        r1 = harness.read_response(s, timeout=20)
+        r2 = harness.read_response(s, timeout=20)
+        self.assertEqual((r1.header("X-Request-ID"), r2.header("X-Request-ID")),
+                         ("first", "second"))
+        self.assertEqual([c["ID"] for c in r1.json()["Result"]["Changes"]], [t])
+        # Answered when it came (before the create), sent after the held one.
+        self.assertEqual(r2.json()["Result"]["Items"], [])
+        self.assertEqual((self.waiting(), self.parked()), (0, 0))
+
+    def test_a_create_pipelined_behind_a_parked_wait_wakes_it_on_its_own_connection(self):
+        cur = self.cursor()
+        auth = harness.auth_header("alice", self.keys["alice"])
+        s = self.hold(cur, rid="held")
+        self.assertTrue(self.held(1))
+        s.sendall(harness.build_request("POST", "/v2/theme", b'{"Theme":{"Name":"own"}}',
+                                        headers={"Authorization": auth,
+                                                 "Content-Type": "application/json",
+                                                 "X-Request-ID": "create"}))
+        r1 = harness.read_response(s, timeout=20)
+        r2 = harness.read_response(s, timeout=20)
+        self.assertEqual((r1.header("X-Request-ID"), r2.header("X-Request-ID")),
+                         ("held", "create"))
+        self.assertEqual((r1.status, r2.status), (200, 200))
+        t = r2.json()["Result"]["ID"]
+        self.assertEqual(self.summary(r1.json()["Result"]["Changes"]), [("Theme", t, "create")])
+        self.assertEqual((self.waiting(), self.parked()), (0, 0))
+
+    def test_a_client_that_resets_while_parked_frees_its_connection(self):
+        cur = self.cursor()
+        for c in self.clients.values():
+            c.close()  # (they reconnect on their next call)
+        socks = [self.hold(cur, wait=2) for _ in range(3)]
+        self.assertTrue(self.held(3))
+        for s in socks:  # a reset: SO_LINGER 0
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()
+        # Each probe is a connection of its own, closed after it: at 0.5 s between probes,
+        # sweeps (every 50 ms) see every connection slot free. The waiters stay until their
+        # wait ends; then their answers are dropped: their tickets name freed connection
+        # slots, which the sweep must not have given back to the heap meanwhile (ASan).
+        self.assertTrue(harness.wait_until(
+            lambda: self.parked() == 0 and self.gauge("eventd_connections_open") == 1, 10))
+        self.assertTrue(harness.wait_until(lambda: self.waiting() == 0, 20, interval=0.5))
+        later = self.hold(cur, wait=30)
+        self.assertTrue(self.held(1))
+        t = self.c.must_create("theme", {"Name": "after"})["ID"]
+        r = harness.read_response(later, timeout=20)
+        self.assertEqual([c["ID"] for c in r.json()["Result"]["Changes"]], [t])
+
+    def test_a_client_that_half_closes_while_parked_still_gets_its_answer(self):
+        cur = self.cursor()
+        s = self.hold(cur, wait=30)
+        self.assertTrue(self.held(1))
+        s.shutdown(socket.SHUT_WR)
+        t = self.c.must_create("theme", {"Name": "wake"})["ID"]
+        data = harness.read_all_until_close(s, timeout=20)
+        r = harness.parse_response_bytes(data)
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.header("Connection"), "close")
+        self.assertEqual([c["ID"] for c in r.json()["Result"]["Changes"]], [t])
+        self.assertEqual((self.waiting(), self.parked()), (0, 0))
+
+    def sigterm_answers_parked_callers(self, signals):
+        cur = self.cursor()
+        socks = [self.hold(cur, wait=60, rid="p%d" % i) for i in range(3)]
+        self.assertTrue(self.held(3))
+        for c in self.clients.values():
+            c.close()
+        for sig in signals:
+            self.srv.send_signal(sig)
+        for i, s in enumerate(socks):
+            r = harness.read_response(s, timeout=20)
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.header("X-Request-ID"), "p%d" % i)
+            self.assertEqual(r.json()["Result"]["Changes"], [])
+        self.assertEqual(self.srv.wait(20), 0)  # the drain window (--drain-ms) ends
+
+    def test_sigterm_drain_answers_parked_callers(self):
+        self.sigterm_answers_parked_callers([signal.SIGTERM])
+
+    def test_shutdown_answers_parked_callers(self):
+        self.sigterm_answers_parked_callers([signal.SIGTERM, signal.SIGTERM])
+
+    def test_a_parked_caller_with_connection_close_is_answered_then_closed(self):
+        cur = self.cursor()
+        s = harness.connect(self.srv.port, timeout=30)
+        self.addCleanup(s.close)
+        s.sendall(harness.build_request("GET", "/v2/changes?wait=30&after=" + cur, headers={
+            "Authorization": harness.auth_header("alice", self.keys["alice"]),
+            "Connection": "close"}))
+        self.assertTrue(self.held(1))
+        t = self.c.must_create("theme", {"Name": "wake"})["ID"]
+        r = harness.parse_response_bytes(harness.read_all_until_close(s, timeout=20))
+        self.assertEqual(r.header("Connection"), "close")
+        self.assertEqual([c["ID"] for c in r.json()["Result"]["Changes"]], [t])
 
 
 class Durable(Served):
