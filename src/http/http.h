@@ -66,19 +66,13 @@ struct http_limits {
  * this one goes idle.)
  */
 struct http_request {
-    uint8_t method;          /* llhttp_method_t */
-    uint8_t version_minor;   /* HTTP/1.x */
-    bool keep_alive;         /* what the client asked for (version and Connection) */
-    bool expect_continue;    /* "Expect: 100-continue" */
-    bool has_body;           /* Content-Length > 0 or chunked */
-    uint64_t content_length; /* 0 when chunked or absent */
-    uint64_t body_bytes;     /* received so far */
-    uint32_t head_bytes;     /* request line + headers received so far, every byte */
-    struct http_kept *kept;  /* target, Authorization and the kept headers */
-    struct slice path;       /* into target, set when the headers are complete; valid
-                              * until the next request on the connection */
-    struct slice query;      /* into target, without the '?'; valid as path */
-    uint8_t cur_header;      /* which interesting header the parser is in */
+    uint8_t method;        /* llhttp_method_t */
+    uint8_t version_minor; /* HTTP/1.x */
+    bool keep_alive;       /* what the client asked for (version and Connection) */
+    bool expect_continue;  /* "Expect: 100-continue" */
+    bool has_body;         /* Content-Length > 0 or chunked */
+    uint8_t cur_header;    /* which interesting header the parser is in */
+    uint32_t head_bytes;   /* request line + headers received so far, every byte */
     /* Who is connected (set by the server when it accepts; kept for the
      * whole connection). local says which listener accepted the connection:
      * the local Unix socket (then family is 0) or the TCP listener (then
@@ -90,6 +84,12 @@ struct http_request {
         uint8_t family;
         uint8_t addr[16];
     } peer;
+    uint64_t content_length; /* 0 when chunked or absent */
+    uint64_t body_bytes;     /* received so far */
+    struct http_kept *kept;  /* target, Authorization and the kept headers */
+    struct slice path;       /* into target, set when the headers are complete; valid
+                              * until the next request on the connection */
+    struct slice query;      /* into target, without the '?'; valid as path */
 };
 
 /*
@@ -134,7 +134,6 @@ struct http_parser {
     const char *begin_at;   /* where a request began in the segment being parsed, or NULL */
     char name[24];          /* start of a header name that came in pieces (then of an Expect
                              * or TE value) */
-    uint8_t name_kind;      /* what the header name being parsed is (see http.c) */
     size_t name_len, value_len;
     size_t value_trim; /* value_len without trailing whitespace */
     /* Header accounting for RFC 9112's framing rules (see http.c). */
@@ -145,13 +144,14 @@ struct http_parser {
     uint8_t host_state;           /* HOST_*: where in the Host value we are */
     bool version_done;            /* the request line's version was well formed */
     /* Contiguity of one header value across pieces: a gap is an obs-fold. */
-    bool value_open;       /* a piece of the current value has been seen */
+    bool value_open;   /* a piece of the current value has been seen */
+    uint8_t name_kind; /* what the header name being parsed is (see http.c) */
+    /* The CRLF that ends each chunk's data, checked here (see http.c). */
+    uint8_t crlf_left;     /* bytes of it not yet checked */
     const char *value_end; /* where its next piece must start, or NULL */
     const char *seg_start; /* the segment llhttp is parsing */
     const char *seg_end;
-    /* The CRLF that ends each chunk's data, checked here (see http.c). */
-    uint8_t crlf_left;   /* bytes of it not yet checked */
-    const char *crlf_at; /* where they are in the segment, or NULL: at its start */
+    const char *crlf_at; /* where crlf_left's bytes are in the segment, or NULL: at its start */
 };
 
 void http_kept_init(struct http_kept *k);

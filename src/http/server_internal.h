@@ -106,24 +106,25 @@ struct conn {
     struct http_response *cur;    /* slot of the request being parsed */
     struct server_parked *parked; /* the deferred answer owed while parked, else NULL */
     struct http_parser parser;
-    uint64_t req_start;     /* uv_now() when the current request's first byte came */
-    uint64_t deadline;      /* uv_now() when the current timeout expires */
-    uint64_t timer_due;     /* uv_now() when the armed timer fires (<= deadline) */
-    uint64_t idle_since;    /* uv_now() of the last request or write progress; reads
-                             * that start no request (stray CRLFs) do not move it */
-    uint64_t idle_at;       /* uv_now() when it went on srv->idle */
-    uint64_t drained;       /* bytes read and discarded after an error answer */
-    uint32_t roff, rlen;    /* unparsed bytes are kit->rbuf[roff, rlen) */
-    uint32_t head, count;   /* ring */
-    uint32_t nwriting;      /* slots in the write in flight */
-    uint32_t gen;           /* bumped when the slot is released: tickets of the
-                             * connection it was become stale */
-    uint32_t tickets;       /* ticket ids given (server_defer), this connection's */
-    uint8_t list;           /* enum conn_list */
-    uint8_t pending_closes; /* uv_close callbacks still to come */
-    uint8_t continue_left;  /* bytes of a CONTINUE_100 the socket did not take: they go
-                             * first in the next write, so it is never torn */
-    bool timing;            /* req_start is set */
+    uint64_t req_start;         /* uv_now() when the current request's first byte came */
+    uint64_t deadline;          /* uv_now() when the current timeout expires */
+    uint64_t timer_due;         /* uv_now() when the armed timer fires (<= deadline) */
+    uint64_t idle_since;        /* uv_now() of the last request or write progress; reads
+                                 * that start no request (stray CRLFs) do not move it */
+    uint64_t idle_at;           /* uv_now() when it went on srv->idle */
+    uint32_t drained;           /* bytes read and discarded after an error answer, saturating
+                                 * (set.linger_bytes is 32-bit too) */
+    uint32_t roff, rlen;        /* unparsed bytes are kit->rbuf[roff, rlen) */
+    uint32_t head, count;       /* ring */
+    uint32_t nwriting;          /* slots in the write in flight */
+    uint32_t gen;               /* bumped when the slot is released: tickets of the
+                                 * connection it was become stale */
+    uint32_t tickets;           /* ticket ids given (server_defer), this connection's */
+    uint8_t list : 2;           /* enum conn_list */
+    uint8_t pending_closes : 2; /* uv_close callbacks still to come (the socket, the timer) */
+    uint8_t continue_left;      /* bytes of a CONTINUE_100 the socket did not take: they go
+                                 * first in the next write, so it is never torn */
+    bool timing;                /* req_start is set */
     bool reading;
     bool paused;      /* parser paused with unparsed bytes */
     bool close_after; /* close once every queued response is written */

@@ -268,7 +268,8 @@ static void drain(struct conn *c, ssize_t nread) {
         if (c->lingering || nread != UV_EOF) conn_close(c);
         return;
     }
-    c->drained += (uint64_t)nread;
+    c->drained =
+        (uint64_t)nread > UINT32_MAX - c->drained ? UINT32_MAX : c->drained + (uint32_t)nread;
     if (c->drained > c->srv->set.linger_bytes) {
         LOG(LOG_DEBUG, "closing connection: %llu bytes discarded after an error answer",
             (unsigned long long)c->drained);
