@@ -119,14 +119,18 @@ static int scalar_start(struct json_decoder *d) {
 /*
  * A value converted to the field's type: record.c checks it (the one place
  * where values are validated), then it is kept, strings copied to the arena.
- * Inlined: it runs for every value of every body.
+ * Inlined: it runs for every value of every body; t is the field's type,
+ * a constant at each call, so the common checks need no call.
  */
-static inline __attribute__((always_inline)) int take(struct json_decoder *d, union value v) {
+static inline __attribute__((always_inline)) int take(struct json_decoder *d, union value v,
+                                                      uint8_t t) {
     const struct field *f = &d->kind->fields[d->field];
-    const char *why = record_check_value(d->kind, d->field, &v, d->max_string);
-    if (why) return fail(d, ERR_INVALID_FIELD, f->name, "%s", why);
+    if (!record_value_plainly_fine(f, t, &v, d->max_string)) {
+        const char *why = record_check_value(d->kind, d->field, &v, d->max_string);
+        if (why) return fail(d, ERR_INVALID_FIELD, f->name, "%s", why);
+    }
     uint64_t bit = UINT64_C(1) << d->field;
-    if (f->type == FT_STR || f->type == FT_COLOR) {
+    if (t == FT_STR || t == FT_COLOR) {
         /* A span of the chunk is copied with the others when the chunk is done
          * (keep_chunk_strings); one in yajl's buffers (escapes decoded, or a
          * string that spanned two chunks) now, as yajl reuses them. */
@@ -217,7 +221,7 @@ static int set_double(struct json_decoder *d, const char *s, size_t n) {
         }
         v = strtod(z, NULL);
     }
-    return take(d, (union value){.d = v});
+    return take(d, (union value){.d = v}, FT_DOUBLE);
 }
 
 static int on_null(void *ctx) {
@@ -232,7 +236,7 @@ static int on_boolean(void *ctx, int v) {
     int b = scalar_start(d);
     if (b != 1) return b;
     if (d->field < 0 || d->kind->fields[d->field].type != FT_BOOL) return wrong_type(d);
-    return take(d, (union value){.b = v != 0});
+    return take(d, (union value){.b = v != 0}, FT_BOOL);
 }
 
 static int on_number(void *ctx, const char *s, size_t n) {
@@ -250,7 +254,7 @@ static int on_number(void *ctx, const char *s, size_t n) {
         /* 0 unlinks; anything else must be an id. */
         union value v = {.i = 0};
         if (!(n == 1 && s[0] == '0') && record_parse_id(s, n, &v.i) < 0) return wrong_type(d);
-        return take(d, v);
+        return take(d, v, FT_REF);
     }
     return wrong_type(d);
 }
@@ -271,17 +275,20 @@ static int on_string(void *ctx, const unsigned char *us, size_t n) {
     }
     const struct field *f = &d->kind->fields[d->field];
     switch (f->type) {
-    case FT_STR:
-    case FT_COLOR: {
+    case FT_STR: {
         /* A string is shorter than the body, whose limit is a uint32_t. */
         union value v = {.s = {s, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n}};
-        return take(d, v);
+        return take(d, v, FT_STR);
+    }
+    case FT_COLOR: {
+        union value v = {.s = {s, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n}};
+        return take(d, v, FT_COLOR);
     }
     case FT_BOOL:
         if (n == 0 || word_is(s, n, "false") || word_is(s, n, "0") || word_is(s, n, "no"))
-            return take(d, (union value){.b = false});
+            return take(d, (union value){.b = false}, FT_BOOL);
         if (word_is(s, n, "true") || word_is(s, n, "1") || word_is(s, n, "yes"))
-            return take(d, (union value){.b = true});
+            return take(d, (union value){.b = true}, FT_BOOL);
         return wrong_type(d);
     case FT_DOUBLE:
         return set_double(d, s, n);
