@@ -342,9 +342,8 @@ static int on_end(void *ctx) {
     return 1;
 }
 
-static int on_map_key(void *ctx, const unsigned char *uk, size_t n) {
-    struct json_decoder *d = ctx;
-    const char *k = (const char *)uk;
+/* A key, every case: on_map_key's own path is the common one only. */
+static __attribute__((noinline)) int map_key(struct json_decoder *d, const char *k, size_t n) {
     if (d->skip_depth) return 1;
     if (d->depth == 1 && d->wrapped)
         return fail(d, ERR_UNKNOWN_FIELD, NULL,
@@ -378,6 +377,21 @@ static int on_map_key(void *ctx, const unsigned char *uk, size_t n) {
     }
     const char *name = arena_strndup(d->arena, k, n > 64 ? 64 : n);
     return fail(d, ERR_UNKNOWN_FIELD, name, "%s has no field \"%s\"", d->kind->name, name);
+}
+
+/* A field's key seen for the first time inside the wrapper (the common
+ * case) is settled here without a frame; everything else goes to map_key. */
+static int on_map_key(void *ctx, const unsigned char *uk, size_t n) {
+    struct json_decoder *d = ctx;
+    const char *k = (const char *)uk;
+    if (d->skip_depth || d->depth == 1) return map_key(d, k, n);
+    int i = record_field_find(d->names, k, n);
+    if (i < 0) return map_key(d, k, n);
+    uint64_t bit = UINT64_C(1) << i;
+    if (d->seen_keys & bit) return map_key(d, k, n); /* it says so */
+    d->seen_keys |= bit;
+    d->field = (d->kind->fields[i].flags & FF_INPUT) ? i : JF_IGNORED;
+    return 1;
 }
 
 static const yajl_callbacks callbacks = {
