@@ -263,9 +263,8 @@ static bool word_is(const char *s, size_t n, const char *w) {
     return strlen(w) == n && strncasecmp(s, w, n) == 0;
 }
 
-static int on_string(void *ctx, const unsigned char *us, size_t n) {
-    struct json_decoder *d = ctx;
-    const char *s = (const char *)us;
+/* A string, every case: on_string's own path is the common one only. */
+static __attribute__((noinline)) int string_value(struct json_decoder *d, const char *s, size_t n) {
     int b = scalar_start(d);
     if (b != 1) return b;
     if (d->field == JF_ID) {
@@ -295,6 +294,28 @@ static int on_string(void *ctx, const unsigned char *us, size_t n) {
     default:
         return wrong_type(d);
     }
+}
+
+/*
+ * A text field's plain value (ASCII, within its limit) in the chunk, the
+ * common case, is taken here without a frame: what take() does for it.
+ * Everything else goes to string_value.
+ */
+static int on_string(void *ctx, const unsigned char *us, size_t n) {
+    struct json_decoder *d = ctx;
+    const char *s = (const char *)us;
+    int i = d->field;
+    if (d->skip_depth || d->depth == 0 || i < 0) return string_value(d, s, n);
+    const struct field *f = &d->kind->fields[i];
+    union value v = {.s = {s, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n}};
+    if (f->type != FT_STR || (uintptr_t)s - (uintptr_t)d->chunk >= d->chunk_len ||
+        !record_value_plainly_fine(f, FT_STR, &v, d->max_string))
+        return string_value(d, s, n);
+    uint64_t bit = UINT64_C(1) << i;
+    d->in_chunk |= bit;
+    d->vals[i] = v;
+    d->present |= bit;
+    return 1;
 }
 
 /* A map or array opens: 1 to look at it, 2 when it is skipped, 0 on error. */
