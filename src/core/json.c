@@ -239,8 +239,8 @@ static int on_boolean(void *ctx, int v) {
     return take(d, (union value){.b = v != 0}, FT_BOOL);
 }
 
-static int on_number(void *ctx, const char *s, size_t n) {
-    struct json_decoder *d = ctx;
+/* A number, every case: on_number's own path is the common one only. */
+static __attribute__((noinline)) int number_value(struct json_decoder *d, const char *s, size_t n) {
     int b = scalar_start(d);
     if (b != 1) return b;
     if (d->field == JF_ID) {
@@ -257,6 +257,26 @@ static int on_number(void *ctx, const char *s, size_t n) {
         return take(d, v, FT_REF);
     }
     return wrong_type(d);
+}
+
+/*
+ * A number field's short decimal within its range, the common case, is
+ * taken here without a frame: what set_double and take() do for it.
+ * Everything else goes to number_value.
+ */
+static int on_number(void *ctx, const char *s, size_t n) {
+    struct json_decoder *d = ctx;
+    int i = d->field;
+    if (d->skip_depth || d->depth == 0 || i < 0) return number_value(d, s, n);
+    const struct field *f = &d->kind->fields[i];
+    union value v;
+    if (f->type != FT_DOUBLE || !parse_short_decimal(s, n, &v.d) ||
+        !record_value_plainly_fine(f, FT_DOUBLE, &v, d->max_string))
+        return number_value(d, s, n);
+    uint64_t bit = UINT64_C(1) << i;
+    d->vals[i] = v;
+    d->present |= bit;
+    return 1;
 }
 
 static bool word_is(const char *s, size_t n, const char *w) {
