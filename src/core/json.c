@@ -116,6 +116,14 @@ static int scalar_start(struct json_decoder *d) {
     return 1;
 }
 
+/* A string taken where it stands in the chunk, copied when the chunk is done
+ * (keep_chunk_strings). */
+static inline void in_chunk(struct json_decoder *d, uint64_t bit, const char *s, uint32_t n) {
+    if (!d->in_chunk) d->chunk_lo = s;
+    d->chunk_hi = s + n;
+    d->in_chunk |= bit;
+}
+
 /*
  * A value converted to the field's type: record.c checks it (the one place
  * where values are validated), then it is kept, strings copied to the arena.
@@ -135,7 +143,7 @@ static inline __attribute__((always_inline)) int take(struct json_decoder *d, un
          * (keep_chunk_strings); one in yajl's buffers (escapes decoded, or a
          * string that spanned two chunks) now, as yajl reuses them. */
         if ((uintptr_t)v.s.ptr - (uintptr_t)d->chunk < d->chunk_len)
-            d->in_chunk |= bit;
+            in_chunk(d, bit, v.s.ptr, v.s.len);
         else
             v.s.ptr = arena_strndup(d->arena, v.s.ptr, v.s.len);
     }
@@ -332,7 +340,7 @@ static int on_string(void *ctx, const unsigned char *us, size_t n) {
         !record_value_plainly_fine(f, FT_STR, &v, d->max_string))
         return string_value(d, s, n);
     uint64_t bit = UINT64_C(1) << i;
-    d->in_chunk |= bit;
+    in_chunk(d, bit, v.s.ptr, v.s.len);
     d->vals[i] = v;
     d->present |= bit;
     return 1;
@@ -490,12 +498,7 @@ static void syntax_error(struct json_decoder *d, const char *ptr, size_t len) {
 static void keep_chunk_strings(struct json_decoder *d) {
     uint64_t m = d->in_chunk;
     if (!m) return;
-    const char *lo = d->chunk + d->chunk_len, *hi = d->chunk;
-    for (uint64_t b = m; b; b &= b - 1) {
-        const union value *v = &d->vals[__builtin_ctzll(b)];
-        if (v->s.ptr < lo) lo = v->s.ptr;
-        if (v->s.ptr + v->s.len > hi) hi = v->s.ptr + v->s.len;
-    }
+    const char *lo = d->chunk_lo, *hi = d->chunk_hi;
     char *copy = arena_alloc(d->arena, (size_t)(hi - lo) + 1);
     memcpy(copy, lo, (size_t)(hi - lo));
     for (uint64_t b = m; b; b &= b - 1) {
