@@ -355,8 +355,15 @@ static inline bool record_value_plainly_fine(const struct field *f, uint8_t t, c
     }
     case FT_DOUBLE:
         return v->d >= f->min && v->d <= f->max; /* NaN: false */
-    case FT_COLOR:
-        return false; /* record_check_value looks at the digits */
+    case FT_COLOR: {
+        if (v->s.len != 6) return false;
+        for (int j = 0; j < 6; j++) {
+            unsigned c = (unsigned char)v->s.ptr[j];
+            /* c | 0x20 is in 'a' .. 'f' for 'a' .. 'f' and 'A' .. 'F' only. */
+            if (c - '0' >= 10 && (c | 0x20) - 'a' >= 6) return false;
+        }
+        return true;
+    }
     default:
         return true;
     }
