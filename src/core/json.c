@@ -239,12 +239,23 @@ static int on_null(void *ctx) {
     return 1; /* null: as if the field were not given */
 }
 
-static int on_boolean(void *ctx, int v) {
-    struct json_decoder *d = ctx;
+/* A boolean, every case: on_boolean's own path is the common one only. */
+static __attribute__((noinline)) int boolean_value(struct json_decoder *d, int v) {
     int b = scalar_start(d);
     if (b != 1) return b;
     if (d->field < 0 || d->kind->fields[d->field].type != FT_BOOL) return wrong_type(d);
     return take(d, (union value){.b = v != 0}, FT_BOOL);
+}
+
+/* A boolean field's value, the common case, is taken here without a frame. */
+static int on_boolean(void *ctx, int v) {
+    struct json_decoder *d = ctx;
+    int i = d->field;
+    if (d->skip_depth || d->depth == 0 || i < 0 || d->kind->fields[i].type != FT_BOOL)
+        return boolean_value(d, v);
+    d->vals[i] = (union value){.b = v != 0};
+    d->present |= UINT64_C(1) << i;
+    return 1;
 }
 
 /* A number, every case: on_number's own path is the common one only. */
