@@ -116,22 +116,34 @@ static int scalar_start(struct json_decoder *d) {
     return 1;
 }
 
+/* A string taken where it stands in the chunk, copied when the chunk is done
+ * (keep_chunk_strings). */
+static inline void in_chunk(struct json_decoder *d, uint64_t bit, const char *s, uint32_t n) {
+    if (!d->in_chunk) d->chunk_lo = s;
+    d->chunk_hi = s + n;
+    d->in_chunk |= bit;
+}
+
 /*
  * A value converted to the field's type: record.c checks it (the one place
  * where values are validated), then it is kept, strings copied to the arena.
- * Inlined: it runs for every value of every body.
+ * Inlined: it runs for every value of every body; t is the field's type,
+ * a constant at each call, so the common checks need no call.
  */
-static inline __attribute__((always_inline)) int take(struct json_decoder *d, union value v) {
+static inline __attribute__((always_inline)) int take(struct json_decoder *d, union value v,
+                                                      uint8_t t) {
     const struct field *f = &d->kind->fields[d->field];
-    const char *why = record_check_value(d->kind, d->field, &v, d->max_string);
-    if (why) return fail(d, ERR_INVALID_FIELD, f->name, "%s", why);
+    if (!record_value_plainly_fine(f, t, &v, d->max_string)) {
+        const char *why = record_check_value(d->kind, d->field, &v, d->max_string);
+        if (why) return fail(d, ERR_INVALID_FIELD, f->name, "%s", why);
+    }
     uint64_t bit = UINT64_C(1) << d->field;
-    if (f->type == FT_STR || f->type == FT_COLOR) {
+    if (t == FT_STR || t == FT_COLOR) {
         /* A span of the chunk is copied with the others when the chunk is done
          * (keep_chunk_strings); one in yajl's buffers (escapes decoded, or a
          * string that spanned two chunks) now, as yajl reuses them. */
         if ((uintptr_t)v.s.ptr - (uintptr_t)d->chunk < d->chunk_len)
-            d->in_chunk |= bit;
+            in_chunk(d, bit, v.s.ptr, v.s.len);
         else
             v.s.ptr = arena_strndup(d->arena, v.s.ptr, v.s.len);
     }
@@ -217,7 +229,7 @@ static int set_double(struct json_decoder *d, const char *s, size_t n) {
         }
         v = strtod(z, NULL);
     }
-    return take(d, (union value){.d = v});
+    return take(d, (union value){.d = v}, FT_DOUBLE);
 }
 
 static int on_null(void *ctx) {
@@ -227,16 +239,27 @@ static int on_null(void *ctx) {
     return 1; /* null: as if the field were not given */
 }
 
-static int on_boolean(void *ctx, int v) {
-    struct json_decoder *d = ctx;
+/* A boolean, every case: on_boolean's own path is the common one only. */
+static __attribute__((noinline)) int boolean_value(struct json_decoder *d, int v) {
     int b = scalar_start(d);
     if (b != 1) return b;
     if (d->field < 0 || d->kind->fields[d->field].type != FT_BOOL) return wrong_type(d);
-    return take(d, (union value){.b = v != 0});
+    return take(d, (union value){.b = v != 0}, FT_BOOL);
 }
 
-static int on_number(void *ctx, const char *s, size_t n) {
+/* A boolean field's value, the common case, is taken here without a frame. */
+static int on_boolean(void *ctx, int v) {
     struct json_decoder *d = ctx;
+    int i = d->field;
+    if (d->skip_depth || d->depth == 0 || i < 0 || d->kind->fields[i].type != FT_BOOL)
+        return boolean_value(d, v);
+    d->vals[i] = (union value){.b = v != 0};
+    d->present |= UINT64_C(1) << i;
+    return 1;
+}
+
+/* A number, every case: on_number's own path is the common one only. */
+static __attribute__((noinline)) int number_value(struct json_decoder *d, const char *s, size_t n) {
     int b = scalar_start(d);
     if (b != 1) return b;
     if (d->field == JF_ID) {
@@ -250,18 +273,37 @@ static int on_number(void *ctx, const char *s, size_t n) {
         /* 0 unlinks; anything else must be an id. */
         union value v = {.i = 0};
         if (!(n == 1 && s[0] == '0') && record_parse_id(s, n, &v.i) < 0) return wrong_type(d);
-        return take(d, v);
+        return take(d, v, FT_REF);
     }
     return wrong_type(d);
+}
+
+/*
+ * A number field's short decimal within its range, the common case, is
+ * taken here without a frame: what set_double and take() do for it.
+ * Everything else goes to number_value.
+ */
+static int on_number(void *ctx, const char *s, size_t n) {
+    struct json_decoder *d = ctx;
+    int i = d->field;
+    if (d->skip_depth || d->depth == 0 || i < 0) return number_value(d, s, n);
+    const struct field *f = &d->kind->fields[i];
+    union value v;
+    if (f->type != FT_DOUBLE || !parse_short_decimal(s, n, &v.d) ||
+        !record_value_plainly_fine(f, FT_DOUBLE, &v, d->max_string))
+        return number_value(d, s, n);
+    uint64_t bit = UINT64_C(1) << i;
+    d->vals[i] = v;
+    d->present |= bit;
+    return 1;
 }
 
 static bool word_is(const char *s, size_t n, const char *w) {
     return strlen(w) == n && strncasecmp(s, w, n) == 0;
 }
 
-static int on_string(void *ctx, const unsigned char *us, size_t n) {
-    struct json_decoder *d = ctx;
-    const char *s = (const char *)us;
+/* A string, every case: on_string's own path is the common one only. */
+static __attribute__((noinline)) int string_value(struct json_decoder *d, const char *s, size_t n) {
     int b = scalar_start(d);
     if (b != 1) return b;
     if (d->field == JF_ID) {
@@ -271,23 +313,48 @@ static int on_string(void *ctx, const unsigned char *us, size_t n) {
     }
     const struct field *f = &d->kind->fields[d->field];
     switch (f->type) {
-    case FT_STR:
-    case FT_COLOR: {
+    case FT_STR: {
         /* A string is shorter than the body, whose limit is a uint32_t. */
         union value v = {.s = {s, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n}};
-        return take(d, v);
+        return take(d, v, FT_STR);
+    }
+    case FT_COLOR: {
+        union value v = {.s = {s, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n}};
+        return take(d, v, FT_COLOR);
     }
     case FT_BOOL:
         if (n == 0 || word_is(s, n, "false") || word_is(s, n, "0") || word_is(s, n, "no"))
-            return take(d, (union value){.b = false});
+            return take(d, (union value){.b = false}, FT_BOOL);
         if (word_is(s, n, "true") || word_is(s, n, "1") || word_is(s, n, "yes"))
-            return take(d, (union value){.b = true});
+            return take(d, (union value){.b = true}, FT_BOOL);
         return wrong_type(d);
     case FT_DOUBLE:
         return set_double(d, s, n);
     default:
         return wrong_type(d);
     }
+}
+
+/*
+ * A text field's plain value (ASCII, within its limit) in the chunk, the
+ * common case, is taken here without a frame: what take() does for it.
+ * Everything else goes to string_value.
+ */
+static int on_string(void *ctx, const unsigned char *us, size_t n) {
+    struct json_decoder *d = ctx;
+    const char *s = (const char *)us;
+    int i = d->field;
+    if (d->skip_depth || d->depth == 0 || i < 0) return string_value(d, s, n);
+    const struct field *f = &d->kind->fields[i];
+    union value v = {.s = {s, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n}};
+    if (f->type != FT_STR || (uintptr_t)s - (uintptr_t)d->chunk >= d->chunk_len ||
+        !record_value_plainly_fine(f, FT_STR, &v, d->max_string))
+        return string_value(d, s, n);
+    uint64_t bit = UINT64_C(1) << i;
+    in_chunk(d, bit, v.s.ptr, v.s.len);
+    d->vals[i] = v;
+    d->present |= bit;
+    return 1;
 }
 
 /* A map or array opens: 1 to look at it, 2 when it is skipped, 0 on error. */
@@ -335,9 +402,8 @@ static int on_end(void *ctx) {
     return 1;
 }
 
-static int on_map_key(void *ctx, const unsigned char *uk, size_t n) {
-    struct json_decoder *d = ctx;
-    const char *k = (const char *)uk;
+/* A key, every case: on_map_key's own path is the common one only. */
+static __attribute__((noinline)) int map_key(struct json_decoder *d, const char *k, size_t n) {
     if (d->skip_depth) return 1;
     if (d->depth == 1 && d->wrapped)
         return fail(d, ERR_UNKNOWN_FIELD, NULL,
@@ -371,6 +437,21 @@ static int on_map_key(void *ctx, const unsigned char *uk, size_t n) {
     }
     const char *name = arena_strndup(d->arena, k, n > 64 ? 64 : n);
     return fail(d, ERR_UNKNOWN_FIELD, name, "%s has no field \"%s\"", d->kind->name, name);
+}
+
+/* A field's key seen for the first time inside the wrapper (the common
+ * case) is settled here without a frame; everything else goes to map_key. */
+static int on_map_key(void *ctx, const unsigned char *uk, size_t n) {
+    struct json_decoder *d = ctx;
+    const char *k = (const char *)uk;
+    if (d->skip_depth || d->depth == 1) return map_key(d, k, n);
+    int i = record_field_find(d->names, k, n);
+    if (i < 0) return map_key(d, k, n);
+    uint64_t bit = UINT64_C(1) << i;
+    if (d->seen_keys & bit) return map_key(d, k, n); /* it says so */
+    d->seen_keys |= bit;
+    d->field = (d->kind->fields[i].flags & FF_INPUT) ? i : JF_IGNORED;
+    return 1;
 }
 
 static const yajl_callbacks callbacks = {
@@ -428,12 +509,7 @@ static void syntax_error(struct json_decoder *d, const char *ptr, size_t len) {
 static void keep_chunk_strings(struct json_decoder *d) {
     uint64_t m = d->in_chunk;
     if (!m) return;
-    const char *lo = d->chunk + d->chunk_len, *hi = d->chunk;
-    for (uint64_t b = m; b; b &= b - 1) {
-        const union value *v = &d->vals[__builtin_ctzll(b)];
-        if (v->s.ptr < lo) lo = v->s.ptr;
-        if (v->s.ptr + v->s.len > hi) hi = v->s.ptr + v->s.len;
-    }
+    const char *lo = d->chunk_lo, *hi = d->chunk_hi;
     char *copy = arena_alloc(d->arena, (size_t)(hi - lo) + 1);
     memcpy(copy, lo, (size_t)(hi - lo));
     for (uint64_t b = m; b; b &= b - 1) {

@@ -49,6 +49,9 @@ struct json_decoder {
     const char *chunk;     /* the chunk being parsed, NULL between feeds */
     size_t chunk_len;      /* bytes */
     uint64_t in_chunk;     /* bit i: vals[i] is a string still pointing into chunk */
+    /* When in_chunk: the start of the first of those strings, the end of the
+     * last (they are taken in the chunk's order). */
+    const char *chunk_lo, *chunk_hi;
     union value vals[RECORD_MAX_FIELDS]; /* the decoded values, defaults where not present */
     bool has_id;
     uint64_t id; /* "ID" in the body, when has_id */

@@ -577,28 +577,8 @@ static int hexval(char c) {
     return -1;
 }
 
-/* Is ptr[0 .. len) ASCII? Whole words, the last one overlapping, no byte loop
- * but for strings of under four bytes. */
 static inline bool ascii(const char *ptr, size_t len) {
-    if (len >= 8) {
-        uint64_t w, acc = 0;
-        for (size_t i = 0; i + 8 < len; i += 8) {
-            memcpy(&w, ptr + i, 8);
-            acc |= w;
-        }
-        memcpy(&w, ptr + len - 8, 8);
-        return !((acc | w) & UINT64_C(0x8080808080808080));
-    }
-    if (len >= 4) {
-        uint32_t a, b;
-        memcpy(&a, ptr, 4);
-        memcpy(&b, ptr + len - 4, 4);
-        return !((a | b) & 0x80808080u);
-    }
-    unsigned acc = 0;
-    for (size_t i = 0; i < len; i++)
-        acc |= (unsigned char)ptr[i];
-    return acc < 0x80;
+    return record_ascii(ptr, len);
 }
 
 static inline bool utf8_valid(const char *ptr, size_t len) {

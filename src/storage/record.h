@@ -315,6 +315,60 @@ const char *record_check_value(const struct kind_desc *k, int i, const union val
 /* Strict UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF). */
 bool record_utf8_valid(const char *ptr, size_t len);
 
+/* Is ptr[0 .. len) ASCII? Whole words, the last one overlapping, no byte loop
+ * but for strings of under four bytes. */
+static inline bool record_ascii(const char *ptr, size_t len) {
+    if (len >= 8) {
+        uint64_t w, acc = 0;
+        for (size_t i = 0; i + 8 < len; i += 8) {
+            memcpy(&w, ptr + i, 8);
+            acc |= w;
+        }
+        memcpy(&w, ptr + len - 8, 8);
+        return !((acc | w) & UINT64_C(0x8080808080808080));
+    }
+    if (len >= 4) {
+        uint32_t a, b;
+        memcpy(&a, ptr, 4);
+        memcpy(&b, ptr + len - 4, 4);
+        return !((a | b) & 0x80808080u);
+    }
+    unsigned acc = 0;
+    for (size_t i = 0; i < len; i++)
+        acc |= (unsigned char)ptr[i];
+    return acc < 0x80;
+}
+
+/*
+ * record_check_value's common case without a call, for a caller that knows
+ * the field's type t (a constant where it is inlined, so the switch folds):
+ * true when the value is surely fine (record_check_value would return NULL);
+ * false when record_check_value must say (it may still find it fine).
+ */
+static inline bool record_value_plainly_fine(const struct field *f, uint8_t t, const union value *v,
+                                             uint32_t max_string) {
+    switch (t) {
+    case FT_STR: {
+        uint32_t max = f->max_len ? f->max_len : max_string;
+        return v->s.len <= max && (v->s.len || !(f->flags & FF_NONEMPTY)) &&
+               record_ascii(v->s.ptr, v->s.len);
+    }
+    case FT_DOUBLE:
+        return v->d >= f->min && v->d <= f->max; /* NaN: false */
+    case FT_COLOR: {
+        if (v->s.len != 6) return false;
+        for (int j = 0; j < 6; j++) {
+            unsigned c = (unsigned char)v->s.ptr[j];
+            /* c | 0x20 is in 'a' .. 'f' for 'a' .. 'f' and 'A' .. 'F' only. */
+            if (c - '0' >= 10 && (c | 0x20) - 'a' >= 6) return false;
+        }
+        return true;
+    }
+    default:
+        return true;
+    }
+}
+
 /* Field ids used by handlers (indexes into the tables). */
 enum { USER_NAME, USER_KEY_HASH, USER_PASSWORD_HASH, USER_MAX_RECORDS, USER_MAX_BYTES };
 /*

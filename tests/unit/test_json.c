@@ -216,6 +216,51 @@ static void test_numbers_read_as_strtod(void) {
     }
 }
 
+static void test_plain_values_any_shape(void) {
+    struct json_decoder d;
+    /* A field's plain value (on_number's and on_string's own paths) reads as
+     * the general path reads it, bit for bit, in a bare object or the
+     * wrapper, in one chunk or cut anywhere; one out of range is refused. */
+    const char *nums[] = {"-0",
+                          "-0.0",
+                          "0",
+                          "0.1",
+                          "51.5072",
+                          "-51.5072",
+                          "180",
+                          "-180.0000",
+                          "1.5e1",
+                          "179.99999999999999",
+                          "180.0001",
+                          "-180.0001",
+                          "99999999999999999999",
+                          "123456789012.345"};
+    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
+        double want = strtod(nums[i], NULL);
+        bool ok = want >= -180 && want <= 180;
+        for (int wrapped = 0; wrapped < 2; wrapped++) {
+            char b[128];
+            snprintf(b, sizeof b,
+                     wrapped ? "{\"Address\":{\"Line1\":\"1 High St\",\"Lon\":%s}}"
+                             : "{\"Line1\":\"1 High St\",\"Lon\":%s}",
+                     nums[i]);
+            for (size_t step = 1; step <= strlen(b); step++) {
+                int rc = decode(&d, &record_address, b, step);
+                if (!ok) {
+                    CHECK_EQ_INT(rc, -1);
+                    CHECK_EQ_STR(d.err_field, "Lon");
+                    CHECK_EQ_STR(d.err_msg, "Lon must be within [-180, 180]");
+                    continue;
+                }
+                CHECK_EQ_INT(rc, 0);
+                CHECK(has(&d, ADDR_LON) && has(&d, ADDR_LINE1));
+                CHECK(memcmp(&d.vals[ADDR_LON].d, &want, sizeof want) == 0);
+                CHECK_EQ_STR(d.vals[ADDR_LINE1].s.ptr, "1 High St");
+            }
+        }
+    }
+}
+
 static void test_subnormals_and_underflow(void) {
     struct json_decoder d;
     /* Every finite number in range is read as strtod reads it: subnormals
@@ -366,6 +411,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_length_limit_in_bytes),
     CHECK_CASE(test_null_and_ignored_fields),
     CHECK_CASE(test_numbers_read_as_strtod),
+    CHECK_CASE(test_plain_values_any_shape),
     CHECK_CASE(test_subnormals_and_underflow),
     CHECK_CASE(test_writer_escapes),
     CHECK_CASE(test_writer_strings_word_paths),

@@ -183,6 +183,40 @@ static const char *check_double(const struct kind_desc *k, int i, double d) {
     return record_check_value(k, i, &v, 255);
 }
 
+static void test_plainly_fine_agrees(void) {
+    /* record_value_plainly_fine never passes what record_check_value refuses,
+     * and passes the common cases: every byte at every place of a colour,
+     * text at and past its limits, numbers at and past their range. */
+    const struct field *color = &record_theme.fields[THEME_PAGE_BG];
+    for (int at = 0; at < 6; at++)
+        for (int c = 0; c < 256; c++) {
+            char s[7] = "a0B9cF";
+            s[at] = (char)c;
+            union value v = {.s = {s, 6}};
+            bool fine = record_check_value(&record_theme, THEME_PAGE_BG, &v, 255) == NULL;
+            CHECK_EQ_INT(record_value_plainly_fine(color, FT_COLOR, &v, 255), fine);
+        }
+    union value v = {.s = {"a0B9c", 5}};
+    CHECK(!record_value_plainly_fine(color, FT_COLOR, &v, 255));
+    const struct field *name = &record_theme.fields[THEME_NAME];
+    const char *texts[] = {"", "x", "abc", "abcd", "abcdefgh", "abcdefghi", "h\xc3\xa9llo"};
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++)
+        for (uint32_t max = 0; max < 10; max++) {
+            union value t = {.s = {texts[i], (uint32_t)strlen(texts[i])}};
+            bool fine = record_check_value(&record_theme, THEME_NAME, &t, max) == NULL;
+            bool plain = record_value_plainly_fine(name, FT_STR, &t, max);
+            CHECK(!plain || fine);
+            CHECK_EQ_INT(plain, fine && texts[i][0] != 'h');
+        }
+    const struct field *lat = &record_address.fields[ADDR_LAT];
+    const double ds[] = {-90.0000001, -90, 0, -0.0, 51.5, 90, 90.0000001, NAN, INFINITY};
+    for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) {
+        union value d = {.d = ds[i]};
+        CHECK_EQ_INT(record_value_plainly_fine(lat, FT_DOUBLE, &d, 255),
+                     record_check_value(&record_address, ADDR_LAT, &d, 255) == NULL);
+    }
+}
+
 static void test_check_color(void) {
     CHECK(check_str(&record_theme, THEME_PAGE_BG, "D0cbcB", 255) == NULL);
     CHECK_EQ_STR(check_str(&record_theme, THEME_PAGE_BG, "#D0CBC", 255),
@@ -345,6 +379,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_user_of_an_old_log_has_default_limits),
     CHECK_CASE(test_user_own_limits),
     CHECK_CASE(test_record_size_of_matches_build),
+    CHECK_CASE(test_plainly_fine_agrees),
     CHECK_CASE(test_record_size),
     CHECK_CASE(test_defaults_take_no_space),
     CHECK_CASE(test_payload_round_trip),
