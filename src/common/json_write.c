@@ -28,43 +28,10 @@ static inline bool word_needs_escape(uint64_t w) {
     return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
 }
 
-/* The same question for four bytes. */
-static inline bool word4_needs_escape(uint32_t w) {
-    const uint32_t ones = 0x01010101u, highs = 0x80808080u;
-    uint32_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
-    return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
-}
-
-char *json_put_string(char *o, const char *ptr, size_t len) {
+/* The general case: plain runs eight bytes at a time, escapes byte by byte.
+ * Out of line, so the short cases save no registers. */
+static __attribute__((noinline)) char *put_string_slow(char *o, const char *ptr, size_t len) {
     static const char hex[] = "0123456789abcdef";
-    *o++ = '"';
-    /* Very short plain strings (codes, states): first, middle and last byte. */
-    if (len < 4) {
-        if (len == 0) {
-            *o = '"';
-            return o + 1;
-        }
-        char a = ptr[0], m = ptr[len >> 1], z = ptr[len - 1];
-        if (!(needs_escape[(unsigned char)a] | needs_escape[(unsigned char)m] |
-              needs_escape[(unsigned char)z])) {
-            o[0] = a;
-            o[len >> 1] = m;
-            o[len - 1] = z;
-            o[len] = '"';
-            return o + len + 1;
-        }
-    } else if (len <= 8) {
-        /* Short plain strings, most values, in two overlapping loads and stores. */
-        uint32_t a, b;
-        memcpy(&a, ptr, 4);
-        memcpy(&b, ptr + len - 4, 4);
-        if (!word4_needs_escape(a) && !word4_needs_escape(b)) {
-            memcpy(o, &a, 4);
-            memcpy(o + len - 4, &b, 4);
-            o[len] = '"';
-            return o + len + 1;
-        }
-    }
     size_t i = 0;
     while (i < len) {
         /* Plain text, the common case, eight bytes at a time (no call: most
@@ -121,6 +88,50 @@ char *json_put_string(char *o, const char *ptr, size_t len) {
     }
     *o++ = '"';
     return o;
+}
+
+char *json_put_string(char *o, const char *ptr, size_t len) {
+    *o++ = '"';
+    if (len < 4) {
+        /* Very short plain strings (codes, states): first, middle and last byte. */
+        if (len == 0) {
+            *o = '"';
+            return o + 1;
+        }
+        char a = ptr[0], m = ptr[len >> 1], z = ptr[len - 1];
+        if (!(needs_escape[(unsigned char)a] | needs_escape[(unsigned char)m] |
+              needs_escape[(unsigned char)z])) {
+            o[0] = a;
+            o[len >> 1] = m;
+            o[len - 1] = z;
+            o[len] = '"';
+            return o + len + 1;
+        }
+    } else if (len <= 8) {
+        /* Short plain strings, most values: two overlapping four-byte loads,
+         * checked as one word, and two stores. */
+        uint32_t a, b;
+        memcpy(&a, ptr, 4);
+        memcpy(&b, ptr + len - 4, 4);
+        if (!word_needs_escape(a | (uint64_t)b << 32)) {
+            memcpy(o, &a, 4);
+            memcpy(o + len - 4, &b, 4);
+            o[len] = '"';
+            return o + len + 1;
+        }
+    } else if (len <= 16) {
+        /* The same with two overlapping eight-byte loads. */
+        uint64_t a, b;
+        memcpy(&a, ptr, 8);
+        memcpy(&b, ptr + len - 8, 8);
+        if (!word_needs_escape(a) && !word_needs_escape(b)) {
+            memcpy(o, &a, 8);
+            memcpy(o + len - 8, &b, 8);
+            o[len] = '"';
+            return o + len + 1;
+        }
+    }
+    return put_string_slow(o, ptr, len);
 }
 
 void json_write_string(struct buf *b, const char *ptr, size_t len) {
