@@ -28,10 +28,23 @@ static inline bool word_needs_escape(uint64_t w) {
     return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
 }
 
-/* The general case: plain runs eight bytes at a time, escapes byte by byte.
- * Out of line, so the short cases save no registers. */
+/* The general case: 9 to 16 plain bytes in two words, else plain runs eight
+ * bytes at a time and escapes byte by byte. Out of line, so the short cases
+ * save no registers. */
 static __attribute__((noinline)) char *put_string_slow(char *o, const char *ptr, size_t len) {
     static const char hex[] = "0123456789abcdef";
+    if (len > 8 && len <= 16) {
+        /* Plain strings of 9 to 16 bytes in two overlapping eight-byte words. */
+        uint64_t a, b;
+        memcpy(&a, ptr, 8);
+        memcpy(&b, ptr + len - 8, 8);
+        if (!word_needs_escape(a) && !word_needs_escape(b)) {
+            memcpy(o, &a, 8);
+            memcpy(o + len - 8, &b, 8);
+            o[len] = '"';
+            return o + len + 1;
+        }
+    }
     size_t i = 0;
     while (i < len) {
         /* Plain text, the common case, eight bytes at a time (no call: most
@@ -116,17 +129,6 @@ char *json_put_string(char *o, const char *ptr, size_t len) {
         if (!word_needs_escape(a | (uint64_t)b << 32)) {
             memcpy(o, &a, 4);
             memcpy(o + len - 4, &b, 4);
-            o[len] = '"';
-            return o + len + 1;
-        }
-    } else if (len <= 16) {
-        /* The same with two overlapping eight-byte loads. */
-        uint64_t a, b;
-        memcpy(&a, ptr, 8);
-        memcpy(&b, ptr + len - 8, 8);
-        if (!word_needs_escape(a) && !word_needs_escape(b)) {
-            memcpy(o, &a, 8);
-            memcpy(o + len - 8, &b, 8);
             o[len] = '"';
             return o + len + 1;
         }
