@@ -182,12 +182,6 @@ static inline int short_decimals(double ad, double *mout) {
     return -1;
 }
 
-/* "00" to "99", for writing digits two at a time. */
-static const char digit_pairs[201] =
-    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-    "8081828384858687888990919293949596979899";
-
 /* The count of decimal digits of v (1 for 0), without a loop: from the bit
  * length, one compare with the power of ten it may fall short of. */
 static inline int decimal_digits(uint64_t v) {
@@ -222,7 +216,7 @@ static inline char *put_short_decimal(char *o, double d) {
     if (k < 0) return NULL;
     /* The digits of m with the point k from the right, written backwards
      * from the end, whose place is known from the count of digits; two
-     * digits at a time. */
+     * digits at a time (u64_pairs, buf.h). */
     uint64_t v = (uint64_t)m;
     int n = decimal_digits(v);
     int len = (d < 0) + (n > k ? n : k + 1) + (k > 0);
@@ -230,7 +224,7 @@ static inline char *put_short_decimal(char *o, double d) {
     int f = k;
     for (; f >= 2; f -= 2) {
         p -= 2;
-        memcpy(p, digit_pairs + 2 * (v % 100), 2);
+        memcpy(p, u64_pairs + 2 * (v % 100), 2);
         v /= 100;
     }
     if (f) {
@@ -240,11 +234,11 @@ static inline char *put_short_decimal(char *o, double d) {
     if (k) *--p = '.';
     for (; v >= 100; v /= 100) {
         p -= 2;
-        memcpy(p, digit_pairs + 2 * (v % 100), 2);
+        memcpy(p, u64_pairs + 2 * (v % 100), 2);
     }
     if (v >= 10) {
         p -= 2;
-        memcpy(p, digit_pairs + 2 * v, 2);
+        memcpy(p, u64_pairs + 2 * v, 2);
     } else {
         *--p = (char)('0' + v);
     }
