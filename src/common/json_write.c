@@ -28,24 +28,19 @@ static inline bool word_needs_escape(uint64_t w) {
     return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
 }
 
-/* The same question for four bytes. */
-static inline bool word4_needs_escape(uint32_t w) {
-    const uint32_t ones = 0x01010101u, highs = 0x80808080u;
-    uint32_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
-    return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs;
-}
-
-char *json_put_string(char *o, const char *ptr, size_t len) {
+/* The general case: 9 to 16 plain bytes in two words, else plain runs eight
+ * bytes at a time and escapes byte by byte. Out of line, so the short cases
+ * save no registers. */
+static __attribute__((noinline)) char *put_string_slow(char *o, const char *ptr, size_t len) {
     static const char hex[] = "0123456789abcdef";
-    *o++ = '"';
-    /* Short plain strings, most values, in two overlapping loads and stores. */
-    if (len >= 4 && len <= 8) {
-        uint32_t a, b;
-        memcpy(&a, ptr, 4);
-        memcpy(&b, ptr + len - 4, 4);
-        if (!word4_needs_escape(a) && !word4_needs_escape(b)) {
-            memcpy(o, &a, 4);
-            memcpy(o + len - 4, &b, 4);
+    if (len > 8 && len <= 16) {
+        /* Plain strings of 9 to 16 bytes in two overlapping eight-byte words. */
+        uint64_t a, b;
+        memcpy(&a, ptr, 8);
+        memcpy(&b, ptr + len - 8, 8);
+        if (!word_needs_escape(a) && !word_needs_escape(b)) {
+            memcpy(o, &a, 8);
+            memcpy(o + len - 8, &b, 8);
             o[len] = '"';
             return o + len + 1;
         }
@@ -108,6 +103,39 @@ char *json_put_string(char *o, const char *ptr, size_t len) {
     return o;
 }
 
+char *json_put_string(char *o, const char *ptr, size_t len) {
+    *o++ = '"';
+    if (len < 4) {
+        /* Very short plain strings (codes, states): first, middle and last byte. */
+        if (len == 0) {
+            *o = '"';
+            return o + 1;
+        }
+        char a = ptr[0], m = ptr[len >> 1], z = ptr[len - 1];
+        if (!(needs_escape[(unsigned char)a] | needs_escape[(unsigned char)m] |
+              needs_escape[(unsigned char)z])) {
+            o[0] = a;
+            o[len >> 1] = m;
+            o[len - 1] = z;
+            o[len] = '"';
+            return o + len + 1;
+        }
+    } else if (len <= 8) {
+        /* Short plain strings, most values: two overlapping four-byte loads,
+         * checked as one word, and two stores. */
+        uint32_t a, b;
+        memcpy(&a, ptr, 4);
+        memcpy(&b, ptr + len - 4, 4);
+        if (!word_needs_escape(a | (uint64_t)b << 32)) {
+            memcpy(o, &a, 4);
+            memcpy(o + len - 4, &b, 4);
+            o[len] = '"';
+            return o + len + 1;
+        }
+    }
+    return put_string_slow(o, ptr, len);
+}
+
 void json_write_string(struct buf *b, const char *ptr, size_t len) {
     /* Worst case every byte becomes \u00XX. */
     char *o = buf_reserve(b, len * 6 + 2);
@@ -122,46 +150,111 @@ void json_write_string(struct buf *b, const char *ptr, size_t len) {
  * numbers go through printf.
  */
 /*
- * nearbyint for 0 <= x < 2^53 in the default rounding mode, without a call
- * into libm: below 2^52, adding and taking away 2^52 leaves the nearest
- * integer (ties to even, as nearbyint); from 2^52 on every double is one.
+ * The fewest decimals k, and m, for ad > 0 (below 1e15); -1 if none. Two
+ * loops, as the scaled value only grows with k: below 2^52, adding and
+ * taking away 2^52 rounds to the nearest integer (ties to even, as
+ * nearbyint) without a call into libm; from 2^52 to 2^53 every double is an
+ * integer already; from 2^53 on there is no answer. An infinite power after
+ * 1e16 ends the first loop without a count check.
  */
-static inline double round_even(double x) {
+static inline int short_decimals(double ad, double *mout) {
+    static const double pow10[] = {1e0, 1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,
+                                   1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, INFINITY};
     const double two52 = 4503599627370496.0;
-    return x < two52 ? (x + two52) - two52 : x;
+    int k = 0;
+    for (;; k++) {
+        double scaled = ad * pow10[k];
+        if (scaled >= two52) break;
+        double m = (scaled + two52) - two52;
+        if (m / pow10[k] == ad) {
+            *mout = m;
+            return k;
+        }
+    }
+    for (; k <= 16; k++) {
+        double scaled = ad * pow10[k];
+        if (scaled >= 9007199254740992.0) return -1;
+        if (scaled / pow10[k] == ad) {
+            *mout = scaled;
+            return k;
+        }
+    }
+    return -1;
 }
 
-static char *put_short_decimal(char *o, double d) {
-    static const double pow10[] = {1e0, 1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7, 1e8,
-                                   1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16};
-    double ad = fabs(d);
+/* The count of decimal digits of v (1 for 0), without a loop: from the bit
+ * length, one compare with the power of ten it may fall short of. */
+static inline int decimal_digits(uint64_t v) {
+    static const uint64_t pow10u[] = {1ull,
+                                      10ull,
+                                      100ull,
+                                      1000ull,
+                                      10000ull,
+                                      100000ull,
+                                      1000000ull,
+                                      10000000ull,
+                                      100000000ull,
+                                      1000000000ull,
+                                      10000000000ull,
+                                      100000000000ull,
+                                      1000000000000ull,
+                                      10000000000000ull,
+                                      100000000000000ull,
+                                      1000000000000000ull,
+                                      10000000000000000ull,
+                                      100000000000000000ull,
+                                      1000000000000000000ull,
+                                      10000000000000000000ull};
+    int t = ((64 - __builtin_clzll(v | 1)) * 1233) >> 12;
+    return t + ((v | 1) >= pow10u[t]);
+}
+
+static inline char *put_short_decimal(char *o, double d) {
+    double ad = fabs(d), m;
     if (!(ad < 1e15)) return NULL;
-    for (int k = 0; k <= 16; k++) {
-        double scaled = ad * pow10[k];
-        if (scaled >= 9007199254740992.0) return NULL;
-        double m = round_even(scaled);
-        if (m / pow10[k] != ad) continue;
-        /* The digits of m with the point k from the right, written backwards
-         * from the end, whose place is known from the count of digits. */
-        uint64_t v = (uint64_t)m;
-        int n = 1;
-        for (uint64_t top = 10; n < 16 && v >= top; top *= 10)
-            n++;
-        int len = (d < 0) + (n > k ? n : k + 1) + (k > 0);
-        char *p = o + len;
-        for (int f = 0; f < k; f++) {
-            *--p = (char)('0' + v % 10);
-            v /= 10;
-        }
-        if (k) *--p = '.';
-        do {
-            *--p = (char)('0' + v % 10);
-            v /= 10;
-        } while (v);
-        if (d < 0) *--p = '-';
-        return o + len;
+    int k = short_decimals(ad, &m);
+    if (k < 0) return NULL;
+    /* The digits of m with the point k from the right, written backwards
+     * from the end, whose place is known from the count of digits; two
+     * digits at a time (u64_pairs, buf.h). */
+    uint64_t v = (uint64_t)m;
+    int n = decimal_digits(v);
+    int len = (d < 0) + (n > k ? n : k + 1) + (k > 0);
+    char *p = o + len;
+    int f = k;
+    for (; f >= 2; f -= 2) {
+        p -= 2;
+        memcpy(p, u64_pairs + 2 * (v % 100), 2);
+        v /= 100;
     }
-    return NULL;
+    if (f) {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    }
+    if (k) *--p = '.';
+    for (; v >= 100; v /= 100) {
+        p -= 2;
+        memcpy(p, u64_pairs + 2 * (v % 100), 2);
+    }
+    if (v >= 10) {
+        p -= 2;
+        memcpy(p, u64_pairs + 2 * v, 2);
+    } else {
+        *--p = (char)('0' + v);
+    }
+    if (d < 0) *--p = '-';
+    return o + len;
+}
+
+/* Numbers the fast path does not take: the shortest of 15 to 17 significant
+ * digits that reads back. Out of line, so the fast path saves no registers. */
+static __attribute__((noinline, cold)) size_t put_double_printf(char *out, double d) {
+    int n = 0;
+    for (int prec = 15; prec <= 17; prec++) {
+        n = snprintf(out, JSON_DOUBLE_MAX, "%.*g", prec, d);
+        if (strtod(out, NULL) == d) break;
+    }
+    return (size_t)n;
 }
 
 size_t json_put_double(char *out, double d) {
@@ -171,12 +264,7 @@ size_t json_put_double(char *out, double d) {
     }
     char *o = put_short_decimal(out, d);
     if (o) return (size_t)(o - out);
-    int n = 0;
-    for (int prec = 15; prec <= 17; prec++) {
-        n = snprintf(out, JSON_DOUBLE_MAX, "%.*g", prec, d);
-        if (strtod(out, NULL) == d) break;
-    }
-    return (size_t)n;
+    return put_double_printf(out, d);
 }
 
 void json_write_double(struct buf *b, double d) {

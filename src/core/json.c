@@ -567,9 +567,18 @@ void json_decoder_end(struct json_decoder *d) {
  * of a record, often) is one copy. Fields not shown render as nothing.
  * Static: built on first use, on the loop's thread, like the tables' meta.
  */
+struct out_field {
+    uint32_t key_end;           /* the end of the field's key in text: its value follows */
+    uint32_t next;              /* the start of the next field's member */
+    uint8_t type;               /* enum field_type */
+    bool shown;                 /* false: renders nothing (not an output field, or bytes) */
+} __attribute__((aligned(16))); /* 16 bytes: a field's entry is one shift away */
 static struct {
     char *text;
     uint32_t off[RECORD_MAX_FIELDS + 1]; /* field i's default member: text[off[i] .. off[i + 1]) */
+    struct out_field field[RECORD_MAX_FIELDS];
+    uint32_t nfields;
+    bool has_event;
 } defaults_text[REC_KIND_MAX + 1];
 static bool defaults_ready;
 
@@ -626,6 +635,17 @@ static void defaults_init(void) {
             buf_commit(&b, (size_t)(put_value(o + m[i].key_len, f->type, vals[i]) - o));
         }
         defaults_text[t].off[k->nfields] = (uint32_t)b.len;
+        for (int i = 0; i < k->nfields; i++) {
+            const struct field *f = &k->fields[i];
+            defaults_text[t].field[i] = (struct out_field){
+                .key_end = defaults_text[t].off[i] + m[i].key_len,
+                .next = defaults_text[t].off[i + 1],
+                .type = f->type,
+                .shown = (f->flags & FF_OUTPUT) && f->type != FT_BYTES,
+            };
+        }
+        defaults_text[t].nfields = (uint32_t)k->nfields;
+        defaults_text[t].has_event = k->has_event;
         memset(buf_reserve(&b, RUN_SLACK), 0, RUN_SLACK); /* copy_run's padding, uncommitted */
         defaults_text[t].text = b.ptr;                    /* kept for the life of the process */
     }
@@ -645,12 +665,11 @@ static void defaults_init(void) {
  */
 void json_write_record(struct buf *b, const struct record *r, bool open) {
     if (!defaults_ready) defaults_init();
-    const struct kind_desc *k = record_kind(r->type);
     const char *dtext = defaults_text[r->type].text;
-    const uint32_t *doff = defaults_text[r->type].off;
-    const struct field_meta *m = record_field_meta(k);
+    const uint32_t end = defaults_text[r->type].off[defaults_text[r->type].nfields];
+    const struct out_field *of = defaults_text[r->type].field;
     size_t room = 80 + RUN_SLACK + 6 * (size_t)record_size(r) +
-                  (size_t)k->nfields * (VALUE_MAX + 44) + doff[k->nfields];
+                  (size_t)defaults_text[r->type].nfields * (VALUE_MAX + 44) + end;
     char *o = buf_reserve(b, room), *start = o;
     static const char id_key[] = "{\"ID\":", user_key[] = ",\"UserID\":",
                       event_key[] = ",\"EventID\":";
@@ -660,7 +679,7 @@ void json_write_record(struct buf *b, const struct record *r, bool open) {
     memcpy(o, user_key, sizeof user_key - 1);
     o += sizeof user_key - 1;
     o += u64_digits(r->user_id, o);
-    if (k->has_event) {
+    if (defaults_text[r->type].has_event) {
         memcpy(o, event_key, sizeof event_key - 1);
         o += sizeof event_key - 1;
         o += u64_digits(r->event_id, o);
@@ -668,15 +687,34 @@ void json_write_record(struct buf *b, const struct record *r, bool open) {
     uint32_t from = 0; /* the defaults' text not yet written starts here */
     const uint64_t *cell = r->cell;
     for (uint32_t set = r->set; set; set &= set - 1) {
-        int i = __builtin_ctz(set);
-        const struct field *f = &k->fields[i];
+        const struct out_field *e = &of[__builtin_ctz(set)];
         uint64_t c = *cell++;
-        if (!(f->flags & FF_OUTPUT) || f->type == FT_BYTES) continue; /* renders nothing */
-        o = copy_run(o, dtext + from, doff[i] + m[i].key_len - from);
-        from = doff[i + 1];
-        o = put_value(o, f->type, record_cell_value(r, f->type, c));
+        if (!e->shown) continue; /* renders nothing */
+        o = copy_run(o, dtext + from, e->key_end - from);
+        from = e->next;
+        /* The cell read as record_cell_value reads it, in the writer's one switch. */
+        switch (e->type) {
+        case FT_STR:
+        case FT_COLOR: {
+            uint32_t len = (uint32_t)c;
+            o = json_put_string(o, len ? (const char *)r + (c >> 32) : "", len);
+            break;
+        }
+        case FT_DOUBLE: {
+            double d;
+            memcpy(&d, &c, sizeof d);
+            o += json_put_double(o, d);
+            break;
+        }
+        case FT_BOOL:
+            memcpy(o, c ? "true" : "false", 5);
+            o += c ? 4 : 5;
+            break;
+        default: /* FT_REF, FT_INT */
+            o += u64_digits(c, o);
+        }
     }
-    o = copy_run(o, dtext + from, doff[k->nfields] - from);
+    o = copy_run(o, dtext + from, end - from);
     if (!open) *o++ = '}';
     buf_commit(b, (size_t)(o - start));
 }

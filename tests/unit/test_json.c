@@ -1,7 +1,9 @@
 /* The streaming body decoder: shapes, types, limits, errors, chunking. */
+#include <float.h>
 #include <math.h>
 
 #include "check.h"
+#include "common/json_write.h"
 #include "core/json.h"
 
 static struct arena arena;
@@ -399,6 +401,115 @@ static void test_writer_numbers_round_trip(void) {
     buf_destroy(&b);
 }
 
+/*
+ * The double writer as it was before its digits went two at a time (main
+ * 599fb4c): the reference the writer must match byte for byte.
+ */
+static size_t put_double_reference(char *out, double d) {
+    static const double pow10[] = {1e0, 1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7, 1e8,
+                                   1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16};
+    if (d == 0) {
+        *out = '0';
+        return 1;
+    }
+    double ad = fabs(d);
+    for (int k = 0; ad < 1e15 && k <= 16; k++) {
+        double scaled = ad * pow10[k];
+        if (scaled >= 9007199254740992.0) break;
+        double m = scaled < 4503599627370496.0 ? nearbyint(scaled) : scaled;
+        if (m / pow10[k] != ad) continue;
+        uint64_t v = (uint64_t)m;
+        int n = 1;
+        for (uint64_t top = 10; n < 16 && v >= top; top *= 10)
+            n++;
+        int len = (d < 0) + (n > k ? n : k + 1) + (k > 0);
+        char *p = out + len;
+        for (int f = 0; f < k; f++) {
+            *--p = (char)('0' + v % 10);
+            v /= 10;
+        }
+        if (k) *--p = '.';
+        do {
+            *--p = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        if (d < 0) *--p = '-';
+        return (size_t)len;
+    }
+    int n = 0;
+    for (int prec = 15; prec <= 17; prec++) {
+        n = snprintf(out, JSON_DOUBLE_MAX, "%.*g", prec, d);
+        if (strtod(out, NULL) == d) break;
+    }
+    return (size_t)n;
+}
+
+static void check_double_as_reference(double d) {
+    char got[JSON_DOUBLE_MAX], want[JSON_DOUBLE_MAX];
+    size_t gn = json_put_double(got, d), wn = put_double_reference(want, d);
+    if (gn != wn || memcmp(got, want, gn) != 0) {
+        fprintf(stderr, "%.17g written as %.*s, want %.*s\n", d, (int)gn, got, (int)wn, want);
+        CHECK(0);
+    }
+    got[gn] = 0;
+    CHECK(strtod(got, NULL) == d);
+}
+
+static void test_writer_doubles_as_reference(void) {
+    /* Specials: zeros, subnormals, extremes, integers, powers of ten and their neighbours. */
+    const double specials[] = {0.0,
+                               -0.0,
+                               5e-324,
+                               -5e-324,
+                               2.2250738585072009e-308,
+                               DBL_MIN,
+                               DBL_MAX,
+                               -DBL_MAX,
+                               9007199254740992.0,
+                               9007199254740991.0,
+                               4503599627370496.0,
+                               4503599627370495.5,
+                               1e15,
+                               1e15 - 1,
+                               999999999999999.9,
+                               0.1,
+                               0.2,
+                               0.3,
+                               1.0 / 3};
+    for (size_t i = 0; i < sizeof specials / sizeof *specials; i++) {
+        check_double_as_reference(specials[i]);
+        check_double_as_reference(nextafter(specials[i], INFINITY));
+        check_double_as_reference(nextafter(specials[i], -INFINITY));
+    }
+    for (int e = -30; e <= 30; e++) {
+        double p = pow(10, e);
+        check_double_as_reference(p);
+        check_double_as_reference(-p);
+        check_double_as_reference(nextafter(p, 0));
+        check_double_as_reference(nextafter(p, INFINITY));
+    }
+    for (int64_t n = -100000; n <= 100000; n += 7)
+        check_double_as_reference((double)n);
+    /* Decimals of 1 to 16 digits with the point anywhere, and random bit patterns. */
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < 300000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        double d;
+        if (i % 4 == 0) {
+            memcpy(&d, &x, 8);
+            if (!isfinite(d)) continue;
+        } else {
+            static const double p10[] = {1e0, 1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7, 1e8,
+                                         1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16};
+            int digits = 1 + (int)(x >> 60) % 16, point = (int)(x >> 54) % 17;
+            uint64_t m = (x >> 4) % (uint64_t)p10[digits];
+            d = (double)m / p10[point];
+            if (x & 8) d = -d;
+        }
+        check_double_as_reference(d);
+    }
+}
+
 static const struct check_case cases[] = {
     CHECK_CASE(test_every_chunk_size),
     CHECK_CASE(test_bare_object),
@@ -417,6 +528,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_writer_strings_word_paths),
     CHECK_CASE(test_writer_shortest_forms),
     CHECK_CASE(test_writer_numbers_round_trip),
+    CHECK_CASE(test_writer_doubles_as_reference),
 };
 
 int main(int argc, char **argv) {
