@@ -343,9 +343,8 @@ static void do_create(struct handlers *h, struct api_state *st, const struct rec
     }
     if (body_failed(st, r)) return;
     const struct kind_desc *k = record_kind(st->route.type);
-    union value vals[RECORD_MAX_FIELDS];
-    record_defaults(k, vals);
-    take_present(st, vals);
+    /* The decoder's values are the kind's defaults where the body set nothing (json.h). */
+    const union value *vals = st->dec.vals;
     if (k->type == REC_EVENT && !events_check_links(h, st->user_id, r, vals, 0)) return;
     /* Built first, its id set once taken: its size (which does not depend on the id) is then
      * known without a pass of its own over the fields, and ids go only to writes that go on. */
