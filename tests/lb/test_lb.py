@@ -701,11 +701,11 @@ class LoadBalancer(unittest.TestCase):
         others = [n for n, o in sorted(self.users.items()) if n != name]
         other = next((n for n in others if self.users[n]["node"] == u["node"]), others[0])
         feed = "/v2/changes?after=%s"
-        status, doc, _ = call(self.lb.port, "GET", "/v2/changes?wait=0&limit=1000",
+        status, doc, _ = call(self.lb.port, "GET", "/v2/changes?wait=0&limit=500",
                               auth=u["auth"])
         self.assertEqual(status, 200, doc)
         cur = doc["Result"]["NextCursor"]
-        status, doc, _ = call(self.lb.port, "GET", "/v2/changes?wait=0&limit=1000",
+        status, doc, _ = call(self.lb.port, "GET", "/v2/changes?wait=0&limit=500",
                               auth=self.users[other]["auth"])
         self.assertEqual(status, 200, doc)
         other_cur = doc["Result"]["NextCursor"]
