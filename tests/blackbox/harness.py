@@ -480,15 +480,19 @@ def connect(port, timeout=DEFAULT_TIMEOUT, nodelay=True):
     return s
 
 
+def _peer_port(sock):
+    try:
+        return sock.getpeername()[1]
+    except (OSError, IndexError, TypeError):
+        return None
+
+
 def send_raw(sock, data):
     if isinstance(data, str):
         data = data.encode("latin-1")
     st = _sent.get(sock)
     if st is None:
-        try:
-            port = sock.getpeername()[1]
-        except (OSError, IndexError, TypeError):
-            port = None
+        port = _peer_port(sock)
         if port in _served:
             st = _sent[sock] = _Sent(port)
     if st is not None:
@@ -634,9 +638,24 @@ class _BytesSock:
         return out
 
 
-def parse_response_bytes(data):
-    """Parses the first HTTP response in data (e.g. what arrived before a close)."""
-    return read_response(_BytesSock(data), timeout=1.0)
+def parse_response_bytes(data, sock=None):
+    """Parses the first HTTP response in data (e.g. what arrived before a close).
+
+    With sock, the socket data came from, the answer is checked against the API contract
+    like read_response's: as the answer to the socket's next request sent with send_raw, or,
+    with none to tie it to, as a connection-level answer (check_answer)."""
+    r = read_response(_BytesSock(data), timeout=1.0)
+    if sock is not None and not 100 <= r.status < 200:
+        st = _sent.get(sock)
+        if st is None:
+            port = _peer_port(sock)
+            if port in _served:
+                st = _sent[sock] = _Sent(port)
+        if st is not None:
+            method, target = st.next_due()
+            check_answer(st.port, method or "", target, r.status, r.header_list, r.body,
+                         head=method == "HEAD")
+    return r
 
 
 def wait_closed(sock, timeout):

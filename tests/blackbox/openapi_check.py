@@ -17,6 +17,10 @@ failing the test:
     answers, x-eventd-any-path's connection, are allowed on any request);
   - every required header of that response must be there, and every
     documented header present must match its schema;
+  - a header eventd itself defines (SERVER_HEADERS) must be one the response
+    documents: an answer that carries an undocumented ETag, Retry-After,
+    Allow... is drift too; the framing and caching headers (FREE_HEADERS)
+    are not checked;
   - the Content-Type must be one the response documents (none when it
     documents no content), and a JSON body must match the schema.
 
@@ -26,7 +30,9 @@ oneOf, anyOf, allOf, $ref (local), minimum, maximum, minLength, maxLength,
 pattern; descriptive keywords are ignored. --self-test runs its own cases (drift
 that must be refused: an extra member, a wrong type, an undocumented status, a
 missing header...) and checks that every code of README's error table is
-documented with its status.
+documented with its status, that README's error table and src/'s error
+X-macro list (src/core/err.h) name the same codes with the same statuses, and
+that every header name src/ writes is in SERVER_HEADERS or FREE_HEADERS.
 
 Usage: openapi_check.py --self-test
 """
@@ -39,6 +45,19 @@ DOC_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", 
                         "openapi.json")
 METHODS = ("get", "head", "post", "put", "delete", "patch", "options", "trace")
 SITE_TAG = "Account site"
+SRC_DIR = os.path.join(os.path.dirname(DOC_PATH), "..", "src")
+
+# The response headers eventd itself defines (each written by its own code in src/): an
+# answer that carries one must document it, so a header the server starts to send (or
+# sends on an answer it was not meant for) fails the suites until the document says so.
+SERVER_HEADERS = ("Allow", "Content-Security-Policy", "ETag", "Idempotent-Replayed", "Location",
+                  "Referrer-Policy", "Retry-After", "WWW-Authenticate", "X-Changes-Cursor",
+                  "X-Content-Type-Options", "X-Request-ID")
+# Framing and caching headers, and the request headers src/ names: not checked (Content-Type
+# is checked against the response's content; Cache-Control and Set-Cookie are documented
+# where they matter, and left free elsewhere).
+FREE_HEADERS = ("Cache-Control", "Connection", "Content-Length", "Content-Type", "Date",
+                "Expect", "Set-Cookie", "Transfer-Encoding")
 
 
 class Mismatch(AssertionError):
@@ -303,6 +322,12 @@ class Contract:
             e = self.schemas.errors(h.get("schema", {}), v, name)
             if e:
                 raise Mismatch("%s: header %s" % (what, e))
+        documented = {n.lower() for n in resp.get("headers", {})}
+        for name in SERVER_HEADERS:
+            if name.lower() in hdrs and name.lower() not in documented:
+                raise Mismatch("%s: the header %s is not documented for this answer "
+                               "(documented: %s)" % (what, name,
+                                                      ", ".join(resp.get("headers", {})) or "none"))
         content = resp.get("content")
         ctype = hdrs.get("content-type")
         if not content:
@@ -383,9 +408,10 @@ def self_test():
                 failures.append("%s: refused: %s" % (name, e))
 
     good = body({"Status": "ok", "Result": theme})
+    JE = dict(J, ETag='"2"')    # a record answer: GET, HEAD, create, PUT carry its ETag
     expect(True, "a documented answer", "POST", "/v2/theme", 200, J, good)
-    expect(True, "the query is not part of the path", "GET", "/v2/theme/2?x=1", 200, J, good)
-    expect(True, "absolute-form", "GET", "http://h:1/v2/theme/2", 200, J, good)
+    expect(True, "the query is not part of the path", "GET", "/v2/theme/2?x=1", 200, JE, good)
+    expect(True, "absolute-form", "GET", "http://h:1/v2/theme/2", 200, JE, good)
     expect(False, "an extra member", "POST", "/v2/theme", 200, J,
            body({"Status": "ok", "Result": dict(theme, Colour="x")}))
     expect(False, "a wrong type", "POST", "/v2/theme", 200, J,
@@ -429,8 +455,8 @@ def self_test():
     expect(False, "an unlisted method answering 200", "PATCH", "/v2/theme", 200, J, good)
     expect(True, "a connection-level answer anywhere", "PATCH", "/v2/theme", 400, J,
            err("bad_request"))
-    expect(True, "HEAD: headers, no body", "HEAD", "/v2/theme/2", 200, J, b"", head=True)
-    expect(True, "the base path moves the API", "GET", "/api/theme/2", 200, J, good,
+    expect(True, "HEAD: headers, no body", "HEAD", "/v2/theme/2", 200, JE, b"", head=True)
+    expect(True, "the base path moves the API", "GET", "/api/theme/2", 200, JE, good,
            base_path="/api")
     expect(True, "the base path moves the API (unlisted there)", "GET", "/v2/theme/2", 404, J,
            err("not_found"), base_path="/api")
@@ -445,6 +471,42 @@ def self_test():
            {"X-Request-ID": "a"}, b"", site_path="/acct")
     expect(True, "204: no body", "DELETE", "/v2/theme/2", 204, {"X-Request-ID": "a"}, b"")
     expect(False, "204 with a body", "DELETE", "/v2/theme/2", 204, {"X-Request-ID": "a"}, b"{}")
+    # Headers eventd defines: required where it always sends them, and never undocumented.
+    expect(False, "a record without its ETag", "GET", "/v2/theme/2", 200, J, good)
+    expect(False, "a PUT's 204 without the new ETag", "PUT", "/v2/theme/2", 204,
+           {"X-Request-ID": "a"}, b"")
+    expect(True, "a PUT's 204 with the new ETag", "PUT", "/v2/theme/2", 204,
+           {"X-Request-ID": "a", "ETag": '"3"'}, b"")
+    expect(False, "an undocumented ETag (a DELETE's 204)", "DELETE", "/v2/theme/2", 204,
+           {"X-Request-ID": "a", "ETag": '"3"'}, b"")
+    page = body({"Status": "ok", "Result": {"Items": [theme], "NextCursor": None}})
+    expect(False, "an undocumented ETag (a list)", "GET", "/v2/theme", 200,
+           dict(J, ETag='"2"', **{"X-Changes-Cursor": "7"}), page)
+    expect(True, "a list with its X-Changes-Cursor", "GET", "/v2/theme", 200,
+           dict(J, **{"X-Changes-Cursor": "7"}), page)
+    expect(True, "HEAD of a list with its X-Changes-Cursor", "HEAD", "/v2/theme", 200,
+           dict(J, **{"X-Changes-Cursor": "7"}), b"", head=True)
+    expect(False, "a list without its X-Changes-Cursor", "HEAD", "/v2/theme", 200, J, b"",
+           head=True)
+    expect(False, "an undocumented Retry-After", "GET", "/v2/theme/2", 404,
+           dict(J, **{"Retry-After": "1"}), err("not_found"))
+    expect(True, "a free header (Cache-Control) needs no mention", "GET", "/v2/theme/2", 200,
+           dict(JE, **{"Cache-Control": "no-store"}), good)
+    # The feed: a create or update carries ETag and the record, a deletion neither.
+    ch = {"Cursor": "5", "Kind": "Theme", "ID": 2, "Operation": "update"}
+    feed = lambda *c: body({"Status": "ok", "Result": {"Changes": list(c), "NextCursor": "9"}})
+    expect(True, "a feed's update", "GET", "/v2/changes?after=1", 200, J,
+           feed(dict(ch, ETag='"5"', Theme=theme)))
+    expect(True, "a feed's deletion", "GET", "/v2/changes", 200, J,
+           feed(dict(ch, Operation="delete")))
+    expect(False, "a feed's update without its ETag", "GET", "/v2/changes", 200, J,
+           feed(dict(ch, Theme=theme)))
+    expect(False, "a feed's update without its record", "GET", "/v2/changes", 200, J,
+           feed(dict(ch, ETag='"5"')))
+    expect(False, "a feed's update under another kind's name", "GET", "/v2/changes", 200, J,
+           feed(dict(ch, ETag='"5"', Address=theme)))
+    expect(False, "a feed's deletion with an ETag", "GET", "/v2/changes", 200, J,
+           feed(dict(ch, Operation="delete", ETag='"5"')))
     # Every code of README's error table, under its status somewhere in the document.
     readme = os.path.join(os.path.dirname(DOC_PATH), "..", "README.md")
     with open(readme, encoding="utf-8") as f:
@@ -467,6 +529,27 @@ def self_test():
     for code, status in table:
         if status not in by_status.get(code, ()):
             failures.append("README's %s (%s) is not documented with that status" % (code, status))
+    # README's table and src/'s X-macro list (ERR_MAP): the same codes and statuses, both ways.
+    with open(os.path.join(SRC_DIR, "common", "err.h"), encoding="utf-8") as f:
+        src_errors = set(re.findall(r'\bX\(\s*\w+,\s*"([a-z_]+)",\s*(\d{3}),', f.read()))
+    if len(src_errors) < 20:
+        failures.append("src/common/err.h: only %d errors found in ERR_MAP" % len(src_errors))
+    for code, status in sorted(src_errors - set(table)):
+        failures.append("src's error %s (%s) has no row in README's error table" % (code, status))
+    for code, status in sorted(set(table) - src_errors):
+        failures.append("README's error row %s (%s) is not in src's ERR_MAP" % (code, status))
+    # Every header name src/ writes is either checked (SERVER_HEADERS) or left free.
+    written = set()
+    for top, _, files in os.walk(SRC_DIR):
+        for name in files:
+            if name.endswith((".c", ".h")):
+                with open(os.path.join(top, name), encoding="utf-8") as f:
+                    written |= set(re.findall(r'"([A-Z][A-Za-z]*(?:-[A-Z][A-Za-z]*)*): ', f.read()))
+    for name in sorted(written - set(SERVER_HEADERS) - set(FREE_HEADERS)):
+        failures.append("src/ writes the header %s: add it to SERVER_HEADERS (or FREE_HEADERS)"
+                        % name)
+    for name in sorted(set(SERVER_HEADERS) - written):
+        failures.append("SERVER_HEADERS names %s, which src/ does not write" % name)
     s = Schemas({})
     cases = [({"oneOf": [{"type": "integer"}, {"type": "number"}]}, 1, False),
              ({"oneOf": [{"type": "integer"}, {"type": "string"}]}, 1, True),

@@ -256,8 +256,8 @@ class Parked(Served):
         h = {"Authorization": harness.auth_header(user, self.keys[user])}
         if rid:
             h["X-Request-ID"] = rid
-        s.sendall(harness.build_request("GET", "/v2/changes?wait=%d&after=%s" % (wait, cur),
-                                        headers=h))
+        harness.send_raw(s, harness.build_request(
+            "GET", "/v2/changes?wait=%d&after=%s" % (wait, cur), headers=h))
         return s
 
     def held(self, n):
@@ -364,7 +364,7 @@ class Parked(Served):
         s.shutdown(socket.SHUT_WR)
         t = self.c.must_create("theme", {"Name": "wake"})["ID"]
         data = harness.read_all_until_close(s, timeout=20)
-        r = harness.parse_response_bytes(data)
+        r = harness.parse_response_bytes(data, s)
         self.assertEqual(r.status, 200)
         self.assertEqual(r.header("Connection"), "close")
         self.assertEqual([c["ID"] for c in r.json()["Result"]["Changes"]], [t])
@@ -395,12 +395,12 @@ class Parked(Served):
         cur = self.cursor()
         s = harness.connect(self.srv.port, timeout=30)
         self.addCleanup(s.close)
-        s.sendall(harness.build_request("GET", "/v2/changes?wait=30&after=" + cur, headers={
+        harness.send_raw(s, harness.build_request("GET", "/v2/changes?wait=30&after=" + cur, headers={
             "Authorization": harness.auth_header("alice", self.keys["alice"]),
             "Connection": "close"}))
         self.assertTrue(self.held(1))
         t = self.c.must_create("theme", {"Name": "wake"})["ID"]
-        r = harness.parse_response_bytes(harness.read_all_until_close(s, timeout=20))
+        r = harness.parse_response_bytes(harness.read_all_until_close(s, timeout=20), s)
         self.assertEqual(r.header("Connection"), "close")
         self.assertEqual([c["ID"] for c in r.json()["Result"]["Changes"]], [t])
 

@@ -5,7 +5,8 @@ docs/STORAGE.md "Revisions", issue 21).
 Pinned here: GET, HEAD, a create and PUT's 204 carry a strong ETag; it
 changes with every update, and a theme's or address's when an event links
 or unlinks it, an event's when its theme or address changes; If-Match on
-PUT and DELETE (a list, "*", weak tags never match) answers 412
+PUT and DELETE (a list; "*" for a theme, an address or an event that
+exists, while a missing one stays 404; weak tags never match) answers 412
 precondition_failed with the current ETag and changes nothing; If-None-Match
 on GET and HEAD answers 304 with the ETag and no body ("*" too), on a write
 412; a malformed value is 400 invalid_header naming the header; 404 wins
@@ -155,6 +156,28 @@ class IfMatch(Served):
     def test_star_means_exists(self):
         rid, _ = self.theme()
         self.assertEqual(self.put(rid, "B", **{"If-Match": "*"}).status, 204)
+
+    def test_star_means_exists_for_an_address(self):
+        aid = self.c.must_create("address", {"Name": "Hall"})["ID"]
+        r = self.put(aid, "Annex", kind="address", **{"If-Match": "*"})
+        self.assertEqual(r.status, 204, r.describe())
+        self.assertEqual(r.header("ETag"), self.etag("address", aid))
+
+    def test_star_means_exists_for_an_event(self):
+        eid = self.c.must_create("event", {"Name": "Fair"})["ID"]
+        r = self.put(eid, "Fete", kind="event", **{"If-Match": "*"})
+        self.assertEqual(r.status, 204, r.describe())
+        self.assertEqual(r.header("ETag"), self.etag("event", eid))
+
+    def test_delete_with_star_deletes_a_record_that_exists(self):
+        rid, _ = self.theme()
+        r = self.c.call("DELETE", "/v2/theme/%s" % rid, headers={"If-Match": "*"})
+        self.assertEqual(r.status, 204, r.describe())
+        self.assertErr(self.c.get("theme", rid), 404, "not_found")
+
+    def test_delete_with_star_of_a_missing_record_is_404(self):
+        r = self.c.call("DELETE", "/v2/theme/987654", headers={"If-Match": "*"})
+        self.assertErr(r, 404, "not_found")
 
     def test_a_weak_etag_never_matches_if_match(self):
         rid, tag = self.theme()

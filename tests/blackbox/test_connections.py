@@ -109,7 +109,7 @@ class EvictionTests(unittest.TestCase):
                 socks.append(extra)
                 closed, data, _ = wait_closed(extra, 3.0)
                 self.assertTrue(data, "no answer for a client over the cap (closed=%s)" % closed)
-                assert_error(self, parse_response_bytes(data), 503, "unavailable",
+                assert_error(self, parse_response_bytes(data, extra), 503, "unavailable",
                              "over the cap with every connection busy: ")
                 for i, s in enumerate(socks[:-1]):  # each still finishes its request
                     send_raw(s, b"\r\n")

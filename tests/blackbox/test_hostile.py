@@ -520,7 +520,7 @@ class SlowlorisTests(Base):
             self.assertLess(secs, 1.5, "closed only after %.2fs with --header-timeout-ms 500"
                             % secs)
             try:
-                r = parse_response_bytes(received)
+                r = parse_response_bytes(received, s)
             except HarnessError as e:
                 self.fail("slowloris: expected 408 before the close, got %r (%s)"
                           % (received[:300], e))

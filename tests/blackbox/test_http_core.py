@@ -68,7 +68,7 @@ def allow_set(resp):
 def try_send(sock, data):
     """sendall that tolerates the server having closed already; returns False then."""
     try:
-        sock.sendall(data)
+        send_raw(sock, data)
         return True
     except (BrokenPipeError, ConnectionResetError):
         return False
@@ -1173,10 +1173,10 @@ class TimeoutTests(Base):
                 received += chunk
         return False, received, time.monotonic() - start
 
-    def check_408(self, received, ctx):
+    def check_408(self, sock, received, ctx):
         """A request cut short by its timeout is answered 408 before the close (README)."""
         try:
-            r = parse_response_bytes(received)
+            r = parse_response_bytes(received, sock)
         except HarnessError as e:
             self.fail("%sexpected 408 request_timeout before the close, got %r (%s)"
                       % (ctx, received[:300], e))
@@ -1186,12 +1186,12 @@ class TimeoutTests(Base):
         with Server(extra_args=["--header-timeout-ms", "300"]) as srv:
             s = connect(srv.port)
             try:
-                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+                send_raw(s, b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
                 closed, received, secs = self.trickle_until_closed(s, b"X-Slow: " + b"a" * 60)
                 self.assertTrue(closed, "--header-timeout-ms 300: slowloris client still "
                                 "connected after %.1fs" % secs)
                 self.assertLess(secs, 2.0, "--header-timeout-ms 300: closed only after %.2fs" % secs)
-                self.check_408(received, "header timeout: ")
+                self.check_408(s, received, "header timeout: ")
             finally:
                 s.close()
 
@@ -1200,14 +1200,14 @@ class TimeoutTests(Base):
                     users=["alice"]) as srv:
             s = connect(srv.port)
             try:
-                s.sendall(b"POST /v2/theme HTTP/1.1\r\nHost: x\r\nAuthorization: " +
+                send_raw(s, b"POST /v2/theme HTTP/1.1\r\nHost: x\r\nAuthorization: " +
                           auth_header("alice", srv.keys["alice"]).encode() +
                           b"\r\nContent-Length: 100\r\n\r\n")
                 closed, received, secs = self.trickle_until_closed(s, b" " * 100)
                 self.assertTrue(closed, "--request-timeout-ms 500: slow body still connected "
                                 "after %.1fs" % secs)
                 self.assertLess(secs, 2.0, "--request-timeout-ms 500: closed after %.2fs" % secs)
-                self.check_408(received, "request timeout: ")
+                self.check_408(s, received, "request timeout: ")
             finally:
                 s.close()
 
@@ -1316,7 +1316,7 @@ class ConnectionCapTests(Base):
         closed, data, _ = wait_closed(sock, 2.0)
         self.assertTrue(closed, "%sthe connection stayed open (got %r)" % (ctx, data[:300]))
         try:
-            r = parse_response_bytes(data)
+            r = parse_response_bytes(data, sock)
         except HarnessError as e:
             self.fail("%sexpected 503 unavailable, got %r (%s)" % (ctx, data[:300], e))
         return self.assertResp(r, 503, "unavailable", ctx=ctx)

@@ -6,6 +6,9 @@ loopback (docs/SCALING.md):
     directly), the one docker/placement.py names, and their ids carry that
     shard's node id;
   * a stopped shard answers 503 shard_unavailable to its users only;
+  * a user's change feed is on the user's shard: a GET /v2/changes?wait=5
+    held through the balancer is answered by that user's create through it,
+    and another user's feed does not show the change;
   * a rolling restart (SIGTERM, wait for the exit, start again on the same
     data directory and port) of every shard, with pooled connections, under
     a bounded wrk load (GET and PUT /v2/theme/:id of every user) and POST
@@ -678,6 +681,62 @@ class LoadBalancer(unittest.TestCase):
                     c.close()
                 marker = path.split("?")[1]
                 self.assertEqual(self.lb.routed_to(marker), u["node"], (name, what))
+
+    def waiting(self, node):
+        """eventd_changes_waiting of shard N, read from it directly."""
+        c = http.client.HTTPConnection(HOST, self.shards[node].port, timeout=5)
+        try:
+            c.request("GET", "/metrics")
+            text = c.getresponse().read().decode()
+        finally:
+            c.close()
+        m = re.search(r"^eventd_changes_waiting (\d+)", text, re.M)
+        return int(m.group(1)) if m else -1
+
+    def test_a_held_feed_is_woken_through_the_balancer(self):
+        """GET /v2/changes?wait=5 through HAProxy is held on the user's shard and answered
+        by that user's create through HAProxy; a wait=0 page shows the same change, and
+        another user's feed (on the same shard when there is one) does not."""
+        name, u = sorted(self.users.items())[0]
+        others = [n for n, o in sorted(self.users.items()) if n != name]
+        other = next((n for n in others if self.users[n]["node"] == u["node"]), others[0])
+        feed = "/v2/changes?after=%s"
+        status, doc, _ = call(self.lb.port, "GET", "/v2/changes?wait=0&limit=500",
+                              auth=u["auth"])
+        self.assertEqual(status, 200, doc)
+        cur = doc["Result"]["NextCursor"]
+        status, doc, _ = call(self.lb.port, "GET", "/v2/changes?wait=0&limit=500",
+                              auth=self.users[other]["auth"])
+        self.assertEqual(status, 200, doc)
+        other_cur = doc["Result"]["NextCursor"]
+        before = self.waiting(u["node"])
+        held = {}
+        t = threading.Thread(target=lambda: held.update(zip(
+            ("status", "doc", "secs"),
+            call(self.lb.port, "GET", (feed % cur) + "&wait=5", auth=u["auth"]))))
+        t.start()
+        try:
+            self.assertTrue(wait_until(lambda: self.waiting(u["node"]) == before + 1, 4),
+                            "the feed was not held on shard %d" % u["node"])
+            status, doc, _ = call(self.lb.port, "POST", "/v2/theme", {"Theme": {"Name": "fed"}},
+                                  auth=u["auth"])
+            self.assertEqual(status, 200, doc)
+            tid = doc["Result"]["ID"]
+            # The other tests see each user with its one theme.
+            self.addCleanup(call, self.lb.port, "DELETE", "/v2/theme/%d" % tid, auth=u["auth"])
+        finally:
+            t.join(15)
+        self.assertEqual(held.get("status"), 200, held)
+        self.assertLess(held["secs"], 4.0, "answered at the end of its wait, not by the create")
+        woken = [(c["Kind"], c["ID"], c["Operation"]) for c in held["doc"]["Result"]["Changes"]]
+        self.assertEqual(woken, [("Theme", tid, "create")])
+        status, doc, _ = call(self.lb.port, "GET", (feed % cur) + "&wait=0", auth=u["auth"])
+        self.assertEqual(status, 200, doc)
+        self.assertEqual(doc["Result"]["Changes"], held["doc"]["Result"]["Changes"])
+        status, doc, _ = call(self.lb.port, "GET", (feed % other_cur) + "&wait=0",
+                              auth=self.users[other]["auth"])
+        self.assertEqual(status, 200, doc)
+        self.assertEqual(doc["Result"]["Changes"], [], (other, self.users[other]["node"]))
 
     def test_a_stopped_shard_gives_503_to_its_users_only(self):
         down = 2
