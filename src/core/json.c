@@ -450,7 +450,7 @@ static int on_map_key(void *ctx, const unsigned char *uk, size_t n) {
     uint64_t bit = UINT64_C(1) << i;
     if (d->seen_keys & bit) return map_key(d, k, n); /* it says so */
     d->seen_keys |= bit;
-    d->field = (d->kind->fields[i].flags & FF_INPUT) ? i : JF_IGNORED;
+    d->field = d->names->input >> i & 1 ? i : JF_IGNORED;
     return 1;
 }
 
