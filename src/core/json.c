@@ -450,7 +450,7 @@ static int on_map_key(void *ctx, const unsigned char *uk, size_t n) {
     uint64_t bit = UINT64_C(1) << i;
     if (d->seen_keys & bit) return map_key(d, k, n); /* it says so */
     d->seen_keys |= bit;
-    d->field = (d->kind->fields[i].flags & FF_INPUT) ? i : JF_IGNORED;
+    d->field = d->names->input >> i & 1 ? i : JF_IGNORED;
     return 1;
 }
 
@@ -554,7 +554,9 @@ int json_decoder_finish(struct json_decoder *d) {
 }
 
 void json_decoder_end(struct json_decoder *d) {
-    if (d->h) yajl_free(d->h);
+    /* Every block yajl holds is d's room or the arena's, and a_free frees
+     * nothing: yajl_free would only call it once per block. The handle is
+     * simply dropped, its memory going with d and the arena. */
     d->h = NULL;
 }
 

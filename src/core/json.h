@@ -77,7 +77,7 @@ void json_decoder_begin(struct json_decoder *d, const struct kind_desc *k, struc
 int json_decoder_feed(struct json_decoder *d, const char *ptr, size_t len);
 /* Ends the body. Returns 0 when a complete, valid object was read, else -1. */
 int json_decoder_finish(struct json_decoder *d);
-/* Releases the yajl handle (its memory is d's and the arena's). */
+/* Drops the yajl handle (its memory is d's and the arena's, reclaimed with them). */
 void json_decoder_end(struct json_decoder *d);
 
 /* ---- writer ---- */

@@ -252,6 +252,9 @@ static void meta_init(void) {
             }
             if (i == k->nfields) {
                 l->mul = (uint8_t)mul;
+                l->input = 0;
+                for (int j = 0; j < k->nfields; j++)
+                    if (k->fields[j].flags & FF_INPUT) l->input |= UINT32_C(1) << j;
                 l->fields = meta[t].fields;
                 break;
             }

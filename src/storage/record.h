@@ -234,6 +234,7 @@ const struct field_meta *record_field_meta(const struct kind_desc *k);
 #define RECORD_LOOKUP_SIZE 64 /* power of two, well above RECORD_MAX_FIELDS */
 struct field_lookup {
     uint8_t mul;                     /* the kind's multiplier */
+    uint32_t input;                  /* bit i: field i is FF_INPUT (settable by a body) */
     int8_t slot[RECORD_LOOKUP_SIZE]; /* field index by record_name_hash, -1 for none */
     const struct field_meta *fields; /* the kind's, for the names */
 };

@@ -2,7 +2,7 @@
  * store: see store.h for the API and docs/STORAGE.md for the file format.
  *
  * Two chains of jobs run, each with at most one job in flight (store_sync.c
- * runs them: a plain "always" batch on the loop thread, the rest on the threadpool,
+ * runs them: a plain batch on the loop thread, the rest on the threadpool,
  * and hands each back to on_batch_done; it sees struct store_sync, never the store):
  * the log chain writes (and fdatasyncs) batches of pending frames to
  * eventd.log, the compaction chain writes snapshot and tail frames to
@@ -72,8 +72,8 @@ static void on_lazy(uv_timer_t *t) {
 /*
  * Outside "always" nobody waits for the disk, so small batches wait up to
  * LAZY_WRITE_MS (or until LAZY_WRITE_BYTES are pending) and go out together:
- * one threadpool round trip per few hundred records instead of one per loop
- * turn, which is most of the store's CPU cost under load. A crash of the
+ * one write (or, while the loop's writes are slow, one threadpool round
+ * trip) per few hundred records instead of one per loop turn. A crash of the
  * process loses at most that much more than the page cache would keep; the
  * durability promise of these modes (the fsync interval) is unchanged.
  */

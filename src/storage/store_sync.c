@@ -6,19 +6,26 @@
  * store_sync_done_cb. It reads only struct store_sync and the batch.
  *
  * Two places run a body:
- *   - the loop thread itself, for a plain batch in "always" mode (its write
- *     and fdatasync, nothing else) while the disk syncs fast: in the idle
- *     phase that follows the loop turn that appended its frames (once the
- *     input already waiting has joined it: gathering, below), as Redis does
- *     with appendfsync always. The acknowledgements wait for that sync
- *     anyway, and doing it here saves the threadpool's hand-off (two thread
- *     switches and the wake-up of the loop per batch, on the loop's own CPU):
- *     10-25 % of the CPU per durable write (docs/BENCHMARKS.md, issue 11).
- *     The price: while the disk syncs, the loop waits (reads too), so once
- *     syncs get slow the batches go to the threadpool until they are fast again.
- *   - libuv's threadpool for everything else: "interval" and "never" batches
- *     (nobody waits for them, and their periodic sync of up to a second of
- *     writes must not hold up the loop), probes, cuts, compaction.
+ *   - the loop thread itself, for a plain batch (its write, and in "always"
+ *     mode its fdatasync, nothing else) while that is fast:
+ *       - "always": in the idle phase that follows the loop turn that
+ *         appended its frames (once the input already waiting has joined it:
+ *         gathering, below), as Redis does with appendfsync always. The
+ *         acknowledgements wait for that sync anyway, and doing it here saves
+ *         the threadpool's hand-off (two thread switches and the wake-up of
+ *         the loop per batch, on the loop's own CPU): 10-25 % of the CPU per
+ *         durable write (docs/BENCHMARKS.md, issue 11).
+ *       - "interval" and "never": the write alone, into the page cache, as
+ *         Redis writes its AOF on the main thread with appendfsync everysec.
+ *         Nobody waits for it, but the hand-off costs the loop more than the
+ *         write (about 1,200 instructions per batch; one batch per request
+ *         when requests come one at a time: docs/BENCHMARKS.md, issue 20).
+ *     The price: while the disk syncs (or the kernel throttles a write), the
+ *     loop waits (reads too), so once that gets slow the batches go to the
+ *     threadpool until it is fast again.
+ *   - libuv's threadpool for everything else: the periodic sync of
+ *     "interval" (up to a second of writes, which must not hold up the
+ *     loop), probes, cuts, compaction.
  * io_uring (linked write + fdatasync, completion on an eventfd) was measured
  * too and did not pay: its io-wq worker switches as often as the threadpool.
  */
@@ -35,8 +42,9 @@
 #include "storage/store_internal.h"
 
 /*
- * "always" batches run on the loop while the disk's fdatasync takes less than
- * opts.loop_sync_max_us on average (--loop-sync-max-us, default 2 ms). With the
+ * Plain batches run on the loop while their slow part (the fdatasync in
+ * "always" mode, else the write) takes less than opts.loop_sync_max_us on
+ * average (--loop-sync-max-us, default 2 ms). With the
  * server on one core the loop served more durable writes at every sync time
  * measured (0.4-1.3 ms): the threadpool's hand-off costs the loop's own CPU
  * about 0.1 ms per batch, and its thread waits for that same core. What the
@@ -252,9 +260,9 @@ uint64_t store_sync_average(uint64_t avg, uint64_t sample, uint64_t max_ns) {
     return (3 * avg + (sample < cap ? sample : cap)) / 4;
 }
 
-static void note_sync_time(struct store_sync *sy, const struct store_batch *b) {
-    if (!b->sync_ns) return;
-    sy->sync_ns = store_sync_average(sy->sync_ns, b->sync_ns, sy->loop_sync_max_ns);
+static void note_sync_time(struct store_sync *sy, uint64_t ns) {
+    if (!ns) return;
+    sy->sync_ns = store_sync_average(sy->sync_ns, ns, sy->loop_sync_max_ns);
     sy->loop_sync_at = uv_now(sy->loop);
 }
 
@@ -262,11 +270,11 @@ static bool loop_fast(const struct store_sync *sy) {
     return sy->sync_ns < sy->loop_sync_max_ns;
 }
 
-/* A plain "always" batch (its write and sync, nothing else: no cut, probe or rename), while
- * the disk syncs fast: a slow sync would hold up everything else the loop serves. */
+/* A plain batch (no cut, probe or rename: in "always" mode its write and sync, else its write
+ * alone), while that is fast: a slow one would hold up everything else the loop serves. */
 static bool on_loop(const struct store_batch *b) {
     const struct store_sync *sy = b->sy;
-    if (b->kind != JOB_LOG || !sy->always || !b->sync || b->commit || b->probe || b->cut_first ||
+    if (b->kind != JOB_LOG || b->sync != sy->always || b->commit || b->probe || b->cut_first ||
         b->sync_dir)
         return false;
     if (loop_fast(sy)) return true;
@@ -300,11 +308,18 @@ void store_sync_submit(struct store_sync *sy, struct store_batch *b) {
         queue(sy, b);
         return;
     }
-    /* Called from the idle phase, right after the turn that appended the frames. No
-     * restart from here: the next batch is the next turn's (store_append kicks it). */
-    log_part(b);
-    note_sync_time(sy, b);
-    if (!b->err) sy->stats_loop_syncs++;
+    /* Called from the idle phase ("always") or the lazy timer, after the turn that appended
+     * the frames. No restart from here: the next batch is the next turn's (store_append
+     * kicks it). Outside "always" the write is what is timed. */
+    if (b->sync) {
+        log_part(b);
+        note_sync_time(sy, b->sync_ns);
+        if (!b->err) sy->stats_loop_syncs++;
+    } else {
+        uint64_t t0 = store_clock_ns();
+        log_part(b);
+        note_sync_time(sy, store_clock_ns() - t0);
+    }
     b->done = b->reaped = true;
     sy->on_done(sy->done_ctx, b, false);
     store_batch_release(sy, b);

@@ -49,10 +49,11 @@ typedef void (*store_sync_done_cb)(void *ctx, struct store_batch *b, bool restar
 struct store_sync {
     uv_loop_t *loop;
     const char *dir;           /* the data directory (the store's; outlives every batch) */
-    bool always;               /* "always" mode: plain batches may sync on the loop */
-    uint64_t loop_sync_max_ns; /* "always" batches run on the loop below this sync_ns */
-    uint64_t sync_ns;          /* recent log fdatasync time on the loop (a moving average), ns */
-    uint64_t loop_sync_at;     /* uv_now() of the last "always" sync run on the loop */
+    bool always;               /* "always" mode: plain batches sync (on the loop or not) */
+    uint64_t loop_sync_max_ns; /* plain batches run on the loop below this sync_ns */
+    uint64_t sync_ns;          /* recent time of a plain batch on the loop, ns (a moving average):
+                                * its fdatasync in "always" mode, else its write */
+    uint64_t loop_sync_at;     /* uv_now() of the last plain batch run on the loop */
     uint64_t stats_loop_syncs; /* log fdatasyncs the loop thread did itself */
     store_sync_done_cb on_done;
     void *done_ctx;
@@ -86,8 +87,8 @@ uint64_t store_sync_average(uint64_t avg, uint64_t sample, uint64_t max_ns);
 
 /*
  * Starts a batch (from store_batch_new with this sy). on_done runs on the
- * loop when it is done: before this returns for a plain "always" batch that
- * runs on the loop thread, else from the threadpool's completion.
+ * loop when it is done: before this returns for a plain batch that runs on
+ * the loop thread, else from the threadpool's completion.
  */
 void store_sync_submit(struct store_sync *sy, struct store_batch *b);
 

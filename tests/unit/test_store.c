@@ -815,6 +815,54 @@ static void test_interval_acks_at_once_and_syncs_on_its_timer(void) {
     rmrf(dir);
 }
 
+/* Opens an "interval" store whose plain batches may run on the loop below loop_sync_max_ns,
+ * appends one frame and runs the loop until the frame is written (not yet synced). */
+static uint64_t interval_write(struct store *s, uv_loop_t *loop, const char *dir,
+                               uint64_t loop_sync_max_ns) {
+    static const struct store_opts o = {.fsync = STORE_FSYNC_INTERVAL,
+                                        .fsync_interval_ms = 20,
+                                        .loop_sync_max_us = STORE_LOOP_SYNC_MAX_US};
+    uv_loop_init(loop);
+    open_replay(s, loop, dir, &o, STORE_REPLAY_EMPTY);
+    uv_run(loop, UV_RUN_DEFAULT); /* nothing of the open still in flight */
+    s->sync.loop_sync_max_ns = loop_sync_max_ns;
+    uint64_t lsn = store_append(s, 1, "abc", 3);
+    while (s->written_lsn < lsn)
+        uv_run(loop, UV_RUN_ONCE);
+    CHECK_EQ_UINT(s->durable_lsn, 0);
+    return lsn;
+}
+
+/* "interval": the loop writes a batch itself (its time goes into the loop's average), and a
+ * worker thread makes the interval's sync. */
+static void test_interval_writes_on_the_loop_and_syncs_on_a_worker(void) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
+    struct store s;
+    uint64_t lsn = interval_write(&s, &loop, dir, 60000000000u);
+    CHECK(s.sync.sync_ns > 0);
+    CHECK(s.job == NULL);
+    uv_run(&loop, UV_RUN_DEFAULT); /* runs until the interval sync is done */
+    CHECK_EQ_UINT(s.durable_lsn, lsn);
+    CHECK_EQ_UINT(s.stats_syncs, 1);
+    CHECK_EQ_UINT(s.sync.stats_loop_syncs, 0);
+    close_loop(&s, &loop);
+    check_replays(dir, 1);
+    rmrf(dir);
+}
+
+/* "interval" with --loop-sync-max-us 0: a worker thread writes the batches too. */
+static void test_interval_writes_on_a_worker_without_the_loop_path(void) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
+    struct store s;
+    interval_write(&s, &loop, dir, 0);
+    CHECK_EQ_UINT(s.sync.sync_ns, 0); /* no write was timed on the loop */
+    close_loop(&s, &loop);
+    check_replays(dir, 1);
+    rmrf(dir);
+}
+
 static void test_never_syncs_only_on_a_flush(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
@@ -1182,6 +1230,8 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_appends_of_one_turn_are_one_batch),
     CHECK_CASE(test_batches_form_while_one_is_in_flight),
     CHECK_CASE(test_interval_acks_at_once_and_syncs_on_its_timer),
+    CHECK_CASE(test_interval_writes_on_the_loop_and_syncs_on_a_worker),
+    CHECK_CASE(test_interval_writes_on_a_worker_without_the_loop_path),
     CHECK_CASE(test_never_syncs_only_on_a_flush),
     CHECK_CASE(test_failed_sync_acks_none_of_its_batch),
     CHECK_CASE(test_failed_sync_cuts_the_log_back),
