@@ -595,6 +595,7 @@ enum server_headers_result api_headers(struct handlers *h, struct api_conn *c, s
         json_decoder_begin(&st->dec, record_kind(st->route.type), &c->arena,
                            h->set.max_string_bytes);
         st->decoding = true;
+        st->body_left = req->content_length;
     }
     return SERVER_READ_BODY;
 }
@@ -650,7 +651,17 @@ void api_complete(struct handlers *h, struct api_conn *c, struct api_state *st,
 }
 
 void api_body(struct api_state *st, const char *ptr, size_t len) {
-    if (st->decoding) json_decoder_feed(&st->dec, ptr, len);
+    if (st->decoding) {
+        /* The piece that ends a Content-Length body stays in place through
+         * api_complete (server.h): its strings are used there, not copied. */
+        if (len && st->body_left == len) {
+            st->body_left = 0;
+            json_decoder_feed_held(&st->dec, ptr, len);
+        } else {
+            st->body_left = st->body_left > len ? st->body_left - len : 0;
+            json_decoder_feed(&st->dec, ptr, len);
+        }
+    }
     if (st->idem) idem_body(st, ptr, len);
 }
 

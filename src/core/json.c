@@ -117,8 +117,9 @@ static int scalar_start(struct json_decoder *d) {
 }
 
 /* A string taken where it stands in the chunk, copied when the chunk is done
- * (keep_chunk_strings). */
+ * (keep_chunk_strings), unless the chunk is held (json_decoder_feed_held). */
 static inline void in_chunk(struct json_decoder *d, uint64_t bit, const char *s, uint32_t n) {
+    if (d->chunk_held) return;
     if (!d->in_chunk) d->chunk_lo = s;
     d->chunk_hi = s + n;
     d->in_chunk |= bit;
@@ -520,18 +521,28 @@ static void keep_chunk_strings(struct json_decoder *d) {
     d->in_chunk = 0;
 }
 
-int json_decoder_feed(struct json_decoder *d, const char *ptr, size_t len) {
+static int feed(struct json_decoder *d, const char *ptr, size_t len, bool held) {
     if (d->err != ERR_NONE) return -1;
     if (len) d->any = true;
     d->chunk = ptr;
     d->chunk_len = len;
+    d->chunk_held = held;
     yajl_status st = yajl_parse(d->h, (const unsigned char *)ptr, len);
     keep_chunk_strings(d);
     d->chunk = NULL;
     d->chunk_len = 0;
+    d->chunk_held = false;
     if (st == yajl_status_error) syntax_error(d, ptr, len);
     d->fed += len;
     return d->err == ERR_NONE ? 0 : -1;
+}
+
+int json_decoder_feed(struct json_decoder *d, const char *ptr, size_t len) {
+    return feed(d, ptr, len, false);
+}
+
+int json_decoder_feed_held(struct json_decoder *d, const char *ptr, size_t len) {
+    return feed(d, ptr, len, true);
 }
 
 int json_decoder_finish(struct json_decoder *d) {

@@ -5,7 +5,8 @@
  *
  * The decoder is fed each body chunk as it arrives; yajl keeps only the
  * token in progress, the decoder keeps only the typed field values (strings
- * copied once into the request arena). Nothing holds the whole body. Only
+ * copied once into the request arena, or, from a chunk the caller keeps
+ * until the end, left where they stand). Nothing holds the whole body. Only
  * this module knows yajl's convention (callbacks return nonzero to go on).
  *
  * Types are converted here; every value is then checked by record.c
@@ -48,6 +49,7 @@ struct json_decoder {
     uint8_t name_len;      /* of kind->name */
     const char *chunk;     /* the chunk being parsed, NULL between feeds */
     size_t chunk_len;      /* bytes */
+    bool chunk_held;       /* the chunk stays valid until json_decoder_end: strings stay in it */
     uint64_t in_chunk;     /* bit i: vals[i] is a string still pointing into chunk */
     /* When in_chunk: the start of the first of those strings, the end of the
      * last (they are taken in the chunk's order). */
@@ -66,15 +68,22 @@ struct json_decoder {
 /*
  * Starts decoding a body for kind k; allocations come from d itself and
  * arena. k and arena are stored: they must stay valid, and d must not move
- * (yajl keeps pointers into it), until json_decoder_end. The
- * decoded strings (vals) and err_field live in arena (or the static field
- * tables): valid until the arena is reset.
+ * (yajl keeps pointers into it), until json_decoder_end. The decoded
+ * strings (vals: ptr and len, not NUL-terminated) live in arena, the static
+ * field tables, or a chunk given to json_decoder_feed_held: valid until the
+ * arena is reset, or for the last, as long as that chunk. err_field lives in
+ * arena or the tables.
  */
 void json_decoder_begin(struct json_decoder *d, const struct kind_desc *k, struct arena *arena,
                         uint32_t max_string);
 /* Feeds one chunk (not kept after the call). Returns 0, or -1 once an error
  * is known (d->err etc.). */
 int json_decoder_feed(struct json_decoder *d, const char *ptr, size_t len);
+/* json_decoder_feed for a chunk that the caller keeps valid, unchanged, until
+ * it is done with vals (json_decoder_end at the latest): the strings read
+ * from it are not copied; vals point into ptr. Typically the body's last
+ * chunk, when the request is completed before its bytes go. */
+int json_decoder_feed_held(struct json_decoder *d, const char *ptr, size_t len);
 /* Ends the body. Returns 0 when a complete, valid object was read, else -1. */
 int json_decoder_finish(struct json_decoder *d);
 /* Drops the yajl handle (its memory is d's and the arena's, reclaimed with them). */

@@ -510,6 +510,52 @@ static void test_writer_doubles_as_reference(void) {
     }
 }
 
+static bool val_is(const struct json_decoder *d, int f, const char *want) {
+    return d->vals[f].s.len == strlen(want) &&
+           memcmp(d->vals[f].s.ptr, want, d->vals[f].s.len) == 0;
+}
+
+static void test_held_chunk_strings_stay_in_place(void) {
+    struct json_decoder d;
+    const char body[] =
+        "{\"Address\":{\"Name\":\"Venue 7\",\"Line1\":\"a\\\"b\",\"City\":\"Lyon\"}}";
+    arena_reset(&arena);
+    json_decoder_begin(&d, &record_address, &arena, 255);
+    CHECK_EQ_INT(json_decoder_feed_held(&d, body, strlen(body)), 0);
+    CHECK_EQ_INT(json_decoder_finish(&d), 0);
+    json_decoder_end(&d);
+    /* Strings without escapes point into the held chunk; a decoded one was copied. */
+    CHECK(val_is(&d, ADDR_NAME, "Venue 7") && val_is(&d, ADDR_CITY, "Lyon"));
+    CHECK(d.vals[ADDR_NAME].s.ptr > body && d.vals[ADDR_NAME].s.ptr < body + sizeof body);
+    CHECK(d.vals[ADDR_CITY].s.ptr > body && d.vals[ADDR_CITY].s.ptr < body + sizeof body);
+    CHECK(val_is(&d, ADDR_LINE1, "a\"b"));
+    CHECK(!(d.vals[ADDR_LINE1].s.ptr >= body && d.vals[ADDR_LINE1].s.ptr < body + sizeof body));
+}
+
+static void test_held_last_chunk_after_any_split(void) {
+    struct json_decoder d;
+    const char *body = "{\"Address\":{\"Name\":\"Venue 7\",\"Line1\":\"17 Market Street\","
+                       "\"City\":\"Lyon\",\"Lat\":45.7570,\"Status\":\"draft\"}}";
+    size_t n = strlen(body);
+    char first[256], last[256];
+    /* The body split at every byte: the first piece is gone (overwritten) once fed, as a
+     * read buffer's bytes may be; strings from it, or split across the two, were copied. */
+    for (size_t at = 1; at < n; at++) {
+        arena_reset(&arena);
+        json_decoder_begin(&d, &record_address, &arena, 255);
+        memcpy(first, body, at);
+        memcpy(last, body + at, n - at);
+        CHECK_EQ_INT(json_decoder_feed(&d, first, at), 0);
+        memset(first, 'X', sizeof first);
+        CHECK_EQ_INT(json_decoder_feed_held(&d, last, n - at), 0);
+        CHECK_EQ_INT(json_decoder_finish(&d), 0);
+        json_decoder_end(&d);
+        CHECK(val_is(&d, ADDR_NAME, "Venue 7") && val_is(&d, ADDR_LINE1, "17 Market Street") &&
+              val_is(&d, ADDR_CITY, "Lyon") && val_is(&d, ADDR_STATUS, "draft"));
+        CHECK(d.vals[ADDR_LAT].d == 45.757);
+    }
+}
+
 static const struct check_case cases[] = {
     CHECK_CASE(test_every_chunk_size),
     CHECK_CASE(test_bare_object),
@@ -529,6 +575,8 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_writer_shortest_forms),
     CHECK_CASE(test_writer_numbers_round_trip),
     CHECK_CASE(test_writer_doubles_as_reference),
+    CHECK_CASE(test_held_chunk_strings_stay_in_place),
+    CHECK_CASE(test_held_last_chunk_after_any_split),
 };
 
 int main(int argc, char **argv) {
