@@ -82,7 +82,7 @@ struct db {
     uv_loop_t *loop;
     struct store store;
     struct index index;
-    struct buf scratch;   /* frame payloads being encoded */
+    struct buf scratch;   /* a compaction snapshot frame's payload being encoded */
     struct db_undo *undo; /* changes not yet acknowledged, oldest first, from undo_head */
     size_t undo_head, undo_len, undo_cap;
     uint64_t visible_lsn;   /* LSN of the last change the index shows */
