@@ -140,6 +140,8 @@ static inline __attribute__((always_inline)) int take(struct json_decoder *d, un
     }
     uint64_t bit = UINT64_C(1) << d->field;
     if (t == FT_STR || t == FT_COLOR) {
+        /* vals holds the default still: a field given twice is refused at its key. */
+        d->str_delta += (int64_t)v.s.len - d->vals[d->field].s.len;
         /* A span of the chunk is copied with the others when the chunk is done
          * (keep_chunk_strings); one in yajl's buffers (escapes decoded, or a
          * string that spanned two chunks) now, as yajl reuses them. */
@@ -353,6 +355,7 @@ static int on_string(void *ctx, const unsigned char *us, size_t n) {
         return string_value(d, s, n);
     uint64_t bit = UINT64_C(1) << i;
     in_chunk(d, bit, v.s.ptr, v.s.len);
+    d->str_delta += (int64_t)v.s.len - d->vals[i].s.len; /* as take() */
     d->vals[i] = v;
     d->present |= bit;
     return 1;
@@ -562,6 +565,10 @@ int json_decoder_finish(struct json_decoder *d) {
     if (d->err == ERR_NONE && d->wrapped == false && d->fields_depth == 0)
         fail(d, ERR_INVALID_JSON, NULL, "the body must be a JSON object");
     return d->err == ERR_NONE ? 0 : -1;
+}
+
+uint32_t json_decoder_record_size(const struct json_decoder *d) {
+    return (uint32_t)((int64_t)record_size_of_defaults(d->kind) + d->str_delta);
 }
 
 void json_decoder_end(struct json_decoder *d) {

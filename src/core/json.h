@@ -51,6 +51,7 @@ struct json_decoder {
     size_t chunk_len;      /* bytes */
     bool chunk_held;       /* the chunk stays valid until json_decoder_end: strings stay in it */
     uint64_t in_chunk;     /* bit i: vals[i] is a string still pointing into chunk */
+    int64_t str_delta;     /* bytes: the strings taken, less the defaults they replaced */
     /* When in_chunk: the start of the first of those strings, the end of the
      * last (they are taken in the chunk's order). */
     const char *chunk_lo, *chunk_hi;
@@ -86,6 +87,9 @@ int json_decoder_feed(struct json_decoder *d, const char *ptr, size_t len);
 int json_decoder_feed_held(struct json_decoder *d, const char *ptr, size_t len);
 /* Ends the body. Returns 0 when a complete, valid object was read, else -1. */
 int json_decoder_finish(struct json_decoder *d);
+/* record_size_of(kind, vals), kept as the values come (no pass over the fields): a
+ * create's size for its quota check. */
+uint32_t json_decoder_record_size(const struct json_decoder *d);
 /* Drops the yajl handle (its memory is d's and the arena's, reclaimed with them). */
 void json_decoder_end(struct json_decoder *d);
 

@@ -162,6 +162,18 @@ uint64_t db_put(struct db *db, struct record *r) {
     return changed(db, lsn, id, old);
 }
 
+const struct record *db_put_values(struct db *db, const struct kind_desc *k, uint64_t id,
+                                   uint64_t user_id, const union value *vals, uint64_t *lsn) {
+    struct buf *out;
+    uint64_t rev = rev_begin(db, k->type, &out);
+    struct record *r = record_build_encode(k, id, user_id, vals, out);
+    r->rev = rev;
+    *lsn = rev_append(db);
+    struct record *old = index_swap_change(&db->index, r);
+    changed(db, *lsn, id, old);
+    return r;
+}
+
 uint64_t db_put_keyed(struct db *db, struct record *r, struct record *key) {
     struct buf *out;
     r->rev = key->rev = rev_begin(db, REC_KEYED, &out);

@@ -19,6 +19,8 @@ static int decode(struct json_decoder *d, const struct kind_desc *k, const char 
         rc = json_decoder_feed(d, body + off, n - off < step ? n - off : step);
     if (rc == 0) rc = json_decoder_finish(d);
     json_decoder_end(d);
+    /* The size kept as the values came is the one a pass over them gives. */
+    if (rc == 0) CHECK_EQ_UINT(json_decoder_record_size(d), record_size_of(k, d->vals));
     return rc;
 }
 
