@@ -366,7 +366,8 @@ static void do_create(struct handlers *h, struct api_state *st, const struct rec
     }
     if (!st->idem) {
         /* Built and encoded into the log in one pass: rec is the index's now, with its rev. */
-        const struct record *rec = db_put_values(h->db, k, id, st->user_id, vals, &r->lsn);
+        const struct record *rec =
+            db_put_values(h->db, k, id, st->user_id, vals, (uint32_t)st->dec.present, &r->lsn);
         reply_record(r, rec);
         reply_etag(h, r, rec);
         changes_notify(h, st->user_id);
@@ -421,7 +422,8 @@ static void do_update(struct handlers *h, struct api_state *st, const struct rec
     if (!within_quota(h, user, 0, record_size(old), size, r)) return;
     /* Built and encoded into the log in one pass: rec is the index's now, with its rev and
      * link (old may be gone). */
-    const struct record *rec = db_put_values(h->db, k, old->id, old->user_id, vals, &r->lsn);
+    const struct record *rec = db_put_values(h->db, k, old->id, old->user_id, vals,
+                                             old->set | (uint32_t)st->dec.present, &r->lsn);
     reply_no_content(r);
     reply_etag(h, r, rec);
     changes_notify(h, st->user_id);

@@ -163,10 +163,11 @@ uint64_t db_put(struct db *db, struct record *r) {
 }
 
 const struct record *db_put_values(struct db *db, const struct kind_desc *k, uint64_t id,
-                                   uint64_t user_id, const union value *vals, uint64_t *lsn) {
+                                   uint64_t user_id, const union value *vals, uint32_t given,
+                                   uint64_t *lsn) {
     struct buf *out;
     uint64_t rev = rev_begin(db, k->type, &out);
-    struct record *r = record_build_encode(k, id, user_id, vals, out);
+    struct record *r = record_build_encode(k, id, user_id, vals, given, out);
     r->rev = rev;
     *lsn = rev_append(db);
     struct record *old = index_swap_change(&db->index, r);

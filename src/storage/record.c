@@ -128,10 +128,11 @@ static struct {
     struct field_meta fields[RECORD_MAX_FIELDS];
     struct field_why why[RECORD_MAX_FIELDS];
     union value defaults[RECORD_MAX_FIELDS];
-    uint32_t bytes_mask;    /* bit i: field i is a string, colour or bytes */
-    uint32_t size_base;     /* record_size without the strings' bytes */
-    uint32_t size_defaults; /* record_size of the record at the defaults */
-    char *enc;              /* every field's payload at its default, in order, padded */
+    uint32_t bytes_mask;              /* bit i: field i is a string, colour or bytes */
+    uint32_t size_base;               /* record_size without the strings' bytes */
+    uint32_t size_defaults;           /* record_size of the record at the defaults */
+    uint8_t types[RECORD_MAX_FIELDS]; /* each field's type, packed for the build's loops */
+    char *enc;                        /* every field's payload at its default, in order, padded */
     uint32_t enc_off[RECORD_MAX_FIELDS + 1]; /* field i's: enc[enc_off[i] .. enc_off[i + 1]) */
     struct field_lookup names;
 } meta[REC_KIND_MAX + 1];
@@ -279,6 +280,8 @@ static void meta_init(void) {
         meta[t].size_base = 30;
         for (int i = 0; i < k->nfields; i++)
             meta[t].size_base += is_bytes(k->fields[i].type) ? 2 : 8;
+        for (int i = 0; i < k->nfields; i++)
+            meta[t].types[i] = k->fields[i].type;
         meta[t].size_defaults = meta[t].size_base;
         for (int i = 0; i < k->nfields; i++)
             if (is_bytes(k->fields[i].type)) meta[t].size_defaults += meta[t].defaults[i].s.len;
@@ -377,24 +380,27 @@ uint32_t record_size_of(const struct kind_desc *k, const union value *vals) {
 static inline __attribute__((always_inline)) struct record *build(const struct kind_desc *k,
                                                                   uint64_t id, uint64_t user_id,
                                                                   const union value *vals,
-                                                                  struct buf *out) {
+                                                                  uint32_t given, struct buf *out) {
     if (!meta_ready) meta_init();
     if (!slab_ready) {
         slab_init(&slab, slab_asan(), true);
         slab_ready = true;
     }
     const union value *defs = meta[k->type].defaults;
+    const uint8_t *types = meta[k->type].types;
     uint32_t set = 0;
     size_t strings = 0, cells = 0;
-    size_t size = meta[k->type].size_base; /* as record_size */
+    /* As record_size: the fields outside given hold their defaults. */
+    size_t size = meta[k->type].size_defaults;
     /* A field at its default takes no cell. */
-    for (int i = 0; i < k->nfields; i++) {
+    for (uint32_t g = given; g; g &= g - 1) {
+        int i = __builtin_ctz(g);
         const union value *v = &vals[i];
-        switch (k->fields[i].type) {
+        switch (types[i]) {
         case FT_STR:
         case FT_COLOR:
         case FT_BYTES:
-            size += v->s.len;
+            size += (size_t)v->s.len - defs[i].s.len; /* modulo 2^64: the sum comes right */
             if (v->s.len == defs[i].s.len && same_bytes(v->s.ptr, defs[i].s.ptr, v->s.len))
                 continue;
             if (v->s.len) strings += v->s.len + 1;
@@ -447,7 +453,7 @@ static inline __attribute__((always_inline)) struct record *build(const struct k
     for (uint32_t m = set; m; m &= m - 1) {
         int i = __builtin_ctz(m);
         const union value *v = &vals[i];
-        uint8_t t = k->fields[i].type;
+        uint8_t t = types[i];
         if (out) {
             e = copy_run(e, enc + from, off[i] - from);
             from = off[i + 1];
@@ -491,12 +497,12 @@ static inline __attribute__((always_inline)) struct record *build(const struct k
 
 struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t user_id,
                             const union value *vals) {
-    return build(k, id, user_id, vals, NULL);
+    return build(k, id, user_id, vals, record_all_fields(k), NULL);
 }
 
 struct record *record_build_encode(const struct kind_desc *k, uint64_t id, uint64_t user_id,
-                                   const union value *vals, struct buf *out) {
-    return build(k, id, user_id, vals, out);
+                                   const union value *vals, uint32_t given, struct buf *out) {
+    return build(k, id, user_id, vals, given & record_all_fields(k), out);
 }
 
 uint32_t record_size(const struct record *r) {

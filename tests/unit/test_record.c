@@ -407,20 +407,29 @@ static void some_values(const struct kind_desc *k, int variant, union value *v) 
 }
 
 /* record_build_encode is record_build and record_encode in one pass: the same record and,
- * appended to what the buffer held, the same payload. */
+ * appended to what the buffer held, the same payload; given every field, or only those
+ * that are not at their defaults (every other one here). */
 static void test_build_encode_is_build_then_encode(void) {
     struct buf one = BUF_INIT, two = BUF_INIT;
     for (int k = 0; k < 4; k++) {
-        for (int variant = 0; variant < 4; variant++) {
-            union value v[RECORD_MAX_FIELDS];
-            some_values(kinds[k], variant, v);
+        for (int variant = 0; variant < 8; variant++) {
+            union value v[RECORD_MAX_FIELDS], d[RECORD_MAX_FIELDS];
+            some_values(kinds[k], variant % 4, v);
+            uint32_t given = record_all_fields(kinds[k]);
+            if (variant >= 4) {
+                record_defaults(kinds[k], d);
+                for (int i = 1; i < kinds[k]->nfields; i += 2) {
+                    v[i] = d[i];
+                    given &= ~(UINT32_C(1) << i);
+                }
+            }
             uint64_t owner = kinds[k]->type == REC_USER ? 0 : 42;
             struct record *a = record_build(kinds[k], 300, owner, v);
             buf_reset(&one);
             record_encode(a, &one);
             buf_reset(&two);
             buf_append(&two, "head", 4);
-            struct record *b = record_build_encode(kinds[k], 300, owner, v, &two);
+            struct record *b = record_build_encode(kinds[k], 300, owner, v, given, &two);
             CHECK_EQ_UINT(two.len - 4, one.len);
             CHECK(memcmp(two.ptr, "head", 4) == 0 && memcmp(two.ptr + 4, one.ptr, one.len) == 0);
             CHECK_EQ_UINT(b->set, a->set);
