@@ -142,6 +142,31 @@ void json_write_string(struct buf *b, const char *ptr, size_t len) {
     buf_commit(b, (size_t)(json_put_string(o, ptr, len) - o));
 }
 
+char *json_put_plain_string(char *o, const char *ptr, size_t len) {
+    *o++ = '"';
+    /* Short strings, most values, with two overlapping loads and stores. */
+    if (len >= 8 && len <= 16) {
+        uint64_t a, b;
+        memcpy(&a, ptr, 8);
+        memcpy(&b, ptr + len - 8, 8);
+        memcpy(o, &a, 8);
+        memcpy(o + len - 8, &b, 8);
+    } else if (len >= 4 && len < 8) {
+        uint32_t a, b;
+        memcpy(&a, ptr, 4);
+        memcpy(&b, ptr + len - 4, 4);
+        memcpy(o, &a, 4);
+        memcpy(o + len - 4, &b, 4);
+    } else if (len < 4) {
+        for (size_t i = 0; i < len; i++)
+            o[i] = ptr[i];
+    } else {
+        memcpy(o, ptr, len);
+    }
+    o[len] = '"';
+    return o + len + 1;
+}
+
 /*
  * Fast path for the numbers people store (coordinates, prices): find the
  * fewest decimals k for which m = d * 10^k is a whole number below 2^53 with

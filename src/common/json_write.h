@@ -22,6 +22,10 @@ void json_write_double(struct buf *b, double d);
  * bytes and returns how many it wrote (no terminator counted).
  */
 char *json_put_string(char *o, const char *ptr, size_t len);
+/* json_put_string of a string known to hold no byte that needs escaping (no
+ * '"', '\\' or byte below 0x20): its bytes are copied as they are, with no
+ * look at them. Needs len + 2 bytes at o. */
+char *json_put_plain_string(char *o, const char *ptr, size_t len);
 #define JSON_DOUBLE_MAX 32
 size_t json_put_double(char *o, double d);
 

@@ -145,9 +145,10 @@ static inline __attribute__((always_inline)) int take(struct json_decoder *d, un
         /* A span of the chunk is copied with the others when the chunk is done
          * (keep_chunk_strings); one in yajl's buffers (escapes decoded, or a
          * string that spanned two chunks) now, as yajl reuses them. */
-        if ((uintptr_t)v.s.ptr - (uintptr_t)d->chunk < d->chunk_len)
+        if ((uintptr_t)v.s.ptr - (uintptr_t)d->chunk < d->chunk_len) {
             in_chunk(d, bit, v.s.ptr, v.s.len);
-        else
+            d->plain |= bit;
+        } else
             v.s.ptr = arena_strndup(d->arena, v.s.ptr, v.s.len);
     }
     d->vals[d->field] = v;
@@ -358,6 +359,7 @@ static int on_string(void *ctx, const unsigned char *us, size_t n) {
     d->str_delta += (int64_t)v.s.len - d->vals[i].s.len; /* as take() */
     d->vals[i] = v;
     d->present |= bit;
+    d->plain |= bit; /* it stands in the chunk */
     return 1;
 }
 
@@ -683,7 +685,8 @@ static void defaults_init(void) {
  * value, so a field with a value of its own costs one copy (the defaults
  * before it, up to and including its key) and its value.
  */
-void json_write_record(struct buf *b, const struct record *r, bool open) {
+static inline __attribute__((always_inline)) void
+write_record(struct buf *b, const struct record *r, bool open, uint32_t plain) {
     if (!defaults_ready) defaults_init();
     const char *dtext = defaults_text[r->type].text;
     const uint32_t end = defaults_text[r->type].off[defaults_text[r->type].nfields];
@@ -707,7 +710,8 @@ void json_write_record(struct buf *b, const struct record *r, bool open) {
     uint32_t from = 0; /* the defaults' text not yet written starts here */
     const uint64_t *cell = r->cell;
     for (uint32_t set = r->set; set; set &= set - 1) {
-        const struct out_field *e = &of[__builtin_ctz(set)];
+        int i = __builtin_ctz(set);
+        const struct out_field *e = &of[i];
         uint64_t c = *cell++;
         if (!e->shown) continue; /* renders nothing */
         o = copy_run(o, dtext + from, e->key_end - from);
@@ -717,7 +721,8 @@ void json_write_record(struct buf *b, const struct record *r, bool open) {
         case FT_STR:
         case FT_COLOR: {
             uint32_t len = (uint32_t)c;
-            o = json_put_string(o, len ? (const char *)r + (c >> 32) : "", len);
+            const char *s = len ? (const char *)r + (c >> 32) : "";
+            o = plain >> i & 1 ? json_put_plain_string(o, s, len) : json_put_string(o, s, len);
             break;
         }
         case FT_DOUBLE: {
@@ -737,4 +742,12 @@ void json_write_record(struct buf *b, const struct record *r, bool open) {
     o = copy_run(o, dtext + from, end - from);
     if (!open) *o++ = '}';
     buf_commit(b, (size_t)(o - start));
+}
+
+void json_write_record(struct buf *b, const struct record *r, bool open) {
+    write_record(b, r, open, 0);
+}
+
+void json_write_record_plain(struct buf *b, const struct record *r, bool open, uint32_t plain) {
+    write_record(b, r, open, plain);
 }

@@ -52,6 +52,10 @@ struct json_decoder {
     bool chunk_held;       /* the chunk stays valid until json_decoder_end: strings stay in it */
     uint64_t in_chunk;     /* bit i: vals[i] is a string still pointing into chunk */
     int64_t str_delta;     /* bytes: the strings taken, less the defaults they replaced */
+    /* bit i: vals[i] is a string taken as it stood in the body, no escape
+     * decoded: yajl lets no '"', '\\' or byte below 0x20 stand there, so
+     * none of its bytes needs escaping when it is written out again. */
+    uint64_t plain;
     /* When in_chunk: the start of the first of those strings, the end of the
      * last (they are taken in the chunk's order). */
     const char *chunk_lo, *chunk_hi;
@@ -101,5 +105,9 @@ void json_decoder_end(struct json_decoder *d);
  * closing brace is left off so the caller can add members.
  */
 void json_write_record(struct buf *b, const struct record *r, bool open);
+/* json_write_record, the strings of the fields in plain known to need no
+ * escaping (a decoder's plain, for a record built from its values): they are
+ * copied without a look. */
+void json_write_record_plain(struct buf *b, const struct record *r, bool open, uint32_t plain);
 
 #endif

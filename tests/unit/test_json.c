@@ -558,6 +558,32 @@ static void test_held_last_chunk_after_any_split(void) {
     }
 }
 
+/* The strings a body gave without escapes are plain: a record of them is written the same
+ * without looking at them; one with an escape decoded, or split across chunks, is not. */
+static void test_plain_strings(void) {
+    struct json_decoder d;
+    const char *body = "{\"Address\":{\"Name\":\"Venue 7\",\"Line1\":\"a\\\"b\\\\c\\u0001\","
+                       "\"City\":\"Lyon \xc3\xa9\",\"Post\":\"69002\",\"State\":\"AR\","
+                       "\"Line2\":\"a line longer than sixteen\",\"Country\":\"FR-ARA-69\"}}";
+    for (size_t step = 1; step <= strlen(body); step++) {
+        CHECK_EQ_INT(decode(&d, &record_address, body, step), 0);
+        CHECK(!(d.plain & (UINT64_C(1) << ADDR_LINE1)));
+        if (step == strlen(body))
+            CHECK(d.plain == ((UINT64_C(1) << ADDR_NAME) | (UINT64_C(1) << ADDR_CITY) |
+                              (UINT64_C(1) << ADDR_POST) | (UINT64_C(1) << ADDR_STATE) |
+                              (UINT64_C(1) << ADDR_LINE2) | (UINT64_C(1) << ADDR_COUNTRY)));
+        struct record *r = record_build(&record_address, 5, 6, d.vals);
+        struct buf a = BUF_INIT, b = BUF_INIT;
+        json_write_record(&a, r, false);
+        json_write_record_plain(&b, r, false, (uint32_t)d.plain);
+        CHECK_EQ_UINT(a.len, b.len);
+        CHECK(memcmp(a.ptr, b.ptr, a.len) == 0);
+        buf_destroy(&a);
+        buf_destroy(&b);
+        record_free(r);
+    }
+}
+
 static const struct check_case cases[] = {
     CHECK_CASE(test_every_chunk_size),
     CHECK_CASE(test_bare_object),
@@ -579,6 +605,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_writer_doubles_as_reference),
     CHECK_CASE(test_held_chunk_strings_stay_in_place),
     CHECK_CASE(test_held_last_chunk_after_any_split),
+    CHECK_CASE(test_plain_strings),
 };
 
 int main(int argc, char **argv) {
