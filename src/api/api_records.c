@@ -85,9 +85,10 @@ static bool auth_still_valid(struct handlers *h, struct api_conn *c, const struc
  * a and b, n bytes each, are equal; the time taken depends on n only. An
  * Authorization header holds the key, and behind the balancer one backend
  * connection carries many clients' requests, so the cache's compare must not
- * stop at the first differing byte. libsodium's crypto_verify_16 over
- * 16-byte windows (the last one overlapping): a tenth of sodium_memcmp's
- * byte-at-a-time cost on a typical header.
+ * stop at the first differing byte. libsodium's crypto_verify_64, then
+ * crypto_verify_16 over 16-byte windows (the last one overlapping): a tenth
+ * of sodium_memcmp's byte-at-a-time cost on a typical header, and a typical
+ * header (70 to 80 bytes) in two calls.
  */
 static bool same_secret(const char *a, const char *b, size_t n) {
     const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
@@ -99,6 +100,8 @@ static bool same_secret(const char *a, const char *b, size_t n) {
     }
     int differ = 0;
     size_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        differ |= crypto_verify_64(x + i, y + i);
     for (; i + 16 <= n; i += 16)
         differ |= crypto_verify_16(x + i, y + i);
     if (i < n) differ |= crypto_verify_16(x + n - 16, y + n - 16);
