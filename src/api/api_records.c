@@ -133,10 +133,14 @@ static const struct record *authenticate(struct handlers *h, struct api_conn *c,
     return u;
 }
 
-/* plain: the fields whose strings need no escaping (json_write_record_plain), or 0. */
-static void reply_record(struct http_response *r, const struct record *rec, uint32_t plain) {
+/* from: the decoder rec was built from (json_write_record_decoded), or NULL. */
+static void reply_record(struct http_response *r, const struct record *rec,
+                         const struct json_decoder *from) {
     reply_ok_open(r);
-    json_write_record_plain(&r->body, rec, false, plain);
+    if (from)
+        json_write_record_decoded(&r->body, rec, false, from);
+    else
+        json_write_record(&r->body, rec, false);
     buf_append_char(&r->body, '}');
 }
 
@@ -372,14 +376,14 @@ static void do_create(struct handlers *h, struct api_state *st, const struct rec
         /* Built and encoded into the log in one pass: rec is the index's now, with its rev. */
         const struct record *rec =
             db_put_values(h->db, k, id, st->user_id, vals, (uint32_t)st->dec.present, &r->lsn);
-        reply_record(r, rec, (uint32_t)st->dec.plain);
+        reply_record(r, rec, &st->dec);
         reply_etag(h, r, rec);
         changes_notify(h, st->user_id);
         return;
     }
     /* The answer is rendered before the record is stored, to be stored with it. */
     struct record *rec = record_build(k, id, st->user_id, vals);
-    reply_record(r, rec, (uint32_t)st->dec.plain);
+    reply_record(r, rec, &st->dec);
     union value kv[RECORD_MAX_FIELDS];
     record_defaults(&record_idem, kv);
     kv[IDEM_KEY].s.ptr = st->idem_key;
@@ -443,7 +447,7 @@ static void do_get(struct handlers *h, struct api_state *st, struct http_request
     if (!preconditions(h, req, rec, true, r)) return;
     reply_etag(h, r, rec);
     if (rec->type != REC_EVENT) {
-        reply_record(r, rec, 0);
+        reply_record(r, rec, NULL);
         return;
     }
     /* An event answers with its theme and address embedded (null when unlinked). */

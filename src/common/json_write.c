@@ -142,31 +142,6 @@ void json_write_string(struct buf *b, const char *ptr, size_t len) {
     buf_commit(b, (size_t)(json_put_string(o, ptr, len) - o));
 }
 
-char *json_put_plain_string(char *o, const char *ptr, size_t len) {
-    *o++ = '"';
-    /* Short strings, most values, with two overlapping loads and stores. */
-    if (len >= 8 && len <= 16) {
-        uint64_t a, b;
-        memcpy(&a, ptr, 8);
-        memcpy(&b, ptr + len - 8, 8);
-        memcpy(o, &a, 8);
-        memcpy(o + len - 8, &b, 8);
-    } else if (len >= 4 && len < 8) {
-        uint32_t a, b;
-        memcpy(&a, ptr, 4);
-        memcpy(&b, ptr + len - 4, 4);
-        memcpy(o, &a, 4);
-        memcpy(o + len - 4, &b, 4);
-    } else if (len < 4) {
-        for (size_t i = 0; i < len; i++)
-            o[i] = ptr[i];
-    } else {
-        memcpy(o, ptr, len);
-    }
-    o[len] = '"';
-    return o + len + 1;
-}
-
 /*
  * Fast path for the numbers people store (coordinates, prices): find the
  * fewest decimals k for which m = d * 10^k is a whole number below 2^53 with
@@ -234,17 +209,13 @@ static inline int decimal_digits(uint64_t v) {
     return t + ((v | 1) >= pow10u[t]);
 }
 
-static inline char *put_short_decimal(char *o, double d) {
-    double ad = fabs(d), m;
-    if (!(ad < 1e15)) return NULL;
-    int k = short_decimals(ad, &m);
-    if (k < 0) return NULL;
-    /* The digits of m with the point k from the right, written backwards
+/* json_put_decimal's work, inlined into json_put_double's fast path. */
+static inline char *put_decimal(char *o, bool neg, uint64_t v, int k) {
+    /* The digits of v with the point k from the right, written backwards
      * from the end, whose place is known from the count of digits; two
      * digits at a time (u64_pairs, buf.h). */
-    uint64_t v = (uint64_t)m;
     int n = decimal_digits(v);
-    int len = (d < 0) + (n > k ? n : k + 1) + (k > 0);
+    int len = neg + (n > k ? n : k + 1) + (k > 0);
     char *p = o + len;
     int f = k;
     for (; f >= 2; f -= 2) {
@@ -267,8 +238,20 @@ static inline char *put_short_decimal(char *o, double d) {
     } else {
         *--p = (char)('0' + v);
     }
-    if (d < 0) *--p = '-';
+    if (neg) *--p = '-';
     return o + len;
+}
+
+static inline char *put_short_decimal(char *o, double d) {
+    double ad = fabs(d), m;
+    if (!(ad < 1e15)) return NULL;
+    int k = short_decimals(ad, &m);
+    if (k < 0) return NULL;
+    return put_decimal(o, d < 0, (uint64_t)m, k);
+}
+
+char *json_put_decimal(char *o, bool neg, uint64_t v, int k) {
+    return put_decimal(o, neg, v, k);
 }
 
 /* Numbers the fast path does not take: the shortest of 15 to 17 significant

@@ -161,8 +161,13 @@ static inline __attribute__((always_inline)) int take(struct json_decoder *d, un
  * and 10^k are exact doubles, so m / 10^k is the correctly rounded value,
  * the same strtod gives (Clinger's fast path). Returns false for anything
  * else (exponents, more digits), which strtod then handles.
+ *
+ * *dec: m and k without trailing zeros, as json_decoder's dec keeps them (0
+ * for a zero). Decimals of at most 15 significant digits read as distinct
+ * doubles, so no shorter one reads as this value: it is the shortest, the
+ * one json_put_double would find, and the writer need not search for it.
  */
-static bool parse_short_decimal(const char *s, size_t n, double *out) {
+static bool parse_short_decimal(const char *s, size_t n, double *out, uint64_t *dec) {
     static const double pow10[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                    1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
     /* At most 18 bytes: m cannot overflow; it is then exact below 10^15. */
@@ -185,6 +190,9 @@ static bool parse_short_decimal(const char *s, size_t n, double *out) {
     if (m >= UINT64_C(1000000000000000) || frac > 15) return false;
     double v = (double)m / pow10[frac];
     *out = s[0] == '-' ? -v : v;
+    for (; frac && m % 10 == 0; frac--)
+        m /= 10;
+    *dec = m << 4 | frac;
     return true;
 }
 
@@ -223,7 +231,8 @@ static bool number_syntax(const char *s, size_t n) {
  */
 static int set_double(struct json_decoder *d, const char *s, size_t n) {
     double v;
-    if (!parse_short_decimal(s, n, &v)) {
+    uint64_t dec = 0;
+    if (!parse_short_decimal(s, n, &v, &dec)) {
         if (!number_syntax(s, n)) return wrong_type(d);
         char tmp[64];
         char *z = n < sizeof tmp ? tmp : arena_strndup(d->arena, s, n);
@@ -233,7 +242,12 @@ static int set_double(struct json_decoder *d, const char *s, size_t n) {
         }
         v = strtod(z, NULL);
     }
-    return take(d, (union value){.d = v}, FT_DOUBLE);
+    int i = d->field, rc = take(d, (union value){.d = v}, FT_DOUBLE);
+    if (rc == 1 && dec >> 4) {
+        d->dec[i] = dec;
+        d->decimals |= UINT32_C(1) << i;
+    }
+    return rc;
 }
 
 static int on_null(void *ctx) {
@@ -293,12 +307,15 @@ static int on_number(void *ctx, const char *s, size_t n) {
     if (d->skip_depth || d->depth == 0 || i < 0) return number_value(d, s, n);
     const struct field *f = &d->kind->fields[i];
     union value v;
-    if (f->type != FT_DOUBLE || !parse_short_decimal(s, n, &v.d) ||
+    uint64_t dec;
+    if (f->type != FT_DOUBLE || !parse_short_decimal(s, n, &v.d, &dec) ||
         !record_value_plainly_fine(f, FT_DOUBLE, &v, d->max_string))
         return number_value(d, s, n);
     uint64_t bit = UINT64_C(1) << i;
     d->vals[i] = v;
     d->present |= bit;
+    d->dec[i] = dec;
+    d->decimals |= (uint32_t)(dec >> 4 != 0) << i; /* not for a zero (json_put_double's "0") */
     return 1;
 }
 
@@ -686,7 +703,9 @@ static void defaults_init(void) {
  * before it, up to and including its key) and its value.
  */
 static inline __attribute__((always_inline)) void
-write_record(struct buf *b, const struct record *r, bool open, uint32_t plain) {
+write_record(struct buf *b, const struct record *r, bool open, const struct json_decoder *dec) {
+    const uint32_t plain = dec ? (uint32_t)dec->plain : 0;
+    const uint32_t decimals = dec ? dec->decimals : 0;
     if (!defaults_ready) defaults_init();
     const char *dtext = defaults_text[r->type].text;
     const uint32_t end = defaults_text[r->type].off[defaults_text[r->type].nfields];
@@ -728,7 +747,10 @@ write_record(struct buf *b, const struct record *r, bool open, uint32_t plain) {
         case FT_DOUBLE: {
             double d;
             memcpy(&d, &c, sizeof d);
-            o += json_put_double(o, d);
+            if (decimals >> i & 1)
+                o = json_put_decimal(o, d < 0, dec->dec[i] >> 4, (int)(dec->dec[i] & 15));
+            else
+                o += json_put_double(o, d);
             break;
         }
         case FT_BOOL:
@@ -745,9 +767,10 @@ write_record(struct buf *b, const struct record *r, bool open, uint32_t plain) {
 }
 
 void json_write_record(struct buf *b, const struct record *r, bool open) {
-    write_record(b, r, open, 0);
+    write_record(b, r, open, NULL);
 }
 
-void json_write_record_plain(struct buf *b, const struct record *r, bool open, uint32_t plain) {
-    write_record(b, r, open, plain);
+void json_write_record_decoded(struct buf *b, const struct record *r, bool open,
+                               const struct json_decoder *d) {
+    write_record(b, r, open, d);
 }

@@ -56,10 +56,15 @@ struct json_decoder {
      * decoded: yajl lets no '"', '\\' or byte below 0x20 stand there, so
      * none of its bytes needs escaping when it is written out again. */
     uint64_t plain;
+    /* bit i: vals[i] is a double read from a short decimal (not 0): dec[i]
+     * holds its digits and decimals without trailing zeros (m << 4 | k), the
+     * shortest form that reads back as it, which json_put_double writes. */
+    uint32_t decimals;
     /* When in_chunk: the start of the first of those strings, the end of the
      * last (they are taken in the chunk's order). */
     const char *chunk_lo, *chunk_hi;
     union value vals[RECORD_MAX_FIELDS]; /* the decoded values, defaults where not present */
+    uint64_t dec[RECORD_MAX_FIELDS];     /* where decimals says: see there */
     bool has_id;
     uint64_t id; /* "ID" in the body, when has_id */
     bool id_invalid;
@@ -105,9 +110,14 @@ void json_decoder_end(struct json_decoder *d);
  * closing brace is left off so the caller can add members.
  */
 void json_write_record(struct buf *b, const struct record *r, bool open);
-/* json_write_record, the strings of the fields in plain known to need no
- * escaping (a decoder's plain, for a record built from its values): they are
- * copied without a look. */
-void json_write_record_plain(struct buf *b, const struct record *r, bool open, uint32_t plain);
+/*
+ * json_write_record of a record built from d's values (those of the fields d
+ * marks, unchanged), the same bytes with less work: the strings d took as
+ * they stood (plain) are copied without a look, the short decimals
+ * (decimals) written from their digits without a search. d is read during
+ * the call only.
+ */
+void json_write_record_decoded(struct buf *b, const struct record *r, bool open,
+                               const struct json_decoder *d);
 
 #endif

@@ -558,9 +558,11 @@ static void test_held_last_chunk_after_any_split(void) {
     }
 }
 
-/* The strings a body gave without escapes are plain: a record of them is written the same
- * without looking at them; one with an escape decoded, or split across chunks, is not. */
-static void test_plain_strings(void) {
+/* The strings a body gave without escapes are plain, and its short decimals are kept as
+ * digits: a record of them is written the same from the decoder (without looking at the
+ * strings, without searching for the decimals); a string with an escape decoded, or split
+ * across chunks, is not plain. */
+static void test_written_from_the_decoder(void) {
     struct json_decoder d;
     const char *body = "{\"Address\":{\"Name\":\"Venue 7\",\"Line1\":\"a\\\"b\\\\c\\u0001\","
                        "\"City\":\"Lyon \xc3\xa9\",\"Post\":\"69002\",\"State\":\"AR\","
@@ -575,13 +577,37 @@ static void test_plain_strings(void) {
         struct record *r = record_build(&record_address, 5, 6, d.vals);
         struct buf a = BUF_INIT, b = BUF_INIT;
         json_write_record(&a, r, false);
-        json_write_record_plain(&b, r, false, (uint32_t)d.plain);
+        json_write_record_decoded(&b, r, false, &d);
         CHECK_EQ_UINT(a.len, b.len);
         CHECK(memcmp(a.ptr, b.ptr, a.len) == 0);
         buf_destroy(&a);
         buf_destroy(&b);
         record_free(r);
     }
+    /* Decimals: trailing and leading zeros, signs, zeros, strings, exponents, long ones. */
+    static const char *const nums[] = {
+        "45.7570",    "-0.1276", "007.50", "\"007.50\"", "\"51.5072\"", "0.000",
+        "-0.0",       "1e2",     "180",    "-179.999",   "0.000001",    "123456789.123456",
+        "\"-12.30\"", "1.5e-3",  "100.00", "-90",        "0.1",         "89.99999999999999"};
+    int tested = 0;
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        char num_body[128];
+        snprintf(num_body, sizeof num_body, "{\"Address\":{\"Lon\":%s,\"Lat\":-1.250}}", nums[i]);
+        if (decode(&d, &record_address, num_body, strlen(num_body)) != 0) continue; /* range */
+        tested++;
+        struct record *r = record_build(&record_address, 5, 6, d.vals);
+        struct buf a = BUF_INIT, b = BUF_INIT;
+        json_write_record(&a, r, false);
+        json_write_record_decoded(&b, r, false, &d);
+        CHECK_EQ_UINT(a.len, b.len);
+        CHECK(memcmp(a.ptr, b.ptr, a.len) == 0);
+        buf_destroy(&a);
+        buf_destroy(&b);
+        record_free(r);
+    }
+    CHECK_EQ_INT(tested, 16); /* all but 007.50 (no JSON number) and the one out of range */
+    CHECK_EQ_INT(decode(&d, &record_address, "{\"Lon\":4.8427,\"Lat\":0.0}", 64), 0);
+    CHECK(d.decimals == UINT32_C(1) << ADDR_LON); /* not for a zero */
 }
 
 static const struct check_case cases[] = {
@@ -605,7 +631,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_writer_doubles_as_reference),
     CHECK_CASE(test_held_chunk_strings_stay_in_place),
     CHECK_CASE(test_held_last_chunk_after_any_split),
-    CHECK_CASE(test_plain_strings),
+    CHECK_CASE(test_written_from_the_decoder),
 };
 
 int main(int argc, char **argv) {
