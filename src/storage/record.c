@@ -371,27 +371,21 @@ uint32_t record_size_of(const struct kind_desc *k, const union value *vals) {
     return (uint32_t)size;
 }
 
-/*
- * record_build's work; with out, it also appends the record's log payload
- * (what record_encode would append) to out, written as each field is
- * copied, so that a record built to be stored costs no second pass. Inlined
- * into both callers: out is a constant NULL in record_build's.
- */
-static inline __attribute__((always_inline)) struct record *build(const struct kind_desc *k,
-                                                                  uint64_t id, uint64_t user_id,
-                                                                  const union value *vals,
-                                                                  uint32_t given, struct buf *out) {
-    if (!meta_ready) meta_init();
-    if (!slab_ready) {
-        slab_init(&slab, slab_asan(), true);
-        slab_ready = true;
-    }
+/* What the first pass over a record's fields finds: the record's shape. */
+struct shape {
+    uint32_t set;   /* the fields that take a cell (record.set) */
+    size_t cells;   /* how many */
+    size_t strings; /* bytes of their strings, terminators included */
+    size_t size;    /* record_size */
+};
+
+/* build's first pass, over the given fields (the others hold their defaults). */
+static inline __attribute__((always_inline)) struct shape
+shape_of(const struct kind_desc *k, const union value *vals, uint32_t given) {
     const union value *defs = meta[k->type].defaults;
     const uint8_t *types = meta[k->type].types;
-    uint32_t set = 0;
-    size_t strings = 0, cells = 0;
     /* As record_size: the fields outside given hold their defaults. */
-    size_t size = meta[k->type].size_defaults;
+    struct shape sh = {0, 0, 0, meta[k->type].size_defaults};
     /* A field at its default takes no cell. */
     for (uint32_t g = given; g; g &= g - 1) {
         int i = __builtin_ctz(g);
@@ -400,10 +394,10 @@ static inline __attribute__((always_inline)) struct record *build(const struct k
         case FT_STR:
         case FT_COLOR:
         case FT_BYTES:
-            size += (size_t)v->s.len - defs[i].s.len; /* modulo 2^64: the sum comes right */
+            sh.size += (size_t)v->s.len - defs[i].s.len; /* modulo 2^64: the sum comes right */
             if (v->s.len == defs[i].s.len && same_bytes(v->s.ptr, defs[i].s.ptr, v->s.len))
                 continue;
-            if (v->s.len) strings += v->s.len + 1;
+            if (v->s.len) sh.strings += v->s.len + 1;
             break;
         case FT_REF:
         case FT_INT:
@@ -421,13 +415,35 @@ static inline __attribute__((always_inline)) struct record *build(const struct k
         default:
             break; /* a type without a rule here always keeps its cell */
         }
-        set |= UINT32_C(1) << i;
-        cells++;
+        sh.set |= UINT32_C(1) << i;
+        sh.cells++;
     }
-    size_t head = sizeof(struct record) + cells * sizeof(uint64_t);
+    return sh;
+}
+
+/*
+ * record_build's work; with out, it also appends the record's log payload
+ * (what record_encode would append) to out, written as each field is
+ * copied, so that a record built to be stored costs no second pass. Inlined
+ * into both callers: out is a constant NULL in record_build's.
+ */
+static inline __attribute__((always_inline)) struct record *build(const struct kind_desc *k,
+                                                                  uint64_t id, uint64_t user_id,
+                                                                  const union value *vals,
+                                                                  uint32_t given, struct buf *out) {
+    if (!meta_ready) meta_init();
+    if (!slab_ready) {
+        slab_init(&slab, slab_asan(), true);
+        slab_ready = true;
+    }
+    const uint8_t *types = meta[k->type].types;
+    struct shape sh = shape_of(k, vals, given);
+    const uint32_t set = sh.set;
+    const size_t size = sh.size;
+    size_t head = sizeof(struct record) + sh.cells * sizeof(uint64_t);
 
     uint8_t cls;
-    struct record *r = slab_alloc(&slab, head + strings, &cls);
+    struct record *r = slab_alloc(&slab, head + sh.strings, &cls);
     r->id = id;
     r->user_id = user_id;
     r->event_id = 0;
