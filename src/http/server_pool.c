@@ -44,7 +44,8 @@ static void on_sweep(uv_timer_t *t);
 
 /* ---- kits ---- */
 
-static struct server_kit *kit_new(struct server *srv) {
+/* Not inlined: kit_take, on every request's path, stays small enough to be inlined. */
+static __attribute__((noinline)) struct server_kit *kit_new(struct server *srv) {
     struct server_kit *k = xmalloc(sizeof *k);
     k->next = NULL;
     k->slots = xcalloc(srv->nslots, sizeof *k->slots);
@@ -52,18 +53,19 @@ static struct server_kit *kit_new(struct server *srv) {
     k->ticket = xcalloc(srv->nslots, sizeof *k->ticket);
     for (uint32_t i = 0; i < srv->nslots; i++)
         http_response_init(&k->slots[i]);
-    http_kept_init(&k->kept);
+    http_parser_init(&k->parser, &srv->limits, &server__parser_events, NULL);
     return k;
 }
 
 static void kit_free(struct server *srv, struct server_kit *k) {
+    const struct http_kept *kept = k->parser.req.kept;
     size_t bytes = sizeof *k + srv->nslots * (sizeof *k->slots + 1 + sizeof *k->ticket) +
-                   k->kept.target.cap + k->kept.authorization.cap + k->kept.fields.cap;
+                   sizeof *kept + kept->target.cap + kept->authorization.cap + kept->fields.cap;
     for (uint32_t i = 0; i < srv->nslots; i++) {
         bytes += k->slots[i].body.cap + k->slots[i].headers.cap + k->slots[i].path.cap;
         http_response_destroy(&k->slots[i]);
     }
-    http_kept_destroy(&k->kept);
+    http_parser_destroy(&k->parser);
     free(k->slots);
     free(k->state);
     free(k->ticket);
@@ -85,9 +87,10 @@ static void kit_take(struct conn *c) {
     }
     c->kit = k;
     k->wreq.data = c;
-    c->parser.req.kept = &k->kept;
-    c->head = c->count = c->nwriting = 0;
-    c->roff = c->rlen = 0;
+    k->parser.owner = c;
+    k->parser.req.peer = c->peer;
+    /* The ring and the read offsets are empty already: kit_put and server__conn_get
+     * leave them so, and nothing moves them without a kit. */
 }
 
 void conn_kit_get(struct conn *c) {
@@ -96,18 +99,17 @@ void conn_kit_get(struct conn *c) {
     if (c->parked) unpark(c);
 }
 
-void conn_kit_put(struct conn *c) {
+/* Gives the kit back, its parser as it is (see conn_kit_put for when that is right). */
+static void kit_put(struct conn *c) {
     struct server *srv = c->srv;
     struct server_kit *k = c->kit;
-    if (!k) return;
     c->kit = NULL;
     c->cur = NULL;
     c->head = c->count = c->nwriting = 0;
     c->continue_left = 0;
     c->roff = c->rlen = 0;
-    c->parser.req.kept = NULL;
     /* A huge request head stays a rarity: do not keep its buffers around. */
-    struct http_kept *kept = &k->kept;
+    struct http_kept *kept = k->parser.req.kept;
     if (kept->target.cap + kept->authorization.cap + kept->fields.cap > HEADER_KEEP) {
         http_kept_destroy(kept);
         http_kept_init(kept);
@@ -118,6 +120,18 @@ void conn_kit_put(struct conn *c) {
     srv->kits = k;
     srv->nkits++;
     server__sweep_arm(srv);
+}
+
+/*
+ * The parser starts over: it may be inside or past a request (an error answer, a
+ * close, a request cut short, a "close" decided). Only a connection going idle gives
+ * its kit back without this (conn_settle): it is between two requests, where the next
+ * connection can go on with the parser as it is.
+ */
+void conn_kit_put(struct conn *c) {
+    if (!c->kit) return;
+    http_parser_reset(&c->kit->parser);
+    kit_put(c);
 }
 
 /* ---- handler states ---- */
@@ -172,8 +186,8 @@ void conn_state_put(struct conn *c) {
  */
 static __attribute__((noinline)) void park(struct conn *c) {
     if (c->count != 1 || !c->kit || c->kit->state[c->head] != SLOT_PARKABLE || c->nwriting ||
-        c->parser.in_message || c->roff != c->rlen || c->paused || c->continue_left || c->closing ||
-        c->draining)
+        c->kit->parser.in_message || c->roff != c->rlen || c->paused || c->continue_left ||
+        c->closing || c->draining)
         return;
     const struct http_response *r = slot_at(c, 0);
     size_t path_len = r->path.len;
@@ -228,7 +242,7 @@ void server__ticket_used(struct conn *c) {
 /* ---- idle connections ---- */
 
 static bool is_idle(const struct conn *c) {
-    return !c->closing && !c->draining && !c->parser.in_message && c->count == 0 &&
+    return !c->closing && !c->draining && !conn_in_request(c) && c->count == 0 &&
            c->roff == c->rlen && !c->close_after && !c->parked;
 }
 
@@ -253,7 +267,10 @@ void conn_settle(struct conn *c) {
         return;
     }
     struct server *srv = c->srv;
-    conn_kit_put(c);
+    /* Idle: the last request is complete, and nothing of the next one came (is_idle);
+     * its parser is not paused either (it pauses only at a full ring, and is resumed
+     * as the ring empties, or for a "close", which an idle connection has not). */
+    if (c->kit) kit_put(c);
     c->idle_at = uv_now(srv->loop);
     c->list = LIST_IDLE;
     q_push(&srv->idle, &c->ilink);
@@ -283,9 +300,6 @@ static void slab_new(struct server *srv) {
         memset(c, 0, sizeof *c);
         c->srv = srv;
         c->slab = sl;
-        /* The parser's header buffers come with a kit: none while idle. */
-        http_parser_init(&c->parser, &srv->limits, &server__parser_events, c);
-        http_parser_destroy(&c->parser);
         q_push(&srv->free_conns, &c->link);
     }
     srv->nfree_conns += CONN_SLAB;
@@ -297,7 +311,6 @@ struct conn *server__conn_get(struct server *srv) {
     q_remove(&c->link);
     if (--srv->nfree_conns < srv->free_low) srv->free_low = srv->nfree_conns;
     c->slab->nfree--;
-    http_parser_reset(&c->parser);
     c->kit = NULL;
     c->hstate = NULL;
     c->cur = NULL;
