@@ -21,24 +21,38 @@
  * never freed (slab->tickets): a ticket of a closed connection is looked at
  * (its gen no longer matches) before the handler drops its answer.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
 
 #include "common/log.h"
+#include "common/slab.h"
 #include "http/server_internal.h"
 
-#define CONN_SLAB 64     /* connection slots per allocation: idle ones pack densely */
-#define HEADER_KEEP 8192 /* a kit's head buffers larger than this in all are freed */
+#define SLAB_BYTES (64 * 1024) /* one mapping of connection slots: idle ones pack densely */
+#define HEADER_KEEP 8192       /* a kit's head buffers larger than this in all are freed */
 
+/*
+ * A slab is a mapping of its own, not a heap block: malloc would place it between
+ * the kits and handler states of the burst that made it, and once those are freed,
+ * the partly used pages at each end of every hole stay resident (malloc_trim gives
+ * back only whole pages inside free chunks), about 9 KiB a slab, 140 bytes a
+ * connection. A mapping is whole pages and goes back whole. (Under AddressSanitizer
+ * it is a heap block all the same, so that a slot used after its slab went is reported
+ * rather than landing in a later mapping at the same address.)
+ */
 struct server_slab {
     struct server_slab *next;
     uint32_t nfree;
     uint32_t tickets; /* outstanding tickets of its connections (server_defer) */
-    struct conn conns[CONN_SLAB];
+    struct conn conns[];
 };
+
+#define CONN_SLAB ((uint32_t)((SLAB_BYTES - sizeof(struct server_slab)) / sizeof(struct conn)))
 
 static void on_sweep(uv_timer_t *t);
 
@@ -290,14 +304,31 @@ void conn_wake(struct conn *c, size_t n) {
 
 /* ---- connection slots ---- */
 
+/* SLAB_BYTES of zeroed memory. */
+static struct server_slab *slab_map(void) {
+    if (slab_asan()) return xcalloc(1, SLAB_BYTES);
+    void *p = mmap(NULL, SLAB_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "eventd: out of memory (mapping %u bytes)\n", SLAB_BYTES);
+        abort();
+    }
+    return p;
+}
+
+static void slab_unmap(struct server_slab *sl) {
+    if (slab_asan())
+        free(sl);
+    else
+        munmap(sl, SLAB_BYTES);
+}
+
 static void slab_new(struct server *srv) {
-    struct server_slab *sl = xmalloc(sizeof *sl);
+    struct server_slab *sl = slab_map();
     sl->next = srv->slabs;
     srv->slabs = sl;
     sl->nfree = CONN_SLAB;
     for (uint32_t i = 0; i < CONN_SLAB; i++) {
-        struct conn *c = &sl->conns[i];
-        memset(c, 0, sizeof *c);
+        struct conn *c = &sl->conns[i]; /* zeroed (slab_map) */
         c->srv = srv;
         c->slab = sl;
         q_push(&srv->free_conns, &c->link);
@@ -373,8 +404,7 @@ static uint32_t sweep_slabs(struct server *srv) {
         srv->nfree_conns -= CONN_SLAB;
         spare -= CONN_SLAB;
         *p = sl->next;
-        free(sl);
-        srv->freed_bytes += sizeof *sl;
+        slab_unmap(sl);
     }
     srv->free_low = srv->nfree_conns;
     return empty;
@@ -454,6 +484,6 @@ void server__pool_destroy(struct server *srv) {
             continue;
         }
         *p = sl->next;
-        free(sl);
+        slab_unmap(sl);
     }
 }
