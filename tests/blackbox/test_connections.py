@@ -22,7 +22,7 @@ from harness import (  # noqa: E402
 
 SWEEP_S = 1.0            # --idle-sweep-ms's default: idle connections keep their app state this long
 SETTLE_S = 3.5 * SWEEP_S  # state released (<= 2 sweeps), free lists trimmed (one more)
-IDLE_CONN_LIMIT = 1024   # bytes of RSS per idle connection (README)
+IDLE_CONN_LIMIT = 768    # bytes of RSS per idle connection (README: about 700)
 IDLE_CONN_SLACK = 64     # libuv's per-descriptor watcher array (8-16 B) and page rounding
 MEM_CONNS = 2000
 
@@ -120,7 +120,7 @@ class EvictionTests(unittest.TestCase):
 
 
 class IdleMemoryTests(unittest.TestCase):
-    """An idle connection costs at most 1 KiB; closed ones give memory back."""
+    """An idle connection costs at most 768 bytes; closed ones give memory back."""
 
     def test_idle_connection_memory(self):
         if sanitized_binary():
