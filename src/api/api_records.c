@@ -81,54 +81,56 @@ static bool auth_still_valid(struct handlers *h, struct api_conn *c, const struc
     return true;
 }
 
-/*
- * a and b, n bytes each, are equal; the time taken depends on n only. An
- * Authorization header holds the key, and behind the balancer one backend
- * connection carries many clients' requests, so the cache's compare must not
- * stop at the first differing byte. libsodium's crypto_verify_64, then
- * crypto_verify_16 over 16-byte windows (the last one overlapping): a tenth
- * of sodium_memcmp's byte-at-a-time cost on a typical header, and a typical
- * header (70 to 80 bytes) in two calls.
- */
-static bool same_secret(const char *a, const char *b, size_t n) {
-    const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
-    if (n < 16) {
-        unsigned char px[16] = {0}, py[16] = {0};
-        memcpy(px, x, n);
-        memcpy(py, y, n);
-        return crypto_verify_16(px, py) == 0;
-    }
-    int differ = 0;
-    size_t i = 0;
-    for (; i + 64 <= n; i += 64)
-        differ |= crypto_verify_64(x + i, y + i);
-    for (; i + 16 <= n; i += 16)
-        differ |= crypto_verify_16(x + i, y + i);
-    if (i < n) differ |= crypto_verify_16(x + n - 16, y + n - 16);
-    return differ == 0;
+/* The connection's cache now holds hdr, verified as u with key hash kh at users generation gen. */
+static void remember(struct api_conn *c, const struct buf *hdr, uint64_t user_id, const uint8_t *kh,
+                     uint64_t gen) {
+    buf_reset(&c->auth_seen);
+    buf_append(&c->auth_seen, hdr->ptr, hdr->len);
+    c->auth_user_id = user_id;
+    memcpy(c->auth_hash, kh, AUTH_HASH_BYTES);
+    c->auth_gen = gen;
 }
 
 /*
- * The user behind the request's credentials, or NULL. A header identical to
- * the one that verified last on this connection is trusted again only if
- * that user still has the same key hash (known without a look when no user
- * record changed since); anything else is checked in full.
+ * The user behind the request's credentials, or NULL. Two caches spare the
+ * full check (base64, the key's BLAKE2b, the user's lookup): the header that
+ * verified last on this connection (a keep-alive client), then the
+ * server-wide one (core/cred_cache.h: behind a balancer a pooled connection
+ * carries many users in turn). A cached header is trusted again only if that
+ * user still has the key hash it verified with (known without a look when no
+ * user record changed since); anything else is checked in full, and what
+ * verifies goes into both caches.
  */
 static const struct record *authenticate(struct handlers *h, struct api_conn *c,
                                          const struct buf *hdr) {
     if (c->auth_user_id && hdr->len == c->auth_seen.len &&
-        same_secret(hdr->ptr, c->auth_seen.ptr, hdr->len)) {
+        cred_same(hdr->ptr, c->auth_seen.ptr, hdr->len)) {
         const struct record *u = db_get(h->db, c->auth_user_id);
-        if (auth_still_valid(h, c, u)) return u;
+        if (auth_still_valid(h, c, u)) {
+            h->creds.stats[CRED_BY_CONNECTION]++;
+            return u;
+        }
     }
     c->auth_user_id = 0;
+    struct cred_entry *e = cred_cache_find(&h->creds, hdr->ptr, hdr->len);
+    if (e) {
+        const struct record *u = db_get(h->db, e->user_id);
+        remember(c, hdr, e->user_id, e->hash, e->gen);
+        if (auth_still_valid(h, c, u)) {
+            e->gen = c->auth_gen;
+            h->creds.stats[CRED_BY_CACHE]++;
+            return u;
+        }
+        c->auth_user_id = 0;
+        cred_cache_drop(e);
+    }
+    h->creds.stats[CRED_FULL]++;
     const struct record *u = db_auth_check(h->db, (struct slice){hdr->ptr, hdr->len});
     if (u && record_get(u, USER_KEY_HASH).s.len == AUTH_HASH_BYTES) {
-        buf_reset(&c->auth_seen);
-        buf_append(&c->auth_seen, hdr->ptr, hdr->len);
-        c->auth_user_id = u->id;
-        memcpy(c->auth_hash, record_get(u, USER_KEY_HASH).s.ptr, AUTH_HASH_BYTES);
-        c->auth_gen = db_users_gen(h->db);
+        const uint8_t *kh = (const uint8_t *)record_get(u, USER_KEY_HASH).s.ptr;
+        uint64_t gen = db_users_gen(h->db);
+        remember(c, hdr, u->id, kh, gen);
+        cred_cache_put(&h->creds, hdr->ptr, hdr->len, u->id, kh, gen);
     }
     return u;
 }

@@ -222,6 +222,7 @@ struct handlers_settings app_handlers_settings(const struct config *cfg, const c
         .max_bytes_per_user = cfg->max_bytes_per_user,
         .max_idem_keys_per_user = cfg->max_idempotency_keys_per_user,
         .throttle_entries = cfg->throttle_entries,
+        .auth_cache_entries = cfg->auth_cache_entries,
         .register_per_address = cfg->register_per_address,
         .register_per_minute = cfg->register_per_minute,
         .pwhash_register_queue = cfg->pwhash_register_queue,

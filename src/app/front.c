@@ -126,6 +126,15 @@ static void reply_metrics(struct handlers *h, struct http_request *req, struct h
                        "Keep-alive connections closed after their answer in the drain window.");
     metrics_write_sample(b, "eventd_drain_closed_total", NULL, NULL,
                          (double)srv->stats_drain_closed);
+    static const char *const hows[CRED_HOWS] = {"connection", "server_cache", "full"};
+    metrics_write_head(b, "eventd_auth_checks_total", "counter",
+                       "API requests by how their credentials were settled: connection (the "
+                       "header that verified last on the connection), server_cache (one that "
+                       "verified on any connection, --auth-cache-entries), full (base64, the key's "
+                       "hash and the user's lookup; every wrong key too).");
+    for (unsigned i = 0; i < CRED_HOWS; i++)
+        metrics_write_sample(b, "eventd_auth_checks_total", "by", hows[i],
+                             (double)h->creds.stats[i]);
     metrics_write_gauge(b, "eventd_changes_waiting",
                         "Callers of GET /v2/changes?wait held until a change of theirs.",
                         (double)changes_waiting(h));
@@ -294,6 +303,7 @@ int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, struct server
     }
     pwhash_init(&h->pw, loop, conc, lim->pwhash_queue, lim->pwhash_register_queue);
     api_openapi_init(h);
+    cred_cache_init(&h->creds, lim->auth_cache_entries);
     h->base_len = (uint32_t)strlen(h->set.base_path);
     h->api_direct = api_paths_disjoint(h);
     memset(out, 0, sizeof *out);
@@ -311,6 +321,7 @@ int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, struct server
 
 void front_destroy(struct handlers *h) {
     api_openapi_destroy(h);
+    cred_cache_destroy(&h->creds);
     throttle_destroy(&h->by_name);
     throttle_destroy(&h->by_addr);
     throttle_destroy(&h->reg_by_addr);

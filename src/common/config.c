@@ -64,6 +64,7 @@ const struct config config_defaults = {
     .min_free_disk_bytes = 64u << 20,
     .max_live_bytes = 0,
     .throttle_entries = 4096,
+    .auth_cache_entries = 4096,
     .register_per_address = 10,
     .register_per_minute = 60,
     .pwhash_register_queue = 8,
@@ -222,6 +223,11 @@ static const struct opt opts[] = {
     {"max-live-bytes", "EVENTD_MAX_LIVE_BYTES", OPT_U64, OFF(max_live_bytes), 0, 9007199254740991.0,
      "writes that add data get 507 while the live records (held in memory) reach this many "
      "bytes (0: half the memory eventd may use, its cgroup's limit or the machine's)"},
+    {"auth-cache-entries", "EVENTD_AUTH_CACHE_ENTRIES", OPT_U32, OFF(auth_cache_entries), 0,
+     1048576,
+     "Authorization headers that verified, kept server-wide so a header seen before (on any "
+     "connection: behind a balancer, pooled connections carry many users) skips the key's "
+     "full check; a power of two at or above this, about 216 bytes each, 0: off"},
     {"throttle-entries", "EVENTD_THROTTLE_ENTRIES", OPT_U32, OFF(throttle_entries), 16, 1048576,
      "keys each throttle table holds (failed sign-ins by name, by address; registrations by "
      "address), about 108 bytes each with the slots of evicted throttled keys"},

@@ -83,6 +83,7 @@ struct config {
     uint64_t min_free_disk_bytes;   /* writes get 507 below this free on the data's disk; 0: off */
     uint64_t max_live_bytes;        /* ... and with this much live data; 0: half the memory */
     uint32_t throttle_entries;      /* keys each throttle table holds (sign-in names, addresses) */
+    uint32_t auth_cache_entries;    /* slots of the server-wide credential cache (0: off) */
     uint32_t register_per_address;  /* registrations per client address before each waits */
     uint32_t register_per_minute;   /* registrations the server takes a minute (and at once) */
     uint32_t pwhash_register_queue; /* registrations' hashes waiting (503 past that) */

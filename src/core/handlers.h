@@ -17,6 +17,7 @@
 #include "common/netaddr.h"
 #include "common/pwhash.h"
 #include "common/throttle.h"
+#include "core/cred_cache.h"
 #include "http/server.h"
 #include "storage/auth.h"
 #include "storage/db.h"
@@ -47,6 +48,7 @@ struct handlers_settings {
     uint64_t max_bytes_per_user;     /* their record_size bytes */
     uint64_t max_idem_keys_per_user; /* keys one user may have kept; 0: no limit */
     uint32_t throttle_entries;       /* keys per throttle table */
+    uint32_t auth_cache_entries;     /* slots of the server-wide credential cache; 0: off */
     uint32_t register_per_address, register_per_minute;
     uint32_t pwhash_register_queue;
 
@@ -71,6 +73,7 @@ struct handlers {
     struct throttle by_name, by_addr; /* failed sign-ins */
     struct throttle reg_by_addr;      /* registrations by client address */
     struct throttle_rate reg_rate;    /* registrations of the whole server */
+    struct cred_cache creds;          /* credentials that verified, any connection (api) */
     struct signin_flight *verifying;  /* sign-ins whose password is being checked */
     struct pwhash pw;                 /* Argon2id jobs on the threadpool */
     struct net_block proxies[HANDLERS_MAX_PROXIES]; /* --trusted-proxies */

@@ -570,6 +570,9 @@ void http_parser_reset(struct http_parser *p) {
     p->stopped = false;
     p->internal_pause = PAUSE_NONE;
     p->in_message = p->in_headers = false;
+    /* What a segment of the last request may have left for the next one. */
+    p->value_open = false;
+    p->crlf_left = 0;
 }
 
 void http_parser_destroy(struct http_parser *p) {

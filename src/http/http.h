@@ -40,9 +40,8 @@ enum http_field {
 /*
  * What the parser keeps of a request head: the target, the Authorization
  * value and the other kept headers (enum http_field), whose values lie back
- * to back in fields. Storage the parser's owner lends (the server lends the
- * one of each connection's kit, so an idle connection does not carry it);
- * http_parser_init makes one of its own.
+ * to back in fields. http_parser_init allocates it; the server's parsers
+ * live in its kits, so an idle connection carries none.
  */
 struct http_kept {
     struct buf target;        /* request target as sent (path and query) */
@@ -58,12 +57,25 @@ struct http_limits {
 };
 
 /*
+ * Who is connected. local says which listener accepted the connection: the
+ * local Unix socket (then family is 0) or the TCP listener (then family is 4
+ * or 6 with the address in network order: a TCP connection whose peer cannot
+ * be read is closed before any request is parsed). Only local, never the
+ * address, tells the admin socket apart.
+ */
+struct http_peer {
+    bool local;
+    uint8_t family;
+    uint8_t addr[16];
+};
+
+/*
  * The request being parsed. Its buffers and slices are rewritten when the
  * next request on the connection begins, so everything here, path and
  * query included, is valid until the next request on the connection: use
  * it within this request's callbacks and copy what must live longer. (The
- * server also hands target and authorization to the next connection once
- * this one goes idle.)
+ * server lends the whole parser, this request included, to the next
+ * connection once this one goes idle.)
  */
 struct http_request {
     uint8_t method;        /* llhttp_method_t */
@@ -73,17 +85,8 @@ struct http_request {
     bool has_body;         /* Content-Length > 0 or chunked */
     uint8_t cur_header;    /* which interesting header the parser is in */
     uint32_t head_bytes;   /* request line + headers received so far, every byte */
-    /* Who is connected (set by the server when it accepts; kept for the
-     * whole connection). local says which listener accepted the connection:
-     * the local Unix socket (then family is 0) or the TCP listener (then
-     * family is 4 or 6 with the address in network order: a TCP connection
-     * whose peer cannot be read is closed before any request is parsed).
-     * Only local, never the address, tells the admin socket apart. */
-    struct {
-        bool local;
-        uint8_t family;
-        uint8_t addr[16];
-    } peer;
+    /* Who is connected: set by the parser's owner (the server: from its connection). */
+    struct http_peer peer;
     uint64_t content_length; /* 0 when chunked or absent */
     uint64_t body_bytes;     /* received so far */
     struct http_kept *kept;  /* target, Authorization and the kept headers */
@@ -128,7 +131,7 @@ struct http_parser {
     struct http_request req;
     const struct http_limits *limits;
     const struct http_events *ev;
-    void *owner;
+    void *owner;            /* may change between requests (see http_parser_reset) */
     enum err error;         /* the error to answer when execute returns HTTP_ERROR */
     bool stopped;           /* a callback stopped the parser (error is ours, not llhttp's) */
     uint8_t internal_pause; /* PAUSE_*: why llhttp paused itself, for execute */
@@ -163,14 +166,19 @@ void http_kept_destroy(struct http_kept *k);
 /*
  * Initializes p (caller-owned storage). limits, ev and owner are stored, not
  * copied: they must stay valid for as long as p is used, across
- * http_parser_destroy and http_parser_reset (the server passes its own
- * limits, a static table and the connection slot, which outlive it).
+ * http_parser_reset (the server passes its own limits and a static table,
+ * which outlive it, and sets owner to each connection it lends p to).
  */
 void http_parser_init(struct http_parser *p, const struct http_limits *limits,
                       const struct http_events *ev, void *owner);
-/* Frees the request's buffers; p may be reset and used again (they grow anew). */
+/* Frees the request's buffers (the kept headers). */
 void http_parser_destroy(struct http_parser *p);
-/* Starts over for a new connection (buffers are kept). */
+/*
+ * Starts over for a new connection (buffers are kept). A parser between two
+ * requests (the last one complete, execute not paused, no byte of the next
+ * one parsed) needs none: it may go on with another connection's bytes, and
+ * another owner, as it is.
+ */
 void http_parser_reset(struct http_parser *p);
 /*
  * Parses len bytes (not kept after the call: what the request needs is

@@ -153,7 +153,7 @@ static void reject(struct server *srv) {
  * body are still coming, with no earlier answer queued before it.
  */
 static bool half_sent(const struct conn *c) {
-    if (!c->parser.in_message || c->draining) return false;
+    if (!conn_in_request(c) || c->draining) return false;
     return c->count == 0 || (c->count == 1 && c->cur && c->cur == slot_at((struct conn *)c, 0));
 }
 
@@ -205,19 +205,19 @@ static bool make_room(struct server *srv) {
  * reset the connection before we accepted it) is not served: false.
  */
 static bool note_peer(struct conn *c, bool local) {
-    struct http_request *req = &c->parser.req;
-    memset(&req->peer, 0, sizeof req->peer);
-    req->peer.local = local;
+    struct http_peer *peer = &c->peer;
+    memset(peer, 0, sizeof *peer);
+    peer->local = local;
     if (local) return true;
     struct sockaddr_storage sa;
     int len = sizeof sa;
     if (uv_tcp_getpeername(&c->io.tcp, (struct sockaddr *)&sa, &len) < 0) return false;
     if (sa.ss_family == AF_INET) {
-        req->peer.family = 4;
-        memcpy(req->peer.addr, &((struct sockaddr_in *)&sa)->sin_addr, 4);
+        peer->family = 4;
+        memcpy(peer->addr, &((struct sockaddr_in *)&sa)->sin_addr, 4);
     } else if (sa.ss_family == AF_INET6) {
-        req->peer.family = 6;
-        memcpy(req->peer.addr, &((struct sockaddr_in6 *)&sa)->sin6_addr, 16);
+        peer->family = 6;
+        memcpy(peer->addr, &((struct sockaddr_in6 *)&sa)->sin6_addr, 16);
     } else {
         return false;
     }
@@ -237,12 +237,12 @@ static bool peer_credentials_ok(struct conn *c) {
 
 /* Counts c under its client's key; false when that client is at its cap. */
 static bool count_peer(struct server *srv, struct conn *c) {
-    const struct http_request *req = &c->parser.req;
+    const struct http_peer *peer = &c->peer;
     uint32_t cap = srv->set.max_connections_per_address;
     if (cap == 0) return true;
     for (uint32_t i = 0; i < srv->nexempt; i++)
-        if (net_block_contains(&srv->exempt[i], req->peer.family, req->peer.addr)) return true;
-    net_client_key(req->peer.family, req->peer.addr, c->peer_key);
+        if (net_block_contains(&srv->exempt[i], peer->family, peer->addr)) return true;
+    net_client_key(peer->family, peer->addr, c->peer_key);
     if (net_counts_get(&srv->per_addr, c->peer_key) >= cap) return false;
     net_counts_add(&srv->per_addr, c->peer_key);
     c->counted = true;
@@ -278,7 +278,7 @@ static void refuse_per_address(struct conn *c) {
     srv->stats_refused[SERVER_REFUSED_PER_ADDRESS]++;
     c->idle_since = uv_now(srv->loop);
     conn_wake(c, 0);
-    c->parser.error = ERR_UNAVAILABLE;
+    c->kit->parser.error = ERR_UNAVAILABLE;
     conn_answer_error(c);
     struct http_response *r = slot_at(c, c->count - 1);
     http_response_error(r, ERR_UNAVAILABLE, NULL,
@@ -604,7 +604,7 @@ void server_drain(struct server *srv, uint64_t ms, void (*on_drained)(struct ser
     for (struct server_link *q = srv->conns.next; q != &srv->conns; q = q->next) {
         struct conn *c = CONN_OF(q, link);
         if (c->closing || c->lingering || c->close_after ||
-            (!c->parser.in_message && c->count == 0 && !c->parked))
+            (!conn_in_request(c) && c->count == 0 && !c->parked))
             continue;
         c->close_after = true;
         srv->stats_drain_closed++;
@@ -629,7 +629,7 @@ void server_shutdown(struct server *srv, void (*on_drained)(struct server *srv))
     uv_timer_stop(&srv->sweep_timer);
     for (struct server_link *q = srv->conns.next; q != &srv->conns; q = q->next) {
         struct conn *c = CONN_OF(q, link);
-        if (!c->parser.in_message && c->count == 0 && !c->parked) {
+        if (!conn_in_request(c) && c->count == 0 && !c->parked) {
             /* Idle. A request may be on its way all the same: one already in
              * the socket, or one about to be sent on a connection that was
              * just opened or just answered. Such a connection gets a short

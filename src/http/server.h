@@ -12,20 +12,21 @@
  * overtake each other.
  *
  * Memory: an idle connection (no request in progress, nothing queued or
- * being written) holds only its struct conn (under 1 KiB). What a request
- * needs (the read buffer, the ring of response slots, the parser's header
- * buffers) is a "kit" taken from a server-wide LIFO free list when a request
- * starts and given back when the connection goes idle, so a keep-alive
- * client cycles the same warm kit with no heap traffic. The handler's state
- * stays with an idle connection for set.idle_sweep_ms more (so its credential
- * cache survives between requests) and then goes back to its own free list;
- * a state moving to another connection is reset first (state_reset), so
- * nothing of one connection's requests reaches another. A connection whose
- * only work is a long deferred answer (server_defer_park) parks: it gives
- * back its kit and state too, keeping a few dozen bytes of request facts
- * (a held change-feed caller costs about 1.1 KiB, its connection included). A periodic sweep
- * (every set.idle_sweep_ms) frees what the free lists did not need during the last period and then
- * returns freed memory to the OS (malloc_trim).
+ * being written) holds only its struct conn (640 bytes). What a request
+ * needs (the read buffer, the ring of response slots, the parser with its
+ * request and header buffers) is a "kit" taken from a server-wide LIFO free
+ * list when a request starts and given back when the connection goes idle,
+ * so a keep-alive client cycles the same warm kit with no heap traffic. The
+ * handler's state stays with an idle connection for set.idle_sweep_ms more
+ * (so its credential cache survives between requests) and then goes back to
+ * its own free list; a state moving to another connection is reset first
+ * (state_reset), so nothing of one connection's requests reaches another. A
+ * connection whose only work is a long deferred answer (server_defer_park)
+ * parks: it gives back its kit and state too, keeping a few dozen bytes of
+ * request facts (a held change-feed caller costs about 0.8 KiB, its
+ * connection included). A periodic sweep (every set.idle_sweep_ms) frees
+ * what the free lists did not need during the last period and then returns
+ * freed memory to the OS (malloc_trim).
  *
  * At the connection cap the longest-idle connection (lingering ones first)
  * is closed to admit the new one; only when none is idle does the new one

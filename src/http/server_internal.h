@@ -13,11 +13,13 @@
  * Functions declared here act on one connection (conn_*) or on the server
  * (server__*, libuv's uv__ convention for a module's internal calls).
  *
- * A busy connection has a kit: a fixed read buffer and a ring of response
- * slots, one per request between "headers parsed" and "response written".
- * An idle connection has none (see server_pool.c). Connections go idle, and
- * give their kit back, only at the end of a libuv callback (conn_settle),
- * never while the parser or a write still uses the kit.
+ * A busy connection has a kit: a fixed read buffer, the HTTP parser (the
+ * request in progress and its kept headers) and a ring of response slots,
+ * one per request between "headers parsed" and "response written". An idle
+ * connection has none (see server_pool.c): all it keeps of its requests is
+ * who its peer is. Connections go idle, and give their kit back, only at the
+ * end of a libuv callback (conn_settle), never while the parser or a write
+ * still uses the kit.
  *
  * A parked connection (c->parked) has no kit either: its only work is one
  * response deferred with server_defer_park (a long wait, the change feed's),
@@ -51,7 +53,10 @@ enum conn_list { LIST_NONE, LIST_IDLE, LIST_LINGER };
 struct server_kit {
     struct server_kit *next; /* srv->kits while free */
     uv_write_t wreq;
-    struct http_kept kept;       /* lent to the parser while the kit is taken */
+    /* The parser, lent with the kit: owner is the connection that has it. On the free
+     * list it is between requests (a connection going idle leaves it so; any other
+     * that gives its kit back resets it), so the next connection goes on with it. */
+    struct http_parser parser;
     struct http_response *slots; /* srv->nslots */
     uint8_t *state;              /* enum slot_state per slot */
     uint32_t *ticket;            /* the ticket id of each deferred slot */
@@ -105,7 +110,7 @@ struct conn {
                                    * set.idle_sweep_ms after the last */
     struct http_response *cur;    /* slot of the request being parsed */
     struct server_parked *parked; /* the deferred answer owed while parked, else NULL */
-    struct http_parser parser;
+    /* Times and deadlines: uv_now(), in ms. */
     uint64_t req_start;         /* uv_now() when the current request's first byte came */
     uint64_t deadline;          /* uv_now() when the current timeout expires */
     uint64_t timer_due;         /* uv_now() when the armed timer fires (<= deadline) */
@@ -138,6 +143,8 @@ struct conn {
     bool counted;   /* counted in srv->per_addr under peer_key */
     bool may_park;  /* a SLOT_PARKABLE response may be in the ring (conn_settle tries) */
     uint8_t peer_key[NET_KEY_BYTES];
+    /* Who is connected: set at accept, copied into the parser's request with each kit. */
+    struct http_peer peer;
 };
 
 #define CONN_OF(p, field) ((struct conn *)((char *)(p)-offsetof(struct conn, field)))
@@ -163,6 +170,12 @@ static inline void q_remove(struct server_link *n) {
     n->prev->next = n->next;
     n->next->prev = n->prev;
     n->prev = n->next = n;
+}
+
+/* A request is in progress: its first bytes were parsed and it is not complete. Only a
+ * connection with a kit can be inside one. */
+static inline bool conn_in_request(const struct conn *c) {
+    return c->kit && c->kit->parser.in_message;
 }
 
 /* ---- the ring of response slots (only while c->kit is set) ---- */
@@ -197,7 +210,7 @@ void conn_parse_buffered(struct conn *c);
 void conn_response_begin(struct conn *c, struct http_response *r, struct slice given);
 /* Gives r a generated request id. */
 void server__request_id_make(struct server *srv, struct http_response *r);
-/* Queues the answer to c->parser.error and makes the connection end after it. */
+/* Queues the answer to c->kit->parser.error and makes the connection end after it. */
 void conn_answer_error(struct conn *c);
 /* Re-arms the timer for the connection's current state (request, idle). */
 void conn_arm_timer(struct conn *c);
@@ -219,7 +232,8 @@ void conn_wake(struct conn *c, size_t n);
 void conn_settle(struct conn *c);
 /* Leaves the idle, lingering and warm lists. */
 void conn_list_leave(struct conn *c);
-/* Gives the kit back (nothing queued, parsed or written may use it any more). */
+/* Gives the kit back (nothing queued, parsed or written may use it any more), its parser
+ * reset: for a connection that ends, or whose parser may be inside or past a request. */
 void conn_kit_put(struct conn *c);
 /* Takes a kit for a connection that has none (a parked one gets its deferred slot back). */
 void conn_kit_get(struct conn *c);

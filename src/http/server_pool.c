@@ -21,30 +21,45 @@
  * never freed (slab->tickets): a ticket of a closed connection is looked at
  * (its gen no longer matches) before the handler drops its answer.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
 
 #include "common/log.h"
+#include "common/slab.h"
 #include "http/server_internal.h"
 
-#define CONN_SLAB 64     /* connection slots per allocation: idle ones pack densely */
-#define HEADER_KEEP 8192 /* a kit's head buffers larger than this in all are freed */
+#define SLAB_BYTES (64 * 1024) /* one mapping of connection slots: idle ones pack densely */
+#define HEADER_KEEP 8192       /* a kit's head buffers larger than this in all are freed */
 
+/*
+ * A slab is a mapping of its own, not a heap block: malloc would place it between
+ * the kits and handler states of the burst that made it, and once those are freed,
+ * the partly used pages at each end of every hole stay resident (malloc_trim gives
+ * back only whole pages inside free chunks), about 9 KiB a slab, 140 bytes a
+ * connection. A mapping is whole pages and goes back whole. (Under AddressSanitizer
+ * it is a heap block all the same, so that a slot used after its slab went is reported
+ * rather than landing in a later mapping at the same address.)
+ */
 struct server_slab {
     struct server_slab *next;
     uint32_t nfree;
     uint32_t tickets; /* outstanding tickets of its connections (server_defer) */
-    struct conn conns[CONN_SLAB];
+    struct conn conns[];
 };
+
+#define CONN_SLAB ((uint32_t)((SLAB_BYTES - sizeof(struct server_slab)) / sizeof(struct conn)))
 
 static void on_sweep(uv_timer_t *t);
 
 /* ---- kits ---- */
 
-static struct server_kit *kit_new(struct server *srv) {
+/* Not inlined: kit_take, on every request's path, stays small enough to be inlined. */
+static __attribute__((noinline)) struct server_kit *kit_new(struct server *srv) {
     struct server_kit *k = xmalloc(sizeof *k);
     k->next = NULL;
     k->slots = xcalloc(srv->nslots, sizeof *k->slots);
@@ -52,18 +67,19 @@ static struct server_kit *kit_new(struct server *srv) {
     k->ticket = xcalloc(srv->nslots, sizeof *k->ticket);
     for (uint32_t i = 0; i < srv->nslots; i++)
         http_response_init(&k->slots[i]);
-    http_kept_init(&k->kept);
+    http_parser_init(&k->parser, &srv->limits, &server__parser_events, NULL);
     return k;
 }
 
 static void kit_free(struct server *srv, struct server_kit *k) {
+    const struct http_kept *kept = k->parser.req.kept;
     size_t bytes = sizeof *k + srv->nslots * (sizeof *k->slots + 1 + sizeof *k->ticket) +
-                   k->kept.target.cap + k->kept.authorization.cap + k->kept.fields.cap;
+                   sizeof *kept + kept->target.cap + kept->authorization.cap + kept->fields.cap;
     for (uint32_t i = 0; i < srv->nslots; i++) {
         bytes += k->slots[i].body.cap + k->slots[i].headers.cap + k->slots[i].path.cap;
         http_response_destroy(&k->slots[i]);
     }
-    http_kept_destroy(&k->kept);
+    http_parser_destroy(&k->parser);
     free(k->slots);
     free(k->state);
     free(k->ticket);
@@ -85,9 +101,10 @@ static void kit_take(struct conn *c) {
     }
     c->kit = k;
     k->wreq.data = c;
-    c->parser.req.kept = &k->kept;
-    c->head = c->count = c->nwriting = 0;
-    c->roff = c->rlen = 0;
+    k->parser.owner = c;
+    k->parser.req.peer = c->peer;
+    /* The ring and the read offsets are empty already: kit_put and server__conn_get
+     * leave them so, and nothing moves them without a kit. */
 }
 
 void conn_kit_get(struct conn *c) {
@@ -96,18 +113,17 @@ void conn_kit_get(struct conn *c) {
     if (c->parked) unpark(c);
 }
 
-void conn_kit_put(struct conn *c) {
+/* Gives the kit back, its parser as it is (see conn_kit_put for when that is right). */
+static void kit_put(struct conn *c) {
     struct server *srv = c->srv;
     struct server_kit *k = c->kit;
-    if (!k) return;
     c->kit = NULL;
     c->cur = NULL;
     c->head = c->count = c->nwriting = 0;
     c->continue_left = 0;
     c->roff = c->rlen = 0;
-    c->parser.req.kept = NULL;
     /* A huge request head stays a rarity: do not keep its buffers around. */
-    struct http_kept *kept = &k->kept;
+    struct http_kept *kept = k->parser.req.kept;
     if (kept->target.cap + kept->authorization.cap + kept->fields.cap > HEADER_KEEP) {
         http_kept_destroy(kept);
         http_kept_init(kept);
@@ -118,6 +134,18 @@ void conn_kit_put(struct conn *c) {
     srv->kits = k;
     srv->nkits++;
     server__sweep_arm(srv);
+}
+
+/*
+ * The parser starts over: it may be inside or past a request (an error answer, a
+ * close, a request cut short, a "close" decided). Only a connection going idle gives
+ * its kit back without this (conn_settle): it is between two requests, where the next
+ * connection can go on with the parser as it is.
+ */
+void conn_kit_put(struct conn *c) {
+    if (!c->kit) return;
+    http_parser_reset(&c->kit->parser);
+    kit_put(c);
 }
 
 /* ---- handler states ---- */
@@ -172,8 +200,8 @@ void conn_state_put(struct conn *c) {
  */
 static __attribute__((noinline)) void park(struct conn *c) {
     if (c->count != 1 || !c->kit || c->kit->state[c->head] != SLOT_PARKABLE || c->nwriting ||
-        c->parser.in_message || c->roff != c->rlen || c->paused || c->continue_left || c->closing ||
-        c->draining)
+        c->kit->parser.in_message || c->roff != c->rlen || c->paused || c->continue_left ||
+        c->closing || c->draining)
         return;
     const struct http_response *r = slot_at(c, 0);
     size_t path_len = r->path.len;
@@ -228,7 +256,7 @@ void server__ticket_used(struct conn *c) {
 /* ---- idle connections ---- */
 
 static bool is_idle(const struct conn *c) {
-    return !c->closing && !c->draining && !c->parser.in_message && c->count == 0 &&
+    return !c->closing && !c->draining && !conn_in_request(c) && c->count == 0 &&
            c->roff == c->rlen && !c->close_after && !c->parked;
 }
 
@@ -253,7 +281,10 @@ void conn_settle(struct conn *c) {
         return;
     }
     struct server *srv = c->srv;
-    conn_kit_put(c);
+    /* Idle: the last request is complete, and nothing of the next one came (is_idle);
+     * its parser is not paused either (it pauses only at a full ring, and is resumed
+     * as the ring empties, or for a "close", which an idle connection has not). */
+    if (c->kit) kit_put(c);
     c->idle_at = uv_now(srv->loop);
     c->list = LIST_IDLE;
     q_push(&srv->idle, &c->ilink);
@@ -273,19 +304,33 @@ void conn_wake(struct conn *c, size_t n) {
 
 /* ---- connection slots ---- */
 
+/* SLAB_BYTES of zeroed memory. */
+static struct server_slab *slab_map(void) {
+    if (slab_asan()) return xcalloc(1, SLAB_BYTES);
+    void *p = mmap(NULL, SLAB_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "eventd: out of memory (mapping %u bytes)\n", SLAB_BYTES);
+        abort();
+    }
+    return p;
+}
+
+static void slab_unmap(struct server_slab *sl) {
+    if (slab_asan())
+        free(sl);
+    else
+        munmap(sl, SLAB_BYTES);
+}
+
 static void slab_new(struct server *srv) {
-    struct server_slab *sl = xmalloc(sizeof *sl);
+    struct server_slab *sl = slab_map();
     sl->next = srv->slabs;
     srv->slabs = sl;
     sl->nfree = CONN_SLAB;
     for (uint32_t i = 0; i < CONN_SLAB; i++) {
-        struct conn *c = &sl->conns[i];
-        memset(c, 0, sizeof *c);
+        struct conn *c = &sl->conns[i]; /* zeroed (slab_map) */
         c->srv = srv;
         c->slab = sl;
-        /* The parser's header buffers come with a kit: none while idle. */
-        http_parser_init(&c->parser, &srv->limits, &server__parser_events, c);
-        http_parser_destroy(&c->parser);
         q_push(&srv->free_conns, &c->link);
     }
     srv->nfree_conns += CONN_SLAB;
@@ -297,7 +342,6 @@ struct conn *server__conn_get(struct server *srv) {
     q_remove(&c->link);
     if (--srv->nfree_conns < srv->free_low) srv->free_low = srv->nfree_conns;
     c->slab->nfree--;
-    http_parser_reset(&c->parser);
     c->kit = NULL;
     c->hstate = NULL;
     c->cur = NULL;
@@ -360,8 +404,7 @@ static uint32_t sweep_slabs(struct server *srv) {
         srv->nfree_conns -= CONN_SLAB;
         spare -= CONN_SLAB;
         *p = sl->next;
-        free(sl);
-        srv->freed_bytes += sizeof *sl;
+        slab_unmap(sl);
     }
     srv->free_low = srv->nfree_conns;
     return empty;
@@ -441,6 +484,6 @@ void server__pool_destroy(struct server *srv) {
             continue;
         }
         *p = sl->next;
-        free(sl);
+        slab_unmap(sl);
     }
 }

@@ -26,14 +26,14 @@ void conn_arm_timer(struct conn *c) {
     if (c->closing || c->lingering) return;
     const struct server_settings *set = &c->srv->set;
     uint64_t now = uv_now(c->srv->loop), deadline;
-    if (c->parser.in_message) {
+    if (conn_in_request(c)) {
         if (!c->timing) {
             c->timing = true;
             c->req_start = now;
-            if (c->kit) c->kit->req_ns = c->kit->read_ns;
+            c->kit->req_ns = c->kit->read_ns;
         }
         deadline = c->req_start +
-                   (c->parser.in_headers ? set->header_timeout_ms : set->request_timeout_ms);
+                   (c->kit->parser.in_headers ? set->header_timeout_ms : set->request_timeout_ms);
     } else {
         deadline = c->idle_since + set->idle_timeout_ms;
     }
@@ -60,12 +60,12 @@ static void on_timer(uv_timer_t *t) {
         conn_close(c);
         return;
     }
-    if (c->parser.in_message) {
+    if (conn_in_request(c)) {
         LOG(LOG_DEBUG, "connection timed out inside a request");
         if (c->count == 0 || (c->cur && c->count == 1 && c->cur == slot_at(c, 0))) {
             /* Nothing queued before it: say why before closing. */
             if (c->nwriting == 0) {
-                c->parser.error = ERR_TIMEOUT;
+                c->kit->parser.error = ERR_TIMEOUT;
                 conn_answer_error(c);
                 conn_flush(c);
                 return;
@@ -207,13 +207,14 @@ void conn_answer_error(struct conn *c) {
         r = conn_slot_push(c);
         conn_response_begin(c, r, (struct slice){NULL, 0});
     }
-    if (c->parser.error != ERR_NONE) http_response_error(r, c->parser.error, NULL, NULL);
+    struct http_parser *p = &c->kit->parser;
+    if (p->error != ERR_NONE) http_response_error(r, p->error, NULL, NULL);
     r->close = true;
     *state_at(c, c->count - 1) = SLOT_READY;
     c->cur = NULL;
     c->close_after = true;
     c->draining = true;
-    c->parser.in_message = false;
+    p->in_message = false;
     c->roff = c->rlen;
     if (!c->reading && !c->eof) conn_start_reading(c);
 }
@@ -221,10 +222,10 @@ void conn_answer_error(struct conn *c) {
 void conn_parse_buffered(struct conn *c) {
     while (c->roff < c->rlen) {
         /* After "close" was decided no new request starts; one in progress finishes. */
-        if (c->close_after && !c->parser.in_message) break;
+        if (c->close_after && !c->kit->parser.in_message) break;
         size_t used;
         enum http_status st =
-            http_parser_execute(&c->parser, c->kit->rbuf + c->roff, c->rlen - c->roff, &used);
+            http_parser_execute(&c->kit->parser, c->kit->rbuf + c->roff, c->rlen - c->roff, &used);
         c->roff += (uint32_t)used;
         if (st == HTTP_OK) break;
         if (st == HTTP_ERROR) {
@@ -237,11 +238,11 @@ void conn_parse_buffered(struct conn *c) {
             c->paused = true;
             break;
         }
-        http_parser_resume(&c->parser);
+        http_parser_resume(&c->kit->parser);
     }
     if (c->roff >= c->rlen) c->roff = c->rlen = 0;
     bool want_read = c->draining || (!c->paused && c->roff == c->rlen &&
-                                     (!c->close_after || c->parser.in_message));
+                                     (!c->close_after || c->kit->parser.in_message));
     if (want_read && !c->reading && !c->closing && !c->eof) conn_start_reading(c);
     if (!want_read && c->reading) {
         uv_read_stop(&c->io.stream);
@@ -296,11 +297,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b) {
             conn_close(c);
             return;
         }
-        if (c->parser.in_message) {
+        if (conn_in_request(c)) {
             if (c->cur) c->count--; /* the tail slot: open, never written */
             c->cur = NULL;
             c->discard = false;
-            c->parser.in_message = false;
+            c->kit->parser.in_message = false;
         }
         c->close_after = true;
         conn_flush(c);

@@ -55,7 +55,7 @@ static uint32_t collect(struct conn *c, unsigned *nbuf) {
     }
     while (n < c->count && n < MAX_BATCH && slot_sendable(c, n)) {
         struct http_response *r = slot_at(c, n);
-        bool last_queued = n + 1 == c->count && !c->parser.in_message;
+        bool last_queued = n + 1 == c->count && !c->kit->parser.in_message;
         bool keep = !r->close && !(c->close_after && last_queued);
         if (!keep) r->close = true;
         http_response_finish(r, keep);
@@ -72,13 +72,12 @@ static uint32_t collect(struct conn *c, unsigned *nbuf) {
         }
         if (srv->on_sent) {
             if (!now) now = uv_hrtime();
-            const struct http_request *req = &c->parser.req;
             struct server_sent sent = {
                 .r = r,
                 .bytes = r->head_len + r->headers.len + (r->no_body ? 0 : r->body.len),
                 .ns = now > r->start_ns ? now - r->start_ns : 0,
-                .family = req->peer.family,
-                .addr = req->peer.addr,
+                .family = c->peer.family,
+                .addr = c->peer.addr,
             };
             srv->on_sent(srv->sent_ctx, &sent);
         }
@@ -157,9 +156,9 @@ static bool written(struct conn *c, int status) {
     }
     if (c->paused && c->count < pipeline_max(c) && !c->close_after) {
         c->paused = false;
-        http_parser_resume(&c->parser);
+        http_parser_resume(&c->kit->parser);
         conn_parse_buffered(c);
-    } else if (!c->parser.in_message &&
+    } else if (!c->kit->parser.in_message &&
                (moved || c->deadline != c->idle_since + c->srv->set.idle_timeout_ms)) {
         /* Written in the loop turn that read the request, the idle deadline is
          * the one conn_parse_buffered armed already: no second arm. */
@@ -178,7 +177,7 @@ void conn_flush(struct conn *c) {
         unsigned nbuf;
         uint32_t n = collect(c, &nbuf);
         if (n == 0) {
-            if (c->count == 0 && c->close_after && !c->parser.in_message && !c->parked)
+            if (c->count == 0 && c->close_after && !conn_in_request(c) && !c->parked)
                 end_connection(c);
             return;
         }

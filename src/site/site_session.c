@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/csprng.h"
 #include "site/site_internal.h"
 
 const char *site_cookie_name(const struct handlers *h, enum site_cookie c) {
@@ -52,9 +53,10 @@ void site_set_cookie(struct handlers *h, struct http_response *r, enum site_cook
 
 void site_new_token(char out[SITE_TOKEN_CHARS + 1]) {
     unsigned char raw[32];
-    randombytes_buf(raw, sizeof raw);
+    csprng_bytes(raw, sizeof raw); /* no getrandom(2) per token: common/csprng.h */
     sodium_bin2base64(out, SITE_TOKEN_CHARS + 1, raw, sizeof raw,
                       sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+    sodium_memzero(raw, sizeof raw);
 }
 
 bool site_session_get(struct handlers *h, const struct http_request *req, struct session *s) {

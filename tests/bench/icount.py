@@ -11,6 +11,12 @@ request in flight at a time (no batching); each chunk is counted apart
 per request, after taking out the work that comes with wall time rather than
 with requests (below).
 
+get_pooled is the balancer's pattern: GETs of POOLED_USERS users' themes
+over the same CONNS connections, each connection's requests alternating
+between two users, as HAProxy's pooled backend connections carry many
+clients in turn (each user's header verified on another connection first:
+the server-wide credential cache's case, core/cred_cache.h).
+
 The pattern is made independent of wall time, so that repeated runs agree
 within a few instructions per request (docs/BENCHMARKS.md, "The instruction
 guard"):
@@ -86,7 +92,8 @@ def requests_for(op, auth, theme_id):
 
 
 EXPECT = {"get_theme": 200, "post_theme": 200, "put_theme": 204, "post_address": 200,
-          "unauthorized": 401, "signin_page": 200}
+          "unauthorized": 401, "signin_page": 200, "get_pooled": 200}
+POOLED_USERS = 2 * CONNS
 OPS = list(EXPECT)
 
 # Work whose amount depends on how long the run took, not on the requests:
@@ -102,9 +109,11 @@ def vgdb(pid, *command):
 
 
 def run(socks, raw, n, status):
+    """n requests, the connections taking turns; raw is a request, or a list of requests
+    sent in turn (request i on connection i % len(socks))."""
     for i in range(n):
         s = socks[i % len(socks)]
-        harness.send_raw(s, raw)
+        harness.send_raw(s, raw[i % len(raw)] if isinstance(raw, list) else raw)
         r = harness.read_response(s, timeout=60)
         if r.status != status:
             raise SystemExit("icount: %r answered %d, not %d: %r" % (raw[:40], r.status, status,
@@ -176,7 +185,8 @@ def measure():
                "--callgrind-out-file=%s/callgrind.out.%%p" % out_dir]
     counts = {}
     debug = os.environ.get("ICOUNT_DEBUG")
-    with harness.Server(users=["alice"], wrapper=wrapper, start_timeout=60,
+    pooled = ["pool%d" % i for i in range(POOLED_USERS)]
+    with harness.Server(users=["alice"] + pooled, wrapper=wrapper, start_timeout=60,
                         extra_args=server_args()) as srv:
         # valgrind is the process Popen started; it runs eventd in the same process.
         pid = srv.proc.pid
@@ -184,10 +194,17 @@ def measure():
         r = harness.request(srv.port, "POST", "/v2/theme", THEME,
                             headers={"Authorization": auth}, timeout=30)
         theme_id = r.json()["Result"]["ID"]
+        pooled_gets = []
+        for u in pooled:
+            a = harness.auth_header(u, srv.keys[u])
+            r = harness.request(srv.port, "POST", "/v2/theme", THEME, headers={"Authorization": a},
+                                timeout=30)
+            pooled_gets.append(harness.build_request(
+                "GET", "/v2/theme/%d" % r.json()["Result"]["ID"], headers={"Authorization": a}))
         before = set(os.listdir(out_dir))
         vgdb(pid, "instrumentation", "on")
         for op in OPS:
-            raw = requests_for(op, auth, theme_id)
+            raw = pooled_gets if op == "get_pooled" else requests_for(op, auth, theme_id)
             socks = [harness.connect(srv.port, timeout=60) for _ in range(CONNS)]
             try:
                 run(socks, raw, WARMUP, EXPECT[op])

@@ -22,7 +22,7 @@ from harness import (  # noqa: E402
 
 SWEEP_S = 1.0            # --idle-sweep-ms's default: idle connections keep their app state this long
 SETTLE_S = 3.5 * SWEEP_S  # state released (<= 2 sweeps), free lists trimmed (one more)
-IDLE_CONN_LIMIT = 1024   # bytes of RSS per idle connection (README)
+IDLE_CONN_LIMIT = 768    # bytes of RSS per idle connection (README: about 700)
 IDLE_CONN_SLACK = 64     # libuv's per-descriptor watcher array (8-16 B) and page rounding
 MEM_CONNS = 2000
 
@@ -120,7 +120,7 @@ class EvictionTests(unittest.TestCase):
 
 
 class IdleMemoryTests(unittest.TestCase):
-    """An idle connection costs at most 1 KiB; closed ones give memory back."""
+    """An idle connection costs at most 768 bytes; closed ones give memory back."""
 
     def test_idle_connection_memory(self):
         if sanitized_binary():
@@ -177,6 +177,49 @@ class IdleMemoryTests(unittest.TestCase):
                   % (after // 1024, (after - base) // 1024), file=sys.stderr)
             self.assertLessEqual(after - base, 1024 * 1024,
                                  "RSS did not fall back near the baseline after the close")
+
+
+class KitReuseTests(unittest.TestCase):
+    """The parser travels with the kit (server_pool.c): a kit given back by a connection
+    that ended inside a request serves the next connection's request from its start.
+    Kits are reused last-in first-out, so the next connection takes that kit."""
+
+    def test_kit_of_a_connection_closed_inside_a_chunk_serves_the_next(self):
+        with Server() as srv:
+            a = connect(srv.port)
+            try:
+                # The chunk's data is complete: its CRLF terminator is still expected.
+                send_raw(a, b"POST /v2/theme HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                            b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello")
+                wait_server_read(srv.port, [a])
+                a.shutdown(socket.SHUT_WR)  # the request is cut short: the server closes
+                wait_server_closed(srv.port, a, 2.0)
+            finally:
+                a.close()
+            b = connect(srv.port)
+            try:
+                send_raw(b, build_request("GET", "/healthz"))
+                self.assertEqual(read_response(b).status, 200,
+                                 "a request on the connection after one closed inside a chunk")
+            finally:
+                b.close()
+
+    def test_kit_of_a_connection_timed_out_inside_its_head_serves_the_next(self):
+        with Server(extra_args=["--header-timeout-ms", "300"]) as srv:
+            a = connect(srv.port)
+            try:
+                send_raw(a, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Half: ")
+                assert_error(self, read_response(a, timeout=5.0), 408, "request_timeout")
+                # The answer is out: the connection lingers, its kit given back.
+                b = connect(srv.port)
+                try:
+                    send_raw(b, build_request("GET", "/healthz"))
+                    self.assertEqual(read_response(b).status, 200,
+                                     "a request on the connection after one timed out in its head")
+                finally:
+                    b.close()
+            finally:
+                a.close()
 
 
 class LingerTests(unittest.TestCase):

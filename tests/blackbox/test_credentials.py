@@ -374,5 +374,97 @@ class Revocation(Base):
         self.assertFalse(r.result()["HasKey"], r.describe())
 
 
+def checks():
+    """eventd_auth_checks_total by its label: how /v2 requests' credentials were settled."""
+    r = harness.request(SRV.port, "GET", "/metrics")
+    out = {}
+    for line in r.body.decode().splitlines():
+        if line.startswith('eventd_auth_checks_total{by="'):
+            out[line.split('"')[1]] = int(float(line.split()[-1]))
+    return out
+
+
+class ServerWideCache(Base):
+    """The server-wide credential cache (--auth-cache-entries, core/cred_cache.h): a header
+    that verified on one connection is taken on another without the full check, as behind
+    a balancer whose pooled connections carry many users; a rotated or revoked key, a removed
+    user and a header one byte off are never taken from it."""
+
+    def get(self, s, name, key):
+        send_raw(s, build_request("GET", "/v2/theme",
+                                  headers={"Authorization": auth_header(name, key)}))
+        return read_response(s).status
+
+    def fresh(self, name, key):
+        """The status of a GET on a new connection, and what settled its credentials."""
+        before = checks()
+        s = connect(SRV.port)
+        try:
+            status = self.get(s, name, key)
+        finally:
+            s.close()
+        after = checks()
+        return status, [k for k in ("connection", "server_cache", "full")
+                        if after.get(k, 0) != before.get(k, 0)]
+
+    def test_a_header_that_verified_is_taken_on_another_connection(self):
+        name, key = self.new_user()
+        self.assertEqual(self.fresh(name, key), (200, ["full"]))
+        self.assertEqual(self.fresh(name, key), (200, ["server_cache"]))
+
+    def test_one_connection_carrying_two_users_in_turn_checks_each_once(self):
+        a, ka = self.new_user()
+        b, kb = self.new_user()
+        before = checks()
+        s = connect(SRV.port)
+        try:
+            statuses = [self.get(s, *u) for u in [(a, ka), (b, kb)] * 3]
+        finally:
+            s.close()
+        after = checks()
+        self.assertEqual(statuses, [200] * 6)
+        self.assertEqual((after["full"] - before["full"],
+                          after["server_cache"] - before["server_cache"]), (2, 4))
+
+    def test_a_rotated_key_is_401_on_every_connection_at_once(self):
+        name, key = self.new_user()
+        self.assertEqual(self.fresh(name, key)[0], 200)
+        self.assertEqual(self.fresh(name, key), (200, ["server_cache"]))
+        r = self.admin("POST", "/admin/users/%s/key" % name)
+        self.assertEqual(r.status, 200, r.describe())
+        self.assertEqual(self.fresh(name, key), (401, ["full"]))
+        self.assertEqual(self.fresh(name, r.result()["APIKey"]), (200, ["full"]))
+
+    def test_a_removed_user_is_401_on_every_connection_at_once(self):
+        name, key = self.new_user()
+        self.assertEqual(self.fresh(name, key)[0], 200)
+        self.assertEqual(self.admin("DELETE", "/admin/users/" + name).status, 204)
+        self.assertEqual(self.fresh(name, key), (401, ["full"]))
+
+    def test_a_header_one_byte_off_a_cached_one_is_401_at_every_position(self):
+        name, key = self.new_user()
+        good = auth_header(name, key)
+        self.assertEqual(self.fresh(name, key)[0], 200)
+        for i in range(len(good)):
+            bad = good[:i] + ("B" if good[i] != "B" else "C") + good[i + 1:]
+            s = connect(SRV.port)
+            try:
+                send_raw(s, build_request("GET", "/v2/theme", headers={"Authorization": bad}))
+                self.assertEqual(read_response(s).status, 401, (i, bad))
+            finally:
+                s.close()
+        self.assertEqual(self.fresh(name, key), (200, ["server_cache"]))
+
+    def test_with_the_cache_off_every_new_connection_checks_in_full(self):
+        with harness.Server(users=["off"], extra_args=["--auth-cache-entries", "0"]) as srv:
+            auth = auth_header("off", srv.keys["off"])
+            for _ in range(2):
+                r = harness.request(srv.port, "GET", "/v2/theme", headers={"Authorization": auth})
+                self.assertEqual(r.status, 200, r)
+            body = harness.request(srv.port, "GET", "/metrics").body.decode()
+            self.assertIn('eventd_auth_checks_total{by="full"} 2', body)
+            self.assertIn('eventd_auth_checks_total{by="server_cache"} 0', body)
+
+
 if __name__ == "__main__":
     unittest.main()
