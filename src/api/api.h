@@ -48,6 +48,8 @@ struct api_state {
      * undone write) between the headers and the end of the body. */
     uint64_t user_id;
     bool decoding; /* dec holds a yajl handle (creates and updates) */
+    /* Bytes of a Content-Length body still to come; 0 when chunked (or none). */
+    uint64_t body_left;
     /* A create with an Idempotency-Key: the key (validated, copied from the
      * header) and the running BLAKE2b of the request (kind, then body). The
      * hash state lives in hash_mem, aligned by idem_hash_state(). */
@@ -61,7 +63,9 @@ struct api_state {
  * credentials (cached in c), and for a create or update the start of the body's decoding. */
 enum server_headers_result api_headers(struct handlers *h, struct api_conn *c, struct api_state *st,
                                        struct http_request *req, struct http_response *r);
-/* A body chunk (valid during the call) of a request api_headers let read its body. */
+/* A body chunk of a request api_headers let read its body: valid during the call, or,
+ * the piece that ends a Content-Length body, through api_complete (server.h), whose
+ * decoded strings may then point into it. */
 void api_body(struct api_state *st, const char *ptr, size_t len);
 void api_complete(struct handlers *h, struct api_conn *c, struct api_state *st,
                   struct http_request *req, struct http_response *r);

@@ -135,9 +135,14 @@ static const struct record *authenticate(struct handlers *h, struct api_conn *c,
     return u;
 }
 
-static void reply_record(struct http_response *r, const struct record *rec) {
+/* from: the decoder rec was built from (json_write_record_decoded), or NULL. */
+static void reply_record(struct http_response *r, const struct record *rec,
+                         const struct json_decoder *from) {
     reply_ok_open(r);
-    json_write_record(&r->body, rec, false);
+    if (from)
+        json_write_record_decoded(&r->body, rec, false, from);
+    else
+        json_write_record(&r->body, rec, false);
     buf_append_char(&r->body, '}');
 }
 
@@ -351,19 +356,15 @@ static void do_create(struct handlers *h, struct api_state *st, const struct rec
     /* The decoder's values are the kind's defaults where the body set nothing (json.h). */
     const union value *vals = st->dec.vals;
     if (k->type == REC_EVENT && !events_check_links(h, st->user_id, r, vals, 0)) return;
-    /* Built first, its id set once taken: its size (which does not depend on the id) is then
-     * known without a pass of its own over the fields, and ids go only to writes that go on. */
-    struct record *rec = record_build(k, 0, st->user_id, vals);
-    if (!within_quota(h, user, 1, 0, record_size(rec), r) ||
-        (st->idem && !stale && !idem_room(h, st->user_id, now, r))) {
-        record_free(rec);
+    /* Its size (which does not depend on the id) is checked first: ids go only to writes
+     * that go on. */
+    if (!within_quota(h, user, 1, 0, json_decoder_record_size(&st->dec), r) ||
+        (st->idem && !stale && !idem_room(h, st->user_id, now, r)))
         return;
-    }
     uint64_t id, key_id = 0;
     int rc = db_take_id(h->db, &id);
     if (rc == 0 && st->idem) rc = db_take_id(h->db, &key_id);
     if (rc < 0) {
-        record_free(rec);
         if (rc == -ERANGE) {
             reply_error(r, ERR_UNAVAILABLE, NULL, "the id space is used up");
             return;
@@ -373,16 +374,18 @@ static void do_create(struct handlers *h, struct api_state *st, const struct rec
         r->extra = hdr_retry_after;
         return;
     }
-    rec->id = id;
     if (!st->idem) {
-        r->lsn = db_put(h->db, rec); /* rec is in the index now, with its rev */
-        reply_record(r, rec);
+        /* Built and encoded into the log in one pass: rec is the index's now, with its rev. */
+        const struct record *rec =
+            db_put_values(h->db, k, id, st->user_id, vals, (uint32_t)st->dec.present, &r->lsn);
+        reply_record(r, rec, &st->dec);
         reply_etag(h, r, rec);
         changes_notify(h, st->user_id);
         return;
     }
     /* The answer is rendered before the record is stored, to be stored with it. */
-    reply_record(r, rec);
+    struct record *rec = record_build(k, id, st->user_id, vals);
+    reply_record(r, rec, &st->dec);
     union value kv[RECORD_MAX_FIELDS];
     record_defaults(&record_idem, kv);
     kv[IDEM_KEY].s.ptr = st->idem_key;
@@ -422,15 +425,15 @@ static void do_update(struct handlers *h, struct api_state *st, const struct rec
     const struct kind_desc *k = record_kind(st->route.type);
     union value vals[RECORD_MAX_FIELDS];
     record_values(old, vals);
+    uint32_t size =
+        record_size_of_changed(k, vals, record_size(old), st->dec.vals, st->dec.present);
     take_present(st, vals);
     if (k->type == REC_EVENT && !events_check_links(h, st->user_id, r, vals, old->id)) return;
-    /* Built first: its size is then known without a pass of its own over the fields. */
-    struct record *rec = record_build(k, old->id, old->user_id, vals);
-    if (!within_quota(h, user, 0, record_size(old), record_size(rec), r)) {
-        record_free(rec);
-        return;
-    }
-    r->lsn = db_put(h->db, rec); /* rec is in the index now, with its rev and link */
+    if (!within_quota(h, user, 0, record_size(old), size, r)) return;
+    /* Built and encoded into the log in one pass: rec is the index's now, with its rev and
+     * link (old may be gone). */
+    const struct record *rec = db_put_values(h->db, k, old->id, old->user_id, vals,
+                                             old->set | (uint32_t)st->dec.present, &r->lsn);
     reply_no_content(r);
     reply_etag(h, r, rec);
     changes_notify(h, st->user_id);
@@ -446,7 +449,7 @@ static void do_get(struct handlers *h, struct api_state *st, struct http_request
     if (!preconditions(h, req, rec, true, r)) return;
     reply_etag(h, r, rec);
     if (rec->type != REC_EVENT) {
-        reply_record(r, rec);
+        reply_record(r, rec, NULL);
         return;
     }
     /* An event answers with its theme and address embedded (null when unlinked). */
@@ -600,6 +603,7 @@ enum server_headers_result api_headers(struct handlers *h, struct api_conn *c, s
         json_decoder_begin(&st->dec, record_kind(st->route.type), &c->arena,
                            h->set.max_string_bytes);
         st->decoding = true;
+        st->body_left = req->content_length;
     }
     return SERVER_READ_BODY;
 }
@@ -655,7 +659,17 @@ void api_complete(struct handlers *h, struct api_conn *c, struct api_state *st,
 }
 
 void api_body(struct api_state *st, const char *ptr, size_t len) {
-    if (st->decoding) json_decoder_feed(&st->dec, ptr, len);
+    if (st->decoding) {
+        /* The piece that ends a Content-Length body stays in place through
+         * api_complete (server.h): its strings are used there, not copied. */
+        if (len && st->body_left == len) {
+            st->body_left = 0;
+            json_decoder_feed_held(&st->dec, ptr, len);
+        } else {
+            st->body_left = st->body_left > len ? st->body_left - len : 0;
+            json_decoder_feed(&st->dec, ptr, len);
+        }
+    }
     if (st->idem) idem_body(st, ptr, len);
 }
 

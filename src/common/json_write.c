@@ -209,17 +209,13 @@ static inline int decimal_digits(uint64_t v) {
     return t + ((v | 1) >= pow10u[t]);
 }
 
-static inline char *put_short_decimal(char *o, double d) {
-    double ad = fabs(d), m;
-    if (!(ad < 1e15)) return NULL;
-    int k = short_decimals(ad, &m);
-    if (k < 0) return NULL;
-    /* The digits of m with the point k from the right, written backwards
+/* json_put_decimal's work, inlined into json_put_double's fast path. */
+static inline char *put_decimal(char *o, bool neg, uint64_t v, int k) {
+    /* The digits of v with the point k from the right, written backwards
      * from the end, whose place is known from the count of digits; two
      * digits at a time (u64_pairs, buf.h). */
-    uint64_t v = (uint64_t)m;
     int n = decimal_digits(v);
-    int len = (d < 0) + (n > k ? n : k + 1) + (k > 0);
+    int len = neg + (n > k ? n : k + 1) + (k > 0);
     char *p = o + len;
     int f = k;
     for (; f >= 2; f -= 2) {
@@ -242,8 +238,20 @@ static inline char *put_short_decimal(char *o, double d) {
     } else {
         *--p = (char)('0' + v);
     }
-    if (d < 0) *--p = '-';
+    if (neg) *--p = '-';
     return o + len;
+}
+
+static inline char *put_short_decimal(char *o, double d) {
+    double ad = fabs(d), m;
+    if (!(ad < 1e15)) return NULL;
+    int k = short_decimals(ad, &m);
+    if (k < 0) return NULL;
+    return put_decimal(o, d < 0, (uint64_t)m, k);
+}
+
+char *json_put_decimal(char *o, bool neg, uint64_t v, int k) {
+    return put_decimal(o, neg, v, k);
 }
 
 /* Numbers the fast path does not take: the shortest of 15 to 17 significant

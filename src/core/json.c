@@ -117,8 +117,9 @@ static int scalar_start(struct json_decoder *d) {
 }
 
 /* A string taken where it stands in the chunk, copied when the chunk is done
- * (keep_chunk_strings). */
+ * (keep_chunk_strings), unless the chunk is held (json_decoder_feed_held). */
 static inline void in_chunk(struct json_decoder *d, uint64_t bit, const char *s, uint32_t n) {
+    if (d->chunk_held) return;
     if (!d->in_chunk) d->chunk_lo = s;
     d->chunk_hi = s + n;
     d->in_chunk |= bit;
@@ -139,12 +140,15 @@ static inline __attribute__((always_inline)) int take(struct json_decoder *d, un
     }
     uint64_t bit = UINT64_C(1) << d->field;
     if (t == FT_STR || t == FT_COLOR) {
+        /* vals holds the default still: a field given twice is refused at its key. */
+        d->str_delta += (int64_t)v.s.len - d->vals[d->field].s.len;
         /* A span of the chunk is copied with the others when the chunk is done
          * (keep_chunk_strings); one in yajl's buffers (escapes decoded, or a
          * string that spanned two chunks) now, as yajl reuses them. */
-        if ((uintptr_t)v.s.ptr - (uintptr_t)d->chunk < d->chunk_len)
+        if ((uintptr_t)v.s.ptr - (uintptr_t)d->chunk < d->chunk_len) {
             in_chunk(d, bit, v.s.ptr, v.s.len);
-        else
+            d->plain |= bit;
+        } else
             v.s.ptr = arena_strndup(d->arena, v.s.ptr, v.s.len);
     }
     d->vals[d->field] = v;
@@ -157,8 +161,13 @@ static inline __attribute__((always_inline)) int take(struct json_decoder *d, un
  * and 10^k are exact doubles, so m / 10^k is the correctly rounded value,
  * the same strtod gives (Clinger's fast path). Returns false for anything
  * else (exponents, more digits), which strtod then handles.
+ *
+ * *dec: m and k without trailing zeros, as json_decoder's dec keeps them (0
+ * for a zero). Decimals of at most 15 significant digits read as distinct
+ * doubles, so no shorter one reads as this value: it is the shortest, the
+ * one json_put_double would find, and the writer need not search for it.
  */
-static bool parse_short_decimal(const char *s, size_t n, double *out) {
+static bool parse_short_decimal(const char *s, size_t n, double *out, uint64_t *dec) {
     static const double pow10[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                    1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
     /* At most 18 bytes: m cannot overflow; it is then exact below 10^15. */
@@ -181,6 +190,9 @@ static bool parse_short_decimal(const char *s, size_t n, double *out) {
     if (m >= UINT64_C(1000000000000000) || frac > 15) return false;
     double v = (double)m / pow10[frac];
     *out = s[0] == '-' ? -v : v;
+    for (; frac && m % 10 == 0; frac--)
+        m /= 10;
+    *dec = m << 4 | frac;
     return true;
 }
 
@@ -219,7 +231,8 @@ static bool number_syntax(const char *s, size_t n) {
  */
 static int set_double(struct json_decoder *d, const char *s, size_t n) {
     double v;
-    if (!parse_short_decimal(s, n, &v)) {
+    uint64_t dec = 0;
+    if (!parse_short_decimal(s, n, &v, &dec)) {
         if (!number_syntax(s, n)) return wrong_type(d);
         char tmp[64];
         char *z = n < sizeof tmp ? tmp : arena_strndup(d->arena, s, n);
@@ -229,7 +242,12 @@ static int set_double(struct json_decoder *d, const char *s, size_t n) {
         }
         v = strtod(z, NULL);
     }
-    return take(d, (union value){.d = v}, FT_DOUBLE);
+    int i = d->field, rc = take(d, (union value){.d = v}, FT_DOUBLE);
+    if (rc == 1 && dec >> 4) {
+        d->dec[i] = dec;
+        d->decimals |= UINT32_C(1) << i;
+    }
+    return rc;
 }
 
 static int on_null(void *ctx) {
@@ -289,12 +307,15 @@ static int on_number(void *ctx, const char *s, size_t n) {
     if (d->skip_depth || d->depth == 0 || i < 0) return number_value(d, s, n);
     const struct field *f = &d->kind->fields[i];
     union value v;
-    if (f->type != FT_DOUBLE || !parse_short_decimal(s, n, &v.d) ||
+    uint64_t dec;
+    if (f->type != FT_DOUBLE || !parse_short_decimal(s, n, &v.d, &dec) ||
         !record_value_plainly_fine(f, FT_DOUBLE, &v, d->max_string))
         return number_value(d, s, n);
     uint64_t bit = UINT64_C(1) << i;
     d->vals[i] = v;
     d->present |= bit;
+    d->dec[i] = dec;
+    d->decimals |= (uint32_t)(dec >> 4 != 0) << i; /* not for a zero (json_put_double's "0") */
     return 1;
 }
 
@@ -352,8 +373,10 @@ static int on_string(void *ctx, const unsigned char *us, size_t n) {
         return string_value(d, s, n);
     uint64_t bit = UINT64_C(1) << i;
     in_chunk(d, bit, v.s.ptr, v.s.len);
+    d->str_delta += (int64_t)v.s.len - d->vals[i].s.len; /* as take() */
     d->vals[i] = v;
     d->present |= bit;
+    d->plain |= bit; /* it stands in the chunk */
     return 1;
 }
 
@@ -520,18 +543,28 @@ static void keep_chunk_strings(struct json_decoder *d) {
     d->in_chunk = 0;
 }
 
-int json_decoder_feed(struct json_decoder *d, const char *ptr, size_t len) {
+static int feed(struct json_decoder *d, const char *ptr, size_t len, bool held) {
     if (d->err != ERR_NONE) return -1;
     if (len) d->any = true;
     d->chunk = ptr;
     d->chunk_len = len;
+    d->chunk_held = held;
     yajl_status st = yajl_parse(d->h, (const unsigned char *)ptr, len);
     keep_chunk_strings(d);
     d->chunk = NULL;
     d->chunk_len = 0;
+    d->chunk_held = false;
     if (st == yajl_status_error) syntax_error(d, ptr, len);
     d->fed += len;
     return d->err == ERR_NONE ? 0 : -1;
+}
+
+int json_decoder_feed(struct json_decoder *d, const char *ptr, size_t len) {
+    return feed(d, ptr, len, false);
+}
+
+int json_decoder_feed_held(struct json_decoder *d, const char *ptr, size_t len) {
+    return feed(d, ptr, len, true);
 }
 
 int json_decoder_finish(struct json_decoder *d) {
@@ -551,6 +584,10 @@ int json_decoder_finish(struct json_decoder *d) {
     if (d->err == ERR_NONE && d->wrapped == false && d->fields_depth == 0)
         fail(d, ERR_INVALID_JSON, NULL, "the body must be a JSON object");
     return d->err == ERR_NONE ? 0 : -1;
+}
+
+uint32_t json_decoder_record_size(const struct json_decoder *d) {
+    return (uint32_t)((int64_t)record_size_of_defaults(d->kind) + d->str_delta);
 }
 
 void json_decoder_end(struct json_decoder *d) {
@@ -665,7 +702,10 @@ static void defaults_init(void) {
  * value, so a field with a value of its own costs one copy (the defaults
  * before it, up to and including its key) and its value.
  */
-void json_write_record(struct buf *b, const struct record *r, bool open) {
+static inline __attribute__((always_inline)) void
+write_record(struct buf *b, const struct record *r, bool open, const struct json_decoder *dec) {
+    const uint32_t plain = dec ? (uint32_t)dec->plain : 0;
+    const uint32_t decimals = dec ? dec->decimals : 0;
     if (!defaults_ready) defaults_init();
     const char *dtext = defaults_text[r->type].text;
     const uint32_t end = defaults_text[r->type].off[defaults_text[r->type].nfields];
@@ -689,7 +729,8 @@ void json_write_record(struct buf *b, const struct record *r, bool open) {
     uint32_t from = 0; /* the defaults' text not yet written starts here */
     const uint64_t *cell = r->cell;
     for (uint32_t set = r->set; set; set &= set - 1) {
-        const struct out_field *e = &of[__builtin_ctz(set)];
+        int i = __builtin_ctz(set);
+        const struct out_field *e = &of[i];
         uint64_t c = *cell++;
         if (!e->shown) continue; /* renders nothing */
         o = copy_run(o, dtext + from, e->key_end - from);
@@ -699,13 +740,17 @@ void json_write_record(struct buf *b, const struct record *r, bool open) {
         case FT_STR:
         case FT_COLOR: {
             uint32_t len = (uint32_t)c;
-            o = json_put_string(o, len ? (const char *)r + (c >> 32) : "", len);
+            const char *s = len ? (const char *)r + (c >> 32) : "";
+            o = plain >> i & 1 ? json_put_plain_string(o, s, len) : json_put_string(o, s, len);
             break;
         }
         case FT_DOUBLE: {
             double d;
             memcpy(&d, &c, sizeof d);
-            o += json_put_double(o, d);
+            if (decimals >> i & 1)
+                o = json_put_decimal(o, d < 0, dec->dec[i] >> 4, (int)(dec->dec[i] & 15));
+            else
+                o += json_put_double(o, d);
             break;
         }
         case FT_BOOL:
@@ -719,4 +764,13 @@ void json_write_record(struct buf *b, const struct record *r, bool open) {
     o = copy_run(o, dtext + from, end - from);
     if (!open) *o++ = '}';
     buf_commit(b, (size_t)(o - start));
+}
+
+void json_write_record(struct buf *b, const struct record *r, bool open) {
+    write_record(b, r, open, NULL);
+}
+
+void json_write_record_decoded(struct buf *b, const struct record *r, bool open,
+                               const struct json_decoder *d) {
+    write_record(b, r, open, d);
 }

@@ -5,7 +5,8 @@
  *
  * The decoder is fed each body chunk as it arrives; yajl keeps only the
  * token in progress, the decoder keeps only the typed field values (strings
- * copied once into the request arena). Nothing holds the whole body. Only
+ * copied once into the request arena, or, from a chunk the caller keeps
+ * until the end, left where they stand). Nothing holds the whole body. Only
  * this module knows yajl's convention (callbacks return nonzero to go on).
  *
  * Types are converted here; every value is then checked by record.c
@@ -48,11 +49,22 @@ struct json_decoder {
     uint8_t name_len;      /* of kind->name */
     const char *chunk;     /* the chunk being parsed, NULL between feeds */
     size_t chunk_len;      /* bytes */
+    bool chunk_held;       /* the chunk stays valid until json_decoder_end: strings stay in it */
     uint64_t in_chunk;     /* bit i: vals[i] is a string still pointing into chunk */
+    int64_t str_delta;     /* bytes: the strings taken, less the defaults they replaced */
+    /* bit i: vals[i] is a string taken as it stood in the body, no escape
+     * decoded: yajl lets no '"', '\\' or byte below 0x20 stand there, so
+     * none of its bytes needs escaping when it is written out again. */
+    uint64_t plain;
+    /* bit i: vals[i] is a double read from a short decimal (not 0): dec[i]
+     * holds its digits and decimals without trailing zeros (m << 4 | k), the
+     * shortest form that reads back as it, which json_put_double writes. */
+    uint32_t decimals;
     /* When in_chunk: the start of the first of those strings, the end of the
      * last (they are taken in the chunk's order). */
     const char *chunk_lo, *chunk_hi;
     union value vals[RECORD_MAX_FIELDS]; /* the decoded values, defaults where not present */
+    uint64_t dec[RECORD_MAX_FIELDS];     /* where decimals says: see there */
     bool has_id;
     uint64_t id; /* "ID" in the body, when has_id */
     bool id_invalid;
@@ -66,17 +78,27 @@ struct json_decoder {
 /*
  * Starts decoding a body for kind k; allocations come from d itself and
  * arena. k and arena are stored: they must stay valid, and d must not move
- * (yajl keeps pointers into it), until json_decoder_end. The
- * decoded strings (vals) and err_field live in arena (or the static field
- * tables): valid until the arena is reset.
+ * (yajl keeps pointers into it), until json_decoder_end. The decoded
+ * strings (vals: ptr and len, not NUL-terminated) live in arena, the static
+ * field tables, or a chunk given to json_decoder_feed_held: valid until the
+ * arena is reset, or for the last, as long as that chunk. err_field lives in
+ * arena or the tables.
  */
 void json_decoder_begin(struct json_decoder *d, const struct kind_desc *k, struct arena *arena,
                         uint32_t max_string);
 /* Feeds one chunk (not kept after the call). Returns 0, or -1 once an error
  * is known (d->err etc.). */
 int json_decoder_feed(struct json_decoder *d, const char *ptr, size_t len);
+/* json_decoder_feed for a chunk that the caller keeps valid, unchanged, until
+ * it is done with vals (json_decoder_end at the latest): the strings read
+ * from it are not copied; vals point into ptr. Typically the body's last
+ * chunk, when the request is completed before its bytes go. */
+int json_decoder_feed_held(struct json_decoder *d, const char *ptr, size_t len);
 /* Ends the body. Returns 0 when a complete, valid object was read, else -1. */
 int json_decoder_finish(struct json_decoder *d);
+/* record_size_of(kind, vals), kept as the values come (no pass over the fields): a
+ * create's size for its quota check. */
+uint32_t json_decoder_record_size(const struct json_decoder *d);
 /* Drops the yajl handle (its memory is d's and the arena's, reclaimed with them). */
 void json_decoder_end(struct json_decoder *d);
 
@@ -88,5 +110,14 @@ void json_decoder_end(struct json_decoder *d);
  * closing brace is left off so the caller can add members.
  */
 void json_write_record(struct buf *b, const struct record *r, bool open);
+/*
+ * json_write_record of a record built from d's values (those of the fields d
+ * marks, unchanged), the same bytes with less work: the strings d took as
+ * they stood (plain) are copied without a look, the short decimals
+ * (decimals) written from their digits without a search. d is read during
+ * the call only.
+ */
+void json_write_record_decoded(struct buf *b, const struct record *r, bool open,
+                               const struct json_decoder *d);
 
 #endif

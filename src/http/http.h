@@ -113,7 +113,10 @@ struct http_events {
      * parsing because the owner has answered already (execute then returns
      * HTTP_ERROR with error ERR_NONE). */
     int (*on_headers)(void *owner, struct http_request *req);
-    /* A piece of the body, as it arrived: ptr is valid only during the call. */
+    /* A piece of the body, as it arrived: ptr is valid only during the call,
+     * except the piece that ends a body framed by Content-Length: llhttp
+     * completes the request on its last byte, so on_complete follows within
+     * the same http_parser_execute, on the same bytes. */
     void (*on_body)(void *owner, struct http_request *req, const char *ptr, size_t len);
     /* The request is complete. Return true to pause parsing after it. */
     bool (*on_complete)(void *owner, struct http_request *req);

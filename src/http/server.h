@@ -94,8 +94,10 @@ enum server_headers_result {
  * Lifetimes: req is valid until the next request on the connection (see
  * struct http_request); resp belongs to the server and is the handler's
  * to fill only during on_headers and on_complete; on_body's ptr is valid
- * only during the call. The state is the handler's from state_reset (or
- * state_init) to the next state_reset.
+ * only during the call, except that the piece ending a body framed by
+ * Content-Length stays valid, unchanged, through the request's on_complete,
+ * which follows it within the same parse (http.h). The state is the
+ * handler's from state_reset (or state_init) to the next state_reset.
  */
 struct server_handler {
     void *data;

@@ -132,32 +132,53 @@ static uint64_t changed(struct db *db, uint64_t lsn, uint64_t id, struct record 
     return lsn;
 }
 
-/* Starts the REC_REV payload of the next change in scratch: the change's rev is the next. */
-static uint64_t rev_begin(struct db *db, uint8_t type) {
+/*
+ * Starts the REC_REV frame of the next change, encoded straight into the
+ * store's pending batch (no copy): the change's rev is the next. *out is the
+ * buffer the rest of its payload goes to, until rev_append closes the frame.
+ */
+static uint64_t rev_begin(struct db *db, uint8_t type, struct buf **out) {
     uint64_t rev = ++db->index.rev;
-    buf_reset(&db->scratch);
-    record_rev_head(rev, type, &db->scratch);
+    *out = store_frame_begin(&db->store);
+    record_rev_head(rev, type, *out);
     return rev;
 }
 
-/* Appends the REC_REV frame in scratch. */
+/* Closes the REC_REV frame rev_begin started: its LSN. */
 static uint64_t rev_append(struct db *db) {
-    db->appended += STORE_FRAME_HEADER_SIZE + db->scratch.len;
-    return store_append(&db->store, REC_REV, db->scratch.ptr, db->scratch.len);
+    size_t n;
+    uint64_t lsn = store_frame_end(&db->store, REC_REV, &n);
+    db->appended += n;
+    return lsn;
 }
 
 uint64_t db_put(struct db *db, struct record *r) {
-    r->rev = rev_begin(db, r->type);
-    record_encode(r, &db->scratch);
+    struct buf *out;
+    r->rev = rev_begin(db, r->type, &out);
+    record_encode(r, out);
     uint64_t lsn = rev_append(db);
     uint64_t id = r->id;
     struct record *old = index_swap_change(&db->index, r);
     return changed(db, lsn, id, old);
 }
 
+const struct record *db_put_values(struct db *db, const struct kind_desc *k, uint64_t id,
+                                   uint64_t user_id, const union value *vals, uint32_t given,
+                                   uint64_t *lsn) {
+    struct buf *out;
+    uint64_t rev = rev_begin(db, k->type, &out);
+    struct record *r = record_build_encode(k, id, user_id, vals, given, out);
+    r->rev = rev;
+    *lsn = rev_append(db);
+    struct record *old = index_swap_change(&db->index, r);
+    changed(db, *lsn, id, old);
+    return r;
+}
+
 uint64_t db_put_keyed(struct db *db, struct record *r, struct record *key) {
-    r->rev = key->rev = rev_begin(db, REC_KEYED);
-    record_keyed_encode(r, key, &db->scratch);
+    struct buf *out;
+    r->rev = key->rev = rev_begin(db, REC_KEYED, &out);
+    record_keyed_encode(r, key, out);
     uint64_t lsn = rev_append(db);
     uint64_t id = r->id, key_id = key->id;
     struct record *old = index_swap_change(&db->index, r);
@@ -178,9 +199,10 @@ bool db_unacked(const struct db *db, uint64_t id) {
 }
 
 uint64_t db_delete(struct db *db, uint64_t id) {
-    uint64_t rev = rev_begin(db, REC_DELETE);
-    uint8_t *p = (uint8_t *)buf_reserve(&db->scratch, VARINT_MAX);
-    buf_commit(&db->scratch, varint_put(p, id));
+    struct buf *out;
+    uint64_t rev = rev_begin(db, REC_DELETE, &out);
+    uint8_t *p = (uint8_t *)buf_reserve(out, VARINT_MAX);
+    buf_commit(out, varint_put(p, id));
     uint64_t lsn = rev_append(db);
     struct record *old = index_remove(&db->index, id);
     if (old) index_change_add(&db->index, old->user_id, rev, id, old->type, INDEX_OP_DELETE);

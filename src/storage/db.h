@@ -82,7 +82,7 @@ struct db {
     uv_loop_t *loop;
     struct store store;
     struct index index;
-    struct buf scratch;   /* frame payloads being encoded */
+    struct buf scratch;   /* a compaction snapshot frame's payload being encoded */
     struct db_undo *undo; /* changes not yet acknowledged, oldest first, from undo_head */
     size_t undo_head, undo_len, undo_cap;
     uint64_t visible_lsn;   /* LSN of the last change the index shows */
@@ -179,6 +179,14 @@ int db_take_id(struct db *db, uint64_t *id);
 
 /* Appends a record (insert or replace) and applies it; takes ownership of r. Returns its LSN. */
 uint64_t db_put(struct db *db, struct record *r);
+/*
+ * db_put of record_build(k, id, user_id, vals), built and encoded in one pass
+ * (record_build_encode: outside given, vals must hold k's defaults).
+ * Returns the record (the index's: valid as db_get's) and its LSN in *lsn.
+ */
+const struct record *db_put_values(struct db *db, const struct kind_desc *k, uint64_t id,
+                                   uint64_t user_id, const union value *vals, uint32_t given,
+                                   uint64_t *lsn);
 /*
  * Appends a created record r and its idempotency key (a REC_IDEM record of
  * the same user) in one REC_KEYED frame and applies both; takes ownership

@@ -291,7 +291,7 @@ static void list_insert(struct id_list *l, uint64_t id) {
     while (i > 0 && l->ids[i - 1] > id)
         i--;
     if (i > 0 && l->ids[i - 1] == id) return;
-    memmove(l->ids + i + 1, l->ids + i, (l->len - i) * sizeof *l->ids);
+    if (i < l->len) memmove(l->ids + i + 1, l->ids + i, (l->len - i) * sizeof *l->ids);
     l->ids[i] = id;
     l->len++;
 }

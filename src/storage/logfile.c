@@ -139,9 +139,13 @@ int logfile_mkdir_p(const char *dir) {
 }
 
 void logfile_frame_put(uint8_t *out, uint8_t type, const void *payload, size_t len) {
+    if (len) memcpy(out + STORE_FRAME_HEADER_SIZE, payload, len);
+    logfile_frame_seal(out, type, len);
+}
+
+void logfile_frame_seal(uint8_t *out, uint8_t type, size_t len) {
     logfile_put_le32(out + 4, (uint32_t)len);
     out[8] = type;
-    if (len) memcpy(out + STORE_FRAME_HEADER_SIZE, payload, len);
     /* The checksum covers length, type and payload: bytes 4.. of the frame. */
     logfile_put_le32(out, crc32c(0, out + 4, 5 + len));
 }

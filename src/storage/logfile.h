@@ -53,6 +53,8 @@ int logfile_probe(int fd, uint64_t size);
 int logfile_mkdir_p(const char *dir);
 /* Writes one frame (header and payload: STORE_FRAME_HEADER_SIZE + len bytes) to out. */
 void logfile_frame_put(uint8_t *out, uint8_t type, const void *payload, size_t len);
+/* Writes the header of the frame at out whose len bytes of payload are in place after it. */
+void logfile_frame_seal(uint8_t *out, uint8_t type, size_t len);
 /* Writes the file header (magic, version) to out. */
 void logfile_header_put(uint8_t out[STORE_HEADER_SIZE]);
 

@@ -128,9 +128,11 @@ static struct {
     struct field_meta fields[RECORD_MAX_FIELDS];
     struct field_why why[RECORD_MAX_FIELDS];
     union value defaults[RECORD_MAX_FIELDS];
-    uint32_t bytes_mask; /* bit i: field i is a string, colour or bytes */
-    uint32_t size_base;  /* record_size without the strings' bytes */
-    char *enc;           /* every field's payload at its default, in order, padded */
+    uint32_t bytes_mask;              /* bit i: field i is a string, colour or bytes */
+    uint32_t size_base;               /* record_size without the strings' bytes */
+    uint32_t size_defaults;           /* record_size of the record at the defaults */
+    uint8_t types[RECORD_MAX_FIELDS]; /* each field's type, packed for the build's loops */
+    char *enc;                        /* every field's payload at its default, in order, padded */
     uint32_t enc_off[RECORD_MAX_FIELDS + 1]; /* field i's: enc[enc_off[i] .. enc_off[i + 1]) */
     struct field_lookup names;
 } meta[REC_KIND_MAX + 1];
@@ -278,6 +280,11 @@ static void meta_init(void) {
         meta[t].size_base = 30;
         for (int i = 0; i < k->nfields; i++)
             meta[t].size_base += is_bytes(k->fields[i].type) ? 2 : 8;
+        for (int i = 0; i < k->nfields; i++)
+            meta[t].types[i] = k->fields[i].type;
+        meta[t].size_defaults = meta[t].size_base;
+        for (int i = 0; i < k->nfields; i++)
+            if (is_bytes(k->fields[i].type)) meta[t].size_defaults += meta[t].defaults[i].s.len;
         /* The payload of each field at its default, for record_encode's runs. */
         struct buf b;
         buf_init(&b, 64);
@@ -340,6 +347,22 @@ static inline bool same_bytes(const char *a, const char *b, size_t n) {
     return true;
 }
 
+uint32_t record_size_of_defaults(const struct kind_desc *k) {
+    if (!meta_ready) meta_init();
+    return meta[k->type].size_defaults;
+}
+
+uint32_t record_size_of_changed(const struct kind_desc *k, const union value *from,
+                                uint32_t from_size, const union value *to, uint64_t changed) {
+    if (!meta_ready) meta_init();
+    int64_t size = from_size; /* only strings' lengths change it */
+    for (uint64_t m = changed & meta[k->type].bytes_mask; m; m &= m - 1) {
+        int i = __builtin_ctzll(m);
+        size += (int64_t)to[i].s.len - (int64_t)from[i].s.len;
+    }
+    return (uint32_t)size;
+}
+
 uint32_t record_size_of(const struct kind_desc *k, const union value *vals) {
     if (!meta_ready) meta_init();
     size_t size = meta[k->type].size_base; /* as record_size */
@@ -348,28 +371,33 @@ uint32_t record_size_of(const struct kind_desc *k, const union value *vals) {
     return (uint32_t)size;
 }
 
-struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t user_id,
-                            const union value *vals) {
-    if (!meta_ready) meta_init();
-    if (!slab_ready) {
-        slab_init(&slab, slab_asan(), true);
-        slab_ready = true;
-    }
+/* What the first pass over a record's fields finds: the record's shape. */
+struct shape {
+    uint32_t set;   /* the fields that take a cell (record.set) */
+    size_t cells;   /* how many */
+    size_t strings; /* bytes of their strings, terminators included */
+    size_t size;    /* record_size */
+};
+
+/* build's first pass, over the given fields (the others hold their defaults). */
+static inline __attribute__((always_inline)) struct shape
+shape_of(const struct kind_desc *k, const union value *vals, uint32_t given) {
     const union value *defs = meta[k->type].defaults;
-    uint32_t set = 0;
-    size_t strings = 0, cells = 0;
-    size_t size = meta[k->type].size_base; /* as record_size */
+    const uint8_t *types = meta[k->type].types;
+    /* As record_size: the fields outside given hold their defaults. */
+    struct shape sh = {0, 0, 0, meta[k->type].size_defaults};
     /* A field at its default takes no cell. */
-    for (int i = 0; i < k->nfields; i++) {
+    for (uint32_t g = given; g; g &= g - 1) {
+        int i = __builtin_ctz(g);
         const union value *v = &vals[i];
-        switch (k->fields[i].type) {
+        switch (types[i]) {
         case FT_STR:
         case FT_COLOR:
         case FT_BYTES:
-            size += v->s.len;
+            sh.size += (size_t)v->s.len - defs[i].s.len; /* modulo 2^64: the sum comes right */
             if (v->s.len == defs[i].s.len && same_bytes(v->s.ptr, defs[i].s.ptr, v->s.len))
                 continue;
-            if (v->s.len) strings += v->s.len + 1;
+            if (v->s.len) sh.strings += v->s.len + 1;
             break;
         case FT_REF:
         case FT_INT:
@@ -387,13 +415,35 @@ struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t use
         default:
             break; /* a type without a rule here always keeps its cell */
         }
-        set |= UINT32_C(1) << i;
-        cells++;
+        sh.set |= UINT32_C(1) << i;
+        sh.cells++;
     }
-    size_t head = sizeof(struct record) + cells * sizeof(uint64_t);
+    return sh;
+}
+
+/*
+ * record_build's work; with out, it also appends the record's log payload
+ * (what record_encode would append) to out, written as each field is
+ * copied, so that a record built to be stored costs no second pass. Inlined
+ * into both callers: out is a constant NULL in record_build's.
+ */
+static inline __attribute__((always_inline)) struct record *build(const struct kind_desc *k,
+                                                                  uint64_t id, uint64_t user_id,
+                                                                  const union value *vals,
+                                                                  uint32_t given, struct buf *out) {
+    if (!meta_ready) meta_init();
+    if (!slab_ready) {
+        slab_init(&slab, slab_asan(), true);
+        slab_ready = true;
+    }
+    const uint8_t *types = meta[k->type].types;
+    struct shape sh = shape_of(k, vals, given);
+    const uint32_t set = sh.set;
+    const size_t size = sh.size;
+    size_t head = sizeof(struct record) + sh.cells * sizeof(uint64_t);
 
     uint8_t cls;
-    struct record *r = slab_alloc(&slab, head + strings, &cls);
+    struct record *r = slab_alloc(&slab, head + sh.strings, &cls);
     r->id = id;
     r->user_id = user_id;
     r->event_id = 0;
@@ -404,13 +454,32 @@ struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t use
     r->size16 = UINT16_MAX;
     char *p = (char *)r + head;
     uint64_t *cell = r->cell;
+    /* The payload, as record_encode writes it: the fields at their defaults
+     * are runs of the defaults' payload, the others encoded from vals. */
+    const char *enc = out ? meta[k->type].enc : NULL;
+    const uint32_t *off = meta[k->type].enc_off;
+    uint32_t from = 0; /* the defaults' payload not yet written starts here */
+    uint8_t *e = NULL, *e_start = NULL;
+    if (out) {
+        e = e_start = (uint8_t *)buf_reserve(out, size + 10 * (size_t)k->nfields + RUN_SLACK);
+        e += varint_put(e, id);
+        e += varint_put(e, user_id);
+        e += varint_put(e, k->nfields);
+    }
     for (uint32_t m = set; m; m &= m - 1) {
         int i = __builtin_ctz(m);
         const union value *v = &vals[i];
-        switch (k->fields[i].type) {
+        uint8_t t = types[i];
+        if (out) {
+            e = copy_run(e, enc + from, off[i] - from);
+            from = off[i + 1];
+        }
+        /* encode_value with the case's type, a constant: its switch folds away. */
+        switch (t) {
         case FT_STR:
         case FT_COLOR:
         case FT_BYTES:
+            if (out) e = encode_value(e, FT_STR, *v); /* the same payload for the three */
             if (v->s.len) {
                 copy_bytes(p, v->s.ptr, v->s.len);
                 p[v->s.len] = '\0';
@@ -421,18 +490,35 @@ struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t use
             }
             break;
         case FT_DOUBLE:
+            if (out) e = encode_value(e, FT_DOUBLE, *v);
             memcpy(cell++, &v->d, sizeof v->d);
             break;
         case FT_BOOL:
+            if (out) e = encode_value(e, FT_BOOL, *v);
             *cell++ = v->b ? 1 : 0;
             break;
         default: /* FT_REF, FT_INT */
+            if (out) e = encode_value(e, t, *v);
             *cell++ = v->i;
             break;
         }
     }
+    if (out) {
+        e = copy_run(e, enc + from, off[k->nfields] - from);
+        buf_commit(out, (size_t)(e - e_start));
+    }
     r->size16 = size < UINT16_MAX ? (uint16_t)size : UINT16_MAX;
     return r;
+}
+
+struct record *record_build(const struct kind_desc *k, uint64_t id, uint64_t user_id,
+                            const union value *vals) {
+    return build(k, id, user_id, vals, record_all_fields(k), NULL);
+}
+
+struct record *record_build_encode(const struct kind_desc *k, uint64_t id, uint64_t user_id,
+                                   const union value *vals, uint32_t given, struct buf *out) {
+    return build(k, id, user_id, vals, given & record_all_fields(k), out);
 }
 
 uint32_t record_size(const struct record *r) {

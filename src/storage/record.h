@@ -206,6 +206,15 @@ static inline uint64_t record_ref(const struct record *r, int i) {
 uint32_t record_size(const struct record *r);
 /* record_size of the record that record_build(k, any id, any user, vals) would give. */
 uint32_t record_size_of(const struct kind_desc *k, const union value *vals);
+/* record_size_of(k, vals) for vals at k's defaults (record_defaults): a constant. */
+uint32_t record_size_of_defaults(const struct kind_desc *k);
+/*
+ * record_size_of(k, to) from what is known of from, whose record_size_of is
+ * from_size: to is from but in the fields of changed. A pass over those
+ * fields only.
+ */
+uint32_t record_size_of_changed(const struct kind_desc *k, const union value *from,
+                                uint32_t from_size, const union value *to, uint64_t changed);
 
 /* The descriptor of a record type, or NULL if the type is not a record kind.
  * Descriptors and field tables are static: valid forever. */
@@ -299,6 +308,17 @@ size_t record_mapped(void);
 
 /* Appends the log payload of r to out. */
 void record_encode(const struct record *r, struct buf *out);
+/*
+ * record_build, and record_encode of the result to out, in one pass. given:
+ * the fields whose values may differ from k's defaults (bit i: field i); the
+ * others must hold their defaults in vals, and are not looked at.
+ */
+struct record *record_build_encode(const struct kind_desc *k, uint64_t id, uint64_t user_id,
+                                   const union value *vals, uint32_t given, struct buf *out);
+/* Every field of k, as a given mask. */
+static inline uint32_t record_all_fields(const struct kind_desc *k) {
+    return k->nfields >= 32 ? UINT32_MAX : (UINT32_C(1) << k->nfields) - 1;
+}
 /* Decodes a payload of the given type into a new record (the caller's; its
  * strings are copied, p is not kept); NULL when it is malformed. */
 struct record *record_decode(uint8_t type, const uint8_t *p, size_t len);

@@ -469,13 +469,8 @@ fail:
     return err;
 }
 
-uint64_t store_append(struct store *s, uint8_t type, const void *payload, size_t len) {
-    assert(len <= STORE_MAX_PAYLOAD);
-    size_t n = STORE_FRAME_HEADER_SIZE + len;
-    if (!s->pending.len) s->pending_since = store_clock_ns();
-    uint8_t *f = (uint8_t *)buf_reserve(&s->pending, n);
-    logfile_frame_put(f, type, payload, len);
-    buf_commit(&s->pending, n);
+/* The frame of n bytes at f, now in pending, is appended: its LSN. */
+static uint64_t appended(struct store *s, const uint8_t *f, size_t n) {
     if (s->compact_fd >= 0 && !s->switching && !s->compact_cancel)
         buf_append(&s->compact_buf, f, n);
     uint64_t lsn = ++s->appended_lsn;
@@ -483,6 +478,33 @@ uint64_t store_append(struct store *s, uint8_t type, const void *payload, size_t
     if (s->opts.fsync != STORE_FSYNC_ALWAYS) s->acked_lsn = lsn;
     if (!s->job) kick_lazily(s);
     return lsn;
+}
+
+uint64_t store_append(struct store *s, uint8_t type, const void *payload, size_t len) {
+    assert(len <= STORE_MAX_PAYLOAD);
+    size_t n = STORE_FRAME_HEADER_SIZE + len;
+    if (!s->pending.len) s->pending_since = store_clock_ns();
+    uint8_t *f = (uint8_t *)buf_reserve(&s->pending, n);
+    logfile_frame_put(f, type, payload, len);
+    buf_commit(&s->pending, n);
+    return appended(s, f, n);
+}
+
+struct buf *store_frame_begin(struct store *s) {
+    if (!s->pending.len) s->pending_since = store_clock_ns();
+    s->frame_at = s->pending.len;
+    buf_reserve(&s->pending, STORE_FRAME_HEADER_SIZE);
+    buf_commit(&s->pending, STORE_FRAME_HEADER_SIZE); /* the header, sealed by store_frame_end */
+    return &s->pending;
+}
+
+uint64_t store_frame_end(struct store *s, uint8_t type, size_t *frame_bytes) {
+    size_t n = s->pending.len - s->frame_at;
+    assert(n - STORE_FRAME_HEADER_SIZE <= STORE_MAX_PAYLOAD);
+    uint8_t *f = (uint8_t *)s->pending.ptr + s->frame_at;
+    logfile_frame_seal(f, type, n - STORE_FRAME_HEADER_SIZE);
+    *frame_bytes = n;
+    return appended(s, f, n);
 }
 
 int store_flush_sync(struct store *s) {

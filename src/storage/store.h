@@ -147,6 +147,7 @@ struct store {
     uv_timer_t retry_timer;          /* while failing: the next attempt */
     struct buf unsynced;             /* interval: frames written since the last sync */
     uint64_t pending_since;          /* store_clock_ns() of the first frame in pending */
+    size_t frame_at;                 /* store_frame_begin: where its frame starts in pending */
     struct store_sync sync;          /* how batches reach the disk (store_sync.h): only store_sync.c
                                       * changes it; it reports each batch to store.c's callback */
 };
@@ -179,6 +180,17 @@ enum store_replay_status store_replay(struct store *s, store_apply_cb apply, voi
  * store_is_acked() says so (immediately outside "always" mode).
  */
 uint64_t store_append(struct store *s, uint8_t type, const void *payload, size_t len);
+
+/*
+ * store_append without a copy: begin opens a frame in the pending buffer
+ * and returns that buffer, to which the caller appends the frame's payload
+ * (at most STORE_MAX_PAYLOAD bytes, nothing else); end closes the frame as
+ * type and returns its LSN, as store_append does. The buffer is valid, and
+ * nothing else may append to the store, from begin to end, which follows
+ * without a return to the loop. *frame_bytes: the frame's size, header included.
+ */
+struct buf *store_frame_begin(struct store *s);
+uint64_t store_frame_end(struct store *s, uint8_t type, size_t *frame_bytes);
 
 static inline bool store_is_acked(const struct store *s, uint64_t lsn) {
     return lsn <= s->acked_lsn;

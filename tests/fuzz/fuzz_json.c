@@ -8,12 +8,20 @@
  *
  * Properties:
  *  - the outcome (accepted or the error, and every value) does not depend on
- *    how the body was split;
+ *    how the body was split; in pieces, each piece but the last is fed from a
+ *    copy that is overwritten once fed (a read buffer's bytes go), the last
+ *    is held (json_decoder_feed_held, as the API feeds a body's last piece);
+ *  - json_decoder_record_size is record_size_of the values, and the built
+ *    record's size;
  *  - accepted values pass the record validation (UTF-8, lengths, non-empty,
  *    colours, finite numbers in range, ids up to 2^53-1);
  *  - the record built from them, written by json_write_record, decodes to
- *    the same values, and writing that again gives the same bytes;
- *  - the record's log payload decodes to the same record.
+ *    the same values, and writing that again gives the same bytes, as does
+ *    writing it from the decoder (json_write_record_decoded: its plain
+ *    strings copied without escaping, its short decimals from their digits);
+ *  - the record's log payload decodes to the same record, and
+ *    record_build_encode, given only the fields present, gives that payload
+ *    and that record in one pass.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -52,7 +60,16 @@ static int decode(struct json_decoder *d, struct arena *a, const struct kind_des
             size_t piece = 1 + (size_t)(rng % max_piece);
             if (piece < step) step = piece;
         }
-        rc = json_decoder_feed(d, p + off, step);
+        if (!max_piece) {
+            rc = json_decoder_feed(d, p + off, step);
+        } else if (off + step == n) {
+            rc = json_decoder_feed_held(d, p + off, step); /* p outlives d's use of it */
+        } else {
+            static char piece[256]; /* max_piece is at most 255 */
+            memcpy(piece, p + off, step);
+            rc = json_decoder_feed(d, piece, step);
+            memset(piece, 0xA5, step); /* nothing may point into it any more */
+        }
         off += step;
     }
     if (rc == 0) rc = json_decoder_finish(d);
@@ -154,6 +171,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int i = 0; i < k->nfields; i++)
         if (whole.present & (UINT64_C(1) << i)) vals[i] = whole.vals[i];
     struct record *r = record_build(k, 7, 3, vals);
+    if (json_decoder_record_size(&whole) != record_size_of(k, vals) ||
+        json_decoder_record_size(&split) != record_size(r))
+        fuzz_die("%s: the decoder's record size %u/%u is not the record's %u", k->name,
+                 json_decoder_record_size(&whole), json_decoder_record_size(&split),
+                 record_size(r));
     uint64_t inputs = 0;
     for (int i = 0; i < k->nfields; i++)
         if ((k->fields[i].flags & (FF_INPUT | FF_OUTPUT)) == (FF_INPUT | FF_OUTPUT))
@@ -163,6 +185,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     buf_init(&out1, 256);
     buf_init(&out2, 256);
     json_write_record(&out1, r, false);
+    /* Written from the decoder's plain strings and short decimals: the same bytes (whole
+     * or split, whichever strings each saw as plain). */
+    for (int w = 0; w < 2; w++) {
+        buf_reset(&out2);
+        json_write_record_decoded(&out2, r, false, w ? &split : &whole);
+        if (out1.len != out2.len || memcmp(out1.ptr, out2.ptr, out1.len) != 0)
+            fuzz_die("%s: written from the decoder, other bytes:\n%.*s\n%.*s", k->name,
+                     (int)out1.len, out1.ptr, (int)out2.len, out2.ptr);
+    }
+    buf_reset(&out2);
     struct json_decoder again;
     if (decode(&again, &arena3, k, max_string, out1.ptr, out1.len, 0, 0) != 0)
         fuzz_die("%s: its own output was refused (%s): %.*s", k->name, again.err_msg, (int)out1.len,
@@ -191,6 +223,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!same_value(&k->fields[i], &a, &b))
             fuzz_die("%s: log payload changed %s", k->name, k->fields[i].name);
     }
+    /* Built and encoded in one pass: the same payload, after what out1 held. */
+    buf_reset(&out1);
+    buf_append(&out1, "x", 1);
+    struct record *r4 = record_build_encode(k, 7, 3, vals, (uint32_t)whole.present, &out1);
+    if (out1.len != out2.len + 1 || memcmp(out1.ptr + 1, out2.ptr, out2.len) != 0)
+        fuzz_die("%s: record_build_encode's payload differs from record_encode's", k->name);
+    if (r4->set != r->set || record_size(r4) != record_size(r))
+        fuzz_die("%s: record_build_encode's record differs from record_build's", k->name);
+    for (int i = 0; i < k->nfields; i++) {
+        union value a = record_get(r, i), b = record_get(r4, i);
+        if (!same_value(&k->fields[i], &a, &b))
+            fuzz_die("%s: record_build_encode changed %s", k->name, k->fields[i].name);
+    }
+    record_free(r4);
 
     record_free(r);
     record_free(r2);

@@ -19,6 +19,8 @@ static int decode(struct json_decoder *d, const struct kind_desc *k, const char 
         rc = json_decoder_feed(d, body + off, n - off < step ? n - off : step);
     if (rc == 0) rc = json_decoder_finish(d);
     json_decoder_end(d);
+    /* The size kept as the values came is the one a pass over them gives. */
+    if (rc == 0) CHECK_EQ_UINT(json_decoder_record_size(d), record_size_of(k, d->vals));
     return rc;
 }
 
@@ -510,6 +512,104 @@ static void test_writer_doubles_as_reference(void) {
     }
 }
 
+static bool val_is(const struct json_decoder *d, int f, const char *want) {
+    return d->vals[f].s.len == strlen(want) &&
+           memcmp(d->vals[f].s.ptr, want, d->vals[f].s.len) == 0;
+}
+
+static void test_held_chunk_strings_stay_in_place(void) {
+    struct json_decoder d;
+    const char body[] =
+        "{\"Address\":{\"Name\":\"Venue 7\",\"Line1\":\"a\\\"b\",\"City\":\"Lyon\"}}";
+    arena_reset(&arena);
+    json_decoder_begin(&d, &record_address, &arena, 255);
+    CHECK_EQ_INT(json_decoder_feed_held(&d, body, strlen(body)), 0);
+    CHECK_EQ_INT(json_decoder_finish(&d), 0);
+    json_decoder_end(&d);
+    /* Strings without escapes point into the held chunk; a decoded one was copied. */
+    CHECK(val_is(&d, ADDR_NAME, "Venue 7") && val_is(&d, ADDR_CITY, "Lyon"));
+    CHECK(d.vals[ADDR_NAME].s.ptr > body && d.vals[ADDR_NAME].s.ptr < body + sizeof body);
+    CHECK(d.vals[ADDR_CITY].s.ptr > body && d.vals[ADDR_CITY].s.ptr < body + sizeof body);
+    CHECK(val_is(&d, ADDR_LINE1, "a\"b"));
+    CHECK(!(d.vals[ADDR_LINE1].s.ptr >= body && d.vals[ADDR_LINE1].s.ptr < body + sizeof body));
+}
+
+static void test_held_last_chunk_after_any_split(void) {
+    struct json_decoder d;
+    const char *body = "{\"Address\":{\"Name\":\"Venue 7\",\"Line1\":\"17 Market Street\","
+                       "\"City\":\"Lyon\",\"Lat\":45.7570,\"Status\":\"draft\"}}";
+    size_t n = strlen(body);
+    char first[256], last[256];
+    /* The body split at every byte: the first piece is gone (overwritten) once fed, as a
+     * read buffer's bytes may be; strings from it, or split across the two, were copied. */
+    for (size_t at = 1; at < n; at++) {
+        arena_reset(&arena);
+        json_decoder_begin(&d, &record_address, &arena, 255);
+        memcpy(first, body, at);
+        memcpy(last, body + at, n - at);
+        CHECK_EQ_INT(json_decoder_feed(&d, first, at), 0);
+        memset(first, 'X', sizeof first);
+        CHECK_EQ_INT(json_decoder_feed_held(&d, last, n - at), 0);
+        CHECK_EQ_INT(json_decoder_finish(&d), 0);
+        json_decoder_end(&d);
+        CHECK(val_is(&d, ADDR_NAME, "Venue 7") && val_is(&d, ADDR_LINE1, "17 Market Street") &&
+              val_is(&d, ADDR_CITY, "Lyon") && val_is(&d, ADDR_STATUS, "draft"));
+        CHECK(d.vals[ADDR_LAT].d == 45.757);
+    }
+}
+
+/* The strings a body gave without escapes are plain, and its short decimals are kept as
+ * digits: a record of them is written the same from the decoder (without looking at the
+ * strings, without searching for the decimals); a string with an escape decoded, or split
+ * across chunks, is not plain. */
+static void test_written_from_the_decoder(void) {
+    struct json_decoder d;
+    const char *body = "{\"Address\":{\"Name\":\"Venue 7\",\"Line1\":\"a\\\"b\\\\c\\u0001\","
+                       "\"City\":\"Lyon \xc3\xa9\",\"Post\":\"69002\",\"State\":\"AR\","
+                       "\"Line2\":\"a line longer than sixteen\",\"Country\":\"FR-ARA-69\"}}";
+    for (size_t step = 1; step <= strlen(body); step++) {
+        CHECK_EQ_INT(decode(&d, &record_address, body, step), 0);
+        CHECK(!(d.plain & (UINT64_C(1) << ADDR_LINE1)));
+        if (step == strlen(body))
+            CHECK(d.plain == ((UINT64_C(1) << ADDR_NAME) | (UINT64_C(1) << ADDR_CITY) |
+                              (UINT64_C(1) << ADDR_POST) | (UINT64_C(1) << ADDR_STATE) |
+                              (UINT64_C(1) << ADDR_LINE2) | (UINT64_C(1) << ADDR_COUNTRY)));
+        struct record *r = record_build(&record_address, 5, 6, d.vals);
+        struct buf a = BUF_INIT, b = BUF_INIT;
+        json_write_record(&a, r, false);
+        json_write_record_decoded(&b, r, false, &d);
+        CHECK_EQ_UINT(a.len, b.len);
+        CHECK(memcmp(a.ptr, b.ptr, a.len) == 0);
+        buf_destroy(&a);
+        buf_destroy(&b);
+        record_free(r);
+    }
+    /* Decimals: trailing and leading zeros, signs, zeros, strings, exponents, long ones. */
+    static const char *const nums[] = {
+        "45.7570",    "-0.1276", "007.50", "\"007.50\"", "\"51.5072\"", "0.000",
+        "-0.0",       "1e2",     "180",    "-179.999",   "0.000001",    "123456789.123456",
+        "\"-12.30\"", "1.5e-3",  "100.00", "-90",        "0.1",         "89.99999999999999"};
+    int tested = 0;
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        char num_body[128];
+        snprintf(num_body, sizeof num_body, "{\"Address\":{\"Lon\":%s,\"Lat\":-1.250}}", nums[i]);
+        if (decode(&d, &record_address, num_body, strlen(num_body)) != 0) continue; /* range */
+        tested++;
+        struct record *r = record_build(&record_address, 5, 6, d.vals);
+        struct buf a = BUF_INIT, b = BUF_INIT;
+        json_write_record(&a, r, false);
+        json_write_record_decoded(&b, r, false, &d);
+        CHECK_EQ_UINT(a.len, b.len);
+        CHECK(memcmp(a.ptr, b.ptr, a.len) == 0);
+        buf_destroy(&a);
+        buf_destroy(&b);
+        record_free(r);
+    }
+    CHECK_EQ_INT(tested, 16); /* all but 007.50 (no JSON number) and the one out of range */
+    CHECK_EQ_INT(decode(&d, &record_address, "{\"Lon\":4.8427,\"Lat\":0.0}", 64), 0);
+    CHECK(d.decimals == UINT32_C(1) << ADDR_LON); /* not for a zero */
+}
+
 static const struct check_case cases[] = {
     CHECK_CASE(test_every_chunk_size),
     CHECK_CASE(test_bare_object),
@@ -529,6 +629,9 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_writer_shortest_forms),
     CHECK_CASE(test_writer_numbers_round_trip),
     CHECK_CASE(test_writer_doubles_as_reference),
+    CHECK_CASE(test_held_chunk_strings_stay_in_place),
+    CHECK_CASE(test_held_last_chunk_after_any_split),
+    CHECK_CASE(test_written_from_the_decoder),
 };
 
 int main(int argc, char **argv) {

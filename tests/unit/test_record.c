@@ -375,7 +375,111 @@ static void test_record_size_of_matches_build(void) {
     record_free(r);
 }
 
+/* Values of every type, off their defaults where variant says so (0: the defaults,
+ * 1: every field set, 2: empty strings, -0.0, false, 0, 3: a string past 0xFFFF bytes). */
+static void some_values(const struct kind_desc *k, int variant, union value *v) {
+    static char big[70000];
+    memset(big, 'b', sizeof big);
+    record_defaults(k, v);
+    if (variant == 0) return;
+    for (int i = 0; i < k->nfields; i++) {
+        switch (k->fields[i].type) {
+        case FT_STR:
+        case FT_BYTES:
+            v[i].s.ptr = variant == 1 ? "h\xc3\xa9llo" : variant == 3 ? big : "";
+            v[i].s.len = variant == 1 ? 6 : variant == 3 ? sizeof big : 0;
+            break;
+        case FT_COLOR:
+            v[i].s.ptr = variant == 2 ? "" : "0a0B0c";
+            v[i].s.len = variant == 2 ? 0 : 6;
+            break;
+        case FT_DOUBLE:
+            v[i].d = variant == 2 ? -0.0 : -12.345678901234567;
+            break;
+        case FT_BOOL:
+            v[i].b = variant != 2;
+            break;
+        default:
+            v[i].i = variant == 2 ? 0 : 77 + (uint64_t)i * 1000;
+            break;
+        }
+    }
+}
+
+/* record_build_encode is record_build and record_encode in one pass: the same record and,
+ * appended to what the buffer held, the same payload; given every field, or only those
+ * that are not at their defaults (every other one here). */
+static void test_build_encode_is_build_then_encode(void) {
+    struct buf one = BUF_INIT, two = BUF_INIT;
+    for (int k = 0; k < 4; k++) {
+        for (int variant = 0; variant < 8; variant++) {
+            union value v[RECORD_MAX_FIELDS], d[RECORD_MAX_FIELDS];
+            some_values(kinds[k], variant % 4, v);
+            uint32_t given = record_all_fields(kinds[k]);
+            if (variant >= 4) {
+                record_defaults(kinds[k], d);
+                for (int i = 1; i < kinds[k]->nfields; i += 2) {
+                    v[i] = d[i];
+                    given &= ~(UINT32_C(1) << i);
+                }
+            }
+            uint64_t owner = kinds[k]->type == REC_USER ? 0 : 42;
+            struct record *a = record_build(kinds[k], 300, owner, v);
+            buf_reset(&one);
+            record_encode(a, &one);
+            buf_reset(&two);
+            buf_append(&two, "head", 4);
+            struct record *b = record_build_encode(kinds[k], 300, owner, v, given, &two);
+            CHECK_EQ_UINT(two.len - 4, one.len);
+            CHECK(memcmp(two.ptr, "head", 4) == 0 && memcmp(two.ptr + 4, one.ptr, one.len) == 0);
+            CHECK_EQ_UINT(b->set, a->set);
+            CHECK_EQ_UINT(record_size(b), record_size(a));
+            CHECK(b->id == 300 && b->user_id == owner && b->type == a->type);
+            for (int i = 0; i < kinds[k]->nfields; i++) {
+                union value x = record_get(a, i), y = record_get(b, i);
+                if (kinds[k]->fields[i].type == FT_STR || kinds[k]->fields[i].type == FT_COLOR ||
+                    kinds[k]->fields[i].type == FT_BYTES)
+                    CHECK_EQ_MEM(y.s.ptr, y.s.len, x.s.ptr);
+                else
+                    CHECK(memcmp(&x, &y, sizeof x) == 0);
+            }
+            record_free(a);
+            record_free(b);
+        }
+    }
+    buf_destroy(&one);
+    buf_destroy(&two);
+}
+
+/* The size of a record changed in some fields, from the old size and those fields only. */
+static void test_size_of_changed(void) {
+    for (int k = 0; k < 4; k++) {
+        for (int from = 0; from < 4; from++) {
+            for (int to = 0; to < 4; to++) {
+                union value a[RECORD_MAX_FIELDS], b[RECORD_MAX_FIELDS], c[RECORD_MAX_FIELDS];
+                some_values(kinds[k], from, a);
+                some_values(kinds[k], to, b);
+                /* Every other field changed: c is a but in those. */
+                uint64_t changed = 0;
+                memcpy(c, a, sizeof c);
+                for (int i = 0; i < kinds[k]->nfields; i += 2) {
+                    changed |= UINT64_C(1) << i;
+                    c[i] = b[i];
+                }
+                CHECK_EQ_UINT(
+                    record_size_of_changed(kinds[k], a, record_size_of(kinds[k], a), b, changed),
+                    record_size_of(kinds[k], c));
+            }
+        }
+        union value d[RECORD_MAX_FIELDS];
+        record_defaults(kinds[k], d);
+        CHECK_EQ_UINT(record_size_of_defaults(kinds[k]), record_size_of(kinds[k], d));
+    }
+}
+
 static const struct check_case cases[] = {
+    CHECK_CASE(test_build_encode_is_build_then_encode),
+    CHECK_CASE(test_size_of_changed),
     CHECK_CASE(test_user_of_an_old_log_has_default_limits),
     CHECK_CASE(test_user_own_limits),
     CHECK_CASE(test_record_size_of_matches_build),
