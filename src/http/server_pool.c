@@ -56,6 +56,8 @@ struct server_slab {
 
 static void on_sweep(uv_timer_t *t);
 
+#define TRIM_MIN_BYTES (1u << 20) /* released since the last trim before on_sweep trims */
+
 /* ---- kits ---- */
 
 /* Not inlined: kit_take, on every request's path, stays small enough to be inlined. */
@@ -418,8 +420,13 @@ static uint32_t sweep_slabs(struct server *srv) {
  * keeps cycling the same kits (its free lists' low-water marks stay near
  * zero, so it frees nothing). After a release the heap is trimmed: freed
  * blocks sit between live ones (connection slabs, records), where free()
- * alone cannot return them. At most once a period, and only after a
- * release, since malloc_trim walks every free chunk.
+ * alone cannot return them. At most once a period, and only once
+ * TRIM_MIN_BYTES were released since the last trim: malloc_trim walks every
+ * chunk of the heap, whose count grows with what is held (10,000 parked
+ * change-feed callers are 10,000 small blocks), and a light load gives back a
+ * kit or two each period: not worth a walk of the whole heap every second.
+ * (Smaller releases at the heap's top go back anyway: glibc's own trim
+ * threshold.)
  */
 static void on_sweep(uv_timer_t *t) {
     struct server *srv = t->data;
@@ -449,7 +456,7 @@ static void on_sweep(uv_timer_t *t) {
     uint32_t empty = sweep_slabs(srv);
 
 #ifdef __GLIBC__
-    if (srv->freed_bytes > 0) {
+    if (srv->freed_bytes >= TRIM_MIN_BYTES) {
         malloc_trim(0);
         LOG(LOG_DEBUG, "returned idle memory: ~%zu KiB freed since the last trim",
             srv->freed_bytes / 1024);
