@@ -487,14 +487,21 @@ def _peer_port(sock):
         return None
 
 
-def send_raw(sock, data):
-    if isinstance(data, str):
-        data = data.encode("latin-1")
+def _sent_on(sock):
+    """What was sent on sock to a server whose answers are checked (made on first use),
+    or None for a socket to anything else."""
     st = _sent.get(sock)
     if st is None:
         port = _peer_port(sock)
         if port in _served:
             st = _sent[sock] = _Sent(port)
+    return st
+
+
+def send_raw(sock, data):
+    if isinstance(data, str):
+        data = data.encode("latin-1")
+    st = _sent_on(sock)
     if st is not None:
         st.feed(data)
     sock.sendall(data)
@@ -646,11 +653,7 @@ def parse_response_bytes(data, sock=None):
     with none to tie it to, as a connection-level answer (check_answer)."""
     r = read_response(_BytesSock(data), timeout=1.0)
     if sock is not None and not 100 <= r.status < 200:
-        st = _sent.get(sock)
-        if st is None:
-            port = _peer_port(sock)
-            if port in _served:
-                st = _sent[sock] = _Sent(port)
+        st = _sent_on(sock)
         if st is not None:
             method, target = st.next_due()
             check_answer(st.port, method or "", target, r.status, r.header_list, r.body,

@@ -558,6 +558,19 @@ static void test_held_last_chunk_after_any_split(void) {
     }
 }
 
+/* An address built from d's values is written the same from the decoder as from the record. */
+static void check_written_the_same(const struct json_decoder *d) {
+    struct record *r = record_build(&record_address, 5, 6, d->vals);
+    struct buf a = BUF_INIT, b = BUF_INIT;
+    json_write_record(&a, r, false);
+    json_write_record_decoded(&b, r, false, d);
+    CHECK_EQ_UINT(a.len, b.len);
+    CHECK(memcmp(a.ptr, b.ptr, a.len) == 0);
+    buf_destroy(&a);
+    buf_destroy(&b);
+    record_free(r);
+}
+
 /* The strings a body gave without escapes are plain, and its short decimals are kept as
  * digits: a record of them is written the same from the decoder (without looking at the
  * strings, without searching for the decimals); a string with an escape decoded, or split
@@ -574,15 +587,7 @@ static void test_written_from_the_decoder(void) {
             CHECK(d.plain == ((UINT64_C(1) << ADDR_NAME) | (UINT64_C(1) << ADDR_CITY) |
                               (UINT64_C(1) << ADDR_POST) | (UINT64_C(1) << ADDR_STATE) |
                               (UINT64_C(1) << ADDR_LINE2) | (UINT64_C(1) << ADDR_COUNTRY)));
-        struct record *r = record_build(&record_address, 5, 6, d.vals);
-        struct buf a = BUF_INIT, b = BUF_INIT;
-        json_write_record(&a, r, false);
-        json_write_record_decoded(&b, r, false, &d);
-        CHECK_EQ_UINT(a.len, b.len);
-        CHECK(memcmp(a.ptr, b.ptr, a.len) == 0);
-        buf_destroy(&a);
-        buf_destroy(&b);
-        record_free(r);
+        check_written_the_same(&d);
     }
     /* Decimals: trailing and leading zeros, signs, zeros, strings, exponents, long ones. */
     static const char *const nums[] = {
@@ -595,15 +600,7 @@ static void test_written_from_the_decoder(void) {
         snprintf(num_body, sizeof num_body, "{\"Address\":{\"Lon\":%s,\"Lat\":-1.250}}", nums[i]);
         if (decode(&d, &record_address, num_body, strlen(num_body)) != 0) continue; /* range */
         tested++;
-        struct record *r = record_build(&record_address, 5, 6, d.vals);
-        struct buf a = BUF_INIT, b = BUF_INIT;
-        json_write_record(&a, r, false);
-        json_write_record_decoded(&b, r, false, &d);
-        CHECK_EQ_UINT(a.len, b.len);
-        CHECK(memcmp(a.ptr, b.ptr, a.len) == 0);
-        buf_destroy(&a);
-        buf_destroy(&b);
-        record_free(r);
+        check_written_the_same(&d);
     }
     CHECK_EQ_INT(tested, 16); /* all but 007.50 (no JSON number) and the one out of range */
     CHECK_EQ_INT(decode(&d, &record_address, "{\"Lon\":4.8427,\"Lat\":0.0}", 64), 0);
