@@ -10,8 +10,14 @@
 #                     keep-alive connections ("balance hash" on the Basic-auth
 #                     username, hash-type consistent, "http-reuse safe"), three
 #                     server lines all pointing at that nginx
+#   nginx3+minimal    three nginx processes, one per server line of that
+#                     minimal HAProxy (not in the default ROWS): the shards'
+#                     shape, four processes on the server CPU instead of two
 #   shards+minimal    three eventd shards behind that minimal HAProxy
 #   shards+shipped    three eventd shards behind docker/haproxy.cfg as shipped
+#   shards+variant    the same shards behind VARIANT_CFG (not in the default
+#                     ROWS: a variant of the shipped file, to compare the two
+#                     in one run)
 # and for each, the operations of OPS: get (GET /v2/theme/:id), put, post
 # (POST /v2/theme), post_key (POST with an Idempotency-Key of its own).
 # Every server (eventd, nginx, HAProxy) is pinned to CPU BENCH_SERVER_CPU,
@@ -24,7 +30,9 @@
 # Usage: tests/bench/lb_compare.sh
 # Environment: DURATION (s per row, default 5), CONNECTIONS (default 64),
 # USERS (default 300), OPS (default "get put post post_key"), ROWS (default
-# all five, by name), SHIPPED_CFG (a variant of the shipped file to measure
+# all five, by name), ROUNDS (default 1: with more, every setup stays up and
+# the rows take turns, DURATION seconds each, ROUNDS times; then the medians
+# and each round's ratio to nginx+minimal, the median of those ratios), SHIPPED_CFG (a variant of the shipped file to measure
 # instead, its shards.map next to it), and those of lib.sh (EVENTD_BIN to skip the build,
 # BENCH_SERVER_CPU, BENCH_CLIENT_CPU, BENCH_KEEP=1).
 # Exit status: 0 when every row ran, 1 otherwise. Loopback only.
@@ -39,6 +47,7 @@ CONNECTIONS=${CONNECTIONS:-64}
 USERS=${USERS:-300}
 OPS=${OPS:-get put post post_key}
 ROWS=${ROWS:-eventd nginx nginx+minimal shards+minimal shards+shipped}
+ROUNDS=${ROUNDS:-1}
 need wrk nginx haproxy taskset python3 timeout
 bench_init
 bench_binary
@@ -94,8 +103,9 @@ EOF
 measure() {
     local row=$1 op=$2 url=$3 reqs=$4
     shift 4
-    local pids=("$@") out="$BENCH_WORK/$row-$op.wrk" t0=0 t1=0 h0=0 h1=0 p u k
+    local pids=("$@") out="$BENCH_WORK/$row-$op.wrk" t0=0 t1=0 h0=0 h1=0 s0=0 s1=0 p u k
     for p in "${pids[@]}"; do
+        s0=$((s0 + $(bench_ctx_switches "$p")))
         read -r u k < <(bench_cpu_ticks "$p") || { note "$row: pid $p is not running"; return 1; }
         t0=$((t0 + u + k))
         [[ $p == "${HAPROXY_PID:-none}" ]] && h0=$((u + k))
@@ -109,6 +119,7 @@ measure() {
     for p in "${pids[@]}"; do
         read -r u k < <(bench_cpu_ticks "$p") || { note "$row: pid $p died during $op"; return 1; }
         t1=$((t1 + u + k))
+        s1=$((s1 + $(bench_ctx_switches "$p")))
         [[ $p == "${HAPROXY_PID:-none}" ]] && h1=$((u + k))
     done
     local req rps p99 non2xx errs
@@ -119,10 +130,11 @@ measure() {
     errs=$(($(bench_field "$out" err_connect) + $(bench_field "$out" err_read) + \
         $(bench_field "$out" err_write) + $(bench_field "$out" err_timeout)))
     [[ -n $req && $req -gt 0 ]] || { note "$row $op: no requests"; tail -n 5 "$out" >&2; return 1; }
-    printf '%-15s %-9s %9.0f %9.1f %9.1f %9.3f %7d %6d\n' "$row" "$op" "$rps" \
+    printf '%-15s %-9s %9.0f %9.1f %9.1f %9.3f %7d %6d %6.2f\n' "$row" "$op" "$rps" \
         "$(awk -v t=$((t1 - t0)) -v hz="$CLK_TCK" -v n="$req" 'BEGIN { printf "%.1f", t / hz * 1e6 / n }')" \
         "$(awk -v t=$((h1 - h0)) -v hz="$CLK_TCK" -v n="$req" 'BEGIN { printf "%.1f", t / hz * 1e6 / n }')" \
-        "$(awk -v x="$p99" 'BEGIN { print x / 1000 }')" "$non2xx" "$errs" | tee -a "$RESULTS"
+        "$(awk -v x="$p99" 'BEGIN { print x / 1000 }')" "$non2xx" "$errs" \
+        "$(awk -v s=$((s1 - s0)) -v n="$req" 'BEGIN { print s / n }')" | tee -a "$RESULTS"
 }
 
 # HAProxy on $1 (a configuration) with the shards' or nginx's addresses in the
@@ -176,6 +188,12 @@ sed 's/^frontend api$/frontend api\n    no log/' "$SHIPPED_CFG" >"$BENCH_WORK/sh
 grep -q '^    no log$' "$BENCH_WORK/shipped/haproxy.cfg" || die "could not turn the shipped file's log off"
 
 want() { [[ " $ROWS " == *" $1 "* ]]; }
+if want shards+variant; then
+    [[ -f ${VARIANT_CFG:-} ]] || die "row shards+variant needs VARIANT_CFG, a variant of the shipped file"
+    mkdir -p "$BENCH_WORK/variant"
+    cp "$(dirname "$VARIANT_CFG")/shards.map" "$BENCH_WORK/variant/"
+    sed 's/^frontend api$/frontend api\n    no log/' "$VARIANT_CFG" >"$BENCH_WORK/variant/haproxy.cfg"
+fi
 run_ops() { # run_ops ROW URL REQUESTS PID...
     local row=$1 url=$2 reqs=$3 op
     shift 3
@@ -184,32 +202,49 @@ run_ops() { # run_ops ROW URL REQUESTS PID...
     done
 }
 
-printf '%-15s %-9s %9s %9s %9s %9s %7s %6s\n' row op req/s us_cpu/r of_which_lb p99_ms non2xx errors | tee -a "$RESULTS"
+printf '%-15s %-9s %9s %9s %9s %9s %7s %6s %6s\n' row op req/s us_cpu/r of_which_lb p99_ms non2xx errors cs/r | tee -a "$RESULTS"
 BODY=$BENCH_WORK/answer.json
+# Every setup that a row needs is started first and stays up; the rows then
+# take turns, ROUNDS times (the order rotating each round), so that a noisy
+# neighbour's slow minutes fall on every row alike. An idle setup costs
+# nothing but the shipped file's health checks (3 a second).
+declare -A ROW_URL ROW_REQS ROW_PIDS ROW_LB
 # ---- eventd direct ----
 bench_start_eventd "$BENCH_WORK/direct" "$BENCH_WORK/direct.log" --fsync interval || die "eventd did not start"
 seed "$EVENTD_PORT" "$BENCH_WORK/keys-direct" "$BENCH_WORK/direct.req" "$BODY" || die "seeding failed"
-want eventd && run_ops eventd "http://127.0.0.1:$EVENTD_PORT" "$BENCH_WORK/direct.req" "$EVENTD_PID"
-bench_stop "$EVENTD_PID" 10
+ROW_URL[eventd]=http://127.0.0.1:$EVENTD_PORT ROW_REQS[eventd]=$BENCH_WORK/direct.req
+ROW_PIDS[eventd]=$EVENTD_PID ROW_LB[eventd]=""
 
 # ---- nginx, directly and behind the minimal HAProxy ----
 if want nginx || want nginx+minimal; then
     bench_start_nginx "$BENCH_WORK/nginx" "$(cat "$BODY")" || die "nginx did not start"
     note "nginx answers $(wc -c <"$BODY") bytes"
-    HAPROXY_PID=""
-    want nginx && run_ops nginx "http://127.0.0.1:$NGINX_PORT" "$BENCH_WORK/direct.req" "$NGINX_PID"
+    ROW_URL[nginx]=http://127.0.0.1:$NGINX_PORT ROW_REQS[nginx]=$BENCH_WORK/direct.req
+    ROW_PIDS[nginx]=$NGINX_PID ROW_LB[nginx]=""
     if want nginx+minimal; then
         EVENTD_SHARD1=127.0.0.1:$NGINX_PORT EVENTD_SHARD2=127.0.0.1:$NGINX_PORT \
             EVENTD_SHARD3=127.0.0.1:$NGINX_PORT start_haproxy "$MINIMAL"
-        run_ops nginx+minimal "http://127.0.0.1:$HAPROXY_PORT" "$BENCH_WORK/direct.req" \
-            "$HAPROXY_PID" "$NGINX_PID"
-        bench_stop "$HAPROXY_PID" 5
+        ROW_URL[nginx+minimal]=http://127.0.0.1:$HAPROXY_PORT ROW_REQS[nginx+minimal]=$BENCH_WORK/direct.req
+        ROW_PIDS[nginx+minimal]="$HAPROXY_PID $NGINX_PID" ROW_LB[nginx+minimal]=$HAPROXY_PID
     fi
-    bench_stop "$NGINX_PID" 5
+fi
+
+# ---- three nginx processes, one per server line of the minimal HAProxy ----
+if want nginx3+minimal; then
+    NGINX3_PIDS=()
+    for n in 1 2 3; do
+        bench_start_nginx "$BENCH_WORK/nginx-$n" "$(cat "$BODY")" || die "nginx $n did not start"
+        NGINX3_PIDS+=("$NGINX_PID")
+        declare "NGINX3_PORT$n=$NGINX_PORT"
+    done
+    EVENTD_SHARD1=127.0.0.1:$NGINX3_PORT1 EVENTD_SHARD2=127.0.0.1:$NGINX3_PORT2 \
+        EVENTD_SHARD3=127.0.0.1:$NGINX3_PORT3 start_haproxy "$MINIMAL"
+    ROW_URL[nginx3+minimal]=http://127.0.0.1:$HAPROXY_PORT ROW_REQS[nginx3+minimal]=$BENCH_WORK/direct.req
+    ROW_PIDS[nginx3+minimal]="$HAPROXY_PID ${NGINX3_PIDS[*]}" ROW_LB[nginx3+minimal]=$HAPROXY_PID
 fi
 
 # ---- three shards, behind the minimal HAProxy and behind the shipped file ----
-if want shards+minimal || want shards+shipped; then
+if want shards+minimal || want shards+shipped || want shards+variant; then
     SHARD_PIDS=()
     for n in 1 2 3; do
         bench_start_eventd "$BENCH_WORK/shard$n" "$BENCH_WORK/shard$n.log" --fsync interval \
@@ -220,26 +255,63 @@ if want shards+minimal || want shards+shipped; then
     done
     if want shards+minimal; then
         start_haproxy "$MINIMAL"
-        run_ops shards+minimal "http://127.0.0.1:$HAPROXY_PORT" "$BENCH_WORK/shards.req" \
-            "$HAPROXY_PID" "${SHARD_PIDS[@]}"
-        bench_stop "$HAPROXY_PID" 5
+        ROW_URL[shards+minimal]=http://127.0.0.1:$HAPROXY_PORT ROW_REQS[shards+minimal]=$BENCH_WORK/shards.req
+        ROW_PIDS[shards+minimal]="$HAPROXY_PID ${SHARD_PIDS[*]}" ROW_LB[shards+minimal]=$HAPROXY_PID
     fi
-    if want shards+shipped; then
-        start_haproxy "$BENCH_WORK/shipped/haproxy.cfg"
+    for row in shards+shipped shards+variant; do
+        want "$row" || continue
+        start_haproxy "$BENCH_WORK/${row#shards+}/haproxy.cfg"
         for ((i = 0; i < 50; i++)); do
             [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$HAPROXY_PORT/healthz") == 200 ]] && break
             sleep 0.1
         done
-        run_ops shards+shipped "http://127.0.0.1:$HAPROXY_PORT" "$BENCH_WORK/shards.req" \
-            "$HAPROXY_PID" "${SHARD_PIDS[@]}"
-        bench_stop "$HAPROXY_PID" 5
-    fi
-    for p in "${SHARD_PIDS[@]}"; do bench_stop "$p" 10; done
+        ROW_URL[$row]=http://127.0.0.1:$HAPROXY_PORT ROW_REQS[$row]=$BENCH_WORK/shards.req
+        ROW_PIDS[$row]="$HAPROXY_PID ${SHARD_PIDS[*]}" ROW_LB[$row]=$HAPROXY_PID
+    done
+fi
+
+read -ra ORDER <<<"$ROWS"
+for ((round = 1; round <= ROUNDS; round++)); do
+    for ((k = 0; k < ${#ORDER[@]}; k++)); do
+        row=${ORDER[$(((k + round - 1) % ${#ORDER[@]}))]}
+        [[ -n ${ROW_URL[$row]:-} ]] || continue
+        HAPROXY_PID=${ROW_LB[$row]}
+        # shellcheck disable=SC2086 # a list of pids
+        run_ops "$row" "${ROW_URL[$row]}" "${ROW_REQS[$row]}" ${ROW_PIDS[$row]}
+    done
+done
+
+# ---- medians over the rounds, and each round's ratio to nginx+minimal ----
+if ((ROUNDS > 1)); then
+    echo
+    printf '%-15s %-9s %9s %9s %11s %6s %11s %11s   (medians of %d rounds)\n' row op req/s us_cpu/r \
+        of_which_lb cs/r rps_vs_ngx cpu_vs_ngx "$ROUNDS"
+    awk -v rows="$ROWS" -v ops="$OPS" '
+        function median(list,   n, a, i, j, t) {
+            n = split(list, a, " ")
+            for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+            return n ? (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2) : "-"
+        }
+        $1 == "row" { next }
+        { k = $1 SUBSEP $2; seen[k]++; rps[k] = rps[k] " " $3; cpu[k] = cpu[k] " " $4; lb[k] = lb[k] " " $5; cs[k] = cs[k] " " $9
+          r[k, seen[k]] = $3; c[k, seen[k]] = $4 }
+        END {
+            nr = split(rows, R, " "); no = split(ops, O, " ")
+            for (i = 1; i <= no; i++) for (j = 1; j <= nr; j++) {
+                k = R[j] SUBSEP O[i]; if (!seen[k]) continue
+                b = "nginx+minimal" SUBSEP O[i]; rr = ""; cr = ""
+                for (x = 1; x <= seen[k] && x <= seen[b]; x++) {
+                    rr = rr " " r[k, x] / r[b, x]; cr = cr " " c[k, x] / c[b, x] }
+                printf "%-15s %-9s %9.0f %9.1f %11.1f %6.2f %11s %11s\n", R[j], O[i], median(rps[k]), median(cpu[k]), median(lb[k]), median(cs[k]),
+                    seen[b] ? sprintf("%.2fx", median(rr)) : "-", seen[b] ? sprintf("%.2fx", median(cr)) : "-"
+            }
+        }' "$RESULTS"
 fi
 
 echo
 echo "$("$EVENTD_BIN" --version 2>/dev/null | head -n 1), $(haproxy -v | head -n 1 | cut -d' ' -f1-3), nginx $(nginx -v 2>&1 | sed 's/.*\///'); servers on CPU $BENCH_SERVER_CPU, wrk -t1 -c$CONNECTIONS on CPU $BENCH_CLIENT_CPU, ${DURATION}s per row, $USERS users, --fsync interval"
-echo "(us_cpu/r: utime+stime of HAProxy and every backend of the row per request; of_which_lb: HAProxy's part)"
+echo "(us_cpu/r: utime+stime of HAProxy and every backend of the row per request; of_which_lb: HAProxy's part;"
+echo " cs/r: their context switches, voluntary and not, per request)"
 if ((FAILED)); then
     note "FAILED: a row did not complete (BENCH_KEEP=1 keeps the logs)"
     exit 1

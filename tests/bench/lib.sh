@@ -144,6 +144,12 @@ bench_cpu_ticks() {
     awk '{ print $12, $13 }' <<<"$rest"
 }
 
+# Context switches (voluntary + involuntary) of every thread of PID so far.
+bench_ctx_switches() {
+    cat /proc/"$1"/task/*/status 2>/dev/null |
+        awk '/^(non)?voluntary_ctxt_switches:/ { n += $2 } END { print n + 0 }'
+}
+
 # "busy total" jiffies of one CPU from /proc/stat (busy = all but idle and iowait).
 bench_cpu_busy() {
     awk -v c="cpu$1" '$1 == c { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat
