@@ -17,7 +17,9 @@
 #               request (perf stat on tracepoints; costs the server a little)
 # Environment: DURATION (s, default 10), CONNECTIONS (default 64), SEED (themes
 # created for PUT/GET, default 1000), MODES (default "interval always"),
-# OPS (default "post_theme put_theme get_theme post_address"), and those in lib.sh
+# OPS (default "post_theme put_theme get_theme post_address"), ROUNDS (default
+# 1; with more, every server stays up and they take turns, ROUNDS times: the
+# summary gives medians, and the median of each round's ratio), and those in lib.sh
 # (EVENTD_BIN to skip the build, BENCH_KEEP=1, ...).
 #
 # Exit status: 0 when every server started and every wrk run completed, 1 when
@@ -51,6 +53,7 @@ CONNECTIONS=${CONNECTIONS:-64}
 SEED=${SEED:-1000}
 MODES=${MODES:-interval always}
 OPS=${OPS:-post_theme put_theme get_theme post_address}
+ROUNDS=${ROUNDS:-1}
 [[ $DURATION =~ ^[0-9]+$ && $DURATION -ge 1 ]] || die "DURATION must be a whole number of seconds"
 
 need wrk nginx taskset python3 getconf timeout
@@ -190,15 +193,67 @@ run_nginx() {
     return $rc
 }
 
-for mode in $MODES; do
-    run_eventd "$mode" || FAILED=1
-    [[ $mode == interval ]] && { run_nginx || FAILED=1; }
-done
-[[ " $MODES " == *" interval "* ]] || { run_nginx || FAILED=1; }
+# ---- ROUNDS > 1: every server up at once, taking turns ----
+# Each round measures every server on every operation, the servers' order
+# rotating from round to round, so that a noisy neighbour's slow minutes fall
+# on all of them alike; the summary shows each figure's median over the rounds
+# and, for rps/ngx and cpu/ngx, the median of each round's own ratio.
+declare -A L  # L[server:op:field] the rounds' values, space-separated
+declare -A PR # PR[server:op:rps|cpu] the rounds' ratios to nginx
+median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -g | awk '{ a[++n] = $1 } END {
+    if (n) printf "%s", n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }'; }
+run_rounds() {
+    local -A pid url key ids
+    local srv op round k order rc=0
+    for srv in $MODES; do
+        local data="$BENCH_WORK/data-$srv"
+        key[$srv]=$(bench_user_add "$data" bench) || return 1
+        bench_start_eventd "$data" "$BENCH_WORK/eventd-$srv.log" --fsync "$srv" || return 1
+        pid[$srv]=$EVENTD_PID url[$srv]=http://127.0.0.1:$EVENTD_PORT ids[$srv]=$BENCH_WORK/ids-$srv.txt
+        EVENTD_USER=bench EVENTD_KEY=${key[$srv]} EVENTD_IDS_FILE=${ids[$srv]} \
+            bench_seed "$BENCH_DIR/post_theme.lua" "${ids[$srv]}" "$SEED" 60 "${url[$srv]}" "$SAMPLE_BODY" ||
+            return 1
+    done
+    bench_start_nginx "$BENCH_WORK/nginx" "$(cat "$SAMPLE_BODY")" || return 1
+    pid[nginx]=$NGINX_PID url[nginx]=http://127.0.0.1:$NGINX_PORT key[nginx]=unused-by-nginx
+    ids[nginx]=${ids[interval]:-${ids[always]}}
+    read -ra order <<<"$MODES nginx"
+    for ((round = 1; round <= ROUNDS; round++)); do
+        for ((k = 0; k < ${#order[@]}; k++)); do
+            srv=${order[$(((k + round - 1) % ${#order[@]}))]}
+            for op in $OPS; do
+                EVENTD_USER=bench EVENTD_KEY=${key[$srv]} EVENTD_IDS_FILE=${ids[$srv]} \
+                    measure "$srv" "$op" "${pid[$srv]}" "${url[$srv]}" || return 1
+                for f in rps p50_us p99_us non2xx err_connect err_read err_write err_timeout requests \
+                    cpu_us usr_us sys_us srv_pct cli_pct sc cs; do
+                    L[$srv:$op:$f]+="${R[$srv:$op:$f]} "
+                done
+            done
+        done
+        for srv in $MODES; do
+            for op in $OPS; do
+                PR[$srv:$op:rps]+="$(ratio "${R[$srv:$op:rps]}" "${R[nginx:$op:rps]}") "
+                PR[$srv:$op:cpu]+="$(ratio "${R[$srv:$op:cpu_us]}" "${R[nginx:$op:cpu_us]}") "
+            done
+        done
+    done
+    for k in "${!L[@]}"; do R[$k]=$(median "${L[$k]}"); done
+    return $rc
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "-"; else printf "%.2f", a / b }'; }
+if ((ROUNDS > 1)); then
+    run_rounds || FAILED=1
+else
+    for mode in $MODES; do
+        run_eventd "$mode" || FAILED=1
+        [[ $mode == interval ]] && { run_nginx || FAILED=1; }
+    done
+    [[ " $MODES " == *" interval "* ]] || { run_nginx || FAILED=1; }
+fi
 
 # ---- summary ----
 MISSED=0
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "-"; else printf "%.2f", a / b }'; }
 echo
 REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)$(git -C "$ROOT" diff --quiet HEAD -- src 2>/dev/null || echo "+src changes")
 echo "$("$EVENTD_BIN" --version 2>/dev/null | head -n 1) (${REV:-no git}, $(basename "$(dirname "$EVENTD_BIN")")) vs nginx $(nginx -v 2>&1 | sed 's/.*\///'), $(nproc) CPUs, server on CPU $BENCH_SERVER_CPU, wrk on CPU $BENCH_CLIENT_CPU, -c$CONNECTIONS, ${DURATION}s"
@@ -210,6 +265,10 @@ for srv in $MODES nginx; do
         if [[ $srv != nginx ]]; then
             rr=$(ratio "${R[$srv:$op:rps]}" "${R[nginx:$op:rps]:-}")
             cr=$(ratio "${R[$srv:$op:cpu_us]}" "${R[nginx:$op:cpu_us]:-}")
+            if [[ -n ${PR[$srv:$op:rps]:-} ]]; then
+                rr=$(printf "%.2f" "$(median "${PR[$srv:$op:rps]}")")
+                cr=$(printf "%.2f" "$(median "${PR[$srv:$op:cpu]}")")
+            fi
         fi
         if [[ $srv == interval && $rr != "-" ]]; then
             if awk -v r="$rr" -v c="$cr" 'BEGIN { exit !(r >= 0.90 && c <= 1.25) }'; then
@@ -234,6 +293,7 @@ for srv in $MODES nginx; do
     done
 done
 echo "(srv%: server CPU time / wall time; cli%: busy share of the client CPU, near 100 means wrk was the limit)"
+((ROUNDS > 1)) && echo "(medians of $ROUNDS rounds; rps/ngx and cpu/ngx: the median of each round's ratio)"
 
 NON2XX=0
 for k in "${!R[@]}"; do
