@@ -112,7 +112,11 @@ static const struct record *authenticate(struct handlers *h, struct api_conn *c,
         }
     }
     c->auth_user_id = 0;
-    struct cred_entry *e = cred_cache_find(&h->creds, hdr->ptr, hdr->len);
+    /* The server-wide cache knows a credential by its token alone, however the header
+     * around it is written ("basic", extra spaces): one slot per key. */
+    struct slice tok;
+    bool basic = auth_credentials((struct slice){hdr->ptr, hdr->len}, "Basic", &tok);
+    struct cred_entry *e = basic ? cred_cache_find(&h->creds, tok.ptr, tok.len) : NULL;
     if (e) {
         const struct record *u = db_get(h->db, e->user_id);
         remember(c, hdr, e->user_id, e->hash, e->gen);
@@ -130,7 +134,7 @@ static const struct record *authenticate(struct handlers *h, struct api_conn *c,
         const uint8_t *kh = (const uint8_t *)record_get(u, USER_KEY_HASH).s.ptr;
         uint64_t gen = db_users_gen(h->db);
         remember(c, hdr, u->id, kh, gen);
-        cred_cache_put(&h->creds, hdr->ptr, hdr->len, u->id, kh, gen);
+        if (basic) cred_cache_put(&h->creds, tok.ptr, tok.len, u->id, kh, gen);
     }
     return u;
 }

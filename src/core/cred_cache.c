@@ -17,42 +17,40 @@ void cred_cache_init(struct cred_cache *cc, uint32_t entries) {
     /* calloc: a large array comes straight from mmap, its pages touched only as slots fill. */
     cc->slots = xcalloc(n, sizeof *cc->slots);
     cc->mask = n - 1;
-    crypto_shorthash_keygen(cc->key);
+    randombytes_buf(cc->key, sizeof cc->key);
 }
 
 void cred_cache_destroy(struct cred_cache *cc) {
-    if (cc->slots) {
-        sodium_memzero(cc->slots, (size_t)(cc->mask + 1) * sizeof *cc->slots);
-        free(cc->slots);
-    }
+    if (cc->slots) free(cc->slots); /* tags and key hashes only: nothing secret to wipe */
     sodium_memzero(cc, sizeof *cc);
 }
 
-static struct cred_entry *slot_of(const struct cred_cache *cc, const char *hdr, size_t len) {
-    unsigned char h[crypto_shorthash_BYTES];
-    crypto_shorthash(h, (const unsigned char *)hdr, len, cc->key);
+/* token's tag, and the slot it picks. */
+static struct cred_entry *slot_of(const struct cred_cache *cc, const char *token, size_t len,
+                                  uint8_t tag[CRED_TAG_BYTES]) {
+    crypto_shorthash_siphashx24(tag, (const unsigned char *)token, len, cc->key);
     uint32_t i;
-    memcpy(&i, h, sizeof i);
+    memcpy(&i, tag, sizeof i);
     return &cc->slots[i & cc->mask];
 }
 
-struct cred_entry *cred_cache_find(struct cred_cache *cc, const char *hdr, size_t len) {
-    if (!cc->slots || len == 0 || len > CRED_HEADER_MAX) return NULL;
-    struct cred_entry *e = slot_of(cc, hdr, len);
-    if (!e->user_id || e->len != len || !cred_same(e->header, hdr, len)) return NULL;
+struct cred_entry *cred_cache_find(struct cred_cache *cc, const char *token, size_t len) {
+    if (!cc->slots || len == 0 || len > CRED_TOKEN_MAX) return NULL;
+    uint8_t tag[CRED_TAG_BYTES];
+    struct cred_entry *e = slot_of(cc, token, len, tag);
+    if (!e->user_id || crypto_verify_16(e->tag, tag) != 0) return NULL;
     return e;
 }
 
-void cred_cache_put(struct cred_cache *cc, const char *hdr, size_t len, uint64_t user_id,
+void cred_cache_put(struct cred_cache *cc, const char *token, size_t len, uint64_t user_id,
                     const uint8_t hash[CRED_KEY_HASH_BYTES], uint64_t gen) {
-    if (!cc->slots || len == 0 || len > CRED_HEADER_MAX || !user_id) return;
-    struct cred_entry *e = slot_of(cc, hdr, len);
+    if (!cc->slots || len == 0 || len > CRED_TOKEN_MAX || !user_id) return;
+    uint8_t tag[CRED_TAG_BYTES];
+    struct cred_entry *e = slot_of(cc, token, len, tag);
     e->user_id = user_id;
     e->gen = gen;
     memcpy(e->hash, hash, CRED_KEY_HASH_BYTES);
-    e->len = (uint8_t)len;
-    memcpy(e->header, hdr, len);
-    if (len < CRED_HEADER_MAX) memset(e->header + len, 0, CRED_HEADER_MAX - len);
+    memcpy(e->tag, tag, CRED_TAG_BYTES);
 }
 
 void cred_cache_drop(struct cred_entry *e) {

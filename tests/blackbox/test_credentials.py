@@ -390,17 +390,17 @@ class ServerWideCache(Base):
     a balancer whose pooled connections carry many users; a rotated or revoked key, a removed
     user and a header one byte off are never taken from it."""
 
-    def get(self, s, name, key):
+    def get(self, s, name, key, header=None):
         send_raw(s, build_request("GET", "/v2/theme",
-                                  headers={"Authorization": auth_header(name, key)}))
+                                  headers={"Authorization": header or auth_header(name, key)}))
         return read_response(s).status
 
-    def fresh(self, name, key):
+    def fresh(self, name, key, header=None):
         """The status of a GET on a new connection, and what settled its credentials."""
         before = checks()
         s = connect(SRV.port)
         try:
-            status = self.get(s, name, key)
+            status = self.get(s, name, key, header)
         finally:
             s.close()
         after = checks()
@@ -454,6 +454,17 @@ class ServerWideCache(Base):
             finally:
                 s.close()
         self.assertEqual(self.fresh(name, key), (200, ["server_cache"]))
+
+    def test_one_key_is_one_entry_however_the_header_is_written(self):
+        """The cache is keyed on the token: the scheme's case and the spaces around the
+        token (all accepted) find the same entry, so one account cannot fill the cache
+        with spellings of one key and push other users out."""
+        name, key = self.new_user()
+        token = auth_header(name, key)[len("Basic "):]
+        self.assertEqual(self.fresh(name, key), (200, ["full"]))
+        for header in ["basic " + token, "BASIC   " + token, "Basic " + token + "  ",
+                       "bAsIc " + token + "\t"]:
+            self.assertEqual(self.fresh(name, key, header), (200, ["server_cache"]), header)
 
     def test_with_the_cache_off_every_new_connection_checks_in_full(self):
         with harness.Server(users=["off"], extra_args=["--auth-cache-entries", "0"]) as srv:

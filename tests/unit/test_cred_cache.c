@@ -1,5 +1,6 @@
-/* test_cred_cache: the server-wide cache of verified credentials: exact matches only, a
- * slot's new entry replaces the old, long headers and the off switch, drop, cred_same. */
+/* test_cred_cache: the server-wide cache of verified credentials: exact matches of the token
+ * only, a slot's new entry replaces the old, long tokens and the off switch, drop, no token
+ * kept in memory, cred_same. */
 #include <sodium.h>
 #include <string.h>
 
@@ -11,7 +12,7 @@ static const uint8_t hash_a[CRED_KEY_HASH_BYTES] = {1, 2, 3};
 static void test_finds_exactly_what_was_put(void) {
     struct cred_cache cc;
     cred_cache_init(&cc, 64);
-    const char *h = "Basic YWxpY2U6c2VjcmV0LWtleS0xMjM0NTY3ODkw";
+    const char *h = "YWxpY2U6c2VjcmV0LWtleS0xMjM0NTY3ODkw";
     size_t n = strlen(h);
     CHECK(cred_cache_find(&cc, h, n) == NULL);
     cred_cache_put(&cc, h, n, 7, hash_a, 3);
@@ -38,22 +39,22 @@ static void test_finds_exactly_what_was_put(void) {
 static void test_a_new_entry_replaces_its_slot(void) {
     struct cred_cache cc;
     cred_cache_init(&cc, 1);
-    cred_cache_put(&cc, "Basic one", 9, 1, hash_a, 0);
-    cred_cache_put(&cc, "Basic two", 9, 2, hash_a, 0);
-    CHECK(cred_cache_find(&cc, "Basic one", 9) == NULL);
-    CHECK_EQ_UINT(cred_cache_find(&cc, "Basic two", 9)->user_id, 2);
+    cred_cache_put(&cc, "b25lOmE=", 8, 1, hash_a, 0);
+    cred_cache_put(&cc, "dHdvOmI=", 8, 2, hash_a, 0);
+    CHECK(cred_cache_find(&cc, "b25lOmE=", 8) == NULL);
+    CHECK_EQ_UINT(cred_cache_find(&cc, "dHdvOmI=", 8)->user_id, 2);
     cred_cache_destroy(&cc);
 }
 
-static void test_long_headers_and_off(void) {
+static void test_long_tokens_and_off(void) {
     struct cred_cache cc;
-    char big[CRED_HEADER_MAX + 1];
+    char big[CRED_TOKEN_MAX + 1];
     memset(big, 'A', sizeof big);
     cred_cache_init(&cc, 16);
-    cred_cache_put(&cc, big, CRED_HEADER_MAX + 1, 5, hash_a, 0);
-    CHECK(cred_cache_find(&cc, big, CRED_HEADER_MAX + 1) == NULL);
-    cred_cache_put(&cc, big, CRED_HEADER_MAX, 5, hash_a, 0);
-    CHECK(cred_cache_find(&cc, big, CRED_HEADER_MAX) != NULL);
+    cred_cache_put(&cc, big, CRED_TOKEN_MAX + 1, 5, hash_a, 0);
+    CHECK(cred_cache_find(&cc, big, CRED_TOKEN_MAX + 1) == NULL);
+    cred_cache_put(&cc, big, CRED_TOKEN_MAX, 5, hash_a, 0);
+    CHECK(cred_cache_find(&cc, big, CRED_TOKEN_MAX) != NULL);
     cred_cache_put(&cc, "", 0, 5, hash_a, 0);
     CHECK(cred_cache_find(&cc, "", 0) == NULL);
     cred_cache_destroy(&cc);
@@ -67,9 +68,10 @@ static void test_drop_and_sizes(void) {
     struct cred_cache cc;
     cred_cache_init(&cc, 100); /* rounded up to 128 */
     CHECK_EQ_UINT(cc.mask, 127);
-    cred_cache_put(&cc, "Basic abc", 9, 9, hash_a, 0);
-    cred_cache_drop(cred_cache_find(&cc, "Basic abc", 9));
-    CHECK(cred_cache_find(&cc, "Basic abc", 9) == NULL);
+    cred_cache_put(&cc, "YWJjOmQ=", 8, 9, hash_a, 0);
+    cred_cache_drop(cred_cache_find(&cc, "YWJjOmQ=", 8));
+    CHECK(cred_cache_find(&cc, "YWJjOmQ=", 8) == NULL);
+    CHECK_EQ_UINT(sizeof(struct cred_entry), 64); /* README's and SCALING.md's figure */
     cred_cache_destroy(&cc);
     cred_cache_init(&cc, 0xffffffffu); /* capped */
     CHECK_EQ_UINT(cc.mask, (1u << 20) - 1);
@@ -85,7 +87,7 @@ static void test_slots_are_keyed(void) {
     int same = 0;
     char h[32];
     for (int i = 0; i < 64; i++) {
-        int n = snprintf(h, sizeof h, "Basic user%d", i);
+        int n = snprintf(h, sizeof h, "dXNlcj%d", i);
         cred_cache_put(&a, h, (size_t)n, 1, hash_a, 0);
         cred_cache_put(&b, h, (size_t)n, 1, hash_a, 0);
         same += cred_cache_find(&a, h, (size_t)n) - a.slots ==
@@ -94,6 +96,19 @@ static void test_slots_are_keyed(void) {
     CHECK(same < 64);
     cred_cache_destroy(&a);
     cred_cache_destroy(&b);
+}
+
+/* An entry holds the token's tag, never the token: no key stays readable in memory after
+ * its rotation until the slot is reused. */
+static void test_no_token_is_kept(void) {
+    struct cred_cache cc;
+    cred_cache_init(&cc, 1);
+    const char *t = "c2VjcmV0LXVzZXI6c2VjcmV0LWtleQ==";
+    cred_cache_put(&cc, t, strlen(t), 3, hash_a, 0);
+    const unsigned char *p = (const unsigned char *)cc.slots;
+    for (size_t i = 0; i + 4 <= sizeof *cc.slots; i++)
+        CHECK(memcmp(p + i, t, 4) != 0 && memcmp(p + i, "secr", 4) != 0);
+    cred_cache_destroy(&cc);
 }
 
 static void test_cred_same(void) {
@@ -113,7 +128,8 @@ static void test_cred_same(void) {
 static const struct check_case cases[] = {
     CHECK_CASE(test_finds_exactly_what_was_put),
     CHECK_CASE(test_a_new_entry_replaces_its_slot),
-    CHECK_CASE(test_long_headers_and_off),
+    CHECK_CASE(test_long_tokens_and_off),
+    CHECK_CASE(test_no_token_is_kept),
     CHECK_CASE(test_drop_and_sizes),
     CHECK_CASE(test_slots_are_keyed),
     CHECK_CASE(test_cred_same),
