@@ -25,6 +25,8 @@
 #include "core/reply.h"
 
 #define WAIT_BUCKETS 1024 /* chains of waiters by user id */
+/* In a drain window, held calls are answered this long before it ends. */
+#define DRAIN_FEED_MARGIN_MS 500
 
 struct waiter {
     struct server_ticket t;
@@ -225,16 +227,16 @@ static struct changes_waiters *waiters_of(struct handlers *h) {
     return h->waiters;
 }
 
-/* Holds the request being completed until a change of user_id or wait_s seconds. */
+/* Holds the request being completed until a change of user_id or wait_ms. */
 static void hold(struct handlers *h, uint64_t user_id, uint64_t after, uint32_t limit,
-                 uint32_t wait_s, struct http_response *r) {
+                 uint64_t wait_ms, struct http_response *r) {
     struct changes_waiters *w = waiters_of(h);
     struct waiter *x = xcalloc(1, sizeof *x);
     x->t = reply_defer_park(h, r); /* the connection parks: the answer is filled whole */
     x->user_id = user_id;
     x->after = after;
     x->limit = limit;
-    x->deadline = uv_now(h->db->loop) + (uint64_t)wait_s * 1000;
+    x->deadline = uv_now(h->db->loop) + wait_ms;
     if (w->len == w->cap) {
         w->cap = w->cap ? w->cap * 2 : 64;
         w->heap = xrealloc(w->heap, w->cap * sizeof *w->heap);
@@ -317,8 +319,17 @@ void api_changes(struct handlers *h, struct api_state *st, struct http_request *
         return;
     }
     uint32_t n = write_page(h, st->user_id, after, limit, r);
-    if (n == 0 && wait_s > 0 && !h->server_gone && !server_draining(h->srv)) {
+    /* In a drain window a call is held too (answered at once, its client would poll again
+     * at once, and again, for the whole window: its user has no other shard), but answered
+     * DRAIN_FEED_MARGIN_MS before the window ends, while eventd still closes the
+     * connection after the answer rather than under a balancer's next request. */
+    uint64_t wait_ms = (uint64_t)wait_s * 1000, left = server_drain_left_ms(h->srv);
+    if (left != UINT64_MAX) {
+        uint64_t until_end = left > DRAIN_FEED_MARGIN_MS ? left - DRAIN_FEED_MARGIN_MS : 0;
+        if (wait_ms > until_end) wait_ms = until_end;
+    }
+    if (n == 0 && wait_ms > 0 && !h->server_gone) {
         buf_reset(&r->body);
-        hold(h, st->user_id, after, limit, wait_s, r);
+        hold(h, st->user_id, after, limit, wait_ms, r);
     }
 }

@@ -568,8 +568,9 @@ enum server_headers_result api_headers(struct handlers *h, struct api_conn *c, s
         r->route = MR_HEALTH;
         /* A load balancer takes a shard whose disk refuses writes out of rotation. */
         if (reply_if_storage_failing(h, r)) return SERVER_ANSWERED;
-        /* ... and one that is stopping (SIGTERM's drain window), while it still serves. */
-        if (server_draining(h->srv)) {
+        /* ... and one that is stopping (SIGTERM's drain window, then the stop), while it
+         * still serves. */
+        if (server_stopping(h->srv)) {
             http_response_error(r, ERR_DRAINING, NULL, NULL);
             return SERVER_ANSWERED;
         }

@@ -144,8 +144,9 @@ static void on_signal(uv_signal_t *h, int signum) {
             "%s: draining for %u ms (/healthz answers 503 draining, every answer closes its "
             "connection; a second SIGTERM stops now), then stopping",
             signal_name(signum), a->cfg.drain_ms);
-        changes_release(&a->handlers); /* feed callers held: answered, to come back elsewhere */
+        /* The drain first: the held feed callers' answers then carry Connection: close. */
         server_drain(&a->srv, a->cfg.drain_ms, on_drained);
+        changes_release(&a->handlers);
         return;
     }
     LOG(LOG_INFO, "%s: stopping%s (waiting up to %u ms for requests in flight)",

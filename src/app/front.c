@@ -120,8 +120,8 @@ static void reply_metrics(struct handlers *h, struct http_request *req, struct h
     metrics_write_sample(b, "eventd_connections_evicted_total", NULL, NULL,
                          (double)srv->stats_evicted_half_sent);
     metrics_write_gauge(b, "eventd_draining",
-                        "1 in the drain window after SIGTERM (--drain-ms), else 0.",
-                        server_draining(srv) ? 1 : 0);
+                        "1 from SIGTERM on: the drain window (--drain-ms), then the stop; else 0.",
+                        server_stopping(srv) ? 1 : 0);
     metrics_write_head(b, "eventd_drain_closed_total", "counter",
                        "Keep-alive connections closed after their answer in the drain window.");
     metrics_write_sample(b, "eventd_drain_closed_total", NULL, NULL,

@@ -363,7 +363,7 @@ static void accept_backlog(struct server *srv) {
 }
 
 /* Bytes from the client wait in the socket, unread. */
-static bool has_input(struct conn *c) {
+bool conn_has_input(struct conn *c) {
     uv_os_fd_t fd;
     int n = 0;
     return uv_fileno(&c->io.handle, &fd) == 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0;
@@ -617,6 +617,14 @@ bool server_draining(const struct server *srv) {
     return srv->draining;
 }
 
+bool server_stopping(const struct server *srv) {
+    return srv->draining || srv->shutting_down;
+}
+
+uint64_t server_drain_left_ms(const struct server *srv) {
+    return srv->draining ? uv_timer_get_due_in(&srv->drain_timer) : UINT64_MAX;
+}
+
 void server_shutdown(struct server *srv, void (*on_drained)(struct server *srv)) {
     if (srv->shutting_down) return;
     uv_timer_stop(&srv->drain_timer);
@@ -635,7 +643,7 @@ void server_shutdown(struct server *srv, void (*on_drained)(struct server *srv))
              * just opened or just answered. Such a connection gets a short
              * grace (its request is served, answered with Connection: close);
              * the others close now. */
-            if (has_input(c) || uv_now(srv->loop) - c->idle_since < SHUTDOWN_GRACE_MS)
+            if (conn_has_input(c) || uv_now(srv->loop) - c->idle_since < SHUTDOWN_GRACE_MS)
                 conn_timer_start(c, SHUTDOWN_GRACE_MS);
             else
                 conn_close(c);

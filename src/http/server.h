@@ -282,6 +282,10 @@ void server_shutdown(struct server *srv, void (*on_drained)(struct server *srv))
 void server_drain(struct server *srv, uint64_t ms, void (*on_drained)(struct server *srv));
 /* In a drain window (server_drain, not yet shut down). */
 bool server_draining(const struct server *srv);
+/* Draining or shutting down: what /healthz and eventd_draining report, to the end. */
+bool server_stopping(const struct server *srv);
+/* The drain window's milliseconds left, or UINT64_MAX outside a drain window. */
+uint64_t server_drain_left_ms(const struct server *srv);
 /* Frees the free lists and connection slots (after the loop has closed every connection),
  * then tells the handler (on_server_gone). */
 void server_destroy(struct server *srv);

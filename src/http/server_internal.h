@@ -198,6 +198,8 @@ static inline uint32_t pipeline_max(const struct conn *c) {
 
 /* Closes c (idempotent); its slot is released in the last uv_close callback. */
 void conn_close(struct conn *c);
+/* Bytes wait in c's socket, unread. */
+bool conn_has_input(struct conn *c);
 
 /* ---- server_read.c ---- */
 

@@ -92,15 +92,18 @@ static uint32_t collect(struct conn *c, unsigned *nbuf) {
 
 /*
  * Every response is written and the connection ends. After an error answer
- * the client may still be sending (a body we refused): closing now, with
- * its bytes unread, would make the kernel send a reset that can destroy
- * the answer in the client's receive buffer. So shut down the write side
- * (the client sees the end of the answer) and read and discard for a
- * bounded time and byte count first, as nginx's lingering_close does.
+ * the client may still be sending (a body we refused), and a pipelining
+ * client may have sent requests past the one that ended the connection (a
+ * drain, Connection: close): closing now, with bytes unread, would make the
+ * kernel send a reset that can destroy the answers in the client's receive
+ * buffer. So shut down the write side (the client sees the end of the
+ * answers) and read and discard for a bounded time and byte count first, as
+ * nginx's lingering_close does.
  */
 static void end_connection(struct conn *c) {
     struct server *srv = c->srv;
-    if (!c->draining || c->eof || srv->set.linger_ms == 0 || srv->shutting_down) {
+    bool unread = c->draining || c->roff < c->rlen || conn_has_input(c);
+    if (!unread || c->eof || srv->set.linger_ms == 0 || srv->shutting_down) {
         conn_close(c);
         return;
     }
@@ -112,6 +115,8 @@ static void end_connection(struct conn *c) {
         return;
     }
     c->lingering = true;
+    c->draining = true; /* what comes now is read and discarded */
+    c->roff = c->rlen = 0;
     c->close_after = false;
     conn_kit_put(c);
     conn_state_put(c);

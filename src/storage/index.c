@@ -9,6 +9,7 @@
  */
 #include "storage/index.h"
 
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,7 @@ void index_init(struct index *ix) {
     ix->names = (struct name_table){(struct name_entry *)no_names, 1, 0};
     ix->keys = (struct name_table){(struct name_entry *)no_names, 1, 0};
     ix->next_id = 1;
+    randombytes_buf(ix->name_key, sizeof ix->name_key);
     ix->id_min = record_node_id_min(0);
     ix->id_max = record_node_id_max(0);
 }
@@ -351,11 +353,14 @@ static void link_event(struct index *ix, const struct record *ev) {
  */
 #define NAME_GONE UINT64_MAX /* a deleted entry */
 
-static uint64_t name_hash(uint64_t seed, const char *p, size_t n) {
-    uint64_t h = UINT64_C(1469598103934665603) ^ seed; /* FNV-1a */
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)p[i]) * UINT64_C(1099511628211);
-    return h;
+_Static_assert(sizeof((struct index *)0)->name_key == crypto_shorthash_KEYBYTES, "name_key");
+
+/* SipHash-2-4 of the name under the index's secret key, then the user's seed: nobody can
+ * aim names at one probe run without the key. */
+static uint64_t name_hash(const struct index *ix, uint64_t seed, const char *p, size_t n) {
+    uint64_t h;
+    crypto_shorthash((unsigned char *)&h, (const unsigned char *)p, n, ix->name_key);
+    return h ^ seed;
 }
 
 static struct name_table *table_of(struct index *ix, uint8_t type) {
@@ -375,7 +380,7 @@ static uint64_t name_seed(uint8_t type, uint64_t user_id) {
 static struct name_entry *name_slot(const struct index *ix, uint8_t type, uint64_t user_id,
                                     const char *p, size_t n) {
     const struct name_table *t = table_of((struct index *)ix, type);
-    uint64_t h = name_hash(name_seed(type, user_id), p, n);
+    uint64_t h = name_hash(ix, name_seed(type, user_id), p, n);
     size_t mask = t->cap - 1;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
         struct name_entry *e = &t->slots[i];
@@ -410,7 +415,7 @@ static void name_insert(struct index *ix, const struct record *u) {
         if (old != no_names) free(old);
     }
     union value v = name_of(u);
-    name_place(t, u->id, name_hash(name_seed(u->type, u->user_id), v.s.ptr, v.s.len));
+    name_place(t, u->id, name_hash(ix, name_seed(u->type, u->user_id), v.s.ptr, v.s.len));
 }
 
 static void name_remove(struct index *ix, const struct record *u) {

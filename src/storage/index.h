@@ -66,7 +66,11 @@ struct index {
     size_t events;           /* live events: without any, no EventID needs relinking */
     struct name_table names; /* users by name */
     struct name_table keys;  /* REC_IDEM records by user and key */
-    struct owner *owners;    /* by user id, open addressing */
+    /* The name tables' SipHash key, drawn at index_init: names and idempotency keys are
+     * chosen by clients, and with a hash they could compute they could choose names that
+     * share one probe run and make every insert and lookup in it slow. */
+    unsigned char name_key[16];
+    struct owner *owners; /* by user id, open addressing */
     size_t owners_cap;
     size_t owners_count;
     uint64_t next_id;  /* above every id of this node seen; never goes down */

@@ -146,5 +146,84 @@ class DrainTests(unittest.TestCase):
                 s.close()
 
 
+class DrainEdges(unittest.TestCase):
+    """What a drain does to a held change-feed call, a pipelining client, and /healthz
+    once the window is over (review of 2026-11-28)."""
+
+    def feed(self, sock, srv, wait):
+        send_raw(sock, build_request("GET", "/v2/changes?after=0&wait=%d" % wait,
+                                     headers={"Authorization": auth_header("u", srv.keys["u"])}))
+
+    def test_a_held_feed_call_is_answered_with_close_when_the_drain_begins(self):
+        with Server(extra_args=["--drain-ms", str(LONG_DRAIN_MS)], users=["u"]) as srv:
+            s = connect(srv.port)
+            try:
+                self.feed(s, srv, 30)
+                time.sleep(0.3)  # held: nothing of the user's is new
+                start_drain(self, srv)
+                r = read_response(s, timeout=5.0)
+                self.assertEqual((r.status, r.json()["Result"]["Changes"],
+                                  (r.header("Connection") or "").lower()), (200, [], "close"), repr(r))
+                closed, data, _ = wait_closed(s, 3.0)
+                self.assertTrue(closed and not data, "still open after its drain answer (%r)" % data)
+            finally:
+                s.close()
+
+    def test_a_feed_call_in_the_window_is_held_until_just_before_its_end(self):
+        with Server(extra_args=["--drain-ms", str(DRAIN_MS)], users=["u"]) as srv:
+            start_drain(self, srv)
+            began = time.monotonic()
+            s = connect(srv.port)
+            try:
+                self.feed(s, srv, 30)
+                r = read_response(s, timeout=DRAIN_MS / 1000 + 5.0)
+                held = time.monotonic() - began
+            finally:
+                s.close()
+            # Not at once (its client would poll again at once, for the whole window), and
+            # before the window ends (answered 500 ms before it, with close).
+            self.assertEqual((r.status, (r.header("Connection") or "").lower()), (200, "close"),
+                             repr(r))
+            self.assertGreater(held, 1.0)
+            self.assertLess(held, DRAIN_MS / 1000)
+
+    def test_a_pipelining_client_gets_its_answer_and_a_clean_end_not_a_reset(self):
+        with Server(extra_args=["--drain-ms", str(LONG_DRAIN_MS)], users=["u"]) as srv:
+            start_drain(self, srv)
+            s = connect(srv.port)
+            try:
+                get = build_request("GET", "/v2/theme",
+                                    headers={"Authorization": auth_header("u", srv.keys["u"])})
+                # The first answer ends the connection; the rest stay unread, more than eventd
+                # reads at once, so some are still in its socket when the answer is out.
+                send_raw(s, get * 1000)
+                time.sleep(0.5)
+                r = read_response(s)
+                self.assertEqual((r.status, (r.header("Connection") or "").lower()), (200, "close"))
+                s.settimeout(5.0)
+                try:
+                    rest = s.recv(65536)
+                except ConnectionResetError:
+                    rest = "reset"
+                self.assertEqual(rest, b"", "the connection ended with %r, not a clean close" % rest)
+            finally:
+                s.close()
+
+    def test_healthz_says_draining_after_the_window_too(self):
+        with Server(extra_args=["--drain-ms", str(LONG_DRAIN_MS)]) as srv:
+            s = connect(srv.port)
+            try:
+                send_raw(s, b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # a request in flight
+                start_drain(self, srv)
+                srv.send_signal(signal.SIGTERM)  # the window ends: the stop waits for it
+                self.assertTrue(wait_until(lambda: "SIGTERM: stopping" in srv.stderr_text(), 5.0),
+                                srv.stderr_text())
+                send_raw(s, b"\r\n")
+                r = read_response(s, timeout=5.0)
+                self.assertEqual((r.status, r.json()["Error"]["Code"]), (503, "draining"), repr(r))
+            finally:
+                s.close()
+
+
 if __name__ == "__main__":
     unittest.main()
