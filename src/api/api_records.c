@@ -330,13 +330,23 @@ static bool idem_room(struct handlers *h, uint64_t user_id, uint64_t now, struct
         if (!k || !db_idem_expired(h->db, k, now)) break;
         db_delete(h->db, k->id);
     }
-    uint64_t max = h->set.max_idem_keys_per_user;
+    uint64_t max = h->set.max_idem_keys_per_user, max_bytes = h->set.max_idem_bytes;
     uint32_t have = db_count(h->db, user_id, REC_IDEM);
-    if (!max || have < max) return true;
-    reply_error(r, ERR_QUOTA, "Idempotency-Key",
-                "quota exceeded: this account has %u Idempotency-Keys kept and may have %llu "
-                "(--max-idempotency-keys-per-user); they are forgotten %u seconds after use",
-                have, (unsigned long long)max, db_idem_ttl(h->db));
+    /* Bytes too: a key keeps its create's first answer, up to ~14 KB for a record of
+     * escaped control characters, so a count alone bounds little. */
+    uint64_t bytes = db_idem_bytes(h->db, user_id);
+    if ((!max || have < max) && (!max_bytes || bytes < max_bytes)) return true;
+    if (max && have >= max)
+        reply_error(r, ERR_QUOTA, "Idempotency-Key",
+                    "quota exceeded: this account has %u Idempotency-Keys kept and may have %llu "
+                    "(--max-idempotency-keys-per-user); they are forgotten %u seconds after use",
+                    have, (unsigned long long)max, db_idem_ttl(h->db));
+    else
+        reply_error(r, ERR_QUOTA, "Idempotency-Key",
+                    "quota exceeded: this account's Idempotency-Keys hold %llu bytes and may hold "
+                    "%llu (--max-idempotency-bytes-per-user); they are forgotten %u seconds after "
+                    "use",
+                    (unsigned long long)bytes, (unsigned long long)max_bytes, db_idem_ttl(h->db));
     return false;
 }
 

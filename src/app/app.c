@@ -222,6 +222,7 @@ struct handlers_settings app_handlers_settings(const struct config *cfg, const c
         .max_records_per_user = cfg->max_records_per_user,
         .max_bytes_per_user = cfg->max_bytes_per_user,
         .max_idem_keys_per_user = cfg->max_idempotency_keys_per_user,
+        .max_idem_bytes = cfg->max_idempotency_bytes_per_user,
         .throttle_entries = cfg->throttle_entries,
         .auth_cache_entries = cfg->auth_cache_entries,
         .register_per_address = cfg->register_per_address,

@@ -60,6 +60,7 @@ const struct config config_defaults = {
     .max_records_per_user = 100000,
     .idempotency_ttl_s = 86400,
     .max_idempotency_keys_per_user = 100000,
+    .max_idempotency_bytes_per_user = 64 * 1024 * 1024,
     .max_bytes_per_user = 64u << 20,
     .min_free_disk_bytes = 64u << 20,
     .max_live_bytes = 0,
@@ -216,6 +217,10 @@ static const struct opt opts[] = {
      OFF(max_idempotency_keys_per_user), 0, 4294967295.0,
      "Idempotency-Keys one user may have kept at once; a create with a new key beyond that gets "
      "403 quota_exceeded (0: no limit)"},
+    {"max-idempotency-bytes-per-user", "EVENTD_MAX_IDEMPOTENCY_BYTES_PER_USER", OPT_U64,
+     OFF(max_idempotency_bytes_per_user), 0, 9007199254740991.0,
+     "bytes one user's kept Idempotency-Keys may hold, their stored first answers included; a "
+     "create with a new key once they hold that many gets 403 quota_exceeded (0: no limit)"},
     {"min-free-disk-bytes", "EVENTD_MIN_FREE_DISK_BYTES", OPT_U64, OFF(min_free_disk_bytes), 0,
      9007199254740991.0,
      "writes that add data get 507 while the data directory's disk has less free than this (0: "

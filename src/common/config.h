@@ -80,6 +80,7 @@ struct config {
     uint64_t max_bytes_per_user;            /* ... and their frame bytes; 0: no limit */
     uint32_t idempotency_ttl_s;             /* Idempotency-Key kept at least this long, s */
     uint32_t max_idempotency_keys_per_user; /* a user's keys kept at once; 0: no limit */
+    uint64_t max_idempotency_bytes_per_user; /* their bytes, answers included; 0: no limit */
     uint64_t min_free_disk_bytes;   /* writes get 507 below this free on the data's disk; 0: off */
     uint64_t max_live_bytes;        /* ... and with this much live data; 0: half the memory */
     uint32_t throttle_entries;      /* keys each throttle table holds (sign-in names, addresses) */

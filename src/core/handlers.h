@@ -47,6 +47,7 @@ struct handlers_settings {
     uint64_t max_records_per_user;   /* themes, addresses and events */
     uint64_t max_bytes_per_user;     /* their record_size bytes */
     uint64_t max_idem_keys_per_user; /* keys one user may have kept; 0: no limit */
+    uint64_t max_idem_bytes;         /* their record_size bytes together; 0: no limit */
     uint32_t throttle_entries;       /* keys per throttle table */
     uint32_t auth_cache_entries;     /* slots of the server-wide credential cache; 0: off */
     uint32_t register_per_address, register_per_minute;

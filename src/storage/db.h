@@ -281,6 +281,10 @@ static inline const struct id_list *db_owned(const struct db *db, uint64_t user_
 static inline uint32_t db_count(const struct db *db, uint64_t user_id, uint8_t type) {
     return index_owned(&db->index, user_id, type)->len;
 }
+/* The bytes of user_id's idempotency keys together (index_idem_bytes). */
+static inline uint64_t db_idem_bytes(const struct db *db, uint64_t user_id) {
+    return index_idem_bytes(&db->index, user_id);
+}
 /* What user_id's quota counts (index_usage): one lookup. */
 static inline struct index_usage db_usage(const struct db *db, uint64_t user_id) {
     return index_usage(&db->index, user_id);

@@ -27,7 +27,15 @@ struct owner {
     struct id_list lists[REC_KIND_MAX + 1];
     struct index_changes changes; /* the change feed's (index.h) */
     uint64_t quota_bytes;         /* record_size of its records of the kinds the quota counts */
+    uint64_t idem_bytes;          /* record_size of its idempotency keys (their answers) */
 };
+
+/* The owner's byte count that a record of this type adds to, or NULL. */
+static uint64_t *bytes_of(struct owner *o, uint8_t type) {
+    if (!o) return NULL;
+    if (record_type_in_quota(type)) return &o->quota_bytes;
+    return type == REC_IDEM ? &o->idem_bytes : NULL;
+}
 
 static inline uint64_t mix(uint64_t x) {
     x ^= x >> 33;
@@ -464,14 +472,16 @@ static struct record *swap(struct index *ix, struct record *r, struct owner **ow
         if (old->type != r->type || old->user_id != r->user_id) {
             struct owner *o = owner_get(ix, owner_key(old), false);
             if (o) list_remove(&o->lists[old->type], old->id);
-            if (o && record_type_in_quota(old->type)) o->quota_bytes -= old_size;
+            uint64_t *b = bytes_of(o, old->type);
+            if (b) *b -= old_size;
             o = owner_get(ix, owner_key(r), true);
             list_insert(&o->lists[r->type], r->id);
-            if (record_type_in_quota(r->type)) o->quota_bytes += size;
+            if ((b = bytes_of(o, r->type))) *b += size;
             *own = o;
-        } else if (record_type_in_quota(r->type)) {
+        } else if (record_type_in_quota(r->type) || r->type == REC_IDEM) {
             struct owner *o = owner_get(ix, owner_key(r), false);
-            if (o) o->quota_bytes += size - old_size;
+            uint64_t *b = bytes_of(o, r->type);
+            if (b) *b += size - old_size;
             *own = o;
         }
         ix->events += (size_t)(r->type == REC_EVENT) - (size_t)(old->type == REC_EVENT);
@@ -489,7 +499,8 @@ static struct record *swap(struct index *ix, struct record *r, struct owner **ow
         if (r->type == REC_EVENT) ix->events++;
         struct owner *o = owner_get(ix, owner_key(r), true);
         list_insert(&o->lists[r->type], r->id);
-        if (record_type_in_quota(r->type)) o->quota_bytes += size;
+        uint64_t *b = bytes_of(o, r->type);
+        if (b) *b += size;
         *own = o;
         if (foreign(ix, r->id)) list_insert(&ix->foreign, r->id);
         if (sh->used * 4 >= sh->cap * 3) grow(ix, sh);
@@ -536,7 +547,8 @@ struct record *index_remove(struct index *ix, uint64_t id) {
     if (named(r->type)) name_remove(ix, r);
     struct owner *o = owner_get(ix, owner_key(r), false);
     if (o) list_remove(&o->lists[r->type], r->id);
-    if (o && record_type_in_quota(r->type)) o->quota_bytes -= record_size(r);
+    uint64_t *b = bytes_of(o, r->type);
+    if (b) *b -= record_size(r);
     if (foreign(ix, id)) list_remove(&ix->foreign, id);
     {
         uint64_t size = record_size(r);
@@ -570,6 +582,11 @@ struct index_usage index_usage(const struct index *ix, uint64_t user_id) {
         if (record_type_in_quota(t)) u.records += o->lists[t].len;
     u.bytes = o->quota_bytes;
     return u;
+}
+
+uint64_t index_idem_bytes(const struct index *ix, uint64_t user_id) {
+    const struct owner *o = owner_get((struct index *)ix, user_id, false);
+    return o ? o->idem_bytes : 0;
 }
 
 static bool foreign(const struct index *ix, uint64_t id) {

@@ -156,6 +156,8 @@ struct index_usage {
     uint64_t bytes;
 };
 struct index_usage index_usage(const struct index *ix, uint64_t user_id);
+/* The record_size of the user's idempotency keys (REC_IDEM records) together. */
+uint64_t index_idem_bytes(const struct index *ix, uint64_t user_id);
 
 /*
  * Makes node the owner of this index's id space (record.h): next_id moves

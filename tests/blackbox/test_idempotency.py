@@ -300,6 +300,25 @@ class Cap(Served):
         self.assertReplay(first, self.post(key="k1"))
 
 
+class ByteCap(Served):
+    """--max-idempotency-bytes-per-user: a key keeps its create's first answer, which a
+    record of escaped control characters makes ~6 times its size, so the keys' bytes are
+    capped too. 2,000 bytes: one key of a plain theme (~600) leaves room, one of a theme
+    whose name is 255 control characters (~1,900) fills it."""
+    ENV = {"EVENTD_MAX_IDEMPOTENCY_BYTES_PER_USER": "2000"}
+
+    def test_a_new_key_once_the_keys_hold_the_cap_is_403_naming_the_setting(self):
+        first = self.must_post(key="k1")
+        self.must_post(key="k2", body={"Theme": {"Name": "\u0001" * 255}})
+        r = self.post(key="k3")
+        self.assertErr(r, 403, "quota_exceeded", "Idempotency-Key")
+        self.assertIn("--max-idempotency-bytes-per-user", r.json()["Error"]["Message"])
+        self.assertEqual(self.count(), 2)
+        self.assertReplay(first, self.post(key="k1"))  # a known key still replays
+        r = self.clients["alice"].call("POST", "/v2/theme", {"Theme": {"Name": "no key"}})
+        self.assertEqual(r.status, 200, r.describe())  # a create without a key is not capped
+
+
 class BadHeader(Served):
     def raw_post(self, value):
         """value: the header's raw bytes after "Idempotency-Key:"."""
