@@ -334,7 +334,18 @@ static void on_batch_done(void *ctx, struct store_batch *b, bool restart) {
     job_finish(ctx, b, restart);
 }
 
+/* A frame being encoded in pending (store_frame_begin) must be sealed before anything
+ * else appends or takes pending: else a batch would carry an unsealed header, and replay
+ * would cut the log there. Checked in every build (not an assert: NDEBUG drops those). */
+static void frame_closed(const struct store *s) {
+    if (s->frame_open) {
+        LOG(LOG_ERROR, "store: a frame is still being encoded: stopping");
+        abort();
+    }
+}
+
 static void take_pending(struct store *s, struct store_batch *b) {
+    frame_closed(s);
     b->fd = s->fd;
     b->last_lsn = s->pending.len ? s->pending_lsn : s->written_lsn;
     b->data = s->pending;
@@ -482,6 +493,7 @@ static uint64_t appended(struct store *s, const uint8_t *f, size_t n) {
 
 uint64_t store_append(struct store *s, uint8_t type, const void *payload, size_t len) {
     assert(len <= STORE_MAX_PAYLOAD);
+    frame_closed(s);
     size_t n = STORE_FRAME_HEADER_SIZE + len;
     if (!s->pending.len) s->pending_since = store_clock_ns();
     uint8_t *f = (uint8_t *)buf_reserve(&s->pending, n);
@@ -491,6 +503,8 @@ uint64_t store_append(struct store *s, uint8_t type, const void *payload, size_t
 }
 
 struct buf *store_frame_begin(struct store *s) {
+    frame_closed(s);
+    s->frame_open = true;
     if (!s->pending.len) s->pending_since = store_clock_ns();
     s->frame_at = s->pending.len;
     buf_reserve(&s->pending, STORE_FRAME_HEADER_SIZE);
@@ -500,7 +514,12 @@ struct buf *store_frame_begin(struct store *s) {
 
 uint64_t store_frame_end(struct store *s, uint8_t type, size_t *frame_bytes) {
     size_t n = s->pending.len - s->frame_at;
-    assert(n - STORE_FRAME_HEADER_SIZE <= STORE_MAX_PAYLOAD);
+    if (!s->frame_open || n - STORE_FRAME_HEADER_SIZE > STORE_MAX_PAYLOAD) {
+        LOG(LOG_ERROR, "store: a frame of %zu bytes sealed%s: stopping", n,
+            s->frame_open ? "" : " without store_frame_begin");
+        abort();
+    }
+    s->frame_open = false;
     uint8_t *f = (uint8_t *)s->pending.ptr + s->frame_at;
     logfile_frame_seal(f, type, n - STORE_FRAME_HEADER_SIZE);
     *frame_bytes = n;
@@ -508,6 +527,7 @@ uint64_t store_frame_end(struct store *s, uint8_t type, size_t *frame_bytes) {
 }
 
 int store_flush_sync(struct store *s) {
+    frame_closed(s);
     /* A batch in flight that fails loses what was appended after it too. */
     if (s->job) {
         int err = store_sync_wait(&s->sync, s->job);

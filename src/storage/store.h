@@ -148,6 +148,7 @@ struct store {
     struct buf unsynced;             /* interval: frames written since the last sync */
     uint64_t pending_since;          /* store_clock_ns() of the first frame in pending */
     size_t frame_at;                 /* store_frame_begin: where its frame starts in pending */
+    bool frame_open;                 /* between store_frame_begin and store_frame_end */
     struct store_sync sync;          /* how batches reach the disk (store_sync.h): only store_sync.c
                                       * changes it; it reports each batch to store.c's callback */
 };
