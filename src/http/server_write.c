@@ -102,8 +102,9 @@ static uint32_t collect(struct conn *c, unsigned *nbuf) {
  */
 static void end_connection(struct conn *c) {
     struct server *srv = c->srv;
-    bool unread = c->draining || c->roff < c->rlen || conn_has_input(c);
-    if (!unread || c->eof || srv->set.linger_ms == 0 || srv->shutting_down) {
+    /* The cheap tests first: the ioctl of conn_has_input only when lingering is possible. */
+    if (c->eof || srv->set.linger_ms == 0 || srv->shutting_down ||
+        !(c->draining || c->roff < c->rlen || conn_has_input(c))) {
         conn_close(c);
         return;
     }
