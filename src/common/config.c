@@ -54,6 +54,7 @@ const struct config config_defaults = {
     .trusted_proxies = "",
     .metrics = true,
     .access_log = true,
+    .sched_batch = true,
     .access_log_flush_ms = 1000,
     .access_log_buffer_bytes = 65536,
     .log_level = LOG_INFO,
@@ -193,6 +194,10 @@ static const struct opt opts[] = {
      "serve GET /metrics (Prometheus text format, no authentication)"},
     {"access-log", "EVENTD_ACCESS_LOG", OPT_BOOL, OFF(access_log), 0, 0,
      "write one JSON line per response to stderr"},
+    {"sched-batch", "EVENTD_SCHED_BATCH", OPT_BOOL, OFF(sched_batch), 0, 0,
+     "run every thread under Linux's SCHED_BATCH policy: a woken eventd does not preempt the "
+     "task on its CPU (a balancer on the same host) but waits its turn, and then serves the "
+     "requests that arrived meanwhile together (--no-sched-batch: the default policy)"},
     {"access-log-flush-ms", "EVENTD_ACCESS_LOG_FLUSH_MS", OPT_U32, OFF(access_log_flush_ms), 0,
      60000,
      "access lines are buffered and written at most this many ms after the first of them (lost "

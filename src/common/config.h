@@ -70,6 +70,7 @@ struct config {
     const char *trusted_proxies; /* comma-separated addresses / CIDR blocks */
     bool metrics;                /* serve GET /metrics */
     bool access_log;             /* one JSON line per response on stderr */
+    bool sched_batch;            /* every thread under SCHED_BATCH (app.c) */
     uint32_t log_level;          /* enum log_level */
     /* the access log's buffer: written at most flush_ms after its first line (0: at the loop
      * turn's end), or at once when it holds buffer_bytes */

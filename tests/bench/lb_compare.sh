@@ -32,7 +32,8 @@
 # USERS (default 300), OPS (default "get put post post_key"), ROWS (default
 # all five, by name), ROUNDS (default 1: with more, every setup stays up and
 # the rows take turns, DURATION seconds each, ROUNDS times; then the medians
-# and each round's ratio to nginx+minimal, the median of those ratios), SHIPPED_CFG (a variant of the shipped file to measure
+# and each round's ratio to nginx+minimal, the median of those ratios), SHARD_ARGS (more
+# flags for the three shards, e.g. --no-sched-batch), SHIPPED_CFG (a variant of the shipped file to measure
 # instead, its shards.map next to it), and those of lib.sh (EVENTD_BIN to skip the build,
 # BENCH_SERVER_CPU, BENCH_CLIENT_CPU, BENCH_KEEP=1).
 # Exit status: 0 when every row ran, 1 otherwise. Loopback only.
@@ -248,7 +249,7 @@ if want shards+minimal || want shards+shipped || want shards+variant; then
     SHARD_PIDS=()
     for n in 1 2 3; do
         bench_start_eventd "$BENCH_WORK/shard$n" "$BENCH_WORK/shard$n.log" --fsync interval \
-            --node-id "$n" || die "shard $n did not start"
+            --node-id "$n" ${SHARD_ARGS:-} || die "shard $n did not start"
         SHARD_PIDS+=("$EVENTD_PID")
         export "EVENTD_SHARD$n=127.0.0.1:$EVENTD_PORT"
         seed "$EVENTD_PORT" "$BENCH_WORK/keys$n" "$BENCH_WORK/shards.req" || die "seeding shard $n failed"
@@ -284,8 +285,8 @@ done
 # ---- medians over the rounds, and each round's ratio to nginx+minimal ----
 if ((ROUNDS > 1)); then
     echo
-    printf '%-15s %-9s %9s %9s %11s %6s %11s %11s   (medians of %d rounds)\n' row op req/s us_cpu/r \
-        of_which_lb cs/r rps_vs_ngx cpu_vs_ngx "$ROUNDS"
+    printf '%-15s %-9s %9s %9s %11s %6s %7s %11s %11s   (medians of %d rounds)\n' row op req/s us_cpu/r \
+        of_which_lb cs/r p99_ms rps_vs_ngx cpu_vs_ngx "$ROUNDS"
     awk -v rows="$ROWS" -v ops="$OPS" '
         function median(list,   n, a, i, j, t) {
             n = split(list, a, " ")
@@ -293,7 +294,7 @@ if ((ROUNDS > 1)); then
             return n ? (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2) : "-"
         }
         $1 == "row" { next }
-        { k = $1 SUBSEP $2; seen[k]++; rps[k] = rps[k] " " $3; cpu[k] = cpu[k] " " $4; lb[k] = lb[k] " " $5; cs[k] = cs[k] " " $9
+        { k = $1 SUBSEP $2; seen[k]++; rps[k] = rps[k] " " $3; cpu[k] = cpu[k] " " $4; lb[k] = lb[k] " " $5; cs[k] = cs[k] " " $9; p99[k] = p99[k] " " $6
           r[k, seen[k]] = $3; c[k, seen[k]] = $4 }
         END {
             nr = split(rows, R, " "); no = split(ops, O, " ")
@@ -302,7 +303,7 @@ if ((ROUNDS > 1)); then
                 b = "nginx+minimal" SUBSEP O[i]; rr = ""; cr = ""
                 for (x = 1; x <= seen[k] && x <= seen[b]; x++) {
                     rr = rr " " r[k, x] / r[b, x]; cr = cr " " c[k, x] / c[b, x] }
-                printf "%-15s %-9s %9.0f %9.1f %11.1f %6.2f %11s %11s\n", R[j], O[i], median(rps[k]), median(cpu[k]), median(lb[k]), median(cs[k]),
+                printf "%-15s %-9s %9.0f %9.1f %11.1f %6.2f %7.2f %11s %11s\n", R[j], O[i], median(rps[k]), median(cpu[k]), median(lb[k]), median(cs[k]), median(p99[k]),
                     seen[b] ? sprintf("%.2fx", median(rr)) : "-", seen[b] ? sprintf("%.2fx", median(cr)) : "-"
             }
         }' "$RESULTS"

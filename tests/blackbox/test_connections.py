@@ -314,5 +314,36 @@ class LingerTests(unittest.TestCase):
             finally:
                 s.close()
 
+
+class SchedulingTests(unittest.TestCase):
+    """--sched-batch (on by default): every thread of the server, the worker
+    threads that start later included, runs under SCHED_BATCH; --no-sched-batch leaves
+    the default policy (README "Settings")."""
+
+    def policies(self, srv):
+        """{thread id: policy} of every thread of the server, once a sync has run
+        on a worker thread (--loop-sync-max-us 0), so that libuv's pool exists."""
+        body = b'{"Theme":{"Name":"t"}}'
+        r = request(srv.port, "POST", "/v2/theme", body,
+                    {"Authorization": auth_header("alice", srv.keys["alice"]), "Content-Type": "application/json"})
+        self.assertEqual(r.status, 200, r.body)
+        tids = [int(t) for t in os.listdir("/proc/%d/task" % srv.proc.pid)]
+        return {t: os.sched_getscheduler(t) for t in tids}
+
+    def test_every_thread_is_batch_by_default(self):
+        with Server(users=["alice"], extra_args=["--fsync", "always", "--loop-sync-max-us", "0"]) as srv:
+            got = self.policies(srv)
+            self.assertGreater(len(got), 1, "no worker thread started")
+            self.assertEqual(set(got.values()), {os.SCHED_BATCH}, got)
+            self.assertIn("scheduling batch)", srv.stderr_text())
+
+    def test_false_keeps_the_default_policy(self):
+        with Server(users=["alice"], extra_args=["--fsync", "always", "--loop-sync-max-us", "0",
+                                                 "--no-sched-batch"]) as srv:
+            got = self.policies(srv)
+            self.assertGreater(len(got), 1, "no worker thread started")
+            self.assertEqual(set(got.values()), {os.SCHED_OTHER}, got)
+            self.assertIn("scheduling default)", srv.stderr_text())
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
