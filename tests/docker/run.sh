@@ -197,6 +197,8 @@ addr=$(start "$C1")
 log "$C1: healthy, listening on $addr"
 log1=$(pm logs "$C1" 2>&1)
 grep -q '/data/demo-user.key' <<<"$log1" || fail "$C1's log does not point to /data/demo-user.key"
+# --sched-batch is on by default, and the container's seccomp profile lets it be set.
+grep -q 'scheduling batch)' <<<"$log1" || fail "$C1 does not run under SCHED_BATCH (its log: no 'scheduling batch')"
 # The key never appears in the log; it is in the volume, readable by uid 10001 only.
 mnt=$(pm volume inspect --format '{{.Mountpoint}}' "$VOLUME")
 key=$(cat "$mnt/demo-user.key") || fail "no demo-user.key in the volume"
