@@ -36,11 +36,13 @@ static enum store_fsync store_fsync_of(uint32_t mode) {
  * switch once or twice a request. A SCHED_BATCH task is not run before its turn
  * when it wakes, so the balancer finishes its batch and the shard then reads
  * every request that came meanwhile: measured, context switches per GET fell
- * from 1.5 to 0.1 and CPU per GET by a quarter (docs/BENCHMARKS.md). Its share
- * of the CPU (nice value) is unchanged. The policy is the calling thread's, and
- * threads inherit it: this runs before the store, libuv's pool and every other
- * thread start. No privilege is needed; a refusal (a seccomp filter) is not
- * fatal. */
+ * from 1.5 to 0.1 and CPU per GET by a quarter (docs/BENCHMARKS.md). The price:
+ * beside a task that never sleeps, each request waits out that task's slice
+ * (3.7 ms instead of 0.1), so it is off unless asked for (docker/compose.yaml
+ * asks). Its share of the CPU (nice value) is unchanged. The policy is the
+ * calling thread's, and threads inherit it: this runs before the store,
+ * libuv's pool and every other thread start. No privilege is needed; a
+ * refusal (a seccomp filter) is not fatal. */
 static void set_sched_policy(const struct config *cfg) {
     if (!cfg->sched_batch) return;
     struct sched_param sp = {.sched_priority = 0};

@@ -54,7 +54,7 @@ const struct config config_defaults = {
     .trusted_proxies = "",
     .metrics = true,
     .access_log = true,
-    .sched_batch = true,
+    .sched_batch = false,
     .access_log_flush_ms = 1000,
     .access_log_buffer_bytes = 65536,
     .log_level = LOG_INFO,
@@ -196,8 +196,9 @@ static const struct opt opts[] = {
      "write one JSON line per response to stderr"},
     {"sched-batch", "EVENTD_SCHED_BATCH", OPT_BOOL, OFF(sched_batch), 0, 0,
      "run every thread under Linux's SCHED_BATCH policy: a woken eventd does not preempt the "
-     "task on its CPU (a balancer on the same host) but waits its turn, and then serves the "
-     "requests that arrived meanwhile together (--no-sched-batch: the default policy)"},
+     "task on its CPU (a balancer on the same CPU) but waits its turn, then serves the requests "
+     "that came meanwhile together; a CPU-bound neighbour then delays each request by its "
+     "slice (README)"},
     {"access-log-flush-ms", "EVENTD_ACCESS_LOG_FLUSH_MS", OPT_U32, OFF(access_log_flush_ms), 0,
      60000,
      "access lines are buffered and written at most this many ms after the first of them (lost "

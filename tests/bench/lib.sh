@@ -10,6 +10,8 @@
 #   BENCH_SERVER_CPU      CPU the servers are pinned to (default 0)
 #   BENCH_CLIENT_CPU      CPU the load generator is pinned to (default 1)
 #   BENCH_KEEP=1          keep the scratch directory (data, logs) for inspection
+#   NGINX_SCHED_BATCH=1   run nginx under SCHED_BATCH too (chrt -b 0), to see what the
+#                         shards' --sched-batch would give the reference
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$BENCH_DIR/../.." && pwd)
@@ -234,7 +236,9 @@ http {
     }
 }
 EOF
-        taskset -c "$BENCH_SERVER_CPU" nginx -e "$dir/error.log" -p "$dir" -c "$dir/nginx.conf" \
+        local sched=()
+        [[ ${NGINX_SCHED_BATCH:-0} == 1 ]] && sched=(chrt -b 0)
+        taskset -c "$BENCH_SERVER_CPU" "${sched[@]}" nginx -e "$dir/error.log" -p "$dir" -c "$dir/nginx.conf" \
             >"$dir/stdout.log" 2>&1 &
         NGINX_PID=$!
         bench_track "$NGINX_PID"

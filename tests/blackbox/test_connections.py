@@ -316,8 +316,8 @@ class LingerTests(unittest.TestCase):
 
 
 class SchedulingTests(unittest.TestCase):
-    """--sched-batch (on by default): every thread of the server, the worker
-    threads that start later included, runs under SCHED_BATCH; --no-sched-batch leaves
+    """--sched-batch (off by default): every thread of the server, the worker
+    threads that start later included, runs under SCHED_BATCH; without it,
     the default policy (README "Settings")."""
 
     def policies(self, srv):
@@ -330,20 +330,24 @@ class SchedulingTests(unittest.TestCase):
         tids = [int(t) for t in os.listdir("/proc/%d/task" % srv.proc.pid)]
         return {t: os.sched_getscheduler(t) for t in tids}
 
-    def test_every_thread_is_batch_by_default(self):
-        with Server(users=["alice"], extra_args=["--fsync", "always", "--loop-sync-max-us", "0"]) as srv:
+    def test_sched_batch_puts_every_thread_under_batch(self):
+        with Server(users=["alice"], extra_args=["--fsync", "always", "--loop-sync-max-us", "0",
+                                                 "--sched-batch"]) as srv:
             got = self.policies(srv)
             self.assertGreater(len(got), 1, "no worker thread started")
             self.assertEqual(set(got.values()), {os.SCHED_BATCH}, got)
             self.assertIn("scheduling batch)", srv.stderr_text())
 
-    def test_false_keeps_the_default_policy(self):
-        with Server(users=["alice"], extra_args=["--fsync", "always", "--loop-sync-max-us", "0",
-                                                 "--no-sched-batch"]) as srv:
+    def test_default_policy_by_default(self):
+        with Server(users=["alice"], extra_args=["--fsync", "always", "--loop-sync-max-us", "0"]) as srv:
             got = self.policies(srv)
             self.assertGreater(len(got), 1, "no worker thread started")
             self.assertEqual(set(got.values()), {os.SCHED_OTHER}, got)
             self.assertIn("scheduling default)", srv.stderr_text())
+
+    def test_environment_variable_turns_it_on(self):
+        with Server(users=["alice"], env={"EVENTD_SCHED_BATCH": "true"}) as srv:
+            self.assertEqual(os.sched_getscheduler(srv.proc.pid), os.SCHED_BATCH)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

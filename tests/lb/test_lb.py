@@ -160,7 +160,7 @@ class Shard:
         with open(self.log, "a") as log:
             self.proc = subprocess.Popen(
                 self.args("serve", "--listen", "%s:%d" % (HOST, self.port), "--no-demo-user",
-                          "--admin-on-listener"),
+                          "--admin-on-listener", "--sched-batch"),  # as docker/compose.yaml
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=clean_env())
         ok = wait_until(lambda: self.proc.poll() is not None or self.listening(), 10)
         if not ok or self.proc.poll() is not None:
