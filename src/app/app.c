@@ -317,7 +317,8 @@ int app_serve(struct app *a) {
     uv_check_start(&a->check, on_check);
 
     LOG(LOG_INFO, "eventd %s listening on %s (data %s, fsync %s, scheduling %s)", EVENTD_VERSION,
-        a->srv.bound, a->cfg.data_dir, (const char *[]){"always", "interval", "never"}[a->cfg.fsync],
+        a->srv.bound, a->cfg.data_dir,
+        (const char *[]){"always", "interval", "never"}[a->cfg.fsync],
         sched_getscheduler(0) == SCHED_BATCH ? "batch" : "default");
     uv_run(a->loop, UV_RUN_DEFAULT);
 

@@ -251,6 +251,7 @@ fi
 if want shards+minimal || want shards+shipped || want shards+variant; then
     SHARD_PIDS=()
     for n in 1 2 3; do
+        # shellcheck disable=SC2086 # SHARD_ARGS: any number of flags
         bench_start_eventd "$BENCH_WORK/shard$n" "$BENCH_WORK/shard$n.log" --fsync interval \
             --node-id "$n" --sched-batch ${SHARD_ARGS:-} || die "shard $n did not start"
         SHARD_PIDS+=("$EVENTD_PID")

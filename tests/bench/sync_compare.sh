@@ -21,6 +21,7 @@
 #   head_worker, head_loop
 #               the same binary pinned to one path: --loop-sync-max-us 0
 #               (every sync on the threadpool) or 10 s (every sync on the loop)
+#   head_batch  the same binary with --sched-batch (SCHED_BATCH)
 #   threadpool, loop, loop_dsync, uring, uring_dsync
 #               the experiment commit SYNC_REF (built once into
 #               build-bench-sync-<ref>/), where EVENTD_SYNC picks how a batch
@@ -192,6 +193,7 @@ mech_cmd() {
     head) echo "$HEAD_BIN EVENTD_NONE=1" ;;
     head_worker) echo "$HEAD_BIN EVENTD_LOOP_SYNC_MAX_US=0" ;;
     head_loop) echo "$HEAD_BIN EVENTD_LOOP_SYNC_MAX_US=10000000" ;;
+    head_batch) echo "$HEAD_BIN EVENTD_SCHED_BATCH=true" ;;
     threadpool | loop | loop_dsync | uring | uring_dsync)
         [[ -n $REF_BIN ]] || return 1
         echo "$REF_BIN EVENTD_SYNC=$1"
