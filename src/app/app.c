@@ -36,7 +36,7 @@ static enum store_fsync store_fsync_of(uint32_t mode) {
  * switch once or twice a request. A SCHED_BATCH task is not run before its turn
  * when it wakes, so the balancer finishes its batch and the shard then reads
  * every request that came meanwhile: measured, context switches per GET fell
- * from 1.5 to 0.1 and CPU per GET by a quarter (docs/BENCHMARKS.md). The price:
+ * from 1.5 to 0.1 and CPU per GET by a fifth (docs/BENCHMARKS.md). The price:
  * beside a task that never sleeps, each request waits out that task's slice
  * (3.7 ms instead of 0.1), so it is off unless asked for (docker/compose.yaml
  * asks). Its share of the CPU (nice value) is unchanged. The policy is the
@@ -49,6 +49,25 @@ static void set_sched_policy(const struct config *cfg) {
     if (sched_setscheduler(0, SCHED_BATCH, &sp) < 0)
         LOG(LOG_WARN, "--sched-batch: cannot switch to SCHED_BATCH (%s); the default policy stays",
             strerror(errno));
+}
+
+/* For the start's log line: the policy the process runs under, which an
+ * operator may also have set from outside (chrt). */
+static const char *sched_policy_name(int policy) {
+    switch (policy) {
+    case SCHED_OTHER:
+        return "default";
+    case SCHED_BATCH:
+        return "batch";
+    case SCHED_IDLE:
+        return "idle";
+    case SCHED_FIFO:
+        return "fifo";
+    case SCHED_RR:
+        return "rr";
+    default:
+        return "unknown";
+    }
 }
 
 int app_open(struct app *a, uv_loop_t *loop, const struct config *cfg) {
@@ -319,7 +338,7 @@ int app_serve(struct app *a) {
     LOG(LOG_INFO, "eventd %s listening on %s (data %s, fsync %s, scheduling %s)", EVENTD_VERSION,
         a->srv.bound, a->cfg.data_dir,
         (const char *[]){"always", "interval", "never"}[a->cfg.fsync],
-        sched_getscheduler(0) == SCHED_BATCH ? "batch" : "default");
+        sched_policy_name(sched_getscheduler(0)));
     uv_run(a->loop, UV_RUN_DEFAULT);
 
     a->serving = false;

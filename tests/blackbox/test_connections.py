@@ -324,8 +324,9 @@ class SchedulingTests(unittest.TestCase):
         """{thread id: policy} of every thread of the server, once a sync has run
         on a worker thread (--loop-sync-max-us 0), so that libuv's pool exists."""
         body = b'{"Theme":{"Name":"t"}}'
-        r = request(srv.port, "POST", "/v2/theme", body,
-                    {"Authorization": auth_header("alice", srv.keys["alice"]), "Content-Type": "application/json"})
+        headers = {"Authorization": auth_header("alice", srv.keys["alice"]),
+                   "Content-Type": "application/json"}
+        r = request(srv.port, "POST", "/v2/theme", body, headers)
         self.assertEqual(r.status, 200, r.body)
         tids = [int(t) for t in os.listdir("/proc/%d/task" % srv.proc.pid)]
         return {t: os.sched_getscheduler(t) for t in tids}
@@ -348,6 +349,12 @@ class SchedulingTests(unittest.TestCase):
     def test_environment_variable_turns_it_on(self):
         with Server(users=["alice"], env={"EVENTD_SCHED_BATCH": "true"}) as srv:
             self.assertEqual(os.sched_getscheduler(srv.proc.pid), os.SCHED_BATCH)
+
+    def test_a_policy_set_from_outside_is_kept_and_named(self):
+        # chrt -i: the operator's choice stands when --sched-batch is not given.
+        with Server(users=["alice"], wrapper=["chrt", "-i", "0"]) as srv:
+            self.assertEqual(os.sched_getscheduler(srv.proc.pid), os.SCHED_IDLE)
+            self.assertIn("scheduling idle)", srv.stderr_text())
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
