@@ -252,21 +252,32 @@ static void hold(struct handlers *h, uint64_t user_id, uint64_t after, uint32_t 
     if (w->heap[0] == x) rearm(w);
 }
 
+/* Every waiter of the user leaves the chain and the heap before any is
+ * answered. An answer can resume its connection's pipelined requests at once
+ * (server_write.c), and one of them may be a write of the same user, which
+ * comes back here from inside this call, or a held call, which joins the chain:
+ * the walk must not hold a pointer into the chain across an answer. */
 void changes_notify(struct handlers *h, uint64_t user_id) {
     struct changes_waiters *w = h->waiters;
     if (!w) return;
-    struct waiter *x = w->chain[user_id % WAIT_BUCKETS];
+    struct waiter *x = w->chain[user_id % WAIT_BUCKETS], *ready = NULL;
     bool first = false;
     while (x) {
         struct waiter *next = x->next;
         if (x->user_id == user_id) {
             first |= x->heap_at == 0;
             unlink_waiter(w, x);
-            answer(w, x);
+            x->next = ready;
+            ready = x;
         }
         x = next;
     }
     if (first) rearm(w);
+    while (ready) {
+        x = ready;
+        ready = x->next;
+        answer(w, x);
+    }
 }
 
 void changes_release(struct handlers *h) {

@@ -405,6 +405,52 @@ class Parked(Served):
         self.assertEqual([c["ID"] for c in r.json()["Result"]["Changes"]], [t])
 
 
+class Reentry(Served):
+    """An answer to a held caller can resume its connection's pipelined
+    requests at once, and one of them may be a write of the same user, which
+    wakes that user's held callers again, from inside the first wake-up.
+    Every held caller is answered once, and nothing is touched after it is
+    freed (in --fsync never and interval modes a write's answer leaves at
+    once; the sanitizer build catches a use after free)."""
+    ARGS = Parked.ARGS + ("--fsync", "never", "--max-pipeline", "32")
+    hold, held = Parked.hold, Parked.held
+
+    def test_a_write_pipelined_behind_a_woken_caller_wakes_the_others_once(self):
+        auth = harness.auth_header("alice", self.keys["alice"])
+        t = self.c.must_create("theme", {"Name": "t"})["ID"]
+        cur = self.cursor()
+        other = self.hold(cur, rid="other")
+        self.assertTrue(self.held(1))
+        s = harness.connect(self.srv.port, timeout=30)
+        self.addCleanup(s.close)
+
+        def req(method, path, body=None, rid=None):
+            h = {"Authorization": auth, "X-Request-ID": rid or ""}
+            if body is not None:
+                h["Content-Type"] = "application/json"
+            return harness.build_request(method, path, body, h)
+        # A held call, 31 GETs behind it (the pipeline is full: reading stops), then a
+        # PUT of the same user and a last GET.
+        blob = req("GET", "/v2/changes?wait=30&after=" + cur, rid="held")
+        blob += b"".join(req("GET", "/v2/theme/%s" % t, rid="get%d" % i) for i in range(31))
+        blob += req("PUT", "/v2/theme/%s" % t, b'{"Theme":{"Name":"nested"}}', rid="put")
+        blob += req("GET", "/v2/theme/%s" % t, rid="last")
+        s.sendall(blob)
+        self.assertTrue(harness.wait_until(lambda: self.waiting() == 2, 10))
+        wake = self.c.must_create("theme", {"Name": "wake"})["ID"]
+        got = []
+        for _ in range(34):
+            r = harness.read_response(s, timeout=20)
+            got.append((r.header("X-Request-ID"), r.status))
+        self.assertEqual(got, [("held", 200)] + [("get%d" % i, 200) for i in range(31)] +
+                         [("put", 204), ("last", 200)])
+        r = harness.read_response(other, timeout=20)
+        self.assertEqual(r.status, 200)
+        self.assertIn(("Theme", wake, "create"), self.summary(r.json()["Result"]["Changes"]))
+        self.assertEqual(self.waiting(), 0)
+        self.assertEqual(self.c.call("GET", "/v2/theme/%s" % t).status, 200)
+
+
 class Durable(Served):
     def test_cursors_and_pages_survive_a_restart(self):
         start = self.cursor()
