@@ -338,6 +338,8 @@ void api_changes(struct handlers *h, struct api_state *st, struct http_request *
     if (left != UINT64_MAX) {
         uint64_t until_end = left > DRAIN_FEED_MARGIN_MS ? left - DRAIN_FEED_MARGIN_MS : 0;
         if (wait_ms > until_end) wait_ms = until_end;
+    } else if (server_stopping(h->srv)) {
+        wait_ms = 0; /* past the drain: the stop's release of held calls has run */
     }
     if (n == 0 && wait_ms > 0 && !h->server_gone) {
         buf_reset(&r->body);

@@ -451,6 +451,32 @@ class Reentry(Served):
         self.assertEqual(self.c.call("GET", "/v2/theme/%s" % t).status, 200)
 
 
+class AfterTheStop(Served):
+    """A feed call that arrives once the stop has begun (no drain: --drain-ms 0,
+    on a keep-alive connection the stop still reads) is answered at once with
+    an empty page, never held: the stop's release of held calls has already
+    run."""
+    ARGS = ("--drain-ms", "0", "--shutdown-timeout-ms", "8000")
+
+    def test_a_call_after_sigterm_is_answered_at_once(self):
+        cur = self.cursor()
+        s = harness.connect(self.srv.port, timeout=10)
+        self.addCleanup(s.close)
+        auth = {"Authorization": harness.auth_header("alice", self.keys["alice"])}
+        harness.send_raw(s, harness.build_request("GET", "/v2/theme", headers=auth))
+        self.assertEqual(harness.read_response(s, timeout=10).status, 200)
+        self.srv.send_signal(signal.SIGTERM)
+        # The stop gives a connection idle for under 250 ms that long to bring a request.
+        self.assertTrue(harness.wait_until(lambda: "stopping" in self.srv.stderr_text(), 5,
+                                           interval=0.002))
+        harness.send_raw(s, harness.build_request(
+            "GET", "/v2/changes?wait=30&after=" + cur, headers=auth))
+        r = harness.read_response(s, timeout=3)
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.json()["Result"]["Changes"], [])
+        self.assertEqual(r.header("Connection"), "close")
+
+
 class Durable(Served):
     def test_cursors_and_pages_survive_a_restart(self):
         start = self.cursor()
