@@ -233,6 +233,7 @@ struct server_settings app_server_settings(const struct config *cfg) {
         .max_connections_per_address = cfg->max_connections_per_address,
         .evict_half_sent_ms = cfg->evict_half_sent_ms,
         .max_pipeline = cfg->max_pipeline,
+        .max_pipeline_bytes = cfg->max_pipeline_bytes,
         .header_timeout_ms = cfg->header_timeout_ms,
         .request_timeout_ms = cfg->request_timeout_ms,
         .idle_timeout_ms = cfg->idle_timeout_ms,

@@ -21,6 +21,7 @@ const struct config config_defaults = {
     .max_connections_per_address = 256,
     .evict_half_sent_ms = 2000,
     .max_pipeline = 32,
+    .max_pipeline_bytes = 1024 * 1024,
     .header_timeout_ms = 10000,
     .request_timeout_ms = 30000,
     .idle_timeout_ms = 60000,
@@ -123,6 +124,10 @@ static const struct opt opts[] = {
      "client once it has been arriving this long, ms"},
     {"max-pipeline", "EVENTD_MAX_PIPELINE", OPT_U32, OFF(max_pipeline), 1, 1024,
      "queued responses per connection before it stops being read"},
+    {"max-pipeline-bytes", "EVENTD_MAX_PIPELINE_BYTES", OPT_U32, OFF(max_pipeline_bytes), 4096,
+     1 << 30,
+     "bytes of queued answers per connection before it stops being read (one answer may be "
+     "larger)"},
     {"header-timeout-ms", "EVENTD_HEADER_TIMEOUT_MS", OPT_U32, OFF(header_timeout_ms), 1, 3600000,
      "first byte of a request to end of headers, ms"},
     {"request-timeout-ms", "EVENTD_REQUEST_TIMEOUT_MS", OPT_U32, OFF(request_timeout_ms), 1,

@@ -37,6 +37,7 @@ struct config {
     uint32_t max_connections_per_address; /* per IPv4 address or IPv6 /64; 0: no cap */
     uint32_t evict_half_sent_ms;  /* at the cap, a request arriving this long may be closed */
     uint32_t max_pipeline;        /* queued responses per connection before reads pause */
+    uint32_t max_pipeline_bytes;  /* ... or queued answer bytes */
     uint32_t header_timeout_ms;   /* first byte of a request to end of headers */
     uint32_t request_timeout_ms;  /* first byte of a request to end of body */
     uint32_t idle_timeout_ms;     /* keep-alive connection with nothing to do */

@@ -194,6 +194,19 @@ static inline uint32_t pipeline_max(const struct conn *c) {
     return c->srv->nslots - 1;
 }
 
+/* Reading pauses when the ring holds max_pipeline responses, or answers of
+ * max_pipeline_bytes (their bodies, counted whole until written): a client
+ * that pipelines requests for large answers (a list, the OpenAPI document)
+ * without reading them gets TCP back-pressure after about that many bytes,
+ * not after max_pipeline large answers. */
+static inline bool ring_full(struct conn *c) {
+    if (c->count >= pipeline_max(c)) return true;
+    size_t bytes = 0;
+    for (uint32_t i = 0; i < c->count; i++)
+        bytes += slot_at(c, i)->body.len;
+    return bytes >= c->srv->set.max_pipeline_bytes;
+}
+
 /* ---- server.c ---- */
 
 /* Closes c (idempotent); its slot is released in the last uv_close callback. */

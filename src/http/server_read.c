@@ -2,11 +2,12 @@
  * server_read: reading a connection, feeding the parser, the parser's
  * events (which hand requests to the handler), error answers and timeouts.
  *
- * When the ring holds max_pipeline responses the parser is paused on the
- * message boundary and the socket is no longer read: a client that
- * pipelines without reading answers gets TCP back-pressure instead of
- * growing our memory. The unparsed rest of the read buffer is kept and
- * parsed when slots free up (server_write.c resumes it).
+ * When the ring holds max_pipeline responses, or max_pipeline_bytes of
+ * answers (ring_full), the parser is paused on the message boundary and the
+ * socket is no longer read: a client that pipelines without reading answers
+ * gets TCP back-pressure instead of growing our memory. The unparsed rest of
+ * the read buffer is kept and parsed when slots free up (server_write.c
+ * resumes it).
  */
 #include <string.h>
 
@@ -188,7 +189,7 @@ static bool on_complete(void *owner, struct http_request *req) {
         c->close_after = true;
     }
     *state_at(c, c->count - 1) = state;
-    return c->close_after || c->count >= pipeline_max(c);
+    return c->close_after || ring_full(c);
 }
 
 const struct http_events server__parser_events = {on_headers, on_body, on_complete};
@@ -234,7 +235,7 @@ void conn_parse_buffered(struct conn *c) {
         }
         /* Paused on a message boundary: go on unless the ring is full. */
         if (c->close_after) break;
-        if (c->count >= pipeline_max(c)) {
+        if (ring_full(c)) {
             c->paused = true;
             break;
         }

@@ -160,7 +160,7 @@ static bool written(struct conn *c, int status) {
         end_connection(c);
         return false;
     }
-    if (c->paused && c->count < pipeline_max(c) && !c->close_after) {
+    if (c->paused && !ring_full(c) && !c->close_after) {
         c->paused = false;
         http_parser_resume(&c->kit->parser);
         conn_parse_buffered(c);

@@ -16,6 +16,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import harness  # noqa: E402
 from harness import (  # noqa: E402
     EVENTD_BIN, Server, auth_header, build_request, connect, is_open, parse_response_bytes,
     read_response, request, send_raw, wait_closed, wait_server_closed, wait_server_read)
@@ -313,6 +314,44 @@ class LingerTests(unittest.TestCase):
                             pass
             finally:
                 s.close()
+
+
+class PipelineBytesTests(unittest.TestCase):
+    """--max-pipeline-bytes: a client that pipelines requests for large answers
+    and reads none stops being read once its queued answers reach that many
+    bytes, well before --max-pipeline answers; reading resumes as they leave,
+    and every answer comes, in order (README "Settings")."""
+
+    def test_reading_pauses_on_queued_bytes_and_resumes(self):
+        # --max-pipeline 1024: the count alone would read every request below.
+        with Server(extra_args=["--max-pipeline-bytes", "65536", "--max-pipeline", "1024"]) as srv:
+            s = socket.socket()
+            self.addCleanup(s.close)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the answers cannot leave
+            s.settimeout(20)
+            s.connect(("127.0.0.1", srv.port))
+            # The OpenAPI document (about 245 KB) more times than the server's socket
+            # takes (its send buffer grows to tcp_wmem's largest), so answers stay
+            # queued; then 5 small requests padded to 7 KB: 35 KB behind them, more
+            # than a read of the server's (16 KB).
+            with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+                wmem_max = int(f.read().split()[2])
+            docs = wmem_max // 245000 + 8
+            pad = "x" * 7000
+            blob = b"".join(build_request("GET", "/v2/openapi.json", headers={
+                "X-Request-ID": "doc%d" % i}) for i in range(docs))
+            blob += b"".join(build_request("GET", "/healthz", headers={
+                "X-Pad": pad, "X-Request-ID": "h%d" % i}) for i in range(5))
+            s.sendall(blob)
+            time.sleep(0.5)
+            unread = harness._server_socket(srv.port, s)[0]
+            self.assertGreater(unread, 0, "the server read on past 64 KB of queued answers")
+            got = []
+            for _ in range(docs + 5):
+                r = read_response(s, timeout=20)
+                got.append((r.header("X-Request-ID"), r.status))
+            self.assertEqual(got, [("doc%d" % i, 200) for i in range(docs)] +
+                             [("h%d" % i, 200) for i in range(5)])
 
 
 class SchedulingTests(unittest.TestCase):
