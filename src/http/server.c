@@ -170,6 +170,17 @@ static struct conn *oldest_half_sent(struct server *srv) {
     return best;
 }
 
+static bool at_cap(const struct server *srv) {
+    return srv->nconns - srv->nclosing >= srv->set.max_connections;
+}
+
+/* A connection make_room would close, or NULL. */
+static struct conn *room_victim(struct server *srv) {
+    struct server_link *q = !q_empty(&srv->lingering) ? &srv->lingering : &srv->idle;
+    if (!q_empty(q)) return CONN_OF(q->next, ilink);
+    return oldest_half_sent(srv);
+}
+
 /*
  * At the cap, make room as nginx reuses idle keep-alive connections: close
  * the oldest lingering connection, else the longest-idle one, else the one
@@ -180,20 +191,17 @@ static struct conn *oldest_half_sent(struct server *srv) {
  * no longer count.
  */
 static bool make_room(struct server *srv) {
-    if (srv->nconns - srv->nclosing < srv->set.max_connections) return true;
-    struct server_link *q = !q_empty(&srv->lingering) ? &srv->lingering : &srv->idle;
-    struct conn *c = NULL;
-    if (!q_empty(q)) {
-        c = CONN_OF(q->next, ilink);
+    if (!at_cap(srv)) return true;
+    struct conn *c = room_victim(srv);
+    if (!c) return false;
+    if (c->lingering || !conn_in_request(c)) {
         LOG(LOG_DEBUG, "at --max-connections %u: closing a %s connection (idle %llu ms)",
             srv->set.max_connections, c->lingering ? "lingering" : "idle",
             (unsigned long long)(uv_now(srv->loop) - c->idle_at));
-    } else if ((c = oldest_half_sent(srv))) {
+    } else {
         LOG(LOG_DEBUG, "at --max-connections %u: closing a half-sent request (%llu ms old)",
             srv->set.max_connections, (unsigned long long)(uv_now(srv->loop) - c->req_start));
         srv->stats_evicted_half_sent++;
-    } else {
-        return false;
     }
     conn_close(c);
     return true;
@@ -278,6 +286,7 @@ static void refuse_per_address(struct conn *c) {
     srv->stats_refused[SERVER_REFUSED_PER_ADDRESS]++;
     c->idle_since = uv_now(srv->loop);
     conn_wake(c, 0);
+    c->kit->read_ns = uv_hrtime(); /* its duration counts from now: nothing was read */
     c->kit->parser.error = ERR_UNAVAILABLE;
     conn_answer_error(c);
     struct http_response *r = slot_at(c, c->count - 1);
@@ -289,8 +298,10 @@ static void refuse_per_address(struct conn *c) {
     conn_flush(c);
 }
 
-/* The client is connected: start serving it (or refuse it: see on_connection). */
-static void conn_begin(struct conn *c, bool local) {
+/* The client is connected: start serving it (or refuse it: see on_connection).
+ * full: it came at --max-connections; room is made for it here, once it is
+ * known to be admitted. */
+static void conn_begin(struct conn *c, bool local, bool full) {
     if (!note_peer(c, local)) {
         refuse(c, SERVER_REFUSED_PEER_UNKNOWN);
         return;
@@ -303,10 +314,16 @@ static void conn_begin(struct conn *c, bool local) {
     if (!local) {
         uv_tcp_nodelay(&c->io.tcp, 1);
         if (!count_peer(c->srv, c)) {
-            refuse_per_address(c);
+            /* At the cap it is closed at once: its 503 would linger over the cap,
+             * and no other client's connection is closed to make room for it. */
+            if (full)
+                refuse(c, SERVER_REFUSED_PER_ADDRESS);
+            else
+                refuse_per_address(c);
             return;
         }
     }
+    if (full) make_room(c->srv); /* c is not a candidate: not idle, no request yet */
     c->idle_since = uv_now(c->srv->loop);
     conn_start_reading(c);
     conn_arm_timer(c);
@@ -321,7 +338,10 @@ static void on_connection(uv_stream_t *l, int status) {
         return;
     }
     if (srv->shutting_down) return;
-    if (!make_room(srv)) {
+    /* At the cap, room is made in conn_begin, for a client that is admitted: one
+     * over its address's cap must not close another client's connection first. */
+    bool full = at_cap(srv);
+    if (full && !room_victim(srv)) {
         LOG(LOG_WARN, "connection refused: %u connections open, none idle (--max-connections)",
             srv->nconns);
         if (!local) {
@@ -330,13 +350,14 @@ static void on_connection(uv_stream_t *l, int status) {
             return;
         }
         /* The local socket's few clients (the CLI) are let in over the cap. */
+        full = false;
     }
     struct conn *c = conn_new(srv, local);
     if (uv_accept(l, &c->io.stream) < 0) {
         conn_close(c);
         return;
     }
-    conn_begin(c, local);
+    conn_begin(c, local, full);
 }
 
 /*
@@ -358,7 +379,7 @@ static void accept_backlog(struct server *srv) {
             conn_close(c);
             continue;
         }
-        conn_begin(c, false);
+        conn_begin(c, false, false);
     }
 }
 

@@ -97,6 +97,65 @@ class EvictionTests(unittest.TestCase):
                 for s in socks:
                     s.close()
 
+    def test_a_client_over_its_address_cap_closes_nobody_at_the_cap(self):
+        # At --max-connections, a client already at its address's cap is closed at
+        # once, without an answer; the longest-idle connection, another client's,
+        # stays open (before, it was closed to make room, then the newcomer refused).
+        args = ["--max-connections", "3", "--max-connections-per-address", "2"]
+        with Server(extra_args=args) as srv:
+            socks = []
+            try:
+                victim = socket.create_connection(("127.0.0.1", srv.port), timeout=5,
+                                                  source_address=("127.0.0.2", 0))
+                socks.append(victim)
+                send_raw(victim, build_request("GET", "/healthz"))
+                self.assertEqual(read_response(victim).status, 200)
+                for _ in range(2):
+                    s = connect(srv.port)
+                    socks.append(s)
+                    send_raw(s, build_request("GET", "/healthz"))
+                    self.assertEqual(read_response(s).status, 200)
+                extra = connect(srv.port)
+                socks.append(extra)
+                closed, data, _ = wait_closed(extra, 3.0)
+                self.assertTrue(closed and not data, "closed %s, data %r" % (closed, data))
+                send_raw(victim, build_request("GET", "/healthz"))
+                self.assertEqual(read_response(victim).status, 200)
+            finally:
+                for s in socks:
+                    s.close()
+
+    def test_a_per_address_refusal_is_timed_from_its_own_arrival(self):
+        # The 503's connection read nothing: its duration in the request histogram
+        # is not measured from the last read of the connection whose buffers it
+        # reuses (here one that read over a second before).
+        args = ["--max-connections-per-address", "1", "--idle-sweep-ms", "600000"]
+        with Server(extra_args=args) as srv:
+            held = connect(srv.port)  # 127.0.0.1's one connection; it keeps its buffers
+            self.addCleanup(held.close)
+
+            def buckets():
+                send_raw(held, build_request("GET", "/metrics"))
+                body = read_response(held).body.decode()
+                return [float(line.split()[1]) for line in body.splitlines() if line.startswith(
+                    ('eventd_http_request_duration_seconds_bucket{le="1"}',
+                     'eventd_http_request_duration_seconds_bucket{le="+Inf"}'))]
+            before = buckets()
+            # Another address's request: its buffers go back to the pool when it closes.
+            other = socket.create_connection(("127.0.0.1", srv.port), timeout=5,
+                                             source_address=("127.0.0.2", 0))
+            send_raw(other, build_request("GET", "/healthz", headers={"Connection": "close"}))
+            self.assertEqual(read_response(other).status, 200)
+            other.close()
+            time.sleep(1.2)
+            extra = connect(srv.port)  # over 127.0.0.1's cap: 503, with those buffers
+            self.addCleanup(extra.close)
+            closed, data, _ = wait_closed(extra, 3.0)
+            self.assertIn(b" 503 ", data[:20])
+            after = buckets()
+            under_1s, total = after[0] - before[0], after[1] - before[1]
+            self.assertEqual(under_1s, total, "a request over a second: %r -> %r" % (before, after))
+
     def test_connections_inside_a_request_are_not_closed_for_a_new_client(self):
         with Server(extra_args=["--max-connections", str(self.CAP)]) as srv:
             socks = []
