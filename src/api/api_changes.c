@@ -12,7 +12,7 @@
  * A caller with nothing new and ?wait=S is held: its response is deferred
  * with reply_defer_park (while it waits, its connection gives back its kit
  * and its request state, so the answer is written whole from the waiter's
- * own copies) and a waiter of 64 bytes is kept, in a chain by user
+ * own copies) and a waiter of 104 bytes is kept, in a chain by user
  * (a change of the user's answers its waiters at once) and in a min-heap by
  * deadline (one timer for all of them answers the ones whose wait ended,
  * with an empty page).
@@ -35,6 +35,10 @@ struct waiter {
     uint32_t limit;
     uint32_t heap_at;
     struct waiter *next, **pprev; /* the user's chain */
+    /* The key the call verified with: a key replaced or revoked while it waits
+     * gets 401, not the changes (a held call must not outlive its credential). */
+    uint64_t users_gen; /* db_users_gen when key_hash was the user's */
+    uint8_t key_hash[AUTH_HASH_BYTES];
 };
 
 struct changes_waiters {
@@ -183,12 +187,28 @@ static void unlink_waiter(struct changes_waiters *w, struct waiter *x) {
     if (x->next) x->next->pprev = x->pprev;
 }
 
+/* The user still has the key hash the call verified with. */
+static bool key_still_valid(const struct handlers *h, const struct waiter *x) {
+    if (db_users_gen(h->db) == x->users_gen) return true; /* no user record changed */
+    const struct record *u = db_get(h->db, x->user_id);
+    if (!u || u->type != REC_USER) return false;
+    union value kh = record_get(u, USER_KEY_HASH);
+    return kh.s.len == AUTH_HASH_BYTES && !memcmp(kh.s.ptr, x->key_hash, AUTH_HASH_BYTES);
+}
+
 /* Answers x with its page now (the connection may have gone: then nothing), and frees it. */
 static void answer(struct changes_waiters *w, struct waiter *x) {
     struct handlers *h = w->h;
     struct http_response *r = reply_deferred(h, x->t);
     if (r) {
-        write_page(h, x->user_id, x->after, x->limit, r);
+        if (key_still_valid(h, x)) {
+            write_page(h, x->user_id, x->after, x->limit, r);
+        } else {
+            http_response_error(r, ERR_UNAUTHORIZED, NULL,
+                                "invalid credentials: the API key was replaced or revoked "
+                                "while the call waited");
+            r->extra = hdr_www_authenticate;
+        }
         reply_answer(h, r, &x->t);
     }
     free(x);
@@ -237,6 +257,11 @@ static void hold(struct handlers *h, uint64_t user_id, uint64_t after, uint32_t 
     x->after = after;
     x->limit = limit;
     x->deadline = uv_now(h->db->loop) + wait_ms;
+    /* api_complete verified the caller's key against this record just now. */
+    const struct record *u = db_get(h->db, user_id);
+    union value kh = u ? record_get(u, USER_KEY_HASH) : (union value){0};
+    if (kh.s.len == AUTH_HASH_BYTES) memcpy(x->key_hash, kh.s.ptr, AUTH_HASH_BYTES);
+    x->users_gen = db_users_gen(h->db);
     if (w->len == w->cap) {
         w->cap = w->cap ? w->cap * 2 : 64;
         w->heap = xrealloc(w->heap, w->cap * sizeof *w->heap);

@@ -335,6 +335,21 @@ class Parked(Served):
         self.assertEqual(self.summary(r1.json()["Result"]["Changes"]), [("Theme", t, "create")])
         self.assertEqual((self.waiting(), self.parked()), (0, 0))
 
+    def test_a_key_rotated_while_waiting_gets_401_not_the_changes(self):
+        cur = self.cursor()
+        s = self.hold(cur, rid="held")
+        self.assertTrue(self.held(1))
+        cp = harness.run_cli(["user", "rotate", "alice", "--data", self.dir.path], timeout=20)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        fresh = Client(self.srv.port, "alice", cp.stdout.strip().splitlines()[-1])
+        self.addCleanup(fresh.close)
+        fresh.must_create("theme", {"Name": "secret"})  # wakes the held call
+        r = harness.read_response(s, timeout=20)
+        self.assertEqual(r.status, 401)
+        self.assertEqual(r.header("X-Request-ID"), "held")
+        self.assertNotIn(b"secret", r.body)
+        self.assertEqual(self.waiting(), 0)
+
     def test_a_client_that_resets_while_parked_frees_its_connection(self):
         cur = self.cursor()
         for c in self.clients.values():
