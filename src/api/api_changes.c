@@ -247,10 +247,33 @@ static struct changes_waiters *waiters_of(struct handlers *h) {
     return h->waiters;
 }
 
+/* A user holds at most --changes-max-waiters-per-user calls: before one more
+ * is held, the user's oldest are answered (an empty page, as when a wait
+ * ends), so one account cannot park connections and waiters without bound.
+ * An answer can run pipelined requests that hold more: count again each time. */
+static void make_room_for(struct changes_waiters *w, uint64_t user_id) {
+    bool answered = false;
+    for (;;) {
+        uint32_t n = 0;
+        struct waiter *oldest = NULL; /* the chain is newest first */
+        for (struct waiter *y = w->chain[user_id % WAIT_BUCKETS]; y; y = y->next)
+            if (y->user_id == user_id) {
+                n++;
+                oldest = y;
+            }
+        if (n < w->h->set.changes_max_waiters || !oldest) break;
+        unlink_waiter(w, oldest);
+        answer(w, oldest);
+        answered = true;
+    }
+    if (answered) rearm(w);
+}
+
 /* Holds the request being completed until a change of user_id or wait_ms. */
 static void hold(struct handlers *h, uint64_t user_id, uint64_t after, uint32_t limit,
                  uint64_t wait_ms, struct http_response *r) {
     struct changes_waiters *w = waiters_of(h);
+    make_room_for(w, user_id);
     struct waiter *x = xcalloc(1, sizeof *x);
     x->t = reply_defer_park(h, r); /* the connection parks: the answer is filled whole */
     x->user_id = user_id;

@@ -251,6 +251,7 @@ struct handlers_settings app_handlers_settings(const struct config *cfg, const c
         .list_default = cfg->list_default,
         .list_max = cfg->list_max,
         .changes_max_wait_s = cfg->changes_max_wait_s,
+        .changes_max_waiters = cfg->changes_max_waiters,
         .site = cfg->site,
         .site_path = cfg->site_path,
         .admin_on_listener = cfg->admin && cfg->admin_on_listener,

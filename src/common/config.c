@@ -34,6 +34,7 @@ const struct config config_defaults = {
     .list_default = 50,
     .list_max = 500,
     .changes_max_wait_s = 60,
+    .changes_max_waiters = 100,
     .fsync = CONFIG_FSYNC_ALWAYS,
     .fsync_interval_ms = 1000,
     .loop_sync_max_us = 2000,
@@ -155,6 +156,10 @@ static const struct opt opts[] = {
      "largest ?limit of list calls"},
     {"changes-max-wait-s", "EVENTD_CHANGES_MAX_WAIT_S", OPT_U32, OFF(changes_max_wait_s), 0, 3600,
      "largest ?wait of GET /v2/changes, s (0: the feed never holds a caller)"},
+    {"changes-max-waiters-per-user", "EVENTD_CHANGES_MAX_WAITERS_PER_USER", OPT_U32,
+     OFF(changes_max_waiters), 1, 100000,
+     "held change-feed calls per user: one more answers the user's oldest at once (an empty "
+     "page)"},
     {"fsync", "EVENTD_FSYNC", OPT_FSYNC, OFF(fsync), 0, 0,
      "always | interval | never: when a write is acknowledged"},
     {"fsync-interval-ms", "EVENTD_FSYNC_INTERVAL_MS", OPT_U32, OFF(fsync_interval_ms), 1, 3600000,

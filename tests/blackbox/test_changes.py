@@ -420,6 +420,33 @@ class Parked(Served):
         self.assertEqual([c["ID"] for c in r.json()["Result"]["Changes"]], [t])
 
 
+class WaiterCap(Served):
+    """--changes-max-waiters-per-user: one more held call of a user answers the
+    user's oldest at once, with an empty page; other users are not touched."""
+    ARGS = Parked.ARGS + ("--changes-max-waiters-per-user", "2")
+    hold, held = Parked.hold, Parked.held
+
+    def test_one_more_answers_the_oldest_with_an_empty_page(self):
+        cur = self.cursor()
+        bob = self.hold(self.cursor("bob"), rid="bob", user="bob")
+        first = self.hold(cur, rid="first")
+        second = self.hold(cur, rid="second")
+        self.assertTrue(self.held(3))
+        third = self.hold(cur, rid="third")
+        r = harness.read_response(first, timeout=5)
+        self.assertEqual((r.status, r.header("X-Request-ID")), (200, "first"))
+        self.assertEqual(r.json()["Result"]["Changes"], [])
+        self.assertEqual(r.json()["Result"]["NextCursor"], cur)
+        self.assertTrue(self.held(3))  # second, third and bob's
+        t = self.c.must_create("theme", {"Name": "wake"})["ID"]
+        for s, rid in ((second, "second"), (third, "third")):
+            r = harness.read_response(s, timeout=20)
+            self.assertEqual((r.status, r.header("X-Request-ID")), (200, rid))
+            self.assertEqual([c["ID"] for c in r.json()["Result"]["Changes"]], [t])
+        self.assertEqual(self.waiting(), 1)  # bob's still waits
+        bob.close()
+
+
 class Reentry(Served):
     """An answer to a held caller can resume its connection's pipelined
     requests at once, and one of them may be a write of the same user, which
