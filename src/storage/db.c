@@ -120,6 +120,32 @@ int db_take_id(struct db *db, uint64_t *id) {
 
 /* ---- changes ---- */
 
+static void snapshot(struct db *db, const struct record *r, bool may_drop);
+
+/* Whether compaction's slices have passed id: this node's ids first, in order,
+ * then other nodes' (imported), in their sorted list's order. */
+static bool compact_reached(const struct db *db, uint64_t id) {
+    if (db->compact_snapped) return true;
+    if (id >= db->index.id_min && id < db->compact_end) return id < db->compact_next;
+    return db->compact_next >= db->compact_end && id < db->compact_foreign_next;
+}
+
+/*
+ * A compaction writes every record as it was when it began (its horizon);
+ * the changes made since reach the new log by its tail. A record about to
+ * change that its slices have not reached yet is written now, as it is
+ * before the change, and skipped when they reach it (snapshot()): otherwise
+ * the new log would hold its new state twice (a second change entry, out of
+ * rev order, at replay) or, deleted, not at all (its deletion lost from the
+ * change feed).
+ */
+static void compact_before_change(struct db *db, uint64_t id) {
+    if (!db->compacting) return;
+    const struct record *r = index_get(&db->index, id);
+    if (!r || r->rev > db->compact_horizon || compact_reached(db, id)) return;
+    snapshot(db, r, false);
+}
+
 /* The common tail of every change: apply, remember how to undo it, maybe ack at once. */
 static uint64_t changed(struct db *db, uint64_t lsn, uint64_t id, struct record *old) {
     db->visible_lsn = lsn;
@@ -153,6 +179,7 @@ static uint64_t rev_append(struct db *db) {
 }
 
 uint64_t db_put(struct db *db, struct record *r) {
+    compact_before_change(db, r->id);
     struct buf *out;
     r->rev = rev_begin(db, r->type, &out);
     record_encode(r, out);
@@ -165,6 +192,7 @@ uint64_t db_put(struct db *db, struct record *r) {
 const struct record *db_put_values(struct db *db, const struct kind_desc *k, uint64_t id,
                                    uint64_t user_id, const union value *vals, uint32_t given,
                                    uint64_t *lsn) {
+    compact_before_change(db, id);
     struct buf *out;
     uint64_t rev = rev_begin(db, k->type, &out);
     struct record *r = record_build_encode(k, id, user_id, vals, given, out);
@@ -176,6 +204,7 @@ const struct record *db_put_values(struct db *db, const struct kind_desc *k, uin
 }
 
 uint64_t db_put_keyed(struct db *db, struct record *r, struct record *key) {
+    compact_before_change(db, r->id);
     struct buf *out;
     r->rev = key->rev = rev_begin(db, REC_KEYED, &out);
     record_keyed_encode(r, key, out);
@@ -199,6 +228,7 @@ bool db_unacked(const struct db *db, uint64_t id) {
 }
 
 uint64_t db_delete(struct db *db, uint64_t id) {
+    compact_before_change(db, id);
     struct buf *out;
     uint64_t rev = rev_begin(db, REC_DELETE, &out);
     uint8_t *p = (uint8_t *)buf_reserve(out, VARINT_MAX);
@@ -453,7 +483,9 @@ static void on_compacted(struct store *s, int status) {
  * not drop: it walks a list that a removal would shift.
  */
 static void snapshot(struct db *db, const struct record *r, bool may_drop) {
-    if (!r) return;
+    /* Changed since the start: written as it was then by compact_before_change, and
+     * its change is in the tail. */
+    if (!r || r->rev > db->compact_horizon) return;
     if (r->type == REC_IDEM && db_idem_expired(db, r, db->compact_now_s)) {
         if (may_drop && !db_unacked(db, r->id)) index_delete(&db->index, r->id);
         return;
@@ -490,6 +522,7 @@ static void compact_slice(uv_idle_t *h) {
         return;
     }
     uv_idle_stop(&db->compact_idle);
+    db->compact_snapped = true;
     int rc = store_compact_commit(&db->store, on_compacted);
     if (rc < 0) {
         LOG(LOG_ERROR, "compaction failed: %s", strerror(-rc));
@@ -528,6 +561,7 @@ int db_compact_start(struct db *db, db_compact_cb cb, void *ctx) {
     db->compact_next = db->index.id_min;
     db->compact_end = db->index.next_id;
     db->compact_foreign_next = 0;
+    db->compact_snapped = false;
     uv_idle_start(&db->compact_idle, compact_slice);
     return 0;
 }

@@ -97,6 +97,7 @@ struct db {
     uint64_t compact_next;         /* next id to snapshot */
     uint64_t compact_end;          /* ids below this are in the snapshot */
     uint64_t compact_foreign_next; /* then: next id of index.foreign to snapshot */
+    bool compact_snapped;          /* every slice done: the commit is in flight */
     bool compacting;
     int compact_status; /* outcome of the last compaction: 0 or -errno */
     uint64_t stats_compactions_ok, stats_compactions_failed; /* finished compactions */

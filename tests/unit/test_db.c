@@ -1193,6 +1193,60 @@ static void test_change_lists(void) {
 }
 
 /*
+ * A compaction writes each record as it was when it began (its horizon), in
+ * slices; a record changed or deleted after the start, before its slice came,
+ * is written as it was before that change, and the change reaches the new log
+ * by its tail, once. After a reopen the user's change list is the same as
+ * before: in rev order, each change once, the deletion included.
+ */
+static void test_compaction_during_changes_keeps_the_change_list(void) {
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, &always);
+    enum { N = 12000 }; /* more than two slices */
+    uint64_t first = 0, last = 0, lsn = 0;
+    for (int i = 0; i < N; i++) {
+        last = take_id(&db);
+        if (!first) first = last;
+        lsn = db_put(&db, theme(last, "t"));
+    }
+    RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
+    CHECK_EQ_INT(db_compact_start(&db, NULL, NULL), 0); /* no slice has run yet */
+    uint64_t horizon = db.compact_horizon;
+    db_put(&db, theme(last, "changed"));         /* not reached: the last slice's */
+    db_delete(&db, last - 1);                    /* not reached */
+    db_put(&db, theme(last - 2, "changed too")); /* not reached */
+    lsn = db_put(&db, theme(first, "first"));    /* the first slice's */
+    RUN_UNTIL(&loop, !db.compacting);
+    CHECK_EQ_INT(db.compact_status, 0);
+    RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
+    const struct index_changes *l = index_changes_of(&db.index, 1);
+    uint32_t n = index_changes_after(l, horizon);
+    struct index_change before[8];
+    CHECK_EQ_UINT(l->len - n, 4);
+    memcpy(before, l->v + n, 4 * sizeof *before);
+    close_db(&db, &loop);
+    open_db(&db, &loop, dir, &always);
+    l = index_changes_of(&db.index, 1);
+    CHECK_EQ_UINT(l->len, 4);
+    for (uint32_t i = 0; i < 4; i++) {
+        CHECK_EQ_UINT(l->v[i].rev, before[i].rev);
+        CHECK_EQ_UINT(index_change_id(&l->v[i]), index_change_id(&before[i]));
+        CHECK_EQ_UINT(index_change_op(&l->v[i]), index_change_op(&before[i]));
+    }
+    CHECK_EQ_UINT(index_change_op(&l->v[0]), INDEX_OP_UPDATE);
+    CHECK_EQ_UINT(index_change_op(&l->v[1]), INDEX_OP_DELETE);
+    CHECK(db_get(&db, last - 1) == NULL);
+    check_name(&db, last, "changed");
+    check_name(&db, last - 2, "changed too");
+    check_name(&db, first, "first");
+    check_name(&db, last - 3, "t");
+    close_db(&db, &loop);
+    rmrf(dir);
+}
+
+/*
  * The guard's free disk (db_room): this process's appends since the reading
  * count at once, to the byte, and the inline test gives the full check's
  * verdict (db_room_check) at every step. The loop does not run here, so
@@ -1233,6 +1287,7 @@ static void test_guard_counts_own_appends(void) {
 static const struct check_case cases[] = {
     CHECK_CASE(test_guard_counts_own_appends),
     CHECK_CASE(test_change_lists),
+    CHECK_CASE(test_compaction_during_changes_keeps_the_change_list),
     CHECK_CASE(test_revs_survive_reopen),
     CHECK_CASE(test_revs_survive_compaction),
     CHECK_CASE(test_revs_after_a_failed_batch),
