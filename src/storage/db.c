@@ -90,6 +90,35 @@ static void reserve_ids(struct db *db, uint64_t next) {
     if (db->store.opts.fsync != STORE_FSYNC_ALWAYS) store_sync_soon(&db->store);
 }
 
+/*
+ * Revs: a change's rev is handed out at once (in a cursor, an ETag), and a
+ * change can be undone (a failed batch) or lost (a crash in interval or never
+ * mode), so the log's highest rev does not bound the revs handed out. A
+ * REC_REV_FLOOR frame, appended before a rev above the last one is used,
+ * does: replay goes on from the last such frame (a clean close gives back
+ * what was not used). In always mode a rev is shown only once its batch,
+ * with the frame, is durable; in the other modes the frame is synced soon
+ * and DB_REV_BLOCK / 2 revs ahead of need.
+ */
+static void reserve_revs(struct db *db, uint64_t to) {
+    db->rev_frame_lsn = append_varint(db, REC_REV_FLOOR, to, false);
+    db->rev_frame_next = to;
+    db->rev_reserved = to;
+    if (db->store.opts.fsync != STORE_FSYNC_ALWAYS) store_sync_soon(&db->store);
+}
+
+/* Called with every store notification: is the newest rev reservation on disk? */
+static void revs_settle(struct db *db, int status) {
+    if (db->rev_frame_lsn && db->store.durable_lsn >= db->rev_frame_lsn) {
+        db->rev_durable = db->rev_frame_next;
+        db->rev_frame_lsn = 0;
+    } else if (status < 0 && db->store.opts.fsync == STORE_FSYNC_ALWAYS && db->rev_frame_lsn &&
+               db->rev_frame_lsn > db->store.acked_lsn) {
+        db->rev_reserved = db->rev_durable; /* lost with its batch: reserve again */
+        db->rev_frame_lsn = 0;
+    }
+}
+
 /* Called with every store notification: is the newest reservation on disk? */
 static void ids_settle(struct db *db, int status) {
     if (db->id_frame_lsn && db->store.durable_lsn >= db->id_frame_lsn) {
@@ -165,6 +194,8 @@ static uint64_t changed(struct db *db, uint64_t lsn, uint64_t id, struct record 
  */
 static uint64_t rev_begin(struct db *db, uint8_t type, struct buf **out) {
     uint64_t rev = ++db->index.rev;
+    if (rev + DB_REV_BLOCK / 2 > db->rev_reserved && !db->rev_frame_lsn)
+        reserve_revs(db, rev + DB_REV_BLOCK);
     *out = store_frame_begin(&db->store);
     record_rev_head(rev, type, *out);
     return rev;
@@ -335,6 +366,7 @@ static void on_store_notify(struct store *s, uint64_t lsn, int status) {
     }
     undo_release(db, lsn);
     ids_settle(db, status);
+    revs_settle(db, status);
     if (db->on_ack) db->on_ack(db->ack_ctx, lsn, status);
 }
 
@@ -359,6 +391,7 @@ static int replay(struct db *db, char *msg, size_t msg_len) {
     }
     index_relink(&db->index);
     if (db->index.id_floor > db->index.next_id) db->index.next_id = db->index.id_floor;
+    if (db->index.rev_floor > db->index.rev) db->index.rev = db->index.rev_floor;
     double ms = (double)(uv_hrtime() - t0) / 1e6;
     LOG(LOG_INFO, "replayed %llu records (%llu bytes) in %.1f ms: %s; %zu live",
         (unsigned long long)info.records, (unsigned long long)info.bytes, ms, replay_name[st],
@@ -425,14 +458,17 @@ int db_open(struct db *db, uv_loop_t *loop, const char *dir, const struct db_set
     if (check_node(db, dir, set->node_id, msg, msg_len) < 0) return -1;
     /* Ids below what the log reserved may have been handed out before a crash. */
     db->id_reserved = db->id_durable = db->index.next_id;
-    if (db->index.next_id <= db->index.id_max) {
-        reserve_ids(db, db->index.next_id + DB_ID_BLOCK);
-        rc = store_flush_sync(&db->store);
-        if (rc < 0) {
-            snprintf(msg, msg_len, "cannot write to %s/%s: %s", dir, STORE_LOG_NAME, strerror(-rc));
-            return -1;
-        }
+    if (db->index.next_id <= db->index.id_max) reserve_ids(db, db->index.next_id + DB_ID_BLOCK);
+    /* Revs up to the log's floor may have been handed out before a crash: go on above. */
+    db->rev_reserved = db->rev_durable = db->index.rev;
+    reserve_revs(db, db->index.rev + DB_REV_BLOCK);
+    rc = store_flush_sync(&db->store);
+    if (rc < 0) {
+        snprintf(msg, msg_len, "cannot write to %s/%s: %s", dir, STORE_LOG_NAME, strerror(-rc));
+        return -1;
     }
+    db->rev_durable = db->rev_reserved;
+    db->rev_frame_lsn = 0;
     return 0;
 }
 
@@ -443,6 +479,8 @@ int db_close(struct db *db) {
     if (!store_failing(&db->store) && db->id_reserved > db->index.next_id) {
         append_varint(db, REC_NEXT_ID, db->index.next_id, false);
     }
+    if (!store_failing(&db->store) && db->rev_reserved > db->index.rev)
+        append_varint(db, REC_REV_FLOOR, db->index.rev, false);
     uv_close((uv_handle_t *)&db->compact_idle, NULL);
     int rc = store_close(&db->store);
     if (rc < 0) LOG(LOG_ERROR, "closing the log: %s", strerror(-rc));
@@ -556,6 +594,8 @@ int db_compact_start(struct db *db, db_compact_cb cb, void *ctx) {
         n += varint_put(p + n, db->index.rev);
         store_compact_add(&db->store, REC_REVS, p, n);
         db->compact_horizon = db->index.rev;
+        uint64_t floor = db->rev_reserved > db->index.rev ? db->rev_reserved : db->index.rev;
+        append_varint(db, REC_REV_FLOOR, floor, true);
     }
     /* This node's ids are dense from id_min; other nodes' are in the foreign list. */
     db->compact_next = db->index.id_min;

@@ -40,7 +40,8 @@
 #include "storage/index.h"
 #include "storage/store.h"
 
-#define DB_ID_BLOCK 65536u /* ids reserved by one synced REC_NEXT_ID frame */
+#define DB_ID_BLOCK 65536u      /* ids reserved by one synced REC_NEXT_ID frame */
+#define DB_REV_BLOCK (1u << 20) /* revs reserved by one REC_REV_FLOOR frame */
 
 /*
  * Called when every LSN <= lsn is acknowledged (status 0), or after a
@@ -90,6 +91,10 @@ struct db {
     uint64_t id_durable;    /* ... by a frame known to be on disk */
     uint64_t id_frame_lsn;  /* LSN of the newest reservation frame */
     uint64_t id_frame_next; /* ... and the value it reserves up to */
+    /* Revs the same way (REC_REV_FLOOR): a rev handed out (a cursor, an ETag)
+     * is never handed out again after a restart, even one whose change was
+     * undone or lost in a crash. */
+    uint64_t rev_reserved, rev_durable, rev_frame_lsn, rev_frame_next;
     db_ack_cb on_ack;
     void *ack_ctx;
     /* compaction */

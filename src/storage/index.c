@@ -728,6 +728,10 @@ int index_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t len) {
         if (varint_get(payload, len, &v) != len || v == 0 || v > RECORD_ID_MAX + 1) return -1;
         ix->id_floor = v; /* the last one holds: a clean close gives back unused ids */
         return 0;
+    case REC_REV_FLOOR:
+        if (varint_get(payload, len, &v) != len) return -1;
+        ix->rev_floor = v; /* the last one holds: a clean close gives back unused revs */
+        return 0;
     case REC_NODE:
         if (varint_get(payload, len, &v) != len || v == 0 || v > RECORD_NODE_MAX) return -1;
         /* A directory belongs to one node: a second, different frame is damage. */

@@ -73,9 +73,10 @@ struct index {
     struct owner *owners; /* by user id, open addressing */
     size_t owners_cap;
     size_t owners_count;
-    uint64_t next_id;  /* above every id of this node seen; never goes down */
-    uint64_t id_floor; /* replay: the last REC_NEXT_ID frame (ids below it may be taken) */
-    uint64_t id_min;   /* the ids this node hands out: id_min..id_max (record.h) */
+    uint64_t next_id;   /* above every id of this node seen; never goes down */
+    uint64_t id_floor;  /* replay: the last REC_NEXT_ID frame (ids below it may be taken) */
+    uint64_t rev_floor; /* replay: the last REC_REV_FLOOR frame (revs up to it may be taken) */
+    uint64_t id_min;    /* the ids this node hands out: id_min..id_max (record.h) */
     uint64_t id_max;
     uint32_t node_id;           /* from a REC_NODE frame; 0 without one */
     bool node_recorded;         /* a REC_NODE frame was applied */

@@ -40,6 +40,8 @@ enum rec_type {
     REC_KEYED = 19,   /* a create and its REC_IDEM key in one frame: see record_keyed_encode */
     REC_REV = 20,     /* a change frame with its revision: see record_rev_split */
     REC_REVS = 21,    /* payload: varint rev counter, varint horizon (written by compaction) */
+    REC_REV_FLOOR =
+        22, /* payload: varint: revs up to it may have been handed out; the last holds */
 };
 #define REC_KIND_MAX 7
 

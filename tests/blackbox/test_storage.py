@@ -447,8 +447,9 @@ def read_log(d):
 
 
 def record_frames(data):
-    """The frames of records (types 1-15: not REC_NEXT_ID, 17, the id reservations)."""
-    return [f for f in frames(data) if f[2] != 17]
+    """The frames of records: not the reservations of ids (REC_NEXT_ID, 17) and of revs
+    (REC_REV_FLOOR, 22)."""
+    return [f for f in frames(data) if f[2] not in (17, 22)]
 
 
 class TornAndDamaged(TornBase):
@@ -465,8 +466,9 @@ class TornAndDamaged(TornBase):
             self.assertEqual(srv.stop(), 0)
         after = read_log(d)
         self.assertEqual(after[:len(before)], before)
-        self.assertEqual(len(frames(after)), len(frames(before)) + 2,
-                         "the torn bytes were not cut off (then one reservation, one release)")
+        self.assertEqual([t for _, _, t in frames(after)[len(frames(before)):]], [17, 22, 17, 22],
+                         "the torn bytes were not cut off (then the reservations of ids and "
+                         "revs, and their releases)")
         with open(d.file(LOG + ".damaged-%d" % len(before)), "rb") as f:
             self.assertEqual(f.read(), b"\xde\xad\xbe\xef\x07", "cut bytes are copied aside")
         self.write_and_restart(d, key, recs)
@@ -830,9 +832,10 @@ class LogFormat(TornBase):
         self.assertEqual(struct.unpack_from("<II", data, 8), (1, 0))
         fr = frames(data)
         self.assertEqual(fr[-1][0] + 9 + fr[-1][1], len(data), "frames must cover the log")
-        # user add: reservation, user, release; a server: reservation, 3 themes, release;
-        # every change in a REC_REV frame (20): varint rev, the inner type, its payload
-        self.assertEqual([t for _, _, t in fr], [17, 20, 17, 17, 20, 20, 20, 17])
+        # user add: the reservations of ids (17) and revs (22), the user, their give-backs;
+        # a server: the same around 3 themes; every change in a REC_REV frame (20):
+        # varint rev, the inner type, its payload
+        self.assertEqual([t for _, _, t in fr], [17, 22, 20, 17, 22, 17, 22, 20, 20, 20, 17, 22])
         inner = [(data[o + 9], data[o + 10]) for o, _, t in fr if t == 20]
         self.assertEqual(inner, [(1, 1), (2, 2), (3, 2), (4, 2)])
 
@@ -907,7 +910,7 @@ class LogFormat(TornBase):
             c.close()
             self.assertEqual(srv.stop(), 0)
         # End the image with the last record, as a crash right after it would:
-        # a clean stop appends an id give-back frame (REC_NEXT_ID) after it.
+        # a clean stop appends give-back frames (REC_NEXT_ID, REC_REV_FLOOR) after it.
         data = self.read(d)
         last = record_frames(data)[-1]
         data = data[:last[0] + 9 + last[1]]
@@ -993,12 +996,12 @@ class LogFormat(TornBase):
                 re.search(r"\boffset %d\b" % frame_off, l) and
                 "%s.damaged-%d" % (LOG, frame_off) in l]
         log = self.read(scratch)
-        # cut at frame_off; after it only the id reservation the start appended
+        # cut at frame_off; after it only the reservations the start appended (ids, revs)
         after = [t for o, n, t in frames(log) if o >= frame_off]
         covered = frames(log)[-1][0] + 9 + frames(log)[-1][1] if frames(log) else 16
         if log[:frame_off] != bad[:frame_off] or covered != len(log) or \
-                not after or set(after) != {17}:
-            return ("%s: log is %d bytes, not cut at %d (then one reservation frame)"
+                after != [17, 22]:
+            return ("%s: log is %d bytes, not cut at %d (then the two reservation frames)"
                     % (what, len(log), frame_off))
         elif not os.path.exists(damaged):
             return ("%s: no %s (have %s)"

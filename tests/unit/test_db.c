@@ -1092,6 +1092,60 @@ static void test_revs_after_a_failed_batch(void) {
     rmrf(dir);
 }
 
+/* The revs of an undone batch were handed out (a cursor, an ETag, in this process): after a
+ * restart they are not handed out again. */
+static void test_revs_of_a_failed_batch_never_again_after_a_restart(void) {
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, &always);
+    uint64_t a = put_theme(&db, "a");
+    RUN_UNTIL(&loop, acks.last_lsn >= db_visible_lsn(&db));
+    enum log_level saved = log_threshold;
+    log_threshold = LOG_OFF;
+    fault("EVENTD_FAULT_FSYNC_AFTER", "0");
+    db_put(&db, theme(a, "lost"));
+    db_put(&db, theme(a, "lost too"));
+    RUN_UNTIL(&loop, acks.errors > 0);
+    fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
+    CHECK_EQ_INT(store_flush_sync(&db.store), 0);
+    log_threshold = saved;
+    uint64_t shown = db_rev(&db); /* a cursor handed out now */
+    close_db(&db, &loop);
+    open_db(&db, &loop, dir, &always);
+    CHECK(db_rev(&db) >= shown);
+    db_put(&db, theme(a, "next"));
+    CHECK(rev_of(&db, a) > shown);
+    close_db(&db, &loop);
+    rmrf(dir);
+}
+
+/* In interval mode a crash loses acknowledged changes, and their revs were handed out: the
+ * log's rev floor, on disk since the start, keeps the next process above them. */
+static void test_revs_lost_in_a_crash_never_again(void) {
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, &interval);
+    uint64_t a = put_theme(&db, "a");
+    put_theme(&db, "b");
+    uint64_t shown = db_rev(&db);
+    char *crash = copy_log(dir); /* before the batch was written */
+    close_db(&db, &loop);
+    open_db(&db, &loop, crash, &interval);
+    CHECK(db_get(&db, a) == NULL);
+    CHECK(db_rev(&db) >= shown);
+    uint64_t c = put_theme(&db, "c");
+    CHECK(rev_of(&db, c) > shown);
+    close_db(&db, &loop);
+    /* A clean close gives back what was not used: the next start goes on from there. */
+    open_db(&db, &loop, crash, &interval);
+    CHECK_EQ_UINT(db_rev(&db), rev_of(&db, c));
+    close_db(&db, &loop);
+    rmrf(dir);
+    rmrf(crash);
+}
+
 /* A log of an older eventd (change frames not wrapped) replays with implicit revs, one per
  * change frame, and the server goes on from there. */
 static void test_revs_implicit_in_an_old_log(void) {
@@ -1291,6 +1345,8 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_revs_survive_reopen),
     CHECK_CASE(test_revs_survive_compaction),
     CHECK_CASE(test_revs_after_a_failed_batch),
+    CHECK_CASE(test_revs_of_a_failed_batch_never_again_after_a_restart),
+    CHECK_CASE(test_revs_lost_in_a_crash_never_again),
     CHECK_CASE(test_revs_implicit_in_an_old_log),
     CHECK_CASE(test_compaction_of_foreign_expired_keys_keeps_the_rest),
     CHECK_CASE(test_keyed_put_survives_reopen),
