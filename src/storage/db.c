@@ -39,7 +39,12 @@ static void undo_push(struct db *db, uint64_t lsn, uint64_t id, struct record *o
             db->undo = xrealloc(db->undo, db->undo_cap * sizeof *db->undo);
         }
     }
-    db->undo[db->undo_head + db->undo_len++] = (struct db_undo){lsn, id, old};
+    db->undo[db->undo_head + db->undo_len++] = (struct db_undo){lsn, id, db->index.rev, old};
+}
+
+/* index.acked_rev: every change up to it is acknowledged, none can be undone. */
+static void acked_rev_update(struct db *db) {
+    db->index.acked_rev = db->undo_len ? db->undo[db->undo_head].rev - 1 : db->index.rev;
 }
 
 /* The changes up to lsn are durable: what they replaced can go. */
@@ -50,6 +55,7 @@ static void undo_release(struct db *db, uint64_t lsn) {
         db->undo_len--;
     }
     if (!db->undo_len) db->undo_head = 0;
+    acked_rev_update(db);
 }
 
 /* The changes after lsn were lost: take them back, newest first. */
@@ -64,6 +70,7 @@ static void undo_after(struct db *db, uint64_t lsn) {
         db->undo_len--;
         undone++;
     }
+    acked_rev_update(db);
     if (undone)
         LOG(LOG_DEBUG, "db: undid %zu changes after LSN %llu", undone, (unsigned long long)lsn);
 }
@@ -184,6 +191,7 @@ static uint64_t changed(struct db *db, uint64_t lsn, uint64_t id, struct record 
     } else {
         undo_push(db, lsn, id, old);
     }
+    acked_rev_update(db);
     return lsn;
 }
 
@@ -468,6 +476,7 @@ int db_open(struct db *db, uv_loop_t *loop, const char *dir, const struct db_set
         return -1;
     }
     db->rev_durable = db->rev_reserved;
+    acked_rev_update(db); /* replay's changes are all durable */
     db->rev_frame_lsn = 0;
     return 0;
 }

@@ -56,6 +56,7 @@ typedef void (*db_compact_cb)(void *ctx, int status);
 struct db_undo {
     uint64_t lsn;       /* the change's LSN */
     uint64_t id;        /* the record it changed */
+    uint64_t rev;       /* the change's rev */
     struct record *old; /* what the change replaced (owned), or NULL if id was absent */
 };
 

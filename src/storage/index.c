@@ -89,6 +89,7 @@ void index_init(struct index *ix) {
     ix->names = (struct name_table){(struct name_entry *)no_names, 1, 0};
     ix->keys = (struct name_table){(struct name_entry *)no_names, 1, 0};
     ix->next_id = 1;
+    ix->acked_rev = UINT64_MAX;
     randombytes_buf(ix->name_key, sizeof ix->name_key);
     ix->id_min = record_node_id_min(0);
     ix->id_max = record_node_id_max(0);
@@ -629,10 +630,31 @@ static void change_append(struct index *ix, struct owner *o, uint64_t rev, uint6
             memmove(l->v, l->v + keep, (l->len - keep) * sizeof *l->v);
             l->len -= keep;
         }
-    }
-    if (l->len == l->cap) {
-        l->cap = l->cap ? l->cap * 2 : 8;
-        l->v = xrealloc(l->v, l->cap * sizeof *l->v);
+        /* And the superseded changes, which a page would only skip one by one. An
+         * undone batch brings a superseded change back, so only once every change in
+         * the list is acknowledged (a record's changes are all in its owner's list):
+         * then the one change that can still be undone is the one being added,
+         * applied already, and its undo would bring back its record's last change in
+         * the list, which stays. */
+        if (l->len && l->v[l->len - 1].rev <= ix->acked_rev) {
+            uint32_t back = l->len; /* the record's last change, if listed */
+            for (uint32_t i = l->len; i-- > 0;)
+                if (index_change_id(&l->v[i]) == id) {
+                    back = i;
+                    break;
+                }
+            uint32_t w = 0;
+            for (uint32_t i = 0; i < l->len; i++)
+                if (i == back || index_change_current(ix, &l->v[i]) != INDEX_CHANGE_STALE)
+                    l->v[w++] = l->v[i];
+            l->len = w;
+        }
+        /* Grown unless at least half was dropped: the next walk is then at least
+         * cap / 2 appends away, so a walk costs at most two steps an append. */
+        if (l->cap == 0 || l->len > l->cap / 2) {
+            l->cap = l->cap ? l->cap * 2 : 8;
+            l->v = xrealloc(l->v, l->cap * sizeof *l->v);
+        }
     }
     l->v[l->len++] = (struct index_change){rev, id | (uint64_t)type << 53 | (uint64_t)op << 56};
 }

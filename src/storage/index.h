@@ -78,11 +78,15 @@ struct index {
     uint64_t rev_floor; /* replay: the last REC_REV_FLOOR frame (revs up to it may be taken) */
     uint64_t id_min;    /* the ids this node hands out: id_min..id_max (record.h) */
     uint64_t id_max;
-    uint32_t node_id;           /* from a REC_NODE frame; 0 without one */
-    bool node_recorded;         /* a REC_NODE frame was applied */
-    bool written;               /* a record or a deletion was applied: the log holds data */
-    uint64_t rev;               /* the rev counter: the highest rev applied or handed out */
-    uint64_t rev_horizon;       /* every change with a rev above it is in the log (REC_REVS) */
+    uint32_t node_id;     /* from a REC_NODE frame; 0 without one */
+    bool node_recorded;   /* a REC_NODE frame was applied */
+    bool written;         /* a record or a deletion was applied: the log holds data */
+    uint64_t rev;         /* the rev counter: the highest rev applied or handed out */
+    uint64_t rev_horizon; /* every change with a rev above it is in the log (REC_REVS) */
+    /* Every change with a rev up to it is acknowledged: no undo can take it back (db.c
+     * keeps it; replay's changes are all durable). Superseded changes are dropped from
+     * the change lists only below it. */
+    uint64_t acked_rev;
     uint64_t users_gen;         /* counts the changes of REC_USER records (puts, swaps and
                                  * removals, undo and replay included): index_users_gen */
     struct id_list foreign;     /* ids of records outside id_min..id_max (imported), ascending */

@@ -1246,6 +1246,61 @@ static void test_change_lists(void) {
     rmrf(dir);
 }
 
+/* A record updated again and again: its superseded changes leave the list as it fills,
+ * once acknowledged, so a page does not walk them (the list stays near the live count). */
+static void test_superseded_changes_leave_the_list(void) {
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, &always);
+    uint64_t a = put_theme(&db, "a"), b = put_theme(&db, "b");
+    for (int i = 0; i < 200; i++) {
+        uint64_t lsn = db_put(&db, theme(a, i % 2 ? "odd" : "even"));
+        RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
+    }
+    uint64_t revs[16];
+    CHECK(index_changes_of(&db.index, 1)->len <= 8);
+    CHECK_EQ_UINT(current_changes(&db, 1, revs), 2);
+    CHECK_EQ_UINT(revs[0], rev_of(&db, b));
+    CHECK_EQ_UINT(revs[1], rev_of(&db, a));
+    close_db(&db, &loop);
+    open_db(&db, &loop, dir, &always); /* replay drops them too */
+    CHECK(index_changes_of(&db.index, 1)->len <= 8);
+    CHECK_EQ_UINT(current_changes(&db, 1, revs), 2);
+    close_db(&db, &loop);
+    rmrf(dir);
+}
+
+/* The change that fills the list is not acknowledged yet: its record's last listed change
+ * stays, and when the batch fails and is undone, it is the record's current change again. */
+static void test_an_undone_change_brings_back_its_record_s_listed_change(void) {
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, &always);
+    uint64_t a = put_theme(&db, "a");
+    for (int i = 0; i < 7; i++) { /* the list's 8 entries: full */
+        uint64_t lsn = db_put(&db, theme(a, "kept"));
+        RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
+    }
+    CHECK_EQ_UINT(index_changes_of(&db.index, 1)->len, 8);
+    uint64_t kept = rev_of(&db, a);
+    enum log_level saved = log_threshold;
+    log_threshold = LOG_OFF;
+    fault("EVENTD_FAULT_FSYNC_AFTER", "0");
+    db_put(&db, theme(a, "lost"));
+    RUN_UNTIL(&loop, acks.errors > 0);
+    fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
+    CHECK_EQ_INT(store_flush_sync(&db.store), 0);
+    log_threshold = saved;
+    check_name(&db, a, "kept");
+    uint64_t revs[16];
+    CHECK_EQ_UINT(current_changes(&db, 1, revs), 1);
+    CHECK_EQ_UINT(revs[0], kept);
+    close_db(&db, &loop);
+    rmrf(dir);
+}
+
 /*
  * A compaction writes each record as it was when it began (its horizon), in
  * slices; a record changed or deleted after the start, before its slice came,
@@ -1342,6 +1397,8 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_guard_counts_own_appends),
     CHECK_CASE(test_change_lists),
     CHECK_CASE(test_compaction_during_changes_keeps_the_change_list),
+    CHECK_CASE(test_superseded_changes_leave_the_list),
+    CHECK_CASE(test_an_undone_change_brings_back_its_record_s_listed_change),
     CHECK_CASE(test_revs_survive_reopen),
     CHECK_CASE(test_revs_survive_compaction),
     CHECK_CASE(test_revs_after_a_failed_batch),
