@@ -257,6 +257,9 @@ static void switch_log(struct store *s, struct store_batch *b) {
     s->file_size = s->durable_size = size;
     s->written_lsn = s->durable_lsn = b->last_lsn;
     if (s->acked_lsn < s->durable_lsn) s->acked_lsn = s->durable_lsn;
+    /* interval's copy of the old log's unsynced frames: the new log holds them,
+     * synced. Kept, a failed sync would write them again after newer frames. */
+    buf_reset(&s->unsynced);
     s->compact_size = 0;
     s->compact_committing = false;
     s->stats_batches++;
