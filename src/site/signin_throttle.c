@@ -15,6 +15,15 @@
  * one attempt in flight. The list holds at most the hashing queue's jobs,
  * so a scan of it is cheap.
  *
+ * Right passwords cost a hash too, and are never counted as failures: one
+ * client signing in again and again on a few accounts of its own kept the
+ * sign-in lane full, and everybody else's sign-in got 503 (found by review).
+ * So, failures or not, a name has at most SIGNIN_PER_NAME checks in flight
+ * (a double click), and a client address at most an eighth of the sign-in
+ * queue (at least 2): an office behind one NAT signing in at once waits a
+ * second for some of its sign-ins (429, Retry-After: 1), and filling the
+ * lane takes eight addresses.
+ *
  * Registrations are counted per client address and in a server-wide token
  * bucket when their hash is queued, so pipelined ones cannot slip past. A
  * registration for a taken name is counted and hashed like any other (the
@@ -76,6 +85,8 @@ done:
     return NET_KEY_BYTES;
 }
 
+#define SIGNIN_PER_NAME 2
+
 /* Sign-ins in flight for name (returned) and for addr (*by_addr). */
 static uint32_t in_flight(const struct handlers *h, struct slice name, const uint8_t *addr,
                           size_t alen, uint32_t *by_addr) {
@@ -101,6 +112,8 @@ uint32_t signin_wait(const struct handlers *h, struct slice name, const uint8_t 
     if ((fly_name && name_failures + fly_name >= free_failures) ||
         (fly_addr && addr_failures && addr_failures + fly_addr >= free_failures))
         return 1; /* the attempts in flight decide: they end within a second or two */
+    uint32_t addr_cap = h->set.pwhash_queue / 8 > 2 ? h->set.pwhash_queue / 8 : 2;
+    if (fly_name >= SIGNIN_PER_NAME || fly_addr >= addr_cap) return 1;
     return 0;
 }
 

@@ -528,8 +528,8 @@ static void do_signin(struct handlers *h, struct site_state *st, struct http_req
     uint32_t wait = signin_wait(h, name, addr, alen, now);
     if (wait) {
         char msg[128];
-        snprintf(msg, sizeof msg, "too many failed sign-ins; retry in %u second%s", wait,
-                 wait == 1 ? "" : "s");
+        snprintf(msg, sizeof msg, "too many sign-ins (failed, or at once); retry in %u second%s",
+                 wait, wait == 1 ? "" : "s");
         metrics_account(h->metrics, MA_SIGNIN_THROTTLED);
         site_fail(h, r, st->json, st->page, ERR_TOO_MANY, NULL, msg, name.ptr, csrf.ptr);
         add_header(r, "Retry-After: %u\r\n", wait);

@@ -224,6 +224,65 @@ class LanesUnderAFlood(Base):
         self.assertEqual(statuses, [200] * self.SIGNINS, counts)
 
 
+class SigninsUnderAFlood(Base):
+    """Threads signing in with the right passwords (no failure is ever counted) on a
+    few accounts from one address, with the real Argon2id cost, for as long as a known
+    user signs in from another address five times: every sign-in of the known user is
+    200. One address has at most an eighth of the sign-in queue (at least 2) in flight,
+    a name at most 2, failures or not. (Before, only failures were counted, and the
+    flood kept the sign-in lane full: the known user got 503. Found by review.)"""
+    server_args = ("--pwhash-concurrency", "1", "--pwhash-queue", "8")
+    server_env = {"EVENTD_TEST_PWHASH_FAST": "0"}
+    ACCOUNTS = 4
+    FLOODERS = 12
+    MAX_EACH = 400
+    SIGNINS = 5
+
+    def test_correct_passwords_from_one_address_never_make_a_known_users_sign_in_503(self):
+        known = uname("known")
+        self.assertStatus(register_json(self.port(), known, "203.0.113.42"), 201)
+        names = [uname("fl") for _ in range(self.ACCOUNTS)]
+        for i, n in enumerate(names):
+            self.assertStatus(register_json(self.port(), n, "198.51.100.%d" % (70 + i)), 201)
+        stop = threading.Event()
+        counts = {}
+        lock = threading.Lock()
+
+        def flood(k):
+            c = http.client.HTTPConnection(HOST, self.port(), timeout=60)
+            try:
+                for _ in range(self.MAX_EACH):
+                    if stop.is_set():
+                        return
+                    c.request("POST", "/signin",
+                              json.dumps({"username": names[k % len(names)],
+                                          "password": PASSWORD}),
+                              {"Content-Type": JSON_T, "X-Forwarded-For": "198.51.100.80"})
+                    r = c.getresponse()
+                    r.read()
+                    with lock:
+                        counts[r.status] = counts.get(r.status, 0) + 1
+            finally:
+                c.close()
+
+        threads = [threading.Thread(target=flood, args=(k,), daemon=True)
+                   for k in range(self.FLOODERS)]
+        for t in threads:
+            t.start()
+        try:
+            self.assertTrue(harness.wait_until(lambda: counts.get(200, 0) >= 2, 60), counts)
+            statuses = [signin_json(self.port(), known, xff="203.0.113.43").status
+                        for _ in range(self.SIGNINS)]
+            flooding = not all(not t.is_alive() for t in threads)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(timeout=120)
+        self.assertTrue(flooding, "the flood ended before the sign-ins: %r" % counts)
+        self.assertEqual(statuses, [200] * self.SIGNINS, counts)
+        self.assertGreater(counts.get(429, 0), 0, counts)  # the flood was held back
+
+
 class TakenNameCost(Base):
     def test_a_taken_name_is_hashed_like_a_free_one(self):
         name = uname("tk")
