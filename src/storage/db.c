@@ -89,65 +89,46 @@ static uint64_t append_varint(struct db *db, uint8_t type, uint64_t v, bool comp
     return 0;
 }
 
-/* Appends a frame reserving every id below next. */
-static void reserve_ids(struct db *db, uint64_t next) {
-    db->id_frame_lsn = append_varint(db, REC_NEXT_ID, next, false);
-    db->id_frame_next = next;
-    db->id_reserved = next;
-    if (db->store.opts.fsync != STORE_FSYNC_ALWAYS) store_sync_soon(&db->store);
-}
-
 /*
- * Revs: a change's rev is handed out at once (in a cursor, an ETag), and a
- * change can be undone (a failed batch) or lost (a crash in interval or never
- * mode), so the log's highest rev does not bound the revs handed out. A
- * REC_REV_FLOOR frame, appended before a rev above the last one is used,
- * does: replay goes on from the last such frame (a clean close gives back
- * what was not used). In always mode a rev is shown only once its batch,
- * with the frame, is durable; in the other modes the frame is synced soon
- * and DB_REV_BLOCK / 2 revs ahead of need.
+ * Ids and revs are reserved ahead of use by a frame of the log (REC_NEXT_ID:
+ * every id below it; REC_REV_FLOOR: every rev up to it), which replay goes on
+ * from. Revs need it as ids do: a change's rev is handed out at once (in a
+ * cursor, an ETag), and a change can be undone (a failed batch) or lost (a
+ * crash in interval or never mode), so the log's highest rev does not bound
+ * the revs handed out. In always mode a value is shown only once its batch,
+ * with the frame, is durable; in the other modes the frame is synced soon,
+ * half a block ahead of need.
  */
-static void reserve_revs(struct db *db, uint64_t to) {
-    db->rev_frame_lsn = append_varint(db, REC_REV_FLOOR, to, false);
-    db->rev_frame_next = to;
-    db->rev_reserved = to;
+static void reserve(struct db *db, struct db_reservation *r, uint64_t to) {
+    r->frame_lsn = append_varint(db, r->frame_type, to, false);
+    r->frame_next = to;
+    r->reserved = to;
     if (db->store.opts.fsync != STORE_FSYNC_ALWAYS) store_sync_soon(&db->store);
-}
-
-/* Called with every store notification: is the newest rev reservation on disk? */
-static void revs_settle(struct db *db, int status) {
-    if (db->rev_frame_lsn && db->store.durable_lsn >= db->rev_frame_lsn) {
-        db->rev_durable = db->rev_frame_next;
-        db->rev_frame_lsn = 0;
-    } else if (status < 0 && db->store.opts.fsync == STORE_FSYNC_ALWAYS && db->rev_frame_lsn &&
-               db->rev_frame_lsn > db->store.acked_lsn) {
-        db->rev_reserved = db->rev_durable; /* lost with its batch: reserve again */
-        db->rev_frame_lsn = 0;
-    }
 }
 
 /* Called with every store notification: is the newest reservation on disk? */
-static void ids_settle(struct db *db, int status) {
-    if (db->id_frame_lsn && db->store.durable_lsn >= db->id_frame_lsn) {
-        db->id_durable = db->id_frame_next;
-        db->id_frame_lsn = 0;
-    } else if (status < 0 && db->store.opts.fsync == STORE_FSYNC_ALWAYS && db->id_frame_lsn &&
-               db->id_frame_lsn > db->store.acked_lsn) {
+static void settle(struct db *db, struct db_reservation *r, int status) {
+    if (r->frame_lsn && db->store.durable_lsn >= r->frame_lsn) {
+        r->durable = r->frame_next;
+        r->frame_lsn = 0;
+    } else if (status < 0 && db->store.opts.fsync == STORE_FSYNC_ALWAYS && r->frame_lsn &&
+               r->frame_lsn > db->store.acked_lsn) {
         /* The reservation was in the lost batch: only what is durable holds. */
-        db->id_reserved = db->id_durable;
-        db->id_frame_lsn = 0;
+        r->reserved = r->durable;
+        r->frame_lsn = 0;
     }
 }
 
 int db_take_id(struct db *db, uint64_t *id) {
     uint64_t next = db->index.next_id, end = db->index.id_max + 1;
     if (next >= end) return -ERANGE;
-    if (db->id_reserved < next + DB_ID_BLOCK / 2 && !db->id_frame_lsn) {
+    if (db->ids.reserved < next + DB_ID_BLOCK / 2 && !db->ids.frame_lsn) {
         uint64_t to = next + DB_ID_BLOCK;
-        reserve_ids(db, to > end ? end : to);
+        reserve(db, &db->ids, to > end ? end : to);
     }
     /* In "always" the record's own sync covers the reservation before it is acknowledged. */
-    uint64_t limit = db->store.opts.fsync == STORE_FSYNC_ALWAYS ? db->id_reserved : db->id_durable;
+    uint64_t limit =
+        db->store.opts.fsync == STORE_FSYNC_ALWAYS ? db->ids.reserved : db->ids.durable;
     if (next >= limit) return -EAGAIN;
     db->index.next_id = next + 1;
     *id = next;
@@ -202,8 +183,8 @@ static uint64_t changed(struct db *db, uint64_t lsn, uint64_t id, struct record 
  */
 static uint64_t rev_begin(struct db *db, uint8_t type, struct buf **out) {
     uint64_t rev = ++db->index.rev;
-    if (rev + DB_REV_BLOCK / 2 > db->rev_reserved && !db->rev_frame_lsn)
-        reserve_revs(db, rev + DB_REV_BLOCK);
+    if (rev + DB_REV_BLOCK / 2 > db->revs.reserved && !db->revs.frame_lsn)
+        reserve(db, &db->revs, rev + DB_REV_BLOCK);
     *out = store_frame_begin(&db->store);
     record_rev_head(rev, type, *out);
     return rev;
@@ -373,8 +354,8 @@ static void on_store_notify(struct store *s, uint64_t lsn, int status) {
         if (db->visible_lsn > lsn) db->visible_lsn = lsn;
     }
     undo_release(db, lsn);
-    ids_settle(db, status);
-    revs_settle(db, status);
+    settle(db, &db->ids, status);
+    settle(db, &db->revs, status);
     if (db->on_ack) db->on_ack(db->ack_ctx, lsn, status);
 }
 
@@ -465,19 +446,20 @@ int db_open(struct db *db, uv_loop_t *loop, const char *dir, const struct db_set
     if (replay(db, msg, msg_len) < 0) return -1;
     if (check_node(db, dir, set->node_id, msg, msg_len) < 0) return -1;
     /* Ids below what the log reserved may have been handed out before a crash. */
-    db->id_reserved = db->id_durable = db->index.next_id;
-    if (db->index.next_id <= db->index.id_max) reserve_ids(db, db->index.next_id + DB_ID_BLOCK);
+    db->ids = (struct db_reservation){REC_NEXT_ID, db->index.next_id, db->index.next_id, 0, 0};
+    if (db->index.next_id <= db->index.id_max)
+        reserve(db, &db->ids, db->index.next_id + DB_ID_BLOCK);
     /* Revs up to the log's floor may have been handed out before a crash: go on above. */
-    db->rev_reserved = db->rev_durable = db->index.rev;
-    reserve_revs(db, db->index.rev + DB_REV_BLOCK);
+    db->revs = (struct db_reservation){REC_REV_FLOOR, db->index.rev, db->index.rev, 0, 0};
+    reserve(db, &db->revs, db->index.rev + DB_REV_BLOCK);
     rc = store_flush_sync(&db->store);
     if (rc < 0) {
         snprintf(msg, msg_len, "cannot write to %s/%s: %s", dir, STORE_LOG_NAME, strerror(-rc));
         return -1;
     }
-    db->rev_durable = db->rev_reserved;
+    db->revs.durable = db->revs.reserved;
+    db->revs.frame_lsn = 0;
     acked_rev_update(db); /* replay's changes are all durable */
-    db->rev_frame_lsn = 0;
     return 0;
 }
 
@@ -485,10 +467,10 @@ int db_close(struct db *db) {
     if (!db->open) return 0;
     if (db->compacting) store_compact_abort(&db->store);
     /* Give back the reserved ids nobody got: replay takes the last reservation. */
-    if (!store_failing(&db->store) && db->id_reserved > db->index.next_id) {
+    if (!store_failing(&db->store) && db->ids.reserved > db->index.next_id) {
         append_varint(db, REC_NEXT_ID, db->index.next_id, false);
     }
-    if (!store_failing(&db->store) && db->rev_reserved > db->index.rev)
+    if (!store_failing(&db->store) && db->revs.reserved > db->index.rev)
         append_varint(db, REC_REV_FLOOR, db->index.rev, false);
     uv_close((uv_handle_t *)&db->compact_idle, NULL);
     int rc = store_close(&db->store);
@@ -593,7 +575,7 @@ int db_compact_start(struct db *db, db_compact_cb cb, void *ctx) {
     /* The node first (replay checks every later frame against it), then the id reservation,
      * so ids handed out or reserved are never handed out again. */
     if (db->index.node_recorded) append_varint(db, REC_NODE, db->index.node_id, true);
-    uint64_t next = db->id_reserved > db->index.next_id ? db->id_reserved : db->index.next_id;
+    uint64_t next = db->ids.reserved > db->index.next_id ? db->ids.reserved : db->index.next_id;
     append_varint(db, REC_NEXT_ID, next, true);
     /* Then the revs: the counter, and the horizon: the deletions made so far are not in the
      * new log, the changes made from now on are (the store copies them into its tail). */
@@ -603,7 +585,7 @@ int db_compact_start(struct db *db, db_compact_cb cb, void *ctx) {
         n += varint_put(p + n, db->index.rev);
         store_compact_add(&db->store, REC_REVS, p, n);
         db->compact_horizon = db->index.rev;
-        uint64_t floor = db->rev_reserved > db->index.rev ? db->rev_reserved : db->index.rev;
+        uint64_t floor = db->revs.reserved > db->index.rev ? db->revs.reserved : db->index.rev;
         append_varint(db, REC_REV_FLOOR, floor, true);
     }
     /* This node's ids are dense from id_min; other nodes' are in the foreign list. */

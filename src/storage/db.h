@@ -53,6 +53,15 @@ typedef void (*db_ack_cb)(void *ctx, uint64_t lsn, int status);
 /* Called when a compaction ends: status 0 or -errno. */
 typedef void (*db_compact_cb)(void *ctx, int status);
 
+/* Values reserved ahead of use by a frame in the log (db.c: reserve, settle). */
+struct db_reservation {
+    uint8_t frame_type; /* REC_NEXT_ID or REC_REV_FLOOR */
+    uint64_t reserved;  /* by a frame in the log */
+    uint64_t durable;   /* ... by a frame known to be on disk */
+    uint64_t frame_lsn; /* LSN of the newest reservation frame, 0 once settled */
+    uint64_t frame_next;
+};
+
 struct db_undo {
     uint64_t lsn;       /* the change's LSN */
     uint64_t id;        /* the record it changed */
@@ -87,15 +96,12 @@ struct db {
     struct buf scratch;   /* a compaction snapshot frame's payload being encoded */
     struct db_undo *undo; /* changes not yet acknowledged, oldest first, from undo_head */
     size_t undo_head, undo_len, undo_cap;
-    uint64_t visible_lsn;   /* LSN of the last change the index shows */
-    uint64_t id_reserved;   /* ids below this are reserved by a frame in the log */
-    uint64_t id_durable;    /* ... by a frame known to be on disk */
-    uint64_t id_frame_lsn;  /* LSN of the newest reservation frame */
-    uint64_t id_frame_next; /* ... and the value it reserves up to */
-    /* Revs the same way (REC_REV_FLOOR): a rev handed out (a cursor, an ETag)
-     * is never handed out again after a restart, even one whose change was
+    uint64_t visible_lsn; /* LSN of the last change the index shows */
+    /* Ids below ids.reserved (REC_NEXT_ID), and revs up to revs.reserved
+     * (REC_REV_FLOOR), are reserved by a frame in the log: what was handed out
+     * is never handed out again after a restart, even a rev whose change was
      * undone or lost in a crash. */
-    uint64_t rev_reserved, rev_durable, rev_frame_lsn, rev_frame_next;
+    struct db_reservation ids, revs;
     db_ack_cb on_ack;
     void *ack_ctx;
     /* compaction */

@@ -637,17 +637,17 @@ static void test_ids_lost_reservation_always(void) {
     uv_loop_t loop;
     struct db db;
     open_db(&db, &loop, dir, &always);
-    uint64_t durable = db.id_durable, max = 0;
-    for (int i = 0; i < (int)DB_ID_BLOCK && !db.id_frame_lsn; i++)
+    uint64_t durable = db.ids.durable, max = 0;
+    for (int i = 0; i < (int)DB_ID_BLOCK && !db.ids.frame_lsn; i++)
         max = take_id(&db);
-    CHECK(db.id_frame_lsn != 0); /* half the block is used: the next reservation is pending */
-    CHECK(db.id_reserved > durable);
+    CHECK(db.ids.frame_lsn != 0); /* half the block is used: the next reservation is pending */
+    CHECK(db.ids.reserved > durable);
     enum log_level saved = log_threshold;
     log_threshold = LOG_OFF;
     fault("EVENTD_FAULT_FSYNC_AFTER", "0");
     db_put(&db, theme(max, "lost"));
     RUN_UNTIL(&loop, acks.errors > 0);
-    CHECK_EQ_UINT(db.id_reserved, durable); /* only what is on disk holds */
+    CHECK_EQ_UINT(db.ids.reserved, durable); /* only what is on disk holds */
     CHECK(db_get(&db, max) == NULL);
     fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
     CHECK_EQ_INT(store_flush_sync(&db.store), 0);
