@@ -167,6 +167,24 @@ static void fault(const char *name, const char *value) {
     store_faults_rearm();
 }
 
+/* From now on data syncs fail (EIO), quietly: the errors are the test's. Returns
+ * the log threshold that syncs_recover gives back. */
+static enum log_level syncs_fail(void) {
+    enum log_level saved = log_threshold;
+    log_threshold = LOG_OFF;
+    fault("EVENTD_FAULT_FSYNC_AFTER", "0");
+    return saved;
+}
+
+/* The failed batch has been reported; the disk recovers and the store writes
+ * again (what was pending is on disk). */
+static void syncs_recover(struct db *db, uv_loop_t *loop, enum log_level saved) {
+    RUN_UNTIL(loop, acks.errors > 0);
+    fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
+    CHECK_EQ_INT(store_flush_sync(&db->store), 0);
+    log_threshold = saved;
+}
+
 /* ---- "always": a failed batch is undone exactly ---- */
 
 struct fixture {
@@ -1070,14 +1088,9 @@ static void test_revs_after_a_failed_batch(void) {
     open_db(&db, &loop, dir, &always);
     uint64_t a = put_theme(&db, "a");
     RUN_UNTIL(&loop, acks.last_lsn >= db_visible_lsn(&db));
-    enum log_level saved = log_threshold;
-    log_threshold = LOG_OFF;
-    fault("EVENTD_FAULT_FSYNC_AFTER", "0");
+    enum log_level saved = syncs_fail();
     db_put(&db, theme(a, "lost")); /* 2, undone */
-    RUN_UNTIL(&loop, acks.errors > 0);
-    fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
-    CHECK_EQ_INT(store_flush_sync(&db.store), 0);
-    log_threshold = saved;
+    syncs_recover(&db, &loop, saved);
     check_name(&db, a, "a");
     CHECK_EQ_UINT(rev_of(&db, a), 1);
     db_put(&db, theme(a, "kept"));
@@ -1101,15 +1114,10 @@ static void test_revs_of_a_failed_batch_never_again_after_a_restart(void) {
     open_db(&db, &loop, dir, &always);
     uint64_t a = put_theme(&db, "a");
     RUN_UNTIL(&loop, acks.last_lsn >= db_visible_lsn(&db));
-    enum log_level saved = log_threshold;
-    log_threshold = LOG_OFF;
-    fault("EVENTD_FAULT_FSYNC_AFTER", "0");
+    enum log_level saved = syncs_fail();
     db_put(&db, theme(a, "lost"));
     db_put(&db, theme(a, "lost too"));
-    RUN_UNTIL(&loop, acks.errors > 0);
-    fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
-    CHECK_EQ_INT(store_flush_sync(&db.store), 0);
-    log_threshold = saved;
+    syncs_recover(&db, &loop, saved);
     uint64_t shown = db_rev(&db); /* a cursor handed out now */
     close_db(&db, &loop);
     open_db(&db, &loop, dir, &always);
@@ -1215,16 +1223,11 @@ static void test_change_lists(void) {
     CHECK_EQ_UINT(index_change_op(&index_changes_of(&db.index, 1)->v[3]), INDEX_OP_DELETE);
     CHECK_EQ_UINT(index_changes_after(index_changes_of(&db.index, 1), 3), 3);
     /* A failed batch: its update is not current, the one before it is again. */
-    enum log_level saved = log_threshold;
-    log_threshold = LOG_OFF;
-    fault("EVENTD_FAULT_FSYNC_AFTER", "0");
+    enum log_level saved = syncs_fail();
     db_put(&db, theme(a, "lost")); /* 5 */
     CHECK_EQ_UINT(current_changes(&db, 1, revs), 2);
     CHECK_EQ_UINT(revs[1], 5);
-    RUN_UNTIL(&loop, acks.errors > 0);
-    fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
-    CHECK_EQ_INT(store_flush_sync(&db.store), 0);
-    log_threshold = saved;
+    syncs_recover(&db, &loop, saved);
     CHECK_EQ_UINT(current_changes(&db, 1, revs), 2);
     CHECK_EQ_UINT(revs[0], 3);
     CHECK_EQ_UINT(revs[1], 4);
@@ -1325,14 +1328,9 @@ static void test_an_undone_change_brings_back_its_record_s_listed_change(void) {
     }
     CHECK_EQ_UINT(index_changes_of(&db.index, 1)->len, 8);
     uint64_t kept = rev_of(&db, a);
-    enum log_level saved = log_threshold;
-    log_threshold = LOG_OFF;
-    fault("EVENTD_FAULT_FSYNC_AFTER", "0");
+    enum log_level saved = syncs_fail();
     db_put(&db, theme(a, "lost"));
-    RUN_UNTIL(&loop, acks.errors > 0);
-    fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
-    CHECK_EQ_INT(store_flush_sync(&db.store), 0);
-    log_threshold = saved;
+    syncs_recover(&db, &loop, saved);
     check_name(&db, a, "kept");
     uint64_t revs[16];
     CHECK_EQ_UINT(current_changes(&db, 1, revs), 1);
