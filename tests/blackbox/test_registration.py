@@ -61,6 +61,50 @@ def metric(port, name, labels):
     raise AssertionError("no %s{%s} in /metrics:\n%s" % (name, labels, r.body.decode()))
 
 
+class Flood:
+    """threads JSON POSTs to path from address xff, each thread at most max_each, the
+    k-th thread's bodies from body(k), until stop() (bounded in count and time).
+    counts: answers by status; first(status) waits for the first answer of status."""
+
+    def __init__(self, port, path, body, xff, threads, max_each):
+        self.counts = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._seen = {}
+
+        def run(k):
+            c = http.client.HTTPConnection(HOST, port, timeout=60)
+            try:
+                for _ in range(max_each):
+                    if self._stop.is_set():
+                        return
+                    c.request("POST", path, json.dumps(body(k)),
+                              {"Content-Type": JSON_T, "X-Forwarded-For": xff})
+                    r = c.getresponse()
+                    r.read()
+                    with self._lock:
+                        self.counts[r.status] = self.counts.get(r.status, 0) + 1
+                        self._seen.setdefault(r.status, threading.Event()).set()
+            finally:
+                c.close()
+
+        self._threads = [threading.Thread(target=run, args=(k,), daemon=True)
+                         for k in range(threads)]
+        for t in self._threads:
+            t.start()
+
+    def first(self, status, timeout):
+        return harness.wait_until(lambda: status in self._seen, timeout)
+
+    def running(self):
+        return any(t.is_alive() for t in self._threads)
+
+    def stop(self):
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=120)
+
+
 class Base(ErrorAsserts, unittest.TestCase):
     server_args = ()
     server_env = None
@@ -185,43 +229,18 @@ class LanesUnderAFlood(Base):
     def test_a_registration_flood_never_makes_a_known_users_sign_in_503(self):
         name = uname("known")
         self.assertStatus(register_json(self.port(), name, "203.0.113.40"), 201)
-        stop = threading.Event()
-        refused = threading.Event()
-        counts = {}
-        lock = threading.Lock()
-
-        def flood():
-            c = http.client.HTTPConnection(HOST, self.port(), timeout=60)
-            try:
-                for _ in range(self.MAX_EACH):
-                    if stop.is_set():
-                        return
-                    c.request("POST", "/register",
-                              json.dumps({"username": uname("fl"), "password": PASSWORD}),
-                              {"Content-Type": JSON_T, "X-Forwarded-For": "198.51.100.40"})
-                    r = c.getresponse()
-                    r.read()
-                    with lock:
-                        counts[r.status] = counts.get(r.status, 0) + 1
-                    if r.status == 503:
-                        refused.set()
-            finally:
-                c.close()
-
-        threads = [threading.Thread(target=flood, daemon=True) for _ in range(self.FLOODERS)]
-        for t in threads:
-            t.start()
+        flood = Flood(self.port(), "/register",
+                      lambda k: {"username": uname("fl"), "password": PASSWORD},
+                      "198.51.100.40", self.FLOODERS, self.MAX_EACH)
         try:
-            self.assertTrue(refused.wait(60), "the flood never filled the registrations' lane")
+            self.assertTrue(flood.first(503, 60), "the flood never filled the registrations' lane")
             statuses = [signin_json(self.port(), name, xff="203.0.113.41").status
                         for _ in range(self.SIGNINS)]
-            flooding = not all(not t.is_alive() for t in threads)
+            flooding = flood.running()
         finally:
-            stop.set()
-            for t in threads:
-                t.join(timeout=120)
-        self.assertTrue(flooding, "the flood ended before the sign-ins: %r" % counts)
-        self.assertEqual(statuses, [200] * self.SIGNINS, counts)
+            flood.stop()
+        self.assertTrue(flooding, "the flood ended before the sign-ins: %r" % flood.counts)
+        self.assertEqual(statuses, [200] * self.SIGNINS, flood.counts)
 
 
 class SigninsUnderAFlood(Base):
@@ -244,43 +263,20 @@ class SigninsUnderAFlood(Base):
         names = [uname("fl") for _ in range(self.ACCOUNTS)]
         for i, n in enumerate(names):
             self.assertStatus(register_json(self.port(), n, "198.51.100.%d" % (70 + i)), 201)
-        stop = threading.Event()
-        counts = {}
-        lock = threading.Lock()
-
-        def flood(k):
-            c = http.client.HTTPConnection(HOST, self.port(), timeout=60)
-            try:
-                for _ in range(self.MAX_EACH):
-                    if stop.is_set():
-                        return
-                    c.request("POST", "/signin",
-                              json.dumps({"username": names[k % len(names)],
-                                          "password": PASSWORD}),
-                              {"Content-Type": JSON_T, "X-Forwarded-For": "198.51.100.80"})
-                    r = c.getresponse()
-                    r.read()
-                    with lock:
-                        counts[r.status] = counts.get(r.status, 0) + 1
-            finally:
-                c.close()
-
-        threads = [threading.Thread(target=flood, args=(k,), daemon=True)
-                   for k in range(self.FLOODERS)]
-        for t in threads:
-            t.start()
+        flood = Flood(self.port(), "/signin",
+                      lambda k: {"username": names[k % len(names)], "password": PASSWORD},
+                      "198.51.100.80", self.FLOODERS, self.MAX_EACH)
         try:
-            self.assertTrue(harness.wait_until(lambda: counts.get(200, 0) >= 2, 60), counts)
+            self.assertTrue(harness.wait_until(lambda: flood.counts.get(200, 0) >= 2, 60),
+                            flood.counts)
             statuses = [signin_json(self.port(), known, xff="203.0.113.43").status
                         for _ in range(self.SIGNINS)]
-            flooding = not all(not t.is_alive() for t in threads)
+            flooding = flood.running()
         finally:
-            stop.set()
-            for t in threads:
-                t.join(timeout=120)
-        self.assertTrue(flooding, "the flood ended before the sign-ins: %r" % counts)
-        self.assertEqual(statuses, [200] * self.SIGNINS, counts)
-        self.assertGreater(counts.get(429, 0), 0, counts)  # the flood was held back
+            flood.stop()
+        self.assertTrue(flooding, "the flood ended before the sign-ins: %r" % flood.counts)
+        self.assertEqual(statuses, [200] * self.SIGNINS, flood.counts)
+        self.assertGreater(flood.counts.get(429, 0), 0, flood.counts)  # the flood was held back
 
 
 class TakenNameCost(Base):
