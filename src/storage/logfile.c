@@ -19,13 +19,14 @@
  * replayed, so startup is never hit):
  *   EVENTD_FAULT_FSYNC_AFTER=N  data syncs after the first N fail with EIO
  *   EVENTD_FAULT_WRITE_AFTER=N  log writes after the first N fail with ENOSPC
+ *   EVENTD_FAULT_DIRSYNC_AFTER=N  directory fsyncs after the first N fail with EIO
  *   EVENTD_FAULT_TIMES=M        at most M injected failures, then the disk "recovers"
  * Only builds with the tests have them (EVENTD_TESTS).
  */
 static struct {
-    long sync_after, write_after, times;
-    long syncs, writes, injected;
-} faults = {-1, -1, -1, 0, 0, 0};
+    long sync_after, write_after, dirsync_after, times;
+    long syncs, writes, dirsyncs, injected;
+} faults = {-1, -1, -1, -1, 0, 0, 0, 0};
 
 static long env_long(const char *name) {
     const char *v = getenv(name);
@@ -46,8 +47,9 @@ void logfile_faults_rearm(void) {
 #ifdef EVENTD_FAULT_HOOKS
     faults.sync_after = env_long("EVENTD_FAULT_FSYNC_AFTER");
     faults.write_after = env_long("EVENTD_FAULT_WRITE_AFTER");
+    faults.dirsync_after = env_long("EVENTD_FAULT_DIRSYNC_AFTER");
     faults.times = env_long("EVENTD_FAULT_TIMES");
-    faults.syncs = faults.writes = faults.injected = 0;
+    faults.syncs = faults.writes = faults.dirsyncs = faults.injected = 0;
 #endif
 }
 
@@ -92,6 +94,7 @@ int logfile_sync(int fd, bool data) {
 }
 
 int logfile_sync_dir(const char *dir) {
+    if (FAULT(dirsync)) return -EIO;
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return -errno;
     int err = logfile_sync(fd, false);

@@ -309,11 +309,11 @@ static int job_finish(struct store *s, struct store_batch *b, bool restart) {
                 if (b->cerr)
                     LOG(LOG_ERROR, "store: %s %s failed: %s; will retry", b->cerr_op, s->dir,
                         strerror(-b->cerr));
-            } else {
+            } else if (b->cerr) {
                 LOG(LOG_ERROR, "store: %s %s/%s failed: %s; compaction abandoned", b->cerr_op,
                     s->dir, COMPACT_NAME, strerror(-b->cerr));
                 compact_drop(s, b->cerr, &ccb, &cstatus);
-            }
+            } /* else the log part failed first: fail() abandons the compaction */
         }
         if (!b->renamed) {
             if (b->err) {

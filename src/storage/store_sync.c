@@ -196,9 +196,13 @@ static void body(struct store_batch *b) {
             b->cerr_op = "fdatasync";
         }
     } else {
-        if (b->commit) commit_part(b);
-        /* Once renamed, the new log already holds these frames (they were in the tail). */
-        if (!b->renamed) log_part(b);
+        /* The switch's own frames go to the old log first, as any batch's: until
+         * the directory sync after the rename succeeds, a crash may bring back
+         * the old name, and that log must hold everything acknowledged. They are
+         * in the new log too (they were in the tail). A failed write or sync
+         * here fails the batch and abandons the compaction, before any rename. */
+        log_part(b);
+        if (b->commit && !b->err) commit_part(b);
     }
 }
 
@@ -331,8 +335,7 @@ int store_sync_wait(struct store_sync *sy, struct store_batch *b) {
         uv_cond_wait(&b->cv, &b->mu);
     uv_mutex_unlock(&b->mu);
     b->reaped = true;
-    /* The log part's error: a compaction batch, or a commit that renamed (and so
-     * skipped the log part), leaves it 0. */
+    /* The log part's error (a compaction batch has none: 0). */
     int err = b->err;
     sy->on_done(sy->done_ctx, b, false);
     return err;

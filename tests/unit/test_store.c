@@ -1244,6 +1244,82 @@ static void test_compaction_sync_failure_keeps_the_log(void) {
     rmrf(dir);
 }
 
+/*
+ * The directory fsync after the compaction's rename fails: until one
+ * succeeds, a power loss may bring back the old name, and with it the old
+ * log. So nothing acknowledged may be missing from the old log: the writes
+ * held during the switch go to the old log (synced) before the rename. The
+ * power loss is played by a second directory whose eventd.log is a hard
+ * link to the old log's inode.
+ */
+static void test_a_failed_directory_sync_after_the_rename_acks_only_what_the_old_log_holds(void) {
+    char *dir = tmpdir("store"), *lost = tmpdir("store");
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
+    store_append(&s, 1, "a", 1);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    char old_name[1024];
+    snprintf(old_name, sizeof old_name, "%s", path_of(dir, STORE_LOG_NAME));
+    CHECK_EQ_INT(link(old_name, path_of(lost, STORE_LOG_NAME)), 0);
+
+    memset(&cmp, 0, sizeof cmp);
+    cmp.s = &s;
+    CHECK_EQ_INT(store_compact_begin(&s), 0);
+    store_compact_add(&s, 2, "a", 1);
+    uv_sem_t sem;
+    uv_work_t blocker;
+    uv_sem_init(&sem, 0);
+    blocker.data = &sem;
+    uv_queue_work(&loop, &blocker, on_block, on_block_done);
+    CHECK_EQ_INT(store_compact_commit(&s, on_compact), 0);
+    uint64_t u = store_append(&s, 1, "U", 1); /* held by the switch */
+    uv_run(&loop, UV_RUN_NOWAIT);
+    CHECK(s.switching);
+    setenv("EVENTD_FAULT_DIRSYNC_AFTER", "0", 1);
+    setenv("EVENTD_FAULT_TIMES", "1", 1); /* the rename's directory sync alone */
+    store_faults_rearm();
+    enum log_level saved = log_threshold;
+    log_threshold = LOG_OFF;
+    uv_sem_post(&sem);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_sem_destroy(&sem);
+    log_threshold = saved;
+    unsetenv("EVENTD_FAULT_DIRSYNC_AFTER");
+    unsetenv("EVENTD_FAULT_TIMES");
+    store_faults_rearm();
+    CHECK_EQ_INT(cmp.calls, 1);
+    CHECK_EQ_INT(cmp.status, -EIO);
+    CHECK(store_is_acked(&s, u));
+
+    /* The power loss before a directory sync succeeded: the old log is back. */
+    struct store old;
+    uv_loop_t old_loop;
+    uv_loop_init(&old_loop);
+    open_replay(&old, &old_loop, lost, &always, STORE_REPLAY_OK);
+    CHECK_EQ_UINT(got.n, 2);
+    CHECK_EQ_STR(got.payload[0].ptr, "a");
+    CHECK_EQ_STR(got.payload[1].ptr, "U");
+    close_loop(&old, &old_loop);
+
+    /* No power loss: the next batches sync the directory first, then acknowledge. */
+    uint64_t v = store_append(&s, 1, "V", 1);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(!s.dir_unsynced);
+    CHECK(store_is_acked(&s, v));
+    close_loop(&s, &loop);
+    uv_loop_init(&loop);
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
+    CHECK_EQ_UINT(got.n, 3);
+    CHECK_EQ_STR(got.payload[0].ptr, "a");
+    CHECK_EQ_STR(got.payload[1].ptr, "U");
+    CHECK_EQ_STR(got.payload[2].ptr, "V");
+    close_loop(&s, &loop);
+    rmrf(dir);
+    rmrf(lost);
+}
+
 static const struct check_case cases[] = {
     CHECK_CASE(test_roundtrip),
     CHECK_CASE(test_frames_in_place_are_appends),
@@ -1282,6 +1358,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_compaction),
     CHECK_CASE(test_compaction_abort_removes_its_file),
     CHECK_CASE(test_compaction_sync_failure_keeps_the_log),
+    CHECK_CASE(test_a_failed_directory_sync_after_the_rename_acks_only_what_the_old_log_holds),
 };
 
 int main(int argc, char **argv) {
