@@ -336,6 +336,7 @@ int app_serve(struct app *a) {
     uv_check_init(a->loop, &a->check);
     a->check.data = a;
     uv_check_start(&a->check, on_check);
+    on_check(&a->check); /* a log of format 1 is compacted (keyed) now, not at the first request */
 
     LOG(LOG_INFO, "eventd %s listening on %s (data %s, fsync %s, scheduling %s)", EVENTD_VERSION,
         a->srv.bound, a->cfg.data_dir,

@@ -8,7 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/crc32c.h"
 #include "common/log.h"
 #include "storage/auth.h"
 #include "storage/logfile.h"
@@ -306,11 +305,11 @@ void cli_demo_user(struct db *db, const struct config *cfg, const char *bound) {
 /* ---- export and import ---- */
 
 /* Appends one frame holding r to out. */
-static void put_frame(struct buf *out, struct buf *scratch, const struct record *r) {
+static void put_frame(struct buf *out, struct buf *scratch, uint32_t key, const struct record *r) {
     buf_reset(scratch);
     record_encode(r, scratch);
     uint8_t *p = (uint8_t *)buf_reserve(out, STORE_FRAME_HEADER_SIZE + scratch->len);
-    logfile_frame_put(p, r->type, scratch->ptr, scratch->len);
+    logfile_frame_put(p, key, r->type, scratch->ptr, scratch->len);
     buf_commit(out, STORE_FRAME_HEADER_SIZE + scratch->len);
 }
 
@@ -324,14 +323,15 @@ int cli_export(struct db *db, const char *name) {
     }
     struct buf out = BUF_INIT, scratch = BUF_INIT;
     uint8_t head[STORE_HEADER_SIZE];
-    logfile_header_put(head);
+    uint32_t key = logfile_new_key();
+    logfile_header_put(head, key);
     buf_append(&out, head, sizeof head);
-    put_frame(&out, &scratch, u);
+    put_frame(&out, &scratch, key, u);
     size_t count = 0;
     for (size_t k = 0; k < sizeof owned_kinds; k++) {
         const struct id_list *l = db_owned(db, u->id, owned_kinds[k]);
         for (uint32_t i = 0; i < l->len; i++, count++)
-            put_frame(&out, &scratch, db_get(db, l->ids[i]));
+            put_frame(&out, &scratch, key, db_get(db, l->ids[i]));
     }
     rc = logfile_write_all(STDOUT_FILENO, out.ptr, out.len);
     buf_destroy(&out);
@@ -366,8 +366,8 @@ static int read_stdin(struct buf *b) {
  */
 static const char *parse_export(const struct buf *in, struct record ***recs, size_t *n) {
     const uint8_t *p = (const uint8_t *)in->ptr, *end = p + in->len;
-    if (in->len < STORE_HEADER_SIZE || memcmp(p, STORE_MAGIC, 8) ||
-        logfile_get_le32(p + 8) != STORE_VERSION)
+    uint32_t key;
+    if (in->len < STORE_HEADER_SIZE || memcmp(p, STORE_MAGIC, 8) || !logfile_header_key(p, &key))
         return "is not an eventd export (bad header)";
     size_t cap = 0;
     for (p += STORE_HEADER_SIZE; p < end;) {
@@ -375,8 +375,7 @@ static const char *parse_export(const struct buf *in, struct record ***recs, siz
         uint32_t len = logfile_get_le32(p + 4);
         if (len > STORE_MAX_PAYLOAD || (size_t)(end - p) - STORE_FRAME_HEADER_SIZE < len)
             return "is cut short (a partial frame)";
-        if (crc32c(0, p + 4, 5 + (size_t)len) != logfile_get_le32(p))
-            return "is damaged (checksum)";
+        if (logfile_frame_check(key, p, len) != logfile_get_le32(p)) return "is damaged (checksum)";
         uint8_t type = p[8];
         struct record *r = record_kind(type) ? record_decode(type, p + 9, len) : NULL;
         if (!r) return "holds a frame that is not a record";

@@ -11,6 +11,7 @@
 
 #include "common/buf.h"
 #include "common/crc32c.h"
+#include "common/csprng.h"
 
 #ifdef EVENTD_FAULT_HOOKS
 /*
@@ -141,20 +142,44 @@ int logfile_mkdir_p(const char *dir) {
     return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
-void logfile_frame_put(uint8_t *out, uint8_t type, const void *payload, size_t len) {
-    if (len) memcpy(out + STORE_FRAME_HEADER_SIZE, payload, len);
-    logfile_frame_seal(out, type, len);
+uint32_t logfile_frame_check(uint32_t key, const uint8_t *frame, size_t len) {
+    /* The checksum covers length, type and payload: bytes 4.. of the frame. */
+    return crc32c(0, frame + 4, 5 + len) ^ key;
 }
 
-void logfile_frame_seal(uint8_t *out, uint8_t type, size_t len) {
+void logfile_frame_put(uint8_t *out, uint32_t key, uint8_t type, const void *payload, size_t len) {
+    if (len) memcpy(out + STORE_FRAME_HEADER_SIZE, payload, len);
+    logfile_frame_seal(out, key, type, len);
+}
+
+void logfile_frame_seal(uint8_t *out, uint32_t key, uint8_t type, size_t len) {
     logfile_put_le32(out + 4, (uint32_t)len);
     out[8] = type;
-    /* The checksum covers length, type and payload: bytes 4.. of the frame. */
-    logfile_put_le32(out, crc32c(0, out + 4, 5 + len));
+    logfile_put_le32(out, logfile_frame_check(key, out, len));
 }
 
-void logfile_header_put(uint8_t out[STORE_HEADER_SIZE]) {
+void logfile_frames_rekey(uint8_t *p, size_t len, uint32_t from, uint32_t to) {
+    for (size_t off = 0; off + STORE_FRAME_HEADER_SIZE <= len;) {
+        logfile_put_le32(p + off, logfile_get_le32(p + off) ^ from ^ to);
+        off += STORE_FRAME_HEADER_SIZE + logfile_get_le32(p + off + 4);
+    }
+}
+
+uint32_t logfile_new_key(void) {
+    uint32_t key = 0;
+    while (!key)
+        csprng_bytes(&key, sizeof key);
+    return key;
+}
+
+void logfile_header_put(uint8_t out[STORE_HEADER_SIZE], uint32_t key) {
     memcpy(out, STORE_MAGIC, 8);
-    logfile_put_le32(out + 8, STORE_VERSION);
-    logfile_put_le32(out + 12, 0);
+    logfile_put_le32(out + 8, key ? STORE_VERSION : STORE_VERSION_UNKEYED);
+    logfile_put_le32(out + 12, key);
+}
+
+bool logfile_header_key(const uint8_t h[STORE_HEADER_SIZE], uint32_t *key) {
+    uint32_t version = logfile_get_le32(h + 8);
+    *key = version == STORE_VERSION ? logfile_get_le32(h + 12) : 0;
+    return version == STORE_VERSION || version == STORE_VERSION_UNKEYED;
 }

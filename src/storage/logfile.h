@@ -19,8 +19,9 @@
 #define STORE_LOG_NAME "eventd.log"
 #define STORE_REPAIR_NAME STORE_LOG_NAME ".repair" /* a --repair rewrite before its rename */
 #define STORE_MAGIC "EVTDLOG\0"                    /* 8 bytes at offset 0 */
-#define STORE_VERSION 1u
-#define STORE_HEADER_SIZE 16u         /* magic, u32 version, u32 reserved */
+#define STORE_VERSION 2u /* keyed frames; version 1 (key 0) is still read */
+#define STORE_VERSION_UNKEYED 1u
+#define STORE_HEADER_SIZE 16u         /* magic, u32 version, u32 frame key (0 in version 1) */
 #define STORE_FRAME_HEADER_SIZE 9u    /* u32 crc32c, u32 payload length, u8 type */
 #define STORE_MAX_PAYLOAD (64u << 20) /* larger lengths are damage, not records */
 
@@ -51,12 +52,27 @@ int logfile_cut(int fd, uint64_t size);
 int logfile_probe(int fd, uint64_t size);
 /* mkdir -p with mode 0700; fails with -ENOTDIR if dir is not a directory. */
 int logfile_mkdir_p(const char *dir);
+/*
+ * Frames are keyed: a frame's checksum is its crc32c XOR the file's frame
+ * key, a random number in the file header. Client data inside a payload can
+ * hold bytes that form a whole frame with a good crc32c; without the key it
+ * cannot make one that replay would take for a frame of the log (a torn
+ * append cut there, or a --repair resync landing on it).
+ */
+uint32_t logfile_frame_check(uint32_t key, const uint8_t *frame, size_t len);
 /* Writes one frame (header and payload: STORE_FRAME_HEADER_SIZE + len bytes) to out. */
-void logfile_frame_put(uint8_t *out, uint8_t type, const void *payload, size_t len);
+void logfile_frame_put(uint8_t *out, uint32_t key, uint8_t type, const void *payload, size_t len);
 /* Writes the header of the frame at out whose len bytes of payload are in place after it. */
-void logfile_frame_seal(uint8_t *out, uint8_t type, size_t len);
-/* Writes the file header (magic, version) to out. */
-void logfile_header_put(uint8_t out[STORE_HEADER_SIZE]);
+void logfile_frame_seal(uint8_t *out, uint32_t key, uint8_t type, size_t len);
+/* Rekeys the whole frames in p[0 .. len) from one key to another (a compaction's new file). */
+void logfile_frames_rekey(uint8_t *p, size_t len, uint32_t from, uint32_t to);
+/* A new frame key: random, never 0 (the key of version 1). */
+uint32_t logfile_new_key(void);
+/* Writes the file header (magic, version, key) to out. */
+void logfile_header_put(uint8_t out[STORE_HEADER_SIZE], uint32_t key);
+/* Reads a file header's frame key into *key; false for a version this build cannot read
+ * (the magic is checked apart). */
+bool logfile_header_key(const uint8_t h[STORE_HEADER_SIZE], uint32_t *key);
 
 static inline void logfile_put_le32(uint8_t *p, uint32_t v) {
     p[0] = (uint8_t)v;

@@ -122,6 +122,7 @@ static void compact_drop(struct store *s, int status, store_compact_cb *cb, int 
     s->compact_size = 0;
     s->compact_cancel = 0;
     s->compact_committing = false;
+    s->compact_dropped = status; /* what store_compact_commit reports when it comes later */
     buf_reset(&s->compact_buf);
     if (s->on_compact) {
         *cb = s->on_compact;
@@ -253,6 +254,9 @@ static void switch_log(struct store *s, struct store_batch *b) {
     }
     s->fd = b->compact_fd;
     s->compact_fd = -1;
+    /* The writes held during the switch go to the new log: with its key. */
+    logfile_frames_rekey((uint8_t *)s->pending.ptr, s->pending.len, s->frame_key, s->compact_key);
+    s->frame_key = s->compact_key;
     uint64_t size = s->compact_size + b->cdata.len;
     s->file_size = s->durable_size = size;
     s->written_lsn = s->durable_lsn = b->last_lsn;
@@ -303,9 +307,9 @@ static int job_finish(struct store *s, struct store_batch *b, bool restart) {
             s->switching = false;
             if (b->renamed) {
                 switch_log(s, b);
+                /* Done: the new log is in use. Only its name's sync may be owed (switch_log). */
                 ccb = s->on_compact;
                 s->on_compact = NULL;
-                cstatus = b->cerr;
                 if (b->cerr)
                     LOG(LOG_ERROR, "store: %s %s failed: %s; will retry", b->cerr_op, s->dir,
                         strerror(-b->cerr));
@@ -485,8 +489,12 @@ fail:
 
 /* The frame of n bytes at f, now in pending, is appended: its LSN. */
 static uint64_t appended(struct store *s, const uint8_t *f, size_t n) {
-    if (s->compact_fd >= 0 && !s->switching && !s->compact_cancel)
+    if (s->compact_fd >= 0 && !s->switching && !s->compact_cancel) {
+        /* The copy in the compaction file carries that file's key. */
+        size_t at = s->compact_buf.len;
         buf_append(&s->compact_buf, f, n);
+        logfile_frames_rekey((uint8_t *)s->compact_buf.ptr + at, n, s->frame_key, s->compact_key);
+    }
     uint64_t lsn = ++s->appended_lsn;
     s->pending_lsn = lsn;
     if (s->opts.fsync != STORE_FSYNC_ALWAYS) s->acked_lsn = lsn;
@@ -500,7 +508,7 @@ uint64_t store_append(struct store *s, uint8_t type, const void *payload, size_t
     size_t n = STORE_FRAME_HEADER_SIZE + len;
     if (!s->pending.len) s->pending_since = store_clock_ns();
     uint8_t *f = (uint8_t *)buf_reserve(&s->pending, n);
-    logfile_frame_put(f, type, payload, len);
+    logfile_frame_put(f, s->frame_key, type, payload, len);
     buf_commit(&s->pending, n);
     return appended(s, f, n);
 }
@@ -524,7 +532,7 @@ uint64_t store_frame_end(struct store *s, uint8_t type, size_t *frame_bytes) {
     }
     s->frame_open = false;
     uint8_t *f = (uint8_t *)s->pending.ptr + s->frame_at;
-    logfile_frame_seal(f, type, n - STORE_FRAME_HEADER_SIZE);
+    logfile_frame_seal(f, s->frame_key, type, n - STORE_FRAME_HEADER_SIZE);
     *frame_bytes = n;
     return appended(s, f, n);
 }
@@ -603,11 +611,13 @@ int store_compact_begin(struct store *s) {
     s->compact_fd = fd;
     s->compact_size = 0;
     s->compact_cancel = 0;
+    s->compact_dropped = 0;
     s->compact_committing = false;
     s->on_compact = NULL;
+    s->compact_key = logfile_new_key();
     buf_reset(&s->compact_buf);
     uint8_t h[STORE_HEADER_SIZE];
-    logfile_header_put(h);
+    logfile_header_put(h, s->compact_key);
     buf_append(&s->compact_buf, h, sizeof h);
     return 0;
 }
@@ -617,13 +627,14 @@ void store_compact_add(struct store *s, uint8_t type, const void *payload, size_
     assert(!s->compact_committing);
     assert(len <= STORE_MAX_PAYLOAD);
     size_t n = STORE_FRAME_HEADER_SIZE + len;
-    logfile_frame_put((uint8_t *)buf_reserve(&s->compact_buf, n), type, payload, len);
+    logfile_frame_put((uint8_t *)buf_reserve(&s->compact_buf, n), s->compact_key, type, payload,
+                      len);
     buf_commit(&s->compact_buf, n);
     if (s->compact_buf.len >= COMPACT_CHUNK && !s->compact_job) kick(s);
 }
 
 int store_compact_commit(struct store *s, store_compact_cb cb) {
-    if (s->compact_fd < 0) return -EINVAL;
+    if (s->compact_fd < 0) return s->compact_dropped ? s->compact_dropped : -EINVAL;
     if (s->compact_cancel) return -ECANCELED;
     if (s->compact_committing) return -EBUSY;
     s->compact_committing = true;

@@ -108,6 +108,7 @@ struct store {
     struct store_opts opts;
     int lock_fd;
     int fd;                    /* eventd.log, O_APPEND */
+    uint32_t frame_key;        /* eventd.log's (logfile.h; 0: a version 1 log) */
     uint64_t file_size;        /* bytes in eventd.log written by completed jobs */
     uint64_t durable_size;     /* bytes known to be on disk (fdatasync returned) */
     uint64_t appended_lsn;     /* last LSN handed out */
@@ -123,6 +124,8 @@ struct store {
     void *data; /* caller's pointer */
     /* compaction state */
     int compact_fd;         /* -1 when no compaction runs */
+    uint32_t compact_key;   /* eventd.log.compact's frame key: a new one each time */
+    int compact_dropped;    /* why the store dropped the compaction before its commit: -errno */
     struct buf compact_buf; /* snapshot and tail frames not yet written */
     store_compact_cb on_compact;
     bool compact_committing;

@@ -30,7 +30,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/crc32c.h"
 #include "common/log.h"
 #include "storage/logfile.h"
 #include "storage/store.h"
@@ -48,6 +47,7 @@ struct reader {
     uint64_t base; /* file offset of buf[0] */
     uint64_t size; /* file size */
     int err;       /* -errno of a failed read */
+    uint32_t key;  /* the file's frame key */
 };
 
 /* A range of the file that replay cut or skipped. */
@@ -132,7 +132,7 @@ static int next_frame(struct reader *r, uint64_t off, uint64_t *found) {
         if (len > STORE_MAX_PAYLOAD || len > r->size - off - STORE_FRAME_HEADER_SIZE) continue;
         const uint8_t *f = reader_at(r, off, STORE_FRAME_HEADER_SIZE + len);
         if (!f) return r->err;
-        if (crc32c(0, f + 4, 5 + (size_t)len) == crc) {
+        if (logfile_frame_check(r->key, f, len) == crc) {
             *found = off;
             return 0;
         }
@@ -281,13 +281,15 @@ static void add_cut(struct replay *rp, uint64_t off, uint64_t end) {
 static enum store_replay_status short_header(struct replay *rp, int *err) {
     struct reader *r = &rp->r;
     uint8_t h[STORE_HEADER_SIZE];
-    logfile_header_put(h);
+    rp->s->frame_key = logfile_new_key();
+    logfile_header_put(h, rp->s->frame_key);
     const uint8_t *p = r->size ? reader_at(r, 0, (size_t)r->size) : NULL;
     if (r->size && !p) {
         *err = r->err;
         return STORE_REPLAY_IO;
     }
-    bool torn = r->size == 0 || memcmp(p, h, (size_t)r->size) == 0;
+    /* Torn: the start of our magic (a key never decides it: it was random). */
+    bool torn = r->size == 0 || memcmp(p, h, r->size < 8 ? (size_t)r->size : 8) == 0;
     for (size_t i = 0; !torn && i < r->size; i++)
         torn = p[i] == 0;
     if (!torn) {
@@ -325,8 +327,11 @@ static enum store_replay_status check_header(struct replay *rp, int *err) {
                  "%s/%s is not an eventd log (bad magic at offset 0)", dir, STORE_LOG_NAME);
         return STORE_REPLAY_CORRUPT;
     }
+    if (logfile_header_key(h, &rp->r.key)) {
+        rp->s->frame_key = rp->r.key;
+        return STORE_REPLAY_OK;
+    }
     uint32_t version = logfile_get_le32(h + 8);
-    if (version == STORE_VERSION) return STORE_REPLAY_OK;
     snprintf(rp->info->message, sizeof rp->info->message,
              version > STORE_VERSION ? "%s/%s was written by a newer eventd (format %" PRIu32 ")"
                                      : "%s/%s has an unknown format %" PRIu32,
@@ -357,7 +362,7 @@ static int read_frame(struct replay *rp, uint64_t *pos, uint64_t *end, uint32_t 
     }
     const uint8_t *f = reader_at(r, *pos, STORE_FRAME_HEADER_SIZE + *len);
     if (!f) return r->err;
-    if (crc32c(0, f + 4, 5 + (size_t)*len) != crc) {
+    if (logfile_frame_check(r->key, f, *len) != crc) {
         rp->why = "bad checksum";
         return 0;
     }
@@ -393,8 +398,11 @@ static enum store_replay_status scan(struct replay *rp, int *err) {
             add_cut(rp, pos, r->size);
             break;
         }
-        uint64_t next;
-        if ((rc = next_frame(r, end && end <= r->size ? end : pos + 1, &next)) < 0) goto io;
+        /* The next intact frame: from the next byte, as the length may be the
+         * damaged part. A version 1 log (no key) trusts a length inside the
+         * file: from there on, a payload's bytes could pass for a frame. */
+        uint64_t next, from = r->key || !end || end > r->size ? pos + 1 : end;
+        if ((rc = next_frame(r, from, &next)) < 0) goto io;
         if (!rp->s->opts.repair) {
             info->bad_offset = pos;
             snprintf(info->message, sizeof info->message,

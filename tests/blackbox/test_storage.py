@@ -791,21 +791,27 @@ def crc32c(data, crc=0):
     return crc ^ 0xFFFFFFFF
 
 
+def frame_key(data):
+    """The frame key of a log image: in the header of format 2, 0 in format 1."""
+    version, key = struct.unpack_from("<II", data, 8)
+    return key if version == 2 else 0
+
+
 def frames(data):
     """[(offset, length, type)] of the frames of a log image (stops at a bad one)."""
-    out, off = [], 16
+    out, off, key = [], 16, frame_key(data)
     while off + 9 <= len(data):
         crc, n, typ = struct.unpack_from("<IIB", data, off)
-        if off + 9 + n > len(data) or crc32c(data[off + 4:off + 9 + n]) != crc:
+        if off + 9 + n > len(data) or crc32c(data[off + 4:off + 9 + n]) ^ key != crc:
             break
         out.append((off, n, typ))
         off += 9 + n
     return out
 
 
-def frame(typ, payload):
+def frame(typ, payload, key):
     body = struct.pack("<IB", len(payload), typ) + payload
-    return struct.pack("<I", crc32c(body)) + body
+    return struct.pack("<I", crc32c(body) ^ key) + body
 
 
 class LogFormat(TornBase):
@@ -823,13 +829,70 @@ class LogFormat(TornBase):
         self.assertNotEqual(rc, 0, (out, err))
         return out + err
 
+    def test_a_frame_inside_a_client_string_is_never_taken_for_one(self):
+        """A client can put bytes that form a whole frame with a good crc32c into a
+        string (control characters are allowed): here a deletion of bob's theme
+        (REC_REV 20 around REC_DELETE 16), inside alice's theme name, and a crash
+        that tore alice's append just after it. Without the log's frame key those
+        bytes are no frame: the start cuts the torn append, --repair applies none."""
+        d = self.mkdir()
+        ka, kb = add_user(d.path, "alice"), add_user(d.path, "bob")
+        with self.server(d) as srv:
+            bob = Client(srv.port, "bob", kb)
+            theirs = bob.must_create("theme", {"Name": "bob's"})
+            self.assertLess(theirs["ID"], 128, "a one-byte varint id")
+            inner = next(f for f in (frame(20, bytes([rev, 16, theirs["ID"]]), 0)
+                                     for rev in range(1, 128)) if max(f) < 0x80)
+            alice = Client(srv.port, "alice", ka)
+            alice.must_create("theme", {"Name": "x" * 20 + inner.decode("ascii") + "y" * 100})
+            bob.close()
+            alice.close()
+            self.assertEqual(srv.stop(), 0)
+        data = self.read(d)
+        at = data.rindex(inner)
+        outer = [o for o, _, _ in frames(data) if o < at][-1]
+        self.write(d, data[:at + len(inner) + 5])
+        for extra in ((), ("--repair",)):
+            with self.server(d, *extra) as srv:
+                bob = Client(srv.port, "bob", kb)
+                self.assertEqual(bob.must_get("theme", theirs["ID"]), theirs)
+                bob.close()
+                self.assertEqual(srv.stop(), 0)
+            with open(d.file(LOG + ".damaged-%d" % outer), "rb") as f:
+                self.assertEqual(f.read(), data[outer:at + len(inner) + 5],
+                                 "cut where alice's append starts")
+
+    def test_a_format_1_log_is_read_and_rewritten_keyed_at_once(self):
+        d = self.mkdir()
+        key, recs = self.populate(d, n=3)
+        data = bytearray(self.read(d))
+        fkey = frame_key(data)
+        for off, _, _ in frames(bytes(data)):  # the same log as eventd wrote it before keys
+            struct.pack_into("<I", data, off, struct.unpack_from("<I", data, off)[0] ^ fkey)
+        struct.pack_into("<II", data, 8, 1, 0)
+        self.write(d, bytes(data))
+        self.assertEqual(len(frames(bytes(data))), len(frames(self.read(d))))
+        with self.server(d) as srv:
+            self.assertTrue(harness.wait_until(lambda: "compaction done" in srv.stderr_text(), 10),
+                            srv.stderr_text())
+            self.check(srv, key, recs)
+            self.assertEqual(srv.stop(), 0)
+        now = self.read(d)
+        self.assertEqual(struct.unpack_from("<I", now, 8)[0], 2)
+        self.assertNotEqual(frame_key(now), 0)
+        self.assertEqual(sum(9 + n for _, n, _ in frames(now)) + 16, len(now))
+        with self.server(d) as srv:
+            self.check(srv, key, recs)
+
     def test_crc_and_parser_self_check(self):
         self.assertEqual(crc32c(b"123456789"), 0xE3069283)
         d = self.mkdir()
         key, recs = self.populate(d, n=3)
         data = self.read(d)
         self.assertEqual(data[:8], b"EVTDLOG\0")
-        self.assertEqual(struct.unpack_from("<II", data, 8), (1, 0))
+        version, fkey = struct.unpack_from("<II", data, 8)
+        self.assertEqual(version, 2)
+        self.assertNotEqual(fkey, 0, "a new log has a frame key")
         fr = frames(data)
         self.assertEqual(fr[-1][0] + 9 + fr[-1][1], len(data), "frames must cover the log")
         # user add: the reservations of ids (17) and revs (22), the user, their give-backs;
@@ -1124,7 +1187,7 @@ class LogFormat(TornBase):
         d = self.mkdir()
         key, recs = self.populate(d, n=2)
         newer = bytearray(self.read(d))
-        struct.pack_into("<I", newer, 8, 2)
+        struct.pack_into("<I", newer, 8, 3)
         self.write(d, bytes(newer))
         msg = self.refused_exit_1(d)
         self.assertIn("newer", msg)
@@ -1160,7 +1223,7 @@ class LogFormat(TornBase):
                 d = self.mkdir()
                 key, recs = self.populate(d, n=2)
                 data = self.read(d)
-                self.write(d, data + frame(typ, payload))
+                self.write(d, data + frame(typ, payload, frame_key(data)))
                 msg = self.refused(d)
                 self.assertIn(str(len(data)), msg, "offset of the undecodable frame")
                 with self.server(d, "--repair") as srv:
@@ -1178,7 +1241,7 @@ class LogFormat(TornBase):
         self.refused(d, "--repair")
         self.assertEqual(self.read(d)[:8], b"NOTALOG\0", "the file was touched")
         newer = bytearray(orig)
-        struct.pack_into("<I", newer, 8, 2)
+        struct.pack_into("<I", newer, 8, 3)
         self.write(d, bytes(newer))
         msg = self.refused(d)
         self.assertIn("newer", msg)
@@ -1194,7 +1257,7 @@ class LogFormat(TornBase):
         # holding other content must be ignored, and removed
         for stray in (".compact", ".repair"):
             with open(d.file(LOG + stray), "wb") as f:
-                f.write(self.read(d)[:16] + frame(2, b"\x01"))
+                f.write(self.read(d)[:16] + frame(2, b"\x01", frame_key(self.read(d))))
         with self.server(d) as srv:
             self.assertFalse(os.path.exists(d.file(LOG + ".compact")))
             self.assertFalse(os.path.exists(d.file(LOG + ".repair")))

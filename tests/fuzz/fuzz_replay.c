@@ -124,10 +124,12 @@ static uint32_t get_le32(const uint8_t *p) {
 /* Rewrites the checksum of every frame that fits in the file (see store.h for the layout). */
 static void fix_checksums(uint8_t *p, size_t n) {
     size_t off = STORE_HEADER_SIZE;
+    uint32_t key = 0;
+    if (n >= STORE_HEADER_SIZE) logfile_header_key(p, &key);
     while (off + STORE_FRAME_HEADER_SIZE <= n) {
         uint32_t len = get_le32(p + off + 4);
         if (len > n - off - STORE_FRAME_HEADER_SIZE) break;
-        uint32_t crc = crc32c(0, p + off + 4, 5 + (size_t)len);
+        uint32_t crc = logfile_frame_check(key, p + off, len);
         for (int i = 0; i < 4; i++)
             p[off + (size_t)i] = (uint8_t)(crc >> (8 * i));
         off += STORE_FRAME_HEADER_SIZE + len;

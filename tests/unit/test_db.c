@@ -1431,6 +1431,133 @@ static void test_guard_counts_own_appends(void) {
     rmrf(dir);
 }
 
+/* ---- a log batch fails while a compaction runs ---- */
+static int compacted_status;
+static int compacted_calls;
+static void on_compacted_count(void *ctx, int status) {
+    (void)ctx;
+    compacted_calls++;
+    compacted_status = status;
+}
+
+static void fault_during_compaction(const struct store_opts *o, const char *var, bool at_commit) {
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, o);
+    enum { N = 12000 };
+    uint64_t first = 0, last = 0, lsn = 0;
+    for (int i = 0; i < N; i++) {
+        last = take_id(&db);
+        if (!first) first = last;
+        lsn = db_put(&db, theme(last, "t"));
+    }
+    RUN_UNTIL(&loop, db.store.durable_lsn >= lsn && !db.store.job);
+    compacted_calls = 0;
+    CHECK_EQ_INT(db_compact_start(&db, on_compacted_count, NULL), 0);
+    if (at_commit)
+        RUN_UNTIL(&loop, db.store.compact_committing || !db.compacting);
+    else
+        RUN_UNTIL(&loop, db.store.compact_job != NULL || db.store.compact_buf.len > 0);
+    enum log_level saved = log_threshold;
+    log_threshold = LOG_OFF;
+    fault(var, "0");
+    db_put(&db, theme(first, "changed"));
+    db_delete(&db, last);
+    RUN_UNTIL(&loop, acks.errors > 0 || !db.compacting);
+    RUN_UNTIL(&loop, !db.compacting);
+    CHECK_EQ_INT(compacted_calls, 1);
+    /* The compaction reports the disk's error, also when it was dropped before its commit. */
+    CHECK_EQ_INT(compacted_status, strcmp(var, "EVENTD_FAULT_FSYNC_AFTER") == 0 ? -EIO : -ENOSPC);
+    fault(var, NULL);
+    RUN_UNTIL(&loop, !store_failing(&db.store));
+    CHECK_EQ_INT(store_flush_sync(&db.store), 0);
+    log_threshold = saved;
+    bool kept = o->fsync != STORE_FSYNC_ALWAYS || acks.errors == 0;
+    if (kept) {
+        check_name(&db, first, "changed");
+        CHECK(db_get(&db, last) == NULL);
+    } else {
+        check_name(&db, first, "t");
+        check_name(&db, last, "t");
+    }
+    close_db(&db, &loop);
+    open_db(&db, &loop, dir, o);
+    if (kept) {
+        check_name(&db, first, "changed");
+        CHECK(db_get(&db, last) == NULL);
+    } else {
+        check_name(&db, first, "t");
+        check_name(&db, last, "t");
+    }
+    check_name(&db, last - 1, "t");
+    CHECK_EQ_UINT(db.index.count, (uint64_t)N - (kept ? 1 : 0));
+    close_db(&db, &loop);
+    rmrf(dir);
+}
+
+static void test_always_sync_fails_mid_compaction(void) {
+    fault_during_compaction(&always, "EVENTD_FAULT_FSYNC_AFTER", false);
+}
+static void test_always_write_fails_mid_compaction(void) {
+    fault_during_compaction(&always, "EVENTD_FAULT_WRITE_AFTER", false);
+}
+static void test_interval_sync_fails_mid_compaction(void) {
+    fault_during_compaction(&interval, "EVENTD_FAULT_FSYNC_AFTER", false);
+}
+static void test_interval_write_fails_mid_compaction(void) {
+    fault_during_compaction(&interval, "EVENTD_FAULT_WRITE_AFTER", false);
+}
+static void test_always_sync_fails_at_commit(void) {
+    fault_during_compaction(&always, "EVENTD_FAULT_FSYNC_AFTER", true);
+}
+static void test_always_write_fails_at_commit(void) {
+    fault_during_compaction(&always, "EVENTD_FAULT_WRITE_AFTER", true);
+}
+static void test_interval_sync_fails_at_commit(void) {
+    fault_during_compaction(&interval, "EVENTD_FAULT_FSYNC_AFTER", true);
+}
+static void test_interval_write_fails_at_commit(void) {
+    fault_during_compaction(&interval, "EVENTD_FAULT_WRITE_AFTER", true);
+}
+
+/* --fsync never, the id reservation's fdatasync fails (EIO): nothing acknowledged is
+ * undone, creates are refused until the disk recovers, and a restart keeps every record. */
+static void test_never_reservation_sync_fails(void) {
+    static const struct store_opts never = {.fsync = STORE_FSYNC_NEVER, .retry_ms = 10};
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, &never);
+    enum log_level saved = syncs_fail();
+    uint64_t first = 0, last = 0;
+    int n = 0;
+    while (acks.errors == 0 && n < (int)DB_ID_BLOCK) {
+        uint64_t id;
+        if (db_take_id(&db, &id) < 0) break;
+        if (!first) first = id;
+        last = id;
+        db_put(&db, theme(id, "n"));
+        n++;
+        if (n % 1000 == 0) uv_run(&loop, UV_RUN_NOWAIT);
+    }
+    RUN_UNTIL(&loop, acks.errors > 0);
+    check_name(&db, first, "n");
+    check_name(&db, last, "n");
+    fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
+    RUN_UNTIL(&loop, !store_failing(&db.store));
+    log_threshold = saved;
+    uint64_t after = take_id(&db);
+    CHECK(after > last);
+    close_db(&db, &loop);
+    open_db(&db, &loop, dir, &never);
+    check_name(&db, first, "n");
+    check_name(&db, last, "n");
+    CHECK(take_id(&db) > after);
+    close_db(&db, &loop);
+    rmrf(dir);
+}
+
 static const struct check_case cases[] = {
     CHECK_CASE(test_guard_counts_own_appends),
     CHECK_CASE(test_change_lists),
@@ -1476,6 +1603,15 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_node_empty_directory_becomes_shard),
     CHECK_CASE(test_node_survives_compaction),
     CHECK_CASE(test_node_foreign_ids_keep_next_id),
+    CHECK_CASE(test_never_reservation_sync_fails),
+    CHECK_CASE(test_always_sync_fails_mid_compaction),
+    CHECK_CASE(test_always_write_fails_mid_compaction),
+    CHECK_CASE(test_interval_sync_fails_mid_compaction),
+    CHECK_CASE(test_interval_write_fails_mid_compaction),
+    CHECK_CASE(test_always_sync_fails_at_commit),
+    CHECK_CASE(test_always_write_fails_at_commit),
+    CHECK_CASE(test_interval_sync_fails_at_commit),
+    CHECK_CASE(test_interval_write_fails_at_commit),
 };
 
 int main(int argc, char **argv) {
