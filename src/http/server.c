@@ -56,6 +56,7 @@ void conn_close(struct conn *c) {
     c->counted = false;
     unwait(c);
     conn_list_leave(c);
+    q_remove(&c->rlink);
     c->pending_closes = 2;
     uv_close(&c->io.handle, on_closed);
     uv_close((uv_handle_t *)&c->timer, on_closed);
@@ -405,6 +406,7 @@ int server_start(struct server *srv, uv_loop_t *loop, const struct server_settin
     q_init(&srv->idle);
     q_init(&srv->warm);
     q_init(&srv->lingering);
+    q_init(&srv->resumes);
     q_init(&srv->free_conns);
     net_counts_init(&srv->per_addr);
     char why[160];
@@ -441,6 +443,8 @@ int server_start(struct server *srv, uv_loop_t *loop, const struct server_settin
     srv->drain_timer.data = srv;
     uv_timer_init(loop, &srv->sweep_timer);
     srv->sweep_timer.data = srv;
+    uv_idle_init(loop, &srv->resume_idle);
+    srv->resume_idle.data = srv;
     /* The sweep alone never keeps the loop running. */
     uv_unref((uv_handle_t *)&srv->sweep_timer);
     if ((rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&sa, 0)) < 0) return rc;
@@ -693,4 +697,6 @@ void server_destroy(struct server *srv) {
         uv_close((uv_handle_t *)&srv->sweep_timer, NULL);
     if (!uv_is_closing((uv_handle_t *)&srv->drain_timer))
         uv_close((uv_handle_t *)&srv->drain_timer, NULL);
+    if (!uv_is_closing((uv_handle_t *)&srv->resume_idle))
+        uv_close((uv_handle_t *)&srv->resume_idle, NULL);
 }

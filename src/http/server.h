@@ -173,6 +173,8 @@ struct server {
     struct server_link idle;      /* idle connections, longest idle first */
     struct server_link warm;      /* idle connections still holding a handler state, oldest first */
     struct server_link lingering; /* closing connections draining input, oldest first */
+    struct server_link resumes;   /* connections whose parse resumes on the next loop turn */
+    uv_idle_t resume_idle;        /* ... runs them, while there are some */
     struct server_link free_conns;  /* free connection slots (of srv->slabs) */
     struct server_slab *slabs;      /* connection slots are allocated in slabs */
     struct server_kit *kits;        /* free kits (LIFO) */

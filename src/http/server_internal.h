@@ -104,6 +104,7 @@ struct conn {
     struct server_link link;      /* srv->conns while open, srv->free_conns while free */
     struct server_link ilink;     /* srv->idle or srv->lingering, as list says */
     struct server_link wlink;     /* srv->warm, when in_warm */
+    struct server_link rlink;     /* srv->resumes: its parse resumes on the next loop turn */
     struct conn *next_waiting;    /* srv->waiting */
     struct server_kit *kit;       /* NULL while idle or lingering */
     struct server_state *hstate;  /* handler state: NULL until the first request and
@@ -171,6 +172,10 @@ static inline void q_remove(struct server_link *n) {
     n->next->prev = n->prev;
     n->prev = n->next = n;
 }
+
+/* Resumes c's paused parser on the next loop turn (from inside a handler, where parsing
+ * its next requests would run them inside that request's completion). */
+void conn_resume_later(struct conn *c);
 
 /* A request is in progress: its first bytes were parsed and it is not complete. Only a
  * connection with a kit can be inside one. */

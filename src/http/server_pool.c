@@ -351,6 +351,7 @@ struct conn *server__conn_get(struct server *srv) {
     c->next_waiting = NULL;
     q_init(&c->ilink);
     q_init(&c->wlink);
+    q_init(&c->rlink);
     c->list = LIST_NONE;
     c->roff = c->rlen = 0;
     c->head = c->count = c->nwriting = 0;

@@ -220,6 +220,27 @@ void conn_answer_error(struct conn *c) {
     if (!c->reading && !c->eof) conn_start_reading(c);
 }
 
+static void on_resume(uv_idle_t *h) {
+    struct server *srv = h->data;
+    while (!q_empty(&srv->resumes)) {
+        struct conn *c = CONN_OF(srv->resumes.next, rlink);
+        q_remove(&c->rlink);
+        if (c->closing || !c->paused || ring_full(c) || c->close_after) continue;
+        c->paused = false;
+        http_parser_resume(&c->kit->parser);
+        conn_parse_buffered(c);
+        conn_flush(c);
+        conn_settle(c);
+    }
+    uv_idle_stop(h);
+}
+
+void conn_resume_later(struct conn *c) {
+    struct server *srv = c->srv;
+    if (q_empty(&c->rlink)) q_push(&srv->resumes, &c->rlink);
+    uv_idle_start(&srv->resume_idle, on_resume);
+}
+
 void conn_parse_buffered(struct conn *c) {
     while (c->roff < c->rlen) {
         /* After "close" was decided no new request starts; one in progress finishes. */

@@ -161,9 +161,15 @@ static bool written(struct conn *c, int status) {
         return false;
     }
     if (c->paused && !ring_full(c) && !c->close_after) {
-        c->paused = false;
-        http_parser_resume(&c->kit->parser);
-        conn_parse_buffered(c);
+        if (c->srv->completing) {
+            /* Written from inside another request's handler (an answer to a held
+             * call): this connection's next requests must not run inside it. */
+            conn_resume_later(c);
+        } else {
+            c->paused = false;
+            http_parser_resume(&c->kit->parser);
+            conn_parse_buffered(c);
+        }
     } else if (!c->kit->parser.in_message &&
                (moved || c->deadline != c->idle_since + c->srv->set.idle_timeout_ms)) {
         /* Written in the loop turn that read the request, the idle deadline is

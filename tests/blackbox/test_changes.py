@@ -493,6 +493,66 @@ class Reentry(Served):
         self.assertEqual(self.c.call("GET", "/v2/theme/%s" % t).status, 200)
 
 
+class ReentryFromTheHandler(Served):
+    """An answer given inside another request's handler (the waiter cap's
+    empty page, a write waking held callers) may free room in a connection
+    whose pipeline was full. Its next requests are parsed on the next loop
+    turn, not inside that handler: run inside, they took over the handler's
+    place (the server aborted, or a create's answer was never sent). Found by
+    review, 2026-11-28."""
+    ARGS = Parked.ARGS + ("--max-pipeline", "32", "--changes-max-waiters-per-user", "2")
+
+    def raw(self, user, method, path, body=None, rid=""):
+        h = {"Authorization": harness.auth_header(user, self.keys[user]), "X-Request-ID": rid}
+        if body is not None:
+            h["Content-Type"] = "application/json"
+        return harness.build_request(method, path, body, h)
+
+    def connect(self):
+        s = harness.connect(self.srv.port, timeout=30)
+        self.addCleanup(s.close)
+        return s
+
+    def read(self, s, n):
+        return [(r.header("X-Request-ID"), r.status)
+                for r in (harness.read_response(s, timeout=20) for _ in range(n))]
+
+    def test_the_waiter_cap_frees_a_full_pipeline(self):
+        b = self.connect()
+        b.sendall(self.raw("alice", "GET", "/v2/changes?wait=30", rid="held") +
+                  b"".join(self.raw("alice", "GET", "/v2/theme", rid="g%d" % i)
+                           for i in range(40)))
+        self.assertTrue(harness.wait_until(lambda: self.waiting() == 1, 10))
+        second = self.connect()
+        second.sendall(self.raw("alice", "GET", "/v2/changes?wait=30", rid="second"))
+        self.assertTrue(harness.wait_until(lambda: self.waiting() == 2, 10))
+        third = self.connect()
+        third.sendall(self.raw("alice", "GET", "/v2/changes?wait=30", rid="third"))
+        # The cap answers b's held call: b's 40 GETs follow, and the server lives on.
+        self.assertEqual(self.read(b, 41),
+                         [("held", 200)] + [("g%d" % i, 200) for i in range(40)])
+        self.assertEqual(self.waiting(), 2)  # second and third
+        self.assertIsNone(self.srv.proc.poll())
+
+    def test_a_create_waking_a_full_pipeline_gets_its_answer(self):
+        b = self.connect()
+        b.sendall(self.raw("alice", "GET", "/v2/changes?wait=30", rid="alice") +
+                  b"".join(self.raw("alice", "GET", "/v2/theme", rid="g%d" % i)
+                           for i in range(31)) +
+                  self.raw("bob", "GET", "/v2/changes?wait=30", rid="bob"))
+        self.assertTrue(harness.wait_until(lambda: self.waiting() == 1, 10))
+        a = self.connect()
+        a.sendall(self.raw("alice", "POST", "/v2/theme", b'{"Theme":{}}', rid="create"))
+        self.assertEqual(self.read(a, 1), [("create", 200)])
+        self.assertEqual(self.read(b, 32),
+                         [("alice", 200)] + [("g%d" % i, 200) for i in range(31)])
+        self.assertTrue(harness.wait_until(lambda: self.waiting() == 1, 10))  # bob's
+
+
+class ReentryFromTheHandlerNever(ReentryFromTheHandler):
+    ARGS = ReentryFromTheHandler.ARGS + ("--fsync", "never")
+
+
 class AfterTheStop(Served):
     """A feed call that arrives once the stop has begun (no drain: --drain-ms 0,
     on a keep-alive connection the stop still reads) is answered at once with
