@@ -106,6 +106,7 @@ static int on_message_begin(llhttp_t *ll) {
     p->name_len = p->value_len = 0;
     p->n_host = p->n_auth = p->n_te = 0;
     p->te_chunked = p->bad_field = p->version_done = p->value_open = false;
+    p->in_gap = p->gap_lf = false;
     p->crlf_left = 0;
     p->name_kind = H_OTHER;
     p->in_message = p->in_headers = true;
@@ -251,6 +252,7 @@ static bool has_ows(const char *s, size_t n) {
 static int on_header_field(llhttp_t *ll, const char *at, size_t n) {
     struct http_parser *p = P(ll);
     if (!p->in_headers && count_body(p, n)) return HPE_USER;
+    p->gap_from = at + n;
     if (p->name_len == 0 && at + n != p->seg_end) {
         p->name_len = n;
         p->name_kind = classify(at, n, &p->cur_field);
@@ -300,6 +302,8 @@ static int on_header_field_complete(llhttp_t *ll) {
     p->name_len = 0;
     p->name_kind = H_OTHER; /* until the next name says what it is */
     p->value_open = false;
+    p->in_gap = true;
+    p->gap_lf = false;
     return 0;
 }
 
@@ -349,12 +353,22 @@ static bool value_is(const struct http_parser *p, const char *s) {
     return p->value_trim == n && n <= sizeof p->name && strncasecmp(p->name, s, n) == 0;
 }
 
+/* A line break between the header name and `to`: in an earlier segment, or in this one. */
+static bool gap_has_lf(const struct http_parser *p, const char *to) {
+    const char *from = p->gap_from ? p->gap_from : p->seg_start;
+    return p->gap_lf || (to > from && memchr(from, '\n', (size_t)(to - from)) != NULL);
+}
+
 static int on_header_value(llhttp_t *ll, const char *at, size_t n) {
     struct http_parser *p = P(ll);
     struct http_request *r = &p->req;
     /* A piece that does not start where the last one ended follows a line
      * break: an obs-fold, which RFC 9112 5.2 lets us refuse. */
     if (p->value_open && at != p->value_end) return stop(p, ERR_BAD_REQUEST);
+    /* The same for a value whose first line was empty: llhttp reports no piece for
+     * it, so the line break is looked for between the name and this piece. */
+    if (p->in_gap && n && gap_has_lf(p, at)) return stop(p, ERR_BAD_REQUEST);
+    p->in_gap = false;
     if (!p->in_headers && count_body(p, n)) return HPE_USER;
     p->value_open = true;
     p->value_end = at + n;
@@ -408,7 +422,7 @@ static int on_header_value_complete(llhttp_t *ll) {
         }
     }
     r->cur_header = H_OTHER;
-    p->value_open = false;
+    p->value_open = p->in_gap = false;
     return 0;
 }
 
@@ -571,7 +585,7 @@ void http_parser_reset(struct http_parser *p) {
     p->internal_pause = PAUSE_NONE;
     p->in_message = p->in_headers = false;
     /* What a segment of the last request may have left for the next one. */
-    p->value_open = false;
+    p->value_open = p->in_gap = false;
     p->crlf_left = 0;
 }
 
@@ -598,6 +612,9 @@ enum http_status http_parser_execute(struct http_parser *p, const char *ptr, siz
         size_t used =
             e == HPE_OK ? len - off : (size_t)(llhttp_get_error_pos(&p->ll) - (ptr + off));
         off += used;
+        /* A gap between a name and its value that this segment ended in. */
+        if (p->in_gap && gap_has_lf(p, ptr + off)) p->gap_lf = true;
+        p->gap_from = NULL;
         if (e == HPE_OK && p->crlf_left) {
             /* The segment ended inside a terminator: check its part here. */
             if (!check_crlf(p, p->crlf_at ? p->crlf_at : p->seg_start, ptr + off)) {

@@ -150,8 +150,11 @@ struct http_parser {
     uint8_t host_state;           /* HOST_*: where in the Host value we are */
     bool version_done;            /* the request line's version was well formed */
     /* Contiguity of one header value across pieces: a gap is an obs-fold. */
-    bool value_open;   /* a piece of the current value has been seen */
-    uint8_t name_kind; /* what the header name being parsed is (see http.c) */
+    bool value_open;      /* a piece of the current value has been seen */
+    bool in_gap;          /* between a header's name and its value's first piece */
+    bool gap_lf;          /* ... and a line break was in it (an earlier segment's part) */
+    const char *gap_from; /* where the gap starts in this segment, or NULL: at its start */
+    uint8_t name_kind;    /* what the header name being parsed is (see http.c) */
     /* The CRLF that ends each chunk's data, checked here (see http.c). */
     uint8_t crlf_left;     /* bytes of it not yet checked */
     const char *value_end; /* where its next piece must start, or NULL */

@@ -241,6 +241,48 @@ class LineTests(Hostile):
             s.close()
         self.assertServes("obs-fold across reads: ")
 
+    def test_obs_fold_after_an_empty_first_line(self):
+        # llhttp reports no piece for an empty first line, so the continuation
+        # looked like the whole value: "Transfer-Encoding:" folded onto "chunked"
+        # was taken as chunked (a proxy that drops the fold sees no body, and the
+        # chunks would be its next request). Found by review, 2026-11-28.
+        body = b"5\r\nhello\r\n0\r\n\r\n"
+        for name, value in ((b"Transfer-Encoding", b"chunked"), (b"X-A", b"b"),
+                            (b"Authorization", self.auth.encode())):
+            for first in (b"", b" ", b"\t"):
+                with self.subTest(name=name, first=first):
+                    self.refused(b"POST /v2/theme HTTP/1.1\r\nHost: x\r\n" + name + b":" +
+                                 first + b"\r\n " + value + b"\r\n\r\n" + body, 400,
+                                 "bad_request", "fold after an empty line: ")
+
+    def test_obs_fold_after_an_empty_first_line_split_at_every_byte(self):
+        data = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A:\r\n b\r\n\r\n"
+        start = data.index(b"X-A")
+        for cut in range(start, data.index(b" b") + 2):
+            with self.subTest(cut=cut):
+                s = connect(self.port)
+                try:
+                    s.sendall(data[:cut])
+                    wait_server_read(self.port, [s])
+                    s.sendall(data[cut:])
+                    self.assertResp(read_response(s), 400, "bad_request",
+                                    ctx="fold after an empty line, cut at %d: " % cut)
+                finally:
+                    s.close()
+
+    def test_an_empty_header_value_is_not_a_fold(self):
+        data = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A:\r\nX-B: \r\n\r\n"
+        for cut in range(data.index(b"X-A"), len(data)):
+            with self.subTest(cut=cut):
+                s = connect(self.port)
+                try:
+                    s.sendall(data[:cut])
+                    wait_server_read(self.port, [s])
+                    s.sendall(data[cut:])
+                    self.assertResp(read_response(s), 200, ctx="empty values, cut at %d: " % cut)
+                finally:
+                    s.close()
+
     def test_header_value_split_across_reads_is_not_a_fold(self):
         data = build_request("GET", "/healthz", None, {"X-Long": "a b c d e f"})
         cut = data.index(b"c d")
