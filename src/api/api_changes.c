@@ -109,7 +109,7 @@ static uint32_t write_page(struct handlers *h, uint64_t user_id, uint64_t after,
         const struct index_change *c = &l->v[i];
         const struct record *rec = db_change_current(db, c);
         if (rec == INDEX_CHANGE_STALE) continue;
-        if (n == limit) {
+        if (n == limit || b->len > h->set.list_max_bytes) {
             next = last; /* more to come: the next page starts after the last one shown */
             break;
         }

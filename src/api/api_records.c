@@ -537,7 +537,9 @@ static void do_list(struct handlers *h, struct api_state *st, struct http_reques
     buf_append_str(&r->body, "{\"Items\":[");
     uint32_t n = 0;
     uint32_t i = hi;
-    while (i > 0 && n < limit) {
+    /* A page also ends past --list-max-bytes: what a client that does not read makes
+     * the server keep is one page, whatever the records hold. */
+    while (i > 0 && n < limit && r->body.len <= h->set.list_max_bytes) {
         const struct record *rec = db_get(h->db, l->ids[--i]);
         if (n++) buf_append_char(&r->body, ',');
         json_write_record(&r->body, rec, false);

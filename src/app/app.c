@@ -250,6 +250,7 @@ struct handlers_settings app_handlers_settings(const struct config *cfg, const c
         .max_string_bytes = cfg->max_string_bytes,
         .list_default = cfg->list_default,
         .list_max = cfg->list_max,
+        .list_max_bytes = cfg->list_max_bytes,
         .changes_max_wait_s = cfg->changes_max_wait_s,
         .changes_max_waiters = cfg->changes_max_waiters,
         .site = cfg->site,

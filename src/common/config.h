@@ -49,6 +49,7 @@ struct config {
     uint32_t max_string_bytes;    /* longest text field value, bytes of UTF-8 */
     uint32_t list_default;        /* page size of list calls without ?limit */
     uint32_t list_max;            /* largest ?limit */
+    uint32_t list_max_bytes;      /* a page ends once its body is past this size */
     uint32_t changes_max_wait_s;  /* largest ?wait of the change feed, s */
     uint32_t changes_max_waiters; /* held feed calls per user */
     uint32_t fsync;               /* enum config_fsync */

@@ -31,6 +31,7 @@ struct handlers_settings {
     uint32_t max_string_bytes;    /* longest text field value, bytes */
     uint32_t list_default;        /* page size without ?limit */
     uint32_t list_max;            /* largest ?limit */
+    uint32_t list_max_bytes;      /* a page ends once its body is past this size */
     uint32_t changes_max_wait_s;  /* largest ?wait of the change feed, s */
     uint32_t changes_max_waiters; /* held feed calls per user; a new one answers the oldest */
     /* accounts (docs/ACCOUNTS.md) */

@@ -553,6 +553,47 @@ class ReentryFromTheHandlerNever(ReentryFromTheHandler):
     ARGS = ReentryFromTheHandler.ARGS + ("--fsync", "never")
 
 
+class PageBytes(Served):
+    """--list-max-bytes: a list or change feed page ends after the item that
+    takes its body past the setting, with a cursor that goes on. What one
+    client that does not read makes the server keep is a page of that size,
+    whatever its records hold (review, 2026-11-28: 500 addresses full of
+    escaped control characters made a 7 MB page, 911 MB for 200 connections)."""
+    ARGS = ("--list-max-bytes", "4096")
+
+    def test_a_list_page_ends_past_the_setting_and_its_cursor_goes_on(self):
+        big = "\u0001" * 200  # 1,200 bytes of JSON each
+        ids = [self.c.must_create("theme", {"Name": big})["ID"] for _ in range(12)]
+        got, cursor, pages = [], "", 0
+        while cursor is not None and pages < 20:
+            r = self.c.list("theme", "limit=500" + ("&cursor=" + cursor if cursor else ""))
+            self.assertEqual(r.status, 200, r.describe())
+            self.assertLess(len(r.body), 4096 + 2000, "one item past the setting at most")
+            got += [t["ID"] for t in r.result()["Items"]]
+            cursor = r.result()["NextCursor"]
+            pages += 1
+        self.assertEqual(got, list(reversed(ids)))
+        self.assertGreaterEqual(pages, 3)
+
+    def test_a_change_feed_page_ends_past_the_setting_and_its_cursor_goes_on(self):
+        cur = self.cursor()
+        big = "\u0001" * 200
+        ids = [self.c.must_create("theme", {"Name": big})["ID"] for _ in range(12)]
+        got, pages = [], 0
+        while pages < 20:
+            r = self.c.call("GET", "/v2/changes?limit=500&after=" + cur)
+            self.assertEqual(r.status, 200, r.describe())
+            self.assertLess(len(r.body), 4096 + 2000)
+            page = r.result()
+            got += [c["ID"] for c in page["Changes"]]
+            cur = page["NextCursor"]
+            pages += 1
+            if not page["Changes"]:
+                break
+        self.assertEqual(got, ids)
+        self.assertGreaterEqual(pages, 3)
+
+
 class AfterTheStop(Served):
     """A feed call that arrives once the stop has begun (no drain: --drain-ms 0,
     on a keep-alive connection the stop still reads) is answered at once with
