@@ -12,12 +12,15 @@
 
 #include "core/account_body.h"
 #include "core/reply.h"
+#include "storage/record.h"
 
 static int j_string(void *ctx, const unsigned char *s, size_t n);
 
+static int j_bad(void *ctx);
+
 static int j_null(void *ctx) {
     struct account_body *b = ctx;
-    if (b->json_depth != 1) b->json_error = true;
+    if (b->json_depth != 1) return j_bad(ctx);
     if (!b->json_error && b->numbers && b->json_field >= 0)
         return j_string(ctx, (const unsigned char *)"", 0); /* null: the empty value */
     return !b->json_error;
@@ -26,7 +29,9 @@ static int j_null(void *ctx) {
 static int j_bad(void *ctx) {
     struct account_body *b = ctx;
     b->json_error = true;
-    snprintf(b->form.err_msg, sizeof b->form.err_msg, "every member must be a string");
+    snprintf(b->form.err_msg, sizeof b->form.err_msg,
+             b->json_depth < 1 ? "the body must be a JSON object of strings"
+                               : "every member must be a string");
     b->form.err_field = b->json_field;
     return 0;
 }
@@ -61,6 +66,13 @@ static int j_string(void *ctx, const unsigned char *s, size_t n) {
     }
     if (memchr(s, 0, n)) {
         snprintf(fm->err_msg, sizeof fm->err_msg, "%s: must not contain NUL", fm->fields[f].name);
+        fm->err_field = f;
+        b->json_error = true;
+        return 0;
+    }
+    /* As the form's decoder: a value is valid UTF-8 (yajl lets overlongs through). */
+    if (!record_utf8_valid((const char *)s, n)) {
+        snprintf(fm->err_msg, sizeof fm->err_msg, "%s: not valid UTF-8", fm->fields[f].name);
         fm->err_field = f;
         b->json_error = true;
         return 0;
@@ -109,6 +121,7 @@ bool account_body_begin(struct account_body *b, struct http_request *req, struct
     b->numbers = false;
     b->json_error = false;
     b->json_any = false;
+    memset(&b->esc, 0, sizeof b->esc);
     b->json_depth = 0;
     b->json_field = -1;
     if (ct.len >= 33 && strncasecmp(ct.ptr, "application/x-www-form-urlencoded", 33) == 0) {
@@ -135,6 +148,13 @@ void account_body_feed(struct account_body *b, const char *ptr, size_t len) {
         form_feed(&b->form, ptr, len);
     } else if (b->kind == BODY_JSON && !b->json_error) {
         if (len) b->json_any = true;
+        if (json_escapes_scan(&b->esc, ptr, len) >= 0) {
+            b->json_error = true;
+            b->form.err_field = -1;
+            snprintf(b->form.err_msg, sizeof b->form.err_msg,
+                     "the body is not valid JSON: a \\u escape of half a UTF-16 surrogate pair");
+            return;
+        }
         if (yajl_parse(b->yh, (const unsigned char *)ptr, len) != yajl_status_ok &&
             !b->json_error) {
             b->json_error = true;

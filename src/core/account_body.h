@@ -11,6 +11,7 @@
 #include <yajl/yajl_parse.h>
 
 #include "core/form.h"
+#include "core/json.h"
 #include "http/http.h"
 
 /* An account form, from a form post or the JSON variant (site.c, admin.c). */
@@ -22,7 +23,8 @@ struct account_body {
     int json_field; /* the field the next JSON value is for, -1 for an unknown key */
     bool json_error;
     bool json_any; /* a byte of JSON came: an empty body is an empty object */
-    bool numbers;  /* JSON numbers are taken as their text, null as "" (set after begin) */
+    struct json_escapes esc;
+    bool numbers; /* JSON numbers are taken as their text, null as "" (set after begin) */
 };
 enum { BODY_NONE, BODY_FORM, BODY_JSON };
 

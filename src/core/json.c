@@ -425,13 +425,23 @@ static int on_end(void *ctx) {
     return 1;
 }
 
+/* How much of a key an error message echoes: at most 64 bytes, cut on a character
+ * boundary; 0 when that is not text (invalid UTF-8 or a NUL), which is not echoed. */
+static size_t echo_len(const char *k, size_t n) {
+    size_t cut = n > 64 ? 64 : n;
+    while (cut < n && cut > 0 && ((unsigned char)k[cut] & 0xC0) == 0x80)
+        cut--;
+    return record_utf8_valid(k, cut) && !memchr(k, 0, cut) ? cut : 0;
+}
+
 /* A key, every case: on_map_key's own path is the common one only. */
 static __attribute__((noinline)) int map_key(struct json_decoder *d, const char *k, size_t n) {
     if (d->skip_depth) return 1;
+    size_t shown = echo_len(k, n);
     if (d->depth == 1 && d->wrapped)
         return fail(d, ERR_UNKNOWN_FIELD, NULL,
-                    "only the %s object may stand at the top level; found \"%.*s\"", d->kind->name,
-                    (int)(n > 64 ? 64 : n), k);
+                    "only the %s object may stand at the top level; found \"%.*s\"%s",
+                    d->kind->name, (int)shown, k, shown < n ? " (cut)" : "");
     if (d->depth == 1 && !d->seen_keys && !d->seen_special && n == d->name_len &&
         memcmp(k, d->kind->name, n) == 0) {
         d->field = JF_WRAPPER;
@@ -458,8 +468,13 @@ static __attribute__((noinline)) int map_key(struct json_decoder *d, const char 
             return 1;
         }
     }
-    const char *name = arena_strndup(d->arena, k, n > 64 ? 64 : n);
-    return fail(d, ERR_UNKNOWN_FIELD, name, "%s has no field \"%s\"", d->kind->name, name);
+    if (!shown && n)
+        return fail(d, ERR_UNKNOWN_FIELD, NULL,
+                    "%s has no such field (a key of %zu bytes that is not UTF-8 text without NUL)",
+                    d->kind->name, n);
+    const char *name = arena_strndup(d->arena, k, shown);
+    return fail(d, ERR_UNKNOWN_FIELD, name, "%s has no field \"%s\"%s", d->kind->name, name,
+                shown < n ? " (cut)" : "");
 }
 
 /* A field's key seen for the first time inside the wrapper (the common
@@ -543,9 +558,71 @@ static void keep_chunk_strings(struct json_decoder *d) {
     d->in_chunk = 0;
 }
 
+enum { ESC_NONE, ESC_BACKSLASH, ESC_HEX };
+
+static int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') return (c | 0x20) - 'a' + 10;
+    return -1;
+}
+
+long json_escapes_scan(struct json_escapes *e, const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        switch (e->state) {
+        case ESC_NONE:
+            if (e->want_low && c != '\\') return (long)i;
+            if (c != '\\') {
+                /* Most bodies hold no backslash: skip to the next one at once. */
+                const char *b = memchr(p + i, '\\', n - i);
+                if (!b) return -1;
+                i = (size_t)(b - p);
+            }
+            e->state = ESC_BACKSLASH;
+            break;
+        case ESC_BACKSLASH:
+            if (c != 'u') {
+                if (e->want_low) return (long)i;
+                e->state = ESC_NONE;
+                break;
+            }
+            e->state = ESC_HEX;
+            e->digits = 0;
+            e->cp = 0;
+            break;
+        default: {
+            int v = hex_value(c);
+            if (v < 0) { /* not an escape: yajl says so */
+                e->state = ESC_NONE;
+                e->want_low = false;
+                break;
+            }
+            e->cp = (uint16_t)(e->cp << 4 | (unsigned)v);
+            if (++e->digits < 4) break;
+            e->state = ESC_NONE;
+            bool high = e->cp >= 0xD800 && e->cp <= 0xDBFF,
+                 low = e->cp >= 0xDC00 && e->cp <= 0xDFFF;
+            if (e->want_low != low) return (long)i;
+            e->want_low = high;
+            break;
+        }
+        }
+    }
+    return -1;
+}
+
 static int feed(struct json_decoder *d, const char *ptr, size_t len, bool held) {
     if (d->err != ERR_NONE) return -1;
     if (len) d->any = true;
+    long bad = json_escapes_scan(&d->esc, ptr, len);
+    if (bad >= 0) {
+        fail(d, ERR_INVALID_JSON, NULL,
+             "malformed JSON at byte %llu: a \\u escape of half a UTF-16 surrogate pair "
+             "(a high one, \\uD800 to \\uDBFF, must be followed by a low one, \\uDC00 to "
+             "\\uDFFF)",
+             (unsigned long long)(d->fed + (uint64_t)bad));
+        return -1;
+    }
     d->chunk = ptr;
     d->chunk_len = len;
     d->chunk_held = held;
@@ -595,182 +672,4 @@ void json_decoder_end(struct json_decoder *d) {
      * nothing: yajl_free would only call it once per block. The handle is
      * simply dropped, its memory going with d and the arena. */
     d->h = NULL;
-}
-
-/* ---- writer ---- */
-
-/*
- * What the record writer needs of each kind, rendered once from the tables:
- * the member of every output field at its default (",\"Logo\":\"\""), back
- * to back in field order, so that a run of fields at their defaults (most
- * of a record, often) is one copy. Fields not shown render as nothing.
- * Static: built on first use, on the loop's thread, like the tables' meta.
- */
-struct out_field {
-    uint32_t key_end;           /* the end of the field's key in text: its value follows */
-    uint32_t next;              /* the start of the next field's member */
-    uint8_t type;               /* enum field_type */
-    bool shown;                 /* false: renders nothing (not an output field, or bytes) */
-} __attribute__((aligned(16))); /* 16 bytes: a field's entry is one shift away */
-static struct {
-    char *text;
-    uint32_t off[RECORD_MAX_FIELDS + 1]; /* field i's default member: text[off[i] .. off[i + 1]) */
-    struct out_field field[RECORD_MAX_FIELDS];
-    uint32_t nfields;
-    bool has_event;
-} defaults_text[REC_KIND_MAX + 1];
-static bool defaults_ready;
-
-/* Room for the longest text of a value that is not a string. */
-#define VALUE_MAX 32
-/* Bytes a run copy may read and write past its end: the defaults' text is
- * padded by as much, and the writer's reservation has that room. */
-#define RUN_SLACK 16
-
-/* Writes v, a value of type t, at o; returns the end. o must have room for
- * VALUE_MAX bytes or a string value escaped. */
-static inline char *put_value(char *o, uint8_t t, union value v) {
-    switch (t) {
-    case FT_STR:
-    case FT_COLOR:
-        return json_put_string(o, v.s.ptr, v.s.len);
-    case FT_REF:
-    case FT_INT:
-        return o + u64_digits(v.i, o);
-    case FT_DOUBLE:
-        return o + json_put_double(o, v.d);
-    case FT_BOOL:
-        memcpy(o, v.b ? "true" : "false", 5);
-        return o + (v.b ? 4 : 5);
-    default:
-        return o;
-    }
-}
-
-/* Copies n bytes of the defaults' text in 16-byte steps (no call; most runs
- * are short): reads and writes up to RUN_SLACK - 1 bytes past n. */
-static inline char *copy_run(char *o, const char *src, size_t n) {
-    for (size_t i = 0; i < n; i += 16)
-        memcpy(o + i, src + i, 16);
-    return o + n;
-}
-
-static void defaults_init(void) {
-    for (uint8_t t = 1; t <= REC_KIND_MAX; t++) {
-        const struct kind_desc *k = record_kind(t);
-        const struct field_meta *m = record_field_meta(k);
-        union value vals[RECORD_MAX_FIELDS];
-        record_defaults(k, vals);
-        struct buf b;
-        buf_init(&b, 256);
-        for (int i = 0; i < k->nfields; i++) {
-            defaults_text[t].off[i] = (uint32_t)b.len;
-            const struct field *f = &k->fields[i];
-            if (!(f->flags & FF_OUTPUT) || f->type == FT_BYTES) continue;
-            bool text = f->type == FT_STR || f->type == FT_COLOR;
-            size_t room = m[i].key_len + VALUE_MAX + (text ? 6 * (size_t)vals[i].s.len : 0);
-            char *o = buf_reserve(&b, room);
-            memcpy(o, m[i].key, m[i].key_len);
-            buf_commit(&b, (size_t)(put_value(o + m[i].key_len, f->type, vals[i]) - o));
-        }
-        defaults_text[t].off[k->nfields] = (uint32_t)b.len;
-        for (int i = 0; i < k->nfields; i++) {
-            const struct field *f = &k->fields[i];
-            defaults_text[t].field[i] = (struct out_field){
-                .key_end = defaults_text[t].off[i] + m[i].key_len,
-                .next = defaults_text[t].off[i + 1],
-                .type = f->type,
-                .shown = (f->flags & FF_OUTPUT) && f->type != FT_BYTES,
-            };
-        }
-        defaults_text[t].nfields = (uint32_t)k->nfields;
-        defaults_text[t].has_event = k->has_event;
-        memset(buf_reserve(&b, RUN_SLACK), 0, RUN_SLACK); /* copy_run's padding, uncommitted */
-        defaults_text[t].text = b.ptr;                    /* kept for the life of the process */
-    }
-    defaults_ready = true;
-}
-
-/*
- * One reservation covers the whole record: a member's text is at most six
- * bytes per byte of a string value plus its quotes, or VALUE_MAX for any
- * other value, and the key; record_size counts at least the string's bytes
- * plus 2, or 8 for other values (so 6 * record_size + VALUE_MAX per field
- * bounds the values), and the keys are within the defaults' text.
- *
- * The defaults' text holds every output field's key followed by its default
- * value, so a field with a value of its own costs one copy (the defaults
- * before it, up to and including its key) and its value.
- */
-static inline __attribute__((always_inline)) void
-write_record(struct buf *b, const struct record *r, bool open, const struct json_decoder *dec) {
-    const uint32_t plain = dec ? (uint32_t)dec->plain : 0;
-    const uint32_t decimals = dec ? dec->decimals : 0;
-    if (!defaults_ready) defaults_init();
-    const char *dtext = defaults_text[r->type].text;
-    const uint32_t end = defaults_text[r->type].off[defaults_text[r->type].nfields];
-    const struct out_field *of = defaults_text[r->type].field;
-    size_t room = 80 + RUN_SLACK + 6 * (size_t)record_size(r) +
-                  (size_t)defaults_text[r->type].nfields * (VALUE_MAX + 44) + end;
-    char *o = buf_reserve(b, room), *start = o;
-    static const char id_key[] = "{\"ID\":", user_key[] = ",\"UserID\":",
-                      event_key[] = ",\"EventID\":";
-    memcpy(o, id_key, sizeof id_key - 1);
-    o += sizeof id_key - 1;
-    o += u64_digits(r->id, o);
-    memcpy(o, user_key, sizeof user_key - 1);
-    o += sizeof user_key - 1;
-    o += u64_digits(r->user_id, o);
-    if (defaults_text[r->type].has_event) {
-        memcpy(o, event_key, sizeof event_key - 1);
-        o += sizeof event_key - 1;
-        o += u64_digits(r->event_id, o);
-    }
-    uint32_t from = 0; /* the defaults' text not yet written starts here */
-    const uint64_t *cell = r->cell;
-    for (uint32_t set = r->set; set; set &= set - 1) {
-        int i = __builtin_ctz(set);
-        const struct out_field *e = &of[i];
-        uint64_t c = *cell++;
-        if (!e->shown) continue; /* renders nothing */
-        o = copy_run(o, dtext + from, e->key_end - from);
-        from = e->next;
-        /* The cell read as record_cell_value reads it, in the writer's one switch. */
-        switch (e->type) {
-        case FT_STR:
-        case FT_COLOR: {
-            uint32_t len = (uint32_t)c;
-            const char *s = len ? (const char *)r + (c >> 32) : "";
-            o = plain >> i & 1 ? json_put_plain_string(o, s, len) : json_put_string(o, s, len);
-            break;
-        }
-        case FT_DOUBLE: {
-            double d;
-            memcpy(&d, &c, sizeof d);
-            if (decimals >> i & 1)
-                o = json_put_decimal(o, d < 0, dec->dec[i] >> 4, (int)(dec->dec[i] & 15));
-            else
-                o += json_put_double(o, d);
-            break;
-        }
-        case FT_BOOL:
-            memcpy(o, c ? "true" : "false", 5);
-            o += c ? 4 : 5;
-            break;
-        default: /* FT_REF, FT_INT */
-            o += u64_digits(c, o);
-        }
-    }
-    o = copy_run(o, dtext + from, end - from);
-    if (!open) *o++ = '}';
-    buf_commit(b, (size_t)(o - start));
-}
-
-void json_write_record(struct buf *b, const struct record *r, bool open) {
-    write_record(b, r, open, NULL);
-}
-
-void json_write_record_decoded(struct buf *b, const struct record *r, bool open,
-                               const struct json_decoder *d) {
-    write_record(b, r, open, d);
 }

@@ -28,6 +28,22 @@
 #include "common/json_write.h"
 #include "storage/record.h"
 
+/*
+ * The \u escapes of a JSON text fed in chunks. yajl decodes a high surrogate
+ * escape that no low one follows as '?', and pairs it with whatever \u
+ * escape follows: "a\ud800b" would be stored as "a?b", "\ud800\u0041" as
+ * U+10041. Such text is refused before yajl sees it.
+ */
+struct json_escapes {
+    uint8_t state;  /* where in an escape the last chunk ended (json.c) */
+    uint8_t digits; /* hex digits of the \uXXXX being read */
+    bool want_low;  /* a high surrogate was read: its low one must follow at once */
+    uint16_t cp;
+};
+/* Scans the next n bytes: the offset of the byte that shows an unpaired surrogate escape
+ * (or a lone low one), or -1. */
+long json_escapes_scan(struct json_escapes *e, const char *p, size_t n);
+
 struct json_decoder {
     yajl_handle h;
     struct arena *arena; /* request-scoped: strings and what yajl_room cannot hold */
@@ -60,6 +76,7 @@ struct json_decoder {
      * holds its digits and decimals without trailing zeros (m << 4 | k), the
      * shortest form that reads back as it, which json_put_double writes. */
     uint32_t decimals;
+    struct json_escapes esc;
     /* When in_chunk: the start of the first of those strings, the end of the
      * last (they are taken in the chunk's order). */
     const char *chunk_lo, *chunk_hi;

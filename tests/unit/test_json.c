@@ -84,6 +84,53 @@ static void test_show_map_falsy(void) {
     }
 }
 
+/*
+ * A \u escape of half a surrogate pair: yajl decoded "a\ud800b" as "a?b" and
+ * "\ud800\u0041" as U+10041. Refused, at every chunk size (the scan keeps its
+ * state across chunks); a whole pair and an escaped backslash before "u" pass.
+ */
+static void test_unpaired_surrogate_escapes_are_refused(void) {
+    struct json_decoder d;
+    const char *bad[] = {
+        "{\"Theme\":{\"Name\":\"a\\ud800b\"}}",  "{\"Theme\":{\"Name\":\"\\ud800\\u0041\"}}",
+        "{\"Theme\":{\"Name\":\"\\uDBFF\\n\"}}", "{\"Theme\":{\"Name\":\"\\udc00\"}}",
+        "{\"Theme\":{\"Name\":\"\\ud800\"}}",    "{\"Theme\":{\"Name\":\"x\\ud83d\\ud83d\"}}",
+        "{\"Theme\":{\"N\\ud800ame\":\"x\"}}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        for (size_t step = 1; step <= strlen(bad[i]); step++) {
+            CHECK_EQ_INT(decode(&d, &record_theme, bad[i], step), -1);
+            CHECK_EQ_INT(d.err, ERR_INVALID_JSON);
+            CHECK(strstr(d.err_msg, "surrogate") != NULL);
+        }
+    }
+    const char *good = "{\"Theme\":{\"Name\":\"\\ud83d\\ude00 \\\\ud800 \\\\\\u00e9\"}}";
+    for (size_t step = 1; step <= strlen(good); step++) {
+        CHECK_EQ_INT(decode(&d, &record_theme, good, step), 0);
+        CHECK_EQ_STR(d.vals[THEME_NAME].s.ptr, "\xf0\x9f\x98\x80 \\ud800 \\\xc3\xa9");
+    }
+}
+
+/* An unknown key is echoed cut on a character boundary, and not at all when it is
+ * not text: an error answer is always valid UTF-8, its Field never cut at a NUL. */
+static void test_unknown_keys_are_echoed_as_text(void) {
+    struct json_decoder d;
+    char body[200];
+    snprintf(body, sizeof body, "{\"Theme\":{\"%s\xc3\xa9\":1}}",
+             "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"); /* 63 a */
+    CHECK_EQ_INT(decode(&d, &record_theme, body, 7), -1);
+    CHECK_EQ_INT(d.err, ERR_UNKNOWN_FIELD);
+    CHECK_EQ_INT(strlen(d.err_field), 63);
+    CHECK(strstr(d.err_msg, "(cut)") != NULL);
+    const char *not_text[] = {"{\"Theme\":{\"Na\\u0000me\":1}}", "{\"Theme\":{\"\xc0\x80\":1}}"};
+    for (size_t i = 0; i < 2; i++) {
+        CHECK_EQ_INT(decode(&d, &record_theme, not_text[i], 3), -1);
+        CHECK_EQ_INT(d.err, ERR_UNKNOWN_FIELD);
+        CHECK(d.err_field == NULL);
+        CHECK(strstr(d.err_msg, "not UTF-8 text") != NULL);
+    }
+}
+
 static void test_errors_name_the_field(void) {
     struct json_decoder d;
     /* Errors name the field. */
@@ -614,6 +661,8 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_show_map_truthy),
     CHECK_CASE(test_show_map_falsy),
     CHECK_CASE(test_errors_name_the_field),
+    CHECK_CASE(test_unpaired_surrogate_escapes_are_refused),
+    CHECK_CASE(test_unknown_keys_are_echoed_as_text),
     CHECK_CASE(test_error_offset_independent_of_chunks),
     CHECK_CASE(test_end_of_body_as_yajl),
     CHECK_CASE(test_length_limit_in_bytes),
