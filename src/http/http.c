@@ -81,6 +81,12 @@ static int stop(struct http_parser *p, enum err e) {
     return HPE_USER;
 }
 
+/* stop, saying what broke the rule (a static string): the answer's message names it. */
+static int stop_why(struct http_parser *p, enum err e, const char *why) {
+    p->why = why;
+    return stop(p, e);
+}
+
 /* Pauses llhttp for our own bookkeeping; execute resumes it at once. */
 static int pause_here(struct http_parser *p, uint8_t next) {
     p->internal_pause = next;
@@ -256,10 +262,11 @@ static int on_header_field(llhttp_t *ll, const char *at, size_t n) {
     if (p->name_len == 0 && at + n != p->seg_end) {
         p->name_len = n;
         p->name_kind = classify(at, n, &p->cur_field);
-        if (p->name_kind == H_OTHER && has_ows(at, n)) return stop(p, ERR_BAD_REQUEST);
+        if (p->name_kind == H_OTHER && has_ows(at, n))
+            return stop_why(p, ERR_BAD_REQUEST, "whitespace in a header name");
         return 0;
     }
-    if (has_ows(at, n)) return stop(p, ERR_BAD_REQUEST);
+    if (has_ows(at, n)) return stop_why(p, ERR_BAD_REQUEST, "whitespace in a header name");
     if (p->name_len + n <= sizeof p->name) memcpy(p->name + p->name_len, at, n);
     p->name_len += n;
     p->name_kind = H_NAME_SPLIT;
@@ -364,10 +371,12 @@ static int on_header_value(llhttp_t *ll, const char *at, size_t n) {
     struct http_request *r = &p->req;
     /* A piece that does not start where the last one ended follows a line
      * break: an obs-fold, which RFC 9112 5.2 lets us refuse. */
-    if (p->value_open && at != p->value_end) return stop(p, ERR_BAD_REQUEST);
+    if (p->value_open && at != p->value_end)
+        return stop_why(p, ERR_BAD_REQUEST, "a header continuation line (obs-fold)");
     /* The same for a value whose first line was empty: llhttp reports no piece for
      * it, so the line break is looked for between the name and this piece. */
-    if (p->in_gap && n && gap_has_lf(p, at)) return stop(p, ERR_BAD_REQUEST);
+    if (p->in_gap && n && gap_has_lf(p, at))
+        return stop_why(p, ERR_BAD_REQUEST, "a header continuation line (obs-fold)");
     p->in_gap = false;
     if (!p->in_headers && count_body(p, n)) return HPE_USER;
     p->value_open = true;
@@ -468,14 +477,18 @@ static int on_headers_complete(llhttp_t *ll) {
     /* RFC 9112 3.2: Host is required in HTTP/1.1 and never repeated. Two
      * Authorization lines are refused too: which one a proxy checked is
      * anyone's guess. */
-    if (p->n_host > 1 || p->n_auth > 1 || p->bad_field) return stop(p, ERR_BAD_REQUEST);
-    if (p->n_host == 0 && ll->http_minor == 1) return stop(p, ERR_BAD_REQUEST);
+    if (p->n_host > 1) return stop_why(p, ERR_BAD_REQUEST, "two Host headers");
+    if (p->n_auth > 1) return stop_why(p, ERR_BAD_REQUEST, "two Authorization headers");
+    if (p->bad_field) return stop_why(p, ERR_BAD_REQUEST, "a malformed header name or Host value");
+    if (p->n_host == 0 && ll->http_minor == 1)
+        return stop_why(p, ERR_BAD_REQUEST, "no Host header (HTTP/1.1 requires one)");
     /* One Transfer-Encoding line, "chunked" alone, in HTTP/1.1: any other
      * coding is one we cannot decode, and HTTP/1.0 has no transfer codings
      * (RFC 9112 6.1 says to treat its framing as faulty). */
     if (p->n_te && (p->n_te > 1 || !p->te_chunked || ll->http_minor == 0))
-        return stop(p, ERR_BAD_REQUEST);
-    if (split_target(r) < 0) return stop(p, ERR_BAD_REQUEST);
+        return stop_why(p, ERR_BAD_REQUEST,
+                        "Transfer-Encoding other than one \"chunked\" line in HTTP/1.1");
+    if (split_target(r) < 0) return stop_why(p, ERR_BAD_REQUEST, "a malformed request target");
 
     if (r->content_length > p->limits->max_body_bytes) return stop(p, ERR_BODY_TOO_LARGE);
     /* The owner hears of the headers in execute, once their size is known. */
@@ -517,7 +530,7 @@ static int on_chunk_complete(llhttp_t *ll) {
     struct http_parser *p = P(ll);
     /* llhttp has just consumed the terminator, within this segment. */
     if (!check_crlf(p, p->crlf_at ? p->crlf_at : p->seg_start, p->seg_end))
-        return stop(p, ERR_BAD_REQUEST);
+        return stop_why(p, ERR_BAD_REQUEST, "a chunk's data not followed by CRLF");
     return 0;
 }
 
@@ -582,6 +595,7 @@ void http_parser_reset(struct http_parser *p) {
     p->ll.data = p;
     p->error = ERR_NONE;
     p->stopped = false;
+    p->why = NULL;
     p->internal_pause = PAUSE_NONE;
     p->in_message = p->in_headers = false;
     /* What a segment of the last request may have left for the next one. */
@@ -619,6 +633,7 @@ enum http_status http_parser_execute(struct http_parser *p, const char *ptr, siz
             /* The segment ended inside a terminator: check its part here. */
             if (!check_crlf(p, p->crlf_at ? p->crlf_at : p->seg_start, ptr + off)) {
                 p->error = ERR_BAD_REQUEST;
+                p->why = "a chunk's data not followed by CRLF";
                 *consumed = off;
                 return HTTP_ERROR;
             }
@@ -664,6 +679,7 @@ enum http_status http_parser_execute(struct http_parser *p, const char *ptr, siz
             p->error = (e == HPE_INVALID_VERSION && !p->version_done) || e == HPE_PAUSED_H2_UPGRADE
                            ? ERR_VERSION
                            : ERR_BAD_REQUEST;
+            if (p->error == ERR_BAD_REQUEST) p->why = llhttp_get_error_reason(&p->ll);
         }
         return HTTP_ERROR;
     }

@@ -134,6 +134,7 @@ struct http_parser {
     void *owner;            /* may change between requests (see http_parser_reset) */
     enum err error;         /* the error to answer when execute returns HTTP_ERROR */
     bool stopped;           /* a callback stopped the parser (error is ours, not llhttp's) */
+    const char *why;        /* what was wrong, for the answer's message (static), or NULL */
     uint8_t internal_pause; /* PAUSE_*: why llhttp paused itself, for execute */
     bool in_message;        /* bytes of a request seen, request not complete */
     bool in_headers;        /* ... and its headers are not complete */

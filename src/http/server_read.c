@@ -209,7 +209,23 @@ void conn_answer_error(struct conn *c) {
         conn_response_begin(c, r, (struct slice){NULL, 0});
     }
     struct http_parser *p = &c->kit->parser;
-    if (p->error != ERR_NONE) http_response_error(r, p->error, NULL, NULL);
+    if (p->error != ERR_NONE) {
+        /* The message names the rule or the limit that was broken. */
+        char msg[200];
+        const struct http_limits *l = p->limits;
+        if (p->error == ERR_HEADERS_TOO_LARGE)
+            snprintf(msg, sizeof msg,
+                     "request line and headers exceed %u bytes (--max-header-bytes)",
+                     (unsigned)l->max_header_bytes);
+        else if (p->error == ERR_BODY_TOO_LARGE)
+            snprintf(msg, sizeof msg, "request body exceeds %llu bytes (--max-body-bytes)",
+                     (unsigned long long)l->max_body_bytes);
+        else if (p->error == ERR_BAD_REQUEST && p->why)
+            snprintf(msg, sizeof msg, "malformed HTTP request: %s", p->why);
+        else
+            msg[0] = '\0';
+        http_response_error(r, p->error, NULL, msg[0] ? msg : NULL);
+    }
     r->close = true;
     *state_at(c, c->count - 1) = SLOT_READY;
     c->cur = NULL;

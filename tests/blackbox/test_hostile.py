@@ -405,6 +405,32 @@ class SizeTests(Hostile):
                              {"Authorization": "Basic " + "A" * (8193 - head)})
         self.refused(data, 431, "headers_too_large", "8193-byte head: ")
 
+    def test_limit_answers_name_the_limit_and_its_setting(self):
+        head = len(build_request("GET", "/v2/theme", None, {"Authorization": "Basic "}))
+        r = self.refused(build_request("GET", "/v2/theme", None,
+                                       {"Authorization": "Basic " + "A" * (8193 - head)}),
+                         431, "headers_too_large", "8193-byte head: ")
+        self.assertEqual(r.json()["Error"]["Message"],
+                         "request line and headers exceed 8192 bytes (--max-header-bytes)")
+        body = BODY + b" " * (1048577 - len(BODY))
+        data = build_request("POST", "/v2/theme", body, {"Authorization": self.auth})
+        r = self.refused(data[:-len(body)], 413, "body_too_large", "Content-Length 1048577: ")
+        self.assertEqual(r.json()["Error"]["Message"],
+                         "request body exceeds 1048576 bytes (--max-body-bytes)")
+
+    def test_framing_answers_name_the_rule(self):
+        for data, why in (
+                (b"GET /healthz HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", "two Host headers"),
+                (b"GET /healthz HTTP/1.1\r\n\r\n", "no Host header"),
+                (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n", "obs-fold"),
+                (b"POST /v2/theme HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked"
+                 b"\r\n\r\n0\r\n\r\n", "Transfer-Encoding")):
+            with self.subTest(why=why):
+                r = self.refused(data, 400, "bad_request", why + ": ")
+                msg = r.json()["Error"]["Message"]
+                self.assertTrue(msg.startswith("malformed HTTP request: "), msg)
+                self.assertIn(why, msg)
+
     def test_deep_json_array_nesting(self):
         data = build_request("POST", "/v2/theme", b"[" * 100000, {"Authorization": self.auth})
         self.answered(data, 400, "invalid_json", ctx="100,000 '[': ")
