@@ -437,11 +437,12 @@ static size_t echo_len(const char *k, size_t n) {
 /* A key, every case: on_map_key's own path is the common one only. */
 static __attribute__((noinline)) int map_key(struct json_decoder *d, const char *k, size_t n) {
     if (d->skip_depth) return 1;
-    size_t shown = echo_len(k, n);
-    if (d->depth == 1 && d->wrapped)
+    if (d->depth == 1 && d->wrapped) {
+        size_t shown = echo_len(k, n);
         return fail(d, ERR_UNKNOWN_FIELD, NULL,
                     "only the %s object may stand at the top level; found \"%.*s\"%s",
                     d->kind->name, (int)shown, k, shown < n ? " (cut)" : "");
+    }
     if (d->depth == 1 && !d->seen_keys && !d->seen_special && n == d->name_len &&
         memcmp(k, d->kind->name, n) == 0) {
         d->field = JF_WRAPPER;
@@ -468,6 +469,7 @@ static __attribute__((noinline)) int map_key(struct json_decoder *d, const char 
             return 1;
         }
     }
+    size_t shown = echo_len(k, n);
     if (!shown && n)
         return fail(d, ERR_UNKNOWN_FIELD, NULL,
                     "%s has no such field (a key of %zu bytes that is not UTF-8 text without NUL)",
@@ -611,16 +613,31 @@ long json_escapes_scan(struct json_escapes *e, const char *p, size_t n) {
     return -1;
 }
 
+static __attribute__((noinline, cold)) int surrogate_error(struct json_decoder *d, long at) {
+    return fail(d, ERR_INVALID_JSON, NULL,
+                "malformed JSON at byte %llu: a \\u escape of half a UTF-16 surrogate pair "
+                "(a high one, \\uD800 to \\uDBFF, must be followed by a low one, \\uDC00 to "
+                "\\uDFFF)",
+                (unsigned long long)(d->fed + (uint64_t)at));
+}
+
+/* json_escapes_scan, from the chunk's first backslash: most chunks hold none. */
+static long scan_escapes(struct json_escapes *e, const char *ptr, size_t len) {
+    const char *from = ptr;
+    if (!e->state && !e->want_low) {
+        from = memchr(ptr, '\\', len);
+        if (!from) return -1;
+    }
+    long at = json_escapes_scan(e, from, len - (size_t)(from - ptr));
+    return at < 0 ? at : at + (from - ptr);
+}
+
 static int feed(struct json_decoder *d, const char *ptr, size_t len, bool held) {
     if (d->err != ERR_NONE) return -1;
     if (len) d->any = true;
-    long bad = json_escapes_scan(&d->esc, ptr, len);
+    long bad = scan_escapes(&d->esc, ptr, len);
     if (bad >= 0) {
-        fail(d, ERR_INVALID_JSON, NULL,
-             "malformed JSON at byte %llu: a \\u escape of half a UTF-16 surrogate pair "
-             "(a high one, \\uD800 to \\uDBFF, must be followed by a low one, \\uDC00 to "
-             "\\uDFFF)",
-             (unsigned long long)(d->fed + (uint64_t)bad));
+        surrogate_error(d, bad);
         return -1;
     }
     d->chunk = ptr;

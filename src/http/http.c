@@ -375,9 +375,13 @@ static int on_header_value(llhttp_t *ll, const char *at, size_t n) {
         return stop_why(p, ERR_BAD_REQUEST, "a header continuation line (obs-fold)");
     /* The same for a value whose first line was empty: llhttp reports no piece for
      * it, so the line break is looked for between the name and this piece. */
-    if (p->in_gap && n && gap_has_lf(p, at))
-        return stop_why(p, ERR_BAD_REQUEST, "a header continuation line (obs-fold)");
-    p->in_gap = false;
+    if (p->in_gap) {
+        /* ": " (the usual gap, within the segment) holds no line break. */
+        bool short_gap = p->gap_from && !p->gap_lf && at - p->gap_from <= 2;
+        if (n && !short_gap && gap_has_lf(p, at))
+            return stop_why(p, ERR_BAD_REQUEST, "a header continuation line (obs-fold)");
+        p->in_gap = false;
+    }
     if (!p->in_headers && count_body(p, n)) return HPE_USER;
     p->value_open = true;
     p->value_end = at + n;
