@@ -438,6 +438,8 @@ static size_t echo_len(const char *k, size_t n) {
 static __attribute__((noinline)) int map_key(struct json_decoder *d, const char *k, size_t n) {
     if (d->skip_depth) return 1;
     if (d->depth == 1 && d->wrapped) {
+        if (n == d->name_len && memcmp(k, d->kind->name, n) == 0)
+            return fail(d, ERR_DUPLICATE_FIELD, d->kind->name, "%s appears twice", d->kind->name);
         size_t shown = echo_len(k, n);
         return fail(d, ERR_UNKNOWN_FIELD, NULL,
                     "only the %s object may stand at the top level; found \"%.*s\"%s",

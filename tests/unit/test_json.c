@@ -113,6 +113,14 @@ static void test_unpaired_surrogate_escapes_are_refused(void) {
 
 /* An unknown key is echoed cut on a character boundary, and not at all when it is
  * not text: an error answer is always valid UTF-8, its Field never cut at a NUL. */
+/* Two wrappers: the second is a duplicate (400 duplicate_field naming it), as a field's. */
+static void test_a_second_wrapper_is_a_duplicate(void) {
+    struct json_decoder d;
+    CHECK_EQ_INT(decode(&d, &record_theme, "{\"Theme\":{},\"Theme\":{}}", 5), -1);
+    CHECK_EQ_INT(d.err, ERR_DUPLICATE_FIELD);
+    CHECK_EQ_STR(d.err_field, "Theme");
+}
+
 static void test_unknown_keys_are_echoed_as_text(void) {
     struct json_decoder d;
     char body[200];
@@ -663,6 +671,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_errors_name_the_field),
     CHECK_CASE(test_unpaired_surrogate_escapes_are_refused),
     CHECK_CASE(test_unknown_keys_are_echoed_as_text),
+    CHECK_CASE(test_a_second_wrapper_is_a_duplicate),
     CHECK_CASE(test_error_offset_independent_of_chunks),
     CHECK_CASE(test_end_of_body_as_yajl),
     CHECK_CASE(test_length_limit_in_bytes),
