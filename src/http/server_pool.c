@@ -146,6 +146,9 @@ static void kit_put(struct conn *c) {
  */
 void conn_kit_put(struct conn *c) {
     if (!c->kit) return;
+    /* The parse a resume would go on with is in the kit: it goes with it. */
+    q_remove(&c->rlink);
+    c->paused = false;
     http_parser_reset(&c->kit->parser);
     kit_put(c);
 }
@@ -258,8 +261,10 @@ void server__ticket_used(struct conn *c) {
 /* ---- idle connections ---- */
 
 static bool is_idle(const struct conn *c) {
+    /* Not paused either: a paused parser waits to be resumed (conn_resume_later's
+     * queue), with its kit. */
     return !c->closing && !c->draining && !conn_in_request(c) && c->count == 0 &&
-           c->roff == c->rlen && !c->close_after && !c->parked;
+           c->roff == c->rlen && !c->close_after && !c->parked && !c->paused;
 }
 
 void conn_list_leave(struct conn *c) {
@@ -283,9 +288,8 @@ void conn_settle(struct conn *c) {
         return;
     }
     struct server *srv = c->srv;
-    /* Idle: the last request is complete, and nothing of the next one came (is_idle);
-     * its parser is not paused either (it pauses only at a full ring, and is resumed
-     * as the ring empties, or for a "close", which an idle connection has not). */
+    /* Idle: the last request is complete, nothing of the next one came, and its
+     * parser is not paused (is_idle: a paused one waits for its resume, with its kit). */
     if (c->kit) kit_put(c);
     c->idle_at = uv_now(srv->loop);
     c->list = LIST_IDLE;

@@ -241,7 +241,7 @@ static void on_resume(uv_idle_t *h) {
     while (!q_empty(&srv->resumes)) {
         struct conn *c = CONN_OF(srv->resumes.next, rlink);
         q_remove(&c->rlink);
-        if (c->closing || !c->paused || ring_full(c) || c->close_after) continue;
+        if (c->closing || !c->kit || !c->paused || ring_full(c) || c->close_after) continue;
         c->paused = false;
         http_parser_resume(&c->kit->parser);
         conn_parse_buffered(c);

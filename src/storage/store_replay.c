@@ -186,6 +186,14 @@ static int copy_aside(struct replay *rp, uint64_t off, uint64_t end, char *name,
         err = -errno;
         goto out;
     }
+    /* The log's header first: the copy is a log file of its own, whose frame key
+     * (the log's next compaction makes another) says which frames are intact. */
+    const uint8_t *h = reader_at(&rp->r, 0, STORE_HEADER_SIZE);
+    if (!h) {
+        err = rp->r.err ? rp->r.err : -EIO;
+        goto out;
+    }
+    if ((err = logfile_write_all(fd, h, STORE_HEADER_SIZE))) goto out;
     for (uint64_t p = off; p < end;) {
         size_t n = end - p > READ_CHUNK ? READ_CHUNK : (size_t)(end - p);
         const uint8_t *d = reader_at(&rp->r, p, n);

@@ -99,6 +99,7 @@ void store_batch_release(struct store_sync *sy, struct store_batch *b) {
     if (b->commit) {
         free(b->log_path);
         free(b->compact_path);
+        b->log_path = b->compact_path = NULL; /* a spare freed at close frees them again */
     }
     sy->spare = b;
 }

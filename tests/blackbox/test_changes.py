@@ -29,6 +29,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -547,6 +548,42 @@ class ReentryFromTheHandler(Served):
         self.assertEqual(self.read(b, 32),
                          [("alice", 200)] + [("g%d" % i, 200) for i in range(31)])
         self.assertTrue(harness.wait_until(lambda: self.waiting() == 1, 10))  # bob's
+
+
+    def exactly_full(self):
+        """held + 31 = 32 = --max-pipeline: the ring is full, nothing is left to parse."""
+        b = self.connect()
+        b.sendall(self.raw("alice", "GET", "/v2/changes?wait=30", rid="held") +
+                  b"".join(self.raw("alice", "GET", "/v2/theme", rid="g%d" % i)
+                           for i in range(31)))
+        self.assertTrue(harness.wait_until(lambda: self.waiting() == 1, 10))
+        return b
+
+    def still_serves(self, b):
+        self.assertEqual(self.read(b, 32),
+                         [("held", 200)] + [("g%d" % i, 200) for i in range(31)])
+        time.sleep(0.3)
+        self.assertIsNone(self.srv.proc.poll(), self.srv.stderr_text()[-3000:])
+        b.sendall(self.raw("alice", "GET", "/v2/theme", rid="after"))
+        self.assertEqual(self.read(b, 1), [("after", 200)])
+
+    def test_the_waiter_cap_frees_an_exactly_full_pipeline(self):
+        # Review, 2026-11-28: queued to resume, the connection went idle (its kit
+        # given back) and the resume dereferenced no kit (SIGSEGV).
+        b = self.exactly_full()
+        second = self.connect()
+        second.sendall(self.raw("alice", "GET", "/v2/changes?wait=30", rid="second"))
+        self.assertTrue(harness.wait_until(lambda: self.waiting() == 2, 10))
+        third = self.connect()
+        third.sendall(self.raw("alice", "GET", "/v2/changes?wait=30", rid="third"))
+        self.still_serves(b)
+
+    def test_a_create_frees_an_exactly_full_pipeline(self):
+        b = self.exactly_full()
+        a = self.connect()
+        a.sendall(self.raw("alice", "POST", "/v2/theme", b'{"Theme":{}}', rid="create"))
+        self.assertEqual(self.read(a, 1), [("create", 200)])
+        self.still_serves(b)
 
 
 class ReentryFromTheHandlerNever(ReentryFromTheHandler):

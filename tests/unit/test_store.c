@@ -458,10 +458,10 @@ static void test_cut_tail_is_copied_aside(void) {
         struct store_replay_info info;
         CHECK_EQ_INT(store_open(&s, &loop, dir, &always, on_notify), 0);
         CHECK_EQ_INT(store_replay(&s, NULL, NULL, &info), STORE_REPLAY_TRUNCATED);
-        /* What was cut was copied aside first. */
+        /* What was cut was copied aside first, after the log's header. */
         char name[64];
         snprintf(name, sizeof name, STORE_LOG_NAME ".damaged-%" PRIu64, keep);
-        CHECK_EQ_INT(file_size(path_of(dir, name)), (long)(b.len - keep));
+        CHECK_EQ_INT(file_size(path_of(dir, name)), (long)(STORE_HEADER_SIZE + b.len - keep));
         close_loop(&s, &loop);
         buf_destroy(&b);
         rmrf(dir);
@@ -607,9 +607,11 @@ static void test_repair_moves_only_the_damaged_frame_aside(void) {
     char name[64];
     snprintf(name, sizeof name, STORE_LOG_NAME ".damaged-%" PRIu64, off[2]);
     CHECK(strstr(info.message, name) != NULL);
+    /* The copy is a log of its own: the log's header (its frame key), then the bytes. */
     struct buf moved = read_file(path_of(dir, name));
-    CHECK_EQ_UINT(moved.len, gone);
-    CHECK(memcmp(moved.ptr, orig.ptr + off[2], moved.len) == 0);
+    CHECK_EQ_UINT(moved.len, STORE_HEADER_SIZE + gone);
+    CHECK(memcmp(moved.ptr, orig.ptr, STORE_HEADER_SIZE) == 0);
+    CHECK(memcmp(moved.ptr + STORE_HEADER_SIZE, orig.ptr + off[2], gone) == 0);
     /* The rest replays cleanly, and appends go on after it. */
     CHECK_EQ_INT(store_replay(&s, NULL, NULL, &info), STORE_REPLAY_OK);
     close_loop(&s, &loop);
@@ -641,9 +643,9 @@ static void test_repair_again_keeps_the_first_copy(void) {
     char name2[80];
     snprintf(name2, sizeof name2, "%s.1", name);
     CHECK(strstr(info.message, name2) != NULL);
-    CHECK_EQ_INT(file_size(path_of(dir, name2)), (long)gone);
+    CHECK_EQ_INT(file_size(path_of(dir, name2)), (long)(STORE_HEADER_SIZE + gone));
     struct buf first = read_file(path_of(dir, name));
-    CHECK_EQ_UINT(first.len, gone);
+    CHECK_EQ_UINT(first.len, STORE_HEADER_SIZE + gone);
     buf_destroy(&first);
     buf_destroy(&orig);
     rmrf(dir);
