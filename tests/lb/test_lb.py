@@ -752,9 +752,10 @@ class LoadBalancer(unittest.TestCase):
         self.assertIn(429, statuses)
 
     def test_held_feed_calls_leave_the_shard_s_other_users_served(self):
-        """One user's held change-feed calls (as many as eventd holds for one user)
-        take backend feed's slots, not route's: another user of the same shard is
-        answered at once (review, 2026-11-28: it waited 5 s for a 503)."""
+        """One user's held change-feed calls (eventd's default cap for one user,
+        100) leave the shard's other users served at once: HAProxy's maxconn
+        counts held calls (review, 2026-11-28: with 100, another user waited 5 s
+        for a 503)."""
         byshard = {}
         for n, v in sorted(self.users.items()):
             byshard.setdefault(v["node"], []).append(n)
