@@ -36,9 +36,9 @@
 # flags for the three shards), SHIPPED_CFG (a variant of the shipped file to measure
 # instead, its shards.map next to it), and those of lib.sh (EVENTD_BIN to skip the build,
 # BENCH_SERVER_CPU, BENCH_CLIENT_CPU, BENCH_KEEP=1).
-# The shards run with --sched-batch, as docker/compose.yaml runs them (eventd
-# direct and nginx with the default policy); SHARD_ARGS="--no-sched-batch"
-# measures them without it.
+# The shards run with --sched-batch and trust the balancer (--trusted-proxies), as
+# docker/compose.yaml runs them (eventd direct and nginx with the default policy);
+# SHARD_ARGS="--no-sched-batch" measures them without it.
 # Exit status: 0 when every row ran, 1 otherwise. Loopback only.
 set -uo pipefail
 
@@ -253,7 +253,7 @@ if want shards+minimal || want shards+shipped || want shards+variant; then
     for n in 1 2 3; do
         # shellcheck disable=SC2086 # SHARD_ARGS: any number of flags
         bench_start_eventd "$BENCH_WORK/shard$n" "$BENCH_WORK/shard$n.log" --fsync interval \
-            --node-id "$n" --sched-batch ${SHARD_ARGS:-} || die "shard $n did not start"
+            --node-id "$n" --sched-batch --trusted-proxies 127.0.0.1/32 ${SHARD_ARGS:-} || die "shard $n did not start"
         SHARD_PIDS+=("$EVENTD_PID")
         export "EVENTD_SHARD$n=127.0.0.1:$EVENTD_PORT"
         seed "$EVENTD_PORT" "$BENCH_WORK/keys$n" "$BENCH_WORK/shards.req" || die "seeding shard $n failed"
