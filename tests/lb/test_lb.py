@@ -506,6 +506,28 @@ class Draining(unittest.TestCase):
         self.assertEqual(call(lb.port, "GET", "/healthz")[0], 200)
 
 
+class AdminSources(unittest.TestCase):
+    """/admin/ passes only from LB_ADMIN_FROM: from elsewhere HAProxy answers 404
+    itself, and no shard sees the request (stub shards count what they get)."""
+
+    def test_admin_from_another_source_never_reaches_a_shard(self):
+        work = tempfile.mkdtemp(prefix="eventd-lb-admin-")
+        self.addCleanup(shutil.rmtree, work, True)
+        stubs = {n: StubShard(n) for n in NODES}
+        for st in stubs.values():
+            self.addCleanup(st.close)
+        lb = Balancer(stubs.values(), work)
+        lb.env["LB_ADMIN_FROM"] = "192.0.2.0/24"  # not this client (loopback)
+        lb.start()
+        self.addCleanup(lb.stop)
+        status, _, _ = call(lb.port, "PUT", "/admin/users/mallory", bearer="t")
+        self.assertEqual(status, 404)
+        status, _, _ = call(lb.port, "GET", "/v2/theme", auth=basic("mallory", "k"))
+        self.assertEqual(status, 204)  # the API is routed as before
+        seen = [w for st in stubs.values() for w in st.seen if w[1].startswith("/admin/")]
+        self.assertEqual(seen, [])
+
+
 class Replays(unittest.TestCase):
     """A request that reached a shard and got no answer (the shard closed the
     connection under it) is replayed on the same shard only when a replay
