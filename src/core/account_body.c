@@ -148,18 +148,19 @@ void account_body_feed(struct account_body *b, const char *ptr, size_t len) {
         form_feed(&b->form, ptr, len);
     } else if (b->kind == BODY_JSON && !b->json_error) {
         if (len) b->json_any = true;
-        if (json_escapes_scan(&b->esc, ptr, len) >= 0) {
+        /* As json.c: the bytes before a bad escape are parsed first. */
+        long bad = json_escapes_scan(&b->esc, ptr, len);
+        yajl_status st =
+            yajl_parse(b->yh, (const unsigned char *)ptr, bad >= 0 ? (size_t)bad : len);
+        if (b->json_error) return; /* a callback said why */
+        if (st != yajl_status_ok || bad >= 0) {
             b->json_error = true;
             b->form.err_field = -1;
-            snprintf(b->form.err_msg, sizeof b->form.err_msg,
-                     "the body is not valid JSON: a \\u escape of half a UTF-16 surrogate pair");
-            return;
-        }
-        if (yajl_parse(b->yh, (const unsigned char *)ptr, len) != yajl_status_ok &&
-            !b->json_error) {
-            b->json_error = true;
-            b->form.err_field = -1;
-            snprintf(b->form.err_msg, sizeof b->form.err_msg, "the body is not valid JSON");
+            snprintf(b->form.err_msg, sizeof b->form.err_msg, "%s",
+                     st != yajl_status_ok
+                         ? "the body is not valid JSON"
+                         : "the body is not valid JSON: a \\u escape of half a UTF-16 surrogate "
+                           "pair");
         }
     }
 }

@@ -637,21 +637,21 @@ static long scan_escapes(struct json_escapes *e, const char *ptr, size_t len) {
 static int feed(struct json_decoder *d, const char *ptr, size_t len, bool held) {
     if (d->err != ERR_NONE) return -1;
     if (len) d->any = true;
+    /* A bad escape at byte `bad`: yajl parses the bytes before it first, so that an
+     * error there comes first, however the body was split. */
     long bad = scan_escapes(&d->esc, ptr, len);
-    if (bad >= 0) {
-        surrogate_error(d, bad);
-        return -1;
-    }
+    size_t n = bad >= 0 ? (size_t)bad : len;
     d->chunk = ptr;
-    d->chunk_len = len;
+    d->chunk_len = n;
     d->chunk_held = held;
-    yajl_status st = yajl_parse(d->h, (const unsigned char *)ptr, len);
+    yajl_status st = yajl_parse(d->h, (const unsigned char *)ptr, n);
     keep_chunk_strings(d);
     d->chunk = NULL;
     d->chunk_len = 0;
     d->chunk_held = false;
-    if (st == yajl_status_error) syntax_error(d, ptr, len);
-    d->fed += len;
+    if (st == yajl_status_error) syntax_error(d, ptr, n);
+    if (bad >= 0 && d->err == ERR_NONE) surrogate_error(d, bad);
+    d->fed += n;
     return d->err == ERR_NONE ? 0 : -1;
 }
 

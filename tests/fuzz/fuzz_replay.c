@@ -206,9 +206,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
 
     /* The directory: eventd.log and LOCK, and after TRUNCATED what was removed, in
-     * eventd.log.damaged-<offset> files, each exactly the bytes at that offset of the
-     * original. A torn append is a cut (a prefix stays); --repair may also skip damaged
-     * frames in the middle. The damaged files are removed for the next input. */
+     * eventd.log.damaged-<offset> files, each the original's header (its frame key),
+     * then exactly the bytes at that offset of the original. A torn append is a cut (a
+     * prefix stays); --repair may also skip damaged frames in the middle. The damaged
+     * files are removed for the next input. */
     size_t asides = 0, first = n;
     rewinddir(dirp);
     struct dirent *de;
@@ -224,7 +225,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char path[600];
         snprintf(path, sizeof path, "%s/%s", dir, name);
         uint8_t *d = slurp(path, &len);
-        if (!d || off + len > n || memcmp(d, file + off, len) != 0)
+        if (!d || len < STORE_HEADER_SIZE || n < STORE_HEADER_SIZE ||
+            memcmp(d, file, STORE_HEADER_SIZE) != 0)
+            fuzz_die("%s does not start with the log's header", name);
+        len -= STORE_HEADER_SIZE;
+        if (off + len > n || memcmp(d + STORE_HEADER_SIZE, file + off, len) != 0)
             fuzz_die("%s is not the bytes at that offset", name);
         free(d);
         if (unlink(path) < 0) fuzz_die("unlink %s", path);
