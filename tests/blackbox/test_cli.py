@@ -4,9 +4,12 @@ failed compaction in its exit status, and leaves the log as it was."""
 import os
 import re
 import sys
+import socket
+import threading
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from apiclient import ManagedDir, add_user, run_cli  # noqa: E402
 
 
@@ -47,6 +50,39 @@ class Compact(unittest.TestCase):
         self.assertEqual(cp.returncode, 0, cp.stderr)
         names = [line.split()[1] for line in cp.stdout.splitlines()[1:]]
         self.assertEqual(names, ["alice", "carol"])
+
+
+class RemoteUserList(unittest.TestCase):
+    """eventd user list on a running server (through its admin socket) prints every
+    user, however long the answer: until 2026-11-28 it stopped at 8 MiB (45,899 of
+    50,000 users) and exited 0, and "Adding a shard" builds its list from it."""
+
+    def test_every_user_however_long_the_answer(self):
+        d = ManagedDir(prefix="eventd-bb-cli-")
+        self.addCleanup(d.cleanup)
+        n = 50000
+        with harness.Server(data_dir=d.path) as srv:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(120)
+            s.connect(os.path.join(d.path, "admin.sock"))
+            sender = threading.Thread(target=s.sendall, args=(b"".join(
+                b"PUT /admin/users/u%05d HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n" % i
+                for i in range(n)),))
+            sender.start()
+            got, tail, mark = 0, b"", b"HTTP/1.1 201 "
+            while got < n:
+                chunk = s.recv(1 << 20)
+                self.assertTrue(chunk, "the admin socket closed after %d answers" % got)
+                data = tail + chunk
+                got += data.count(mark)
+                tail = data[-(len(mark) - 1):]  # shorter than a mark: never counted twice
+            sender.join()
+            s.close()
+            cp = run_cli(["user", "list", "--data", d.path], timeout=120)
+            self.assertEqual(cp.returncode, 0, cp.stderr)
+            names = [ln.split()[1] for ln in cp.stdout.splitlines()[1:]]
+            self.assertEqual(names, ["u%05d" % i for i in range(n)], cp.stdout[-300:])
+            self.assertEqual(srv.stop(), 0)
 
 
 class MissingDirectory(unittest.TestCase):
