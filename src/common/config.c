@@ -173,7 +173,7 @@ static const struct opt opts[] = {
     {"storage-retry-ms", "EVENTD_STORAGE_RETRY_MS", OPT_U32, OFF(storage_retry_ms), 1, 3600000,
      "while the disk refuses writes (full, failing): ms between retries; writes get 503 meanwhile"},
     {"compact-ratio", "EVENTD_COMPACT_RATIO", OPT_DOUBLE, OFF(compact_ratio), 0, 1000,
-     "compact when the log is this many times the live data (0: never)"},
+     "compact when the log is this many times the live data (0: never; else at least 1.5)"},
     {"compact-min-bytes", "EVENTD_COMPACT_MIN_BYTES", OPT_U32, OFF(compact_min_bytes), 0,
      4294967295.0, "never compact a log smaller than this, bytes"},
     {"repair", "EVENTD_REPAIR", OPT_BOOL, OFF(repair), 0, 0,
@@ -478,6 +478,15 @@ int config_parse(struct config *cfg, int argc, char **argv, const char **pos, in
             fprintf(stderr, "eventd: --%s %s: %s%s\n", o->flag, v, why, range);
             return -1;
         }
+    }
+    /* A log just compacted holds its reservation frames besides the live data: at a ratio
+     * near 1 it is always "too big", and compaction ran again and again (review). */
+    if (cfg->compact_ratio > 0 && cfg->compact_ratio < 1.5) {
+        fprintf(stderr,
+                "eventd: --compact-ratio %g: 0 (never) or at least 1.5 (a fresh log is already "
+                "a little over its live data)\n",
+                cfg->compact_ratio);
+        return -1;
     }
     if (cfg->list_default > cfg->list_max) {
         fprintf(stderr, "eventd: --list-default %u is larger than --list-max %u\n",

@@ -57,9 +57,14 @@ static void test_rejects(void) {
         {"--max-body-bytes", "-5"}, {"--max-pipeline", "0"},  {"--fsync", "sometimes"},
         {"--base-path", "v2"},      {"--base-path", "/v2/"},  {"--compact-ratio", "x"},
         {"--log-level", "loud"},    {"--repair=maybe", NULL}, {"--loop-sync-max-us", "10000001"},
-        {"--idle-sweep-ms", "0"}};
+        {"--idle-sweep-ms", "0"},   {"--compact-ratio", "1"}, {"--compact-ratio", "0.001"},
+        {"--compact-ratio", "1.49"}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         CHECK_EQ_INT(parse(&c, bad[i][1] ? 2 : 1, bad[i]), -1);
+    /* 0 (never) and 1.5 are fine: below 1.5 compaction ran in a loop. */
+    char *never[] = {"--compact-ratio", "0"}, *least[] = {"--compact-ratio", "1.5"};
+    CHECK_EQ_INT(parse(&c, 2, never), 0);
+    CHECK_EQ_INT(parse(&c, 2, least), 0);
     char *missing[] = {"--data"};
     CHECK_EQ_INT(parse(&c, 1, missing), -1);
 }
