@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -351,6 +352,7 @@ int app_serve(struct app *a) {
     uv_close((uv_handle_t *)&a->sig_term, NULL);
     uv_close((uv_handle_t *)&a->sig_int, NULL);
     uv_close((uv_handle_t *)&a->sig_usr1, NULL);
+    signal(SIGUSR1, SIG_IGN); /* libuv restored the default, which ends the process */
     /* Password jobs still on the threadpool finish later: server_destroy tells the
      * handlers (on_server_gone), so they do not answer. */
     changes_close(&a->handlers);

@@ -249,15 +249,23 @@ int cli_compact(struct db *db, const struct config *cfg) {
     return 0;
 }
 
-/* Writes the key to DATA/demo-user.key, readable by this user only. Returns 0 or -errno. */
+/* Writes the key to DATA/demo-user.key, readable by this user only: a new file (mode
+ * 0600, never through a symlink) renamed over the name, so neither a file already
+ * there (keeping its mode) nor a symlink planted there (to a file the server may
+ * write) receives the key (review, 2026-11-28). Returns 0 or -errno. */
 static int write_key_file(const char *path, const char *key) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return -errno;
     char line[AUTH_KEY_CHARS + 2];
     int n = snprintf(line, sizeof line, "%s\n", key);
     int err = write(fd, line, (size_t)n) == n ? 0 : -EIO;
     if (!err && fsync(fd) < 0) err = -errno;
     close(fd);
+    if (!err && rename(tmp, path) < 0) err = -errno;
+    if (err) unlink(tmp);
     return err;
 }
 

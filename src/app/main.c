@@ -157,6 +157,9 @@ int main(int argc, char **argv) {
 
     /* A peer that closes early must cost an EPIPE on that socket, not the process. */
     signal(SIGPIPE, SIG_IGN);
+    /* SIGUSR1 asks a server to compact; before its handler exists (replay) and after
+     * it is gone (shutdown), it must not end the process (review, 2026-11-28). */
+    signal(SIGUSR1, SIG_IGN);
     /* A running server owns the directory: ask it. Its admin API has no purge: that one
      * is for a stopped server only (moving a user between shards, docs/SCALING.md). */
     bool running =

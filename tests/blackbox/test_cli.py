@@ -4,6 +4,9 @@ failed compaction in its exit status, and leaves the log as it was."""
 import os
 import re
 import sys
+import signal
+import subprocess
+import time
 import socket
 import threading
 import unittest
@@ -52,6 +55,72 @@ class Compact(unittest.TestCase):
         self.assertEqual(names, ["alice", "carol"])
 
 
+def sig_masks(pid):
+    """(ignored, caught) signal masks of a process, from /proc."""
+    masks = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(("SigIgn:", "SigCgt:")):
+                masks[line[:6]] = int(line.split()[1], 16)
+    return masks.get("SigIgn", 0), masks.get("SigCgt", 0)
+
+
+class Usr1BeforeTheHandler(unittest.TestCase):
+    """SIGUSR1 asks a server to compact. While it replays (no handler yet) the
+    signal is ignored: until 2026-11-28 its default action ended the process
+    (review: kill -USR1 during a 5M-record replay, exit 138)."""
+
+    def test_usr1_during_replay_is_ignored(self):
+        d = ManagedDir(prefix="eventd-bb-cli-")
+        self.addCleanup(d.cleanup)
+        n = 50000
+        with harness.Server(data_dir=d.path) as srv:
+            fill_users(self, d.path, n)
+            self.assertEqual(srv.stop(), 0)
+        bit = 1 << (signal.SIGUSR1 - 1)
+        proc = subprocess.Popen([harness.EVENTD_BIN, "serve", "--data", d.path, "--listen",
+                                 "127.0.0.1:0", "--no-demo-user"], env=harness.clean_env(),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        self.addCleanup(proc.kill)
+        ignored = False
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and proc.poll() is None:
+            ign, cgt = sig_masks(proc.pid)
+            if ign & bit:
+                ignored = True
+                proc.send_signal(signal.SIGUSR1)  # while it replays
+                break
+            if cgt & bit:
+                break  # the handler exists already: too late to see the replay
+            time.sleep(0.0005)
+        self.assertTrue(ignored, "SIGUSR1 was never ignored before its handler")
+        time.sleep(0.5)
+        self.assertIsNone(proc.poll(), proc.stderr.read() if proc.poll() is not None else "")
+        proc.send_signal(signal.SIGTERM)
+        self.assertEqual(proc.wait(20), 0)
+
+
+def fill_users(test, data_dir, n):
+    """PUT /admin/users/uNNNNN for n users, pipelined on the admin socket."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(120)
+    s.connect(os.path.join(data_dir, "admin.sock"))
+    sender = threading.Thread(target=s.sendall, args=(b"".join(
+        b"PUT /admin/users/u%05d HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n" % i
+        for i in range(n)),))
+    sender.start()
+    got, tail, mark = 0, b"", b"HTTP/1.1 201 "
+    while got < n:
+        chunk = s.recv(1 << 20)
+        test.assertTrue(chunk, "the admin socket closed after %d answers" % got)
+        data = tail + chunk
+        got += data.count(mark)
+        tail = data[-(len(mark) - 1):]  # shorter than a mark: never counted twice
+    sender.join()
+    s.close()
+
+
 class RemoteUserList(unittest.TestCase):
     """eventd user list on a running server (through its admin socket) prints every
     user, however long the answer: until 2026-11-28 it stopped at 8 MiB (45,899 of
@@ -62,22 +131,7 @@ class RemoteUserList(unittest.TestCase):
         self.addCleanup(d.cleanup)
         n = 50000
         with harness.Server(data_dir=d.path) as srv:
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.settimeout(120)
-            s.connect(os.path.join(d.path, "admin.sock"))
-            sender = threading.Thread(target=s.sendall, args=(b"".join(
-                b"PUT /admin/users/u%05d HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n" % i
-                for i in range(n)),))
-            sender.start()
-            got, tail, mark = 0, b"", b"HTTP/1.1 201 "
-            while got < n:
-                chunk = s.recv(1 << 20)
-                self.assertTrue(chunk, "the admin socket closed after %d answers" % got)
-                data = tail + chunk
-                got += data.count(mark)
-                tail = data[-(len(mark) - 1):]  # shorter than a mark: never counted twice
-            sender.join()
-            s.close()
+            fill_users(self, d.path, n)
             cp = run_cli(["user", "list", "--data", d.path], timeout=120)
             self.assertEqual(cp.returncode, 0, cp.stderr)
             names = [ln.split()[1] for ln in cp.stdout.splitlines()[1:]]

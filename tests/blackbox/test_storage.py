@@ -226,6 +226,32 @@ class DemoUser(Dir):
         out, names = user_names(d.path)
         self.assertEqual(names, ["demo"], out)
 
+    def test_the_key_file_is_new_mode_0600_and_never_written_through_a_symlink(self):
+        # Review, 2026-11-28: an existing file kept its mode (0644), and a symlink
+        # planted under the name had its target overwritten with the key.
+        for planted in ("file", "symlink"):
+            with self.subTest(planted=planted):
+                d = self.mkdir()
+                keyfile = os.path.join(d.path, "demo-user.key")
+                victim = os.path.join(d.path, "victim")
+                with open(victim, "w") as f:
+                    f.write("important\n")
+                os.chmod(victim, 0o644)
+                if planted == "file":
+                    os.rename(victim, keyfile)
+                else:
+                    os.symlink(victim, keyfile)
+                with OutServer(data_dir=d.path, demo=True) as srv:
+                    self.assertTrue(harness.wait_until(lambda: "curl" in srv.stdout_text(), 3))
+                    self.assertEqual(srv.stop(), 0)
+                self.assertFalse(os.path.islink(keyfile))
+                self.assertEqual(os.stat(keyfile).st_mode & 0o777, 0o600)
+                with open(keyfile) as f:
+                    self.assertRegex(f.read().strip(), r"^[A-Za-z0-9_-]{43}$")
+                if planted == "symlink":
+                    with open(victim) as f:
+                        self.assertEqual(f.read(), "important\n")
+
     def test_no_demo_user_when_users_exist(self):
         d = self.mkdir()
         add_user(d.path, "alice")
