@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -78,6 +79,15 @@ int app_open(struct app *a, uv_loop_t *loop, const struct config *cfg) {
     metrics_init(&a->metrics);
     log_threshold = (enum log_level)cfg->log_level;
     set_sched_policy(cfg);
+    /* libuv's threadpool (4 threads unless UV_THREADPOOL_SIZE says) is shared by the
+     * password hashes and the log's fdatasyncs: more than 2 hashes at once get threads
+     * of their own, so the log keeps two (review, 2026-11-28: with 4, a sign-in flood
+     * held creates for 60 ms). Read at the pool's first use, which is later. */
+    if (cfg->pwhash_concurrency > 2 && !getenv("UV_THREADPOOL_SIZE")) {
+        char n[16];
+        snprintf(n, sizeof n, "%u", cfg->pwhash_concurrency + 2);
+        setenv("UV_THREADPOOL_SIZE", n, 1);
+    }
     if (auth_init() < 0) {
         fprintf(stderr, "eventd: libsodium failed to initialize\n");
         return -1;

@@ -437,6 +437,18 @@ class SchedulingTests(unittest.TestCase):
             self.assertEqual(set(got.values()), {os.SCHED_BATCH}, got)
             self.assertIn("scheduling batch)", srv.stderr_text())
 
+    def test_more_hashes_at_once_get_threads_of_their_own(self):
+        # --pwhash-concurrency above 2 grows libuv's pool to it + 2 threads, so the
+        # log keeps two (review, 2026-11-28: at 4 of a pool of 4, a sign-in flood
+        # held creates for 60 ms).
+        counts = {}
+        for conc in ("2", "6"):
+            with Server(users=["alice"], extra_args=[
+                    "--fsync", "always", "--loop-sync-max-us", "0",
+                    "--pwhash-concurrency", conc]) as srv:
+                counts[conc] = len(self.policies(srv))
+        self.assertEqual(counts["6"] - counts["2"], 4, counts)
+
     def test_default_policy_by_default(self):
         with Server(users=["alice"], extra_args=["--fsync", "always", "--loop-sync-max-us", "0"]) as srv:
             got = self.policies(srv)
