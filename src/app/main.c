@@ -102,6 +102,11 @@ static bool usage_ok(const char *cmd, int npos, const char **pos) {
 }
 
 int main(int argc, char **argv) {
+    /* Standard descriptors a caller closed (`eventd export >&-`) are reopened on
+     * /dev/null: else the next descriptor opened (a socket, libuv's own) would take
+     * their number, and libuv aborts at exit on closing one that low (review). */
+    for (int fd = 0; fd <= STDERR_FILENO; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF && open("/dev/null", O_RDWR) < 0) return 2;
     int first = 1;
     const char *cmd = "serve";
     for (int i = 1; i < argc; i++) {

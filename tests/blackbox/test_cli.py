@@ -121,6 +121,20 @@ def fill_users(test, data_dir, n):
     s.close()
 
 
+class ClosedStandardDescriptors(unittest.TestCase):
+    """A command run with stdout and stderr closed exits as it would with them
+    open: until 2026-11-28 libuv took their numbers and aborted at exit (134)."""
+
+    def test_user_list_with_stdout_and_stderr_closed(self):
+        d = ManagedDir(prefix="eventd-bb-cli-")
+        self.addCleanup(d.cleanup)
+        add_user(d.path, "alice")
+        cp = subprocess.run(["bash", "-c", 'exec "$0" user list --data "$1" >&- 2>&-',
+                             harness.EVENTD_BIN, d.path], env=harness.clean_env(),
+                            stdin=subprocess.DEVNULL, timeout=20)
+        self.assertEqual(cp.returncode, 0)
+
+
 class RemoteUserList(unittest.TestCase):
     """eventd user list on a running server (through its admin socket) prints every
     user, however long the answer: until 2026-11-28 it stopped at 8 MiB (45,899 of
