@@ -270,8 +270,9 @@ static int write_key_file(const char *path, const char *key) {
 }
 
 void cli_demo_user(struct db *db, const struct config *cfg, const char *bound) {
+    /* Only in a new data directory: a demo user removed stays removed (review). */
     const struct id_list *users = db_owned(db, DB_SYSTEM, REC_USER);
-    if (users->len) return;
+    if (users->len || !db_opened_empty(db)) return;
     char key[AUTH_KEY_CHARS + 1];
     if (set_key(db, "demo", key) < 0) return;
     /* A wildcard address is reached as localhost. */
@@ -281,7 +282,7 @@ void cli_demo_user(struct db *db, const struct config *cfg, const char *bound) {
     const char *hostport = wildcard ? port : bound;
     if (isatty(STDOUT_FILENO)) {
         printf(
-            "Created user \"demo\" (no users existed). Its API key, shown only this once:\n"
+            "Created user \"demo\" (a new data directory). Its API key, shown only this once:\n"
             "  %s\n"
             "Try it:\n"
             "  curl -u demo:%s -H 'Cache-Control: no-cache' -d '{\"Theme\":{\"Name\":\"first\"}}' "
@@ -299,12 +300,13 @@ void cli_demo_user(struct db *db, const struct config *cfg, const char *bound) {
                 "give it a new one with 'eventd user rotate demo'",
                 path, strerror(-rc));
         } else {
-            printf("Created user \"demo\" (no users existed). Its API key is in %s (mode 0600).\n"
-                   "Try it:\n"
-                   "  curl -u demo:$(cat %s) -H 'Cache-Control: no-cache' "
-                   "-d '{\"Theme\":{\"Name\":\"first\"}}' http://%s%s%s/theme\n"
-                   "(start with --no-demo-user to skip this)\n",
-                   path, path, host, hostport, cfg->base_path);
+            printf(
+                "Created user \"demo\" (a new data directory). Its API key is in %s (mode 0600).\n"
+                "Try it:\n"
+                "  curl -u demo:$(cat %s) -H 'Cache-Control: no-cache' "
+                "-d '{\"Theme\":{\"Name\":\"first\"}}' http://%s%s%s/theme\n"
+                "(start with --no-demo-user to skip this)\n",
+                path, path, host, hostport, cfg->base_path);
         }
     }
     fflush(stdout);

@@ -251,7 +251,7 @@ static const struct opt opts[] = {
      1048576,
      "Authorization headers that verified, kept server-wide so a header seen before (on any "
      "connection: behind a balancer, pooled connections carry many users) skips the key's "
-     "full check; a power of two at or above this, about 216 bytes each, 0: off"},
+     "full check; a power of two at or above this, 64 bytes each, 0: off"},
     {"throttle-entries", "EVENTD_THROTTLE_ENTRIES", OPT_U32, OFF(throttle_entries), 16, 1048576,
      "keys each throttle table holds (failed sign-ins by name, by address; registrations by "
      "address), about 108 bytes each with the slots of evicted throttled keys"},

@@ -379,6 +379,7 @@ static int replay(struct db *db, char *msg, size_t msg_len) {
         return -1;
     }
     index_relink(&db->index);
+    db->opened_empty = !db->index.written;
     if (db->index.id_floor > db->index.next_id) db->index.next_id = db->index.id_floor;
     if (db->index.rev_floor > db->index.rev) db->index.rev = db->index.rev_floor;
     double ms = (double)(uv_hrtime() - t0) / 1e6;

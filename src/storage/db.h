@@ -111,6 +111,7 @@ struct db {
     uint64_t compact_foreign_next; /* then: next id of index.foreign to snapshot */
     bool compact_snapped;          /* every slice done: the commit is in flight */
     bool compacting;
+    bool opened_empty;  /* db_opened_empty */
     int compact_status; /* outcome of the last compaction: 0 or -errno */
     uint64_t stats_compactions_ok, stats_compactions_failed; /* finished compactions */
     db_compact_cb on_compacted;
@@ -265,6 +266,11 @@ static inline const struct record *db_get_ref(const struct db *db, const struct 
                                               int field) {
     uint64_t id = record_ref(rec, field);
     return id ? index_get(&db->index, id) : NULL;
+}
+/* The log held no record when it was opened (a new data directory; id and rev
+ * reservations do not count): the demo user is made only then. */
+static inline bool db_opened_empty(const struct db *db) {
+    return db->opened_empty;
 }
 /* Changes whenever a user record changes (index_users_gen): equal to an earlier value, every
  * user record is as it was then. */

@@ -252,6 +252,21 @@ class DemoUser(Dir):
                     with open(victim) as f:
                         self.assertEqual(f.read(), "important\n")
 
+    def test_a_removed_demo_user_stays_removed(self):
+        # Review, 2026-11-28: "no users" brought demo back at the next start.
+        d = self.mkdir()
+        with OutServer(data_dir=d.path, demo=True) as srv:
+            self.assertTrue(harness.wait_until(lambda: "curl" in srv.stdout_text(), 3))
+            self.assertEqual(srv.stop(), 0)
+        cp = run_cli(["user", "remove", "demo", "--data", d.path])
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        with OutServer(data_dir=d.path, demo=True) as srv:
+            self.assertEqual(srv.stop(), 0)
+            srv.read_to_end()
+            self.assertNotIn("curl", srv.stdout_text())
+        out, names = user_names(d.path)
+        self.assertEqual(names, [], out)
+
     def test_no_demo_user_when_users_exist(self):
         d = self.mkdir()
         add_user(d.path, "alice")
