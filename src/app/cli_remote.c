@@ -151,6 +151,12 @@ static int call(const char *dir, const char *method, const char *path, const cha
     const char *cl = strstr(ans, "\r\nContent-Length: ");
     body += 4;
     size_t body_len = len - (size_t)(body - ans);
+    if (status == 204 || status == 304) { /* no body, and no Content-Length (RFC 9110) */
+        if (body_len) goto io_error;
+        free(ans);
+        close(fd);
+        return status;
+    }
     if (!cl || cl > body || strtoull(cl + 18, NULL, 10) != body_len) goto io_error;
     yajl_handle y = yajl_alloc(&callbacks, NULL, out);
     bool parsed = yajl_parse(y, (const unsigned char *)body, body_len) == yajl_status_ok &&
