@@ -71,12 +71,7 @@ class Usr1BeforeTheHandler(unittest.TestCase):
     (review: kill -USR1 during a 5M-record replay, exit 138)."""
 
     def test_usr1_during_replay_is_ignored(self):
-        d = ManagedDir(prefix="eventd-bb-cli-")
-        self.addCleanup(d.cleanup)
-        n = 50000
-        with harness.Server(data_dir=d.path) as srv:
-            fill_users(self, d.path, n)
-            self.assertEqual(srv.stop(), 0)
+        d = users_dir(self, 50000)
         bit = 1 << (signal.SIGUSR1 - 1)
         proc = subprocess.Popen([harness.EVENTD_BIN, "serve", "--data", d.path, "--listen",
                                  "127.0.0.1:0", "--no-demo-user"], env=harness.clean_env(),
@@ -99,6 +94,16 @@ class Usr1BeforeTheHandler(unittest.TestCase):
         self.assertIsNone(proc.poll(), proc.stderr.read() if proc.poll() is not None else "")
         proc.send_signal(signal.SIGTERM)
         self.assertEqual(proc.wait(20), 0)
+
+
+def users_dir(test, n):
+    """A new data directory holding users u00000.. u<n-1>, its server stopped."""
+    d = ManagedDir(prefix="eventd-bb-cli-")
+    test.addCleanup(d.cleanup)
+    with harness.Server(data_dir=d.path) as srv:
+        fill_users(test, d.path, n)
+        test.assertEqual(srv.stop(), 0)
+    return d
 
 
 def fill_users(test, data_dir, n):
@@ -141,11 +146,9 @@ class RemoteUserList(unittest.TestCase):
     50,000 users) and exited 0, and "Adding a shard" builds its list from it."""
 
     def test_every_user_however_long_the_answer(self):
-        d = ManagedDir(prefix="eventd-bb-cli-")
-        self.addCleanup(d.cleanup)
         n = 50000
+        d = users_dir(self, n)
         with harness.Server(data_dir=d.path) as srv:
-            fill_users(self, d.path, n)
             cp = run_cli(["user", "list", "--data", d.path], timeout=120)
             self.assertEqual(cp.returncode, 0, cp.stderr)
             names = [ln.split()[1] for ln in cp.stdout.splitlines()[1:]]

@@ -255,33 +255,30 @@ class LineTests(Hostile):
                                  first + b"\r\n " + value + b"\r\n\r\n" + body, 400,
                                  "bad_request", "fold after an empty line: ")
 
+    def cut_in_two(self, data, cut):
+        """The answer to data sent in two reads, the second from byte cut."""
+        s = connect(self.port)
+        try:
+            s.sendall(data[:cut])
+            wait_server_read(self.port, [s])
+            s.sendall(data[cut:])
+            return read_response(s)
+        finally:
+            s.close()
+
     def test_obs_fold_after_an_empty_first_line_split_at_every_byte(self):
         data = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A:\r\n b\r\n\r\n"
-        start = data.index(b"X-A")
-        for cut in range(start, data.index(b" b") + 2):
+        for cut in range(data.index(b"X-A"), data.index(b" b") + 2):
             with self.subTest(cut=cut):
-                s = connect(self.port)
-                try:
-                    s.sendall(data[:cut])
-                    wait_server_read(self.port, [s])
-                    s.sendall(data[cut:])
-                    self.assertResp(read_response(s), 400, "bad_request",
-                                    ctx="fold after an empty line, cut at %d: " % cut)
-                finally:
-                    s.close()
+                self.assertResp(self.cut_in_two(data, cut), 400, "bad_request",
+                                ctx="fold after an empty line, cut at %d: " % cut)
 
     def test_an_empty_header_value_is_not_a_fold(self):
         data = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A:\r\nX-B: \r\n\r\n"
         for cut in range(data.index(b"X-A"), len(data)):
             with self.subTest(cut=cut):
-                s = connect(self.port)
-                try:
-                    s.sendall(data[:cut])
-                    wait_server_read(self.port, [s])
-                    s.sendall(data[cut:])
-                    self.assertResp(read_response(s), 200, ctx="empty values, cut at %d: " % cut)
-                finally:
-                    s.close()
+                self.assertResp(self.cut_in_two(data, cut), 200,
+                                ctx="empty values, cut at %d: " % cut)
 
     def test_header_value_split_across_reads_is_not_a_fold(self):
         data = build_request("GET", "/healthz", None, {"X-Long": "a b c d e f"})

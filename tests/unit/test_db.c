@@ -1496,29 +1496,18 @@ static void fault_during_compaction(const struct store_opts *o, const char *var,
     rmrf(dir);
 }
 
-static void test_always_sync_fails_mid_compaction(void) {
-    fault_during_compaction(&always, "EVENTD_FAULT_FSYNC_AFTER", false);
-}
-static void test_always_write_fails_mid_compaction(void) {
-    fault_during_compaction(&always, "EVENTD_FAULT_WRITE_AFTER", false);
-}
-static void test_interval_sync_fails_mid_compaction(void) {
-    fault_during_compaction(&interval, "EVENTD_FAULT_FSYNC_AFTER", false);
-}
-static void test_interval_write_fails_mid_compaction(void) {
-    fault_during_compaction(&interval, "EVENTD_FAULT_WRITE_AFTER", false);
-}
-static void test_always_sync_fails_at_commit(void) {
-    fault_during_compaction(&always, "EVENTD_FAULT_FSYNC_AFTER", true);
-}
-static void test_always_write_fails_at_commit(void) {
-    fault_during_compaction(&always, "EVENTD_FAULT_WRITE_AFTER", true);
-}
-static void test_interval_sync_fails_at_commit(void) {
-    fault_during_compaction(&interval, "EVENTD_FAULT_FSYNC_AFTER", true);
-}
-static void test_interval_write_fails_at_commit(void) {
-    fault_during_compaction(&interval, "EVENTD_FAULT_WRITE_AFTER", true);
+/* Every cell: always and interval, a failed write and a failed sync, mid-snapshot and at
+ * the commit. */
+static void test_a_log_batch_fails_while_a_compaction_runs(void) {
+    static const struct store_opts *const modes[] = {&always, &interval};
+    static const char *const faults[] = {"EVENTD_FAULT_FSYNC_AFTER", "EVENTD_FAULT_WRITE_AFTER"};
+    for (int m = 0; m < 2; m++)
+        for (int f = 0; f < 2; f++)
+            for (int at_commit = 0; at_commit < 2; at_commit++) {
+                fprintf(stderr, "   %s, %s, %s\n", m ? "interval" : "always", faults[f],
+                        at_commit ? "at the commit" : "mid-snapshot");
+                fault_during_compaction(modes[m], faults[f], at_commit);
+            }
 }
 
 /* --fsync never, the id reservation's fdatasync fails (EIO): nothing acknowledged is
@@ -1604,14 +1593,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_node_survives_compaction),
     CHECK_CASE(test_node_foreign_ids_keep_next_id),
     CHECK_CASE(test_never_reservation_sync_fails),
-    CHECK_CASE(test_always_sync_fails_mid_compaction),
-    CHECK_CASE(test_always_write_fails_mid_compaction),
-    CHECK_CASE(test_interval_sync_fails_mid_compaction),
-    CHECK_CASE(test_interval_write_fails_mid_compaction),
-    CHECK_CASE(test_always_sync_fails_at_commit),
-    CHECK_CASE(test_always_write_fails_at_commit),
-    CHECK_CASE(test_interval_sync_fails_at_commit),
-    CHECK_CASE(test_interval_write_fails_at_commit),
+    CHECK_CASE(test_a_log_batch_fails_while_a_compaction_runs),
 };
 
 int main(int argc, char **argv) {
