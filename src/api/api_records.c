@@ -397,8 +397,11 @@ static void do_create(struct handlers *h, struct api_state *st, const struct rec
         changes_notify(h, st->user_id);
         return;
     }
-    /* The answer is rendered before the record is stored, to be stored with it. */
-    struct record *rec = record_build(k, id, st->user_id, vals);
+    /* The answer is rendered from the record before the frame is closed, to be kept
+     * with it in the same frame. */
+    if (stale) db_delete(h->db, stale);
+    const struct record *rec =
+        db_keyed_begin(h->db, k, id, st->user_id, vals, (uint32_t)st->dec.present);
     reply_record(r, rec, &st->dec);
     union value kv[RECORD_MAX_FIELDS];
     record_defaults(&record_idem, kv);
@@ -411,8 +414,7 @@ static void do_create(struct handlers *h, struct api_state *st, const struct rec
     kv[IDEM_ANSWER].s.ptr = r->body.ptr;
     kv[IDEM_ANSWER].s.len = (uint32_t)r->body.len;
     kv[IDEM_RECORD_ID].i = id;
-    if (stale) db_delete(h->db, stale);
-    r->lsn = db_put_keyed(h->db, rec, record_build(&record_idem, key_id, st->user_id, kv));
+    r->lsn = db_keyed_end(h->db, key_id, kv);
     reply_etag(h, r, db_get(h->db, id));
     changes_notify(h, st->user_id);
     metrics_idem(h->metrics, MI_STORED);

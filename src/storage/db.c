@@ -9,6 +9,7 @@
  */
 #include "storage/db.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,6 +183,7 @@ static uint64_t changed(struct db *db, uint64_t lsn, uint64_t id, struct record 
  * buffer the rest of its payload goes to, until rev_append closes the frame.
  */
 static uint64_t rev_begin(struct db *db, uint8_t type, struct buf **out) {
+    assert(!db->keyed.r); /* no change between db_keyed_begin and db_keyed_end */
     uint64_t rev = ++db->index.rev;
     if (rev + DB_REV_BLOCK / 2 > db->revs.reserved && !db->revs.frame_lsn)
         reserve(db, &db->revs, rev + DB_REV_BLOCK);
@@ -223,13 +225,27 @@ const struct record *db_put_values(struct db *db, const struct kind_desc *k, uin
     return r;
 }
 
-uint64_t db_put_keyed(struct db *db, struct record *r, struct record *key) {
-    compact_before_change(db, r->id);
+const struct record *db_keyed_begin(struct db *db, const struct kind_desc *k, uint64_t id,
+                                    uint64_t user_id, const union value *vals, uint32_t given) {
+    compact_before_change(db, id);
     struct buf *out;
-    r->rev = key->rev = rev_begin(db, REC_KEYED, &out);
-    record_keyed_encode(r, key, out);
+    uint64_t rev = rev_begin(db, REC_KEYED, &out);
+    size_t at = record_keyed_open(k->type, out);
+    struct record *r = record_build_encode(k, id, user_id, vals, given, out);
+    record_keyed_close(out, at);
+    r->rev = rev;
+    db->keyed = (struct db_keyed){r, out};
+    return r;
+}
+
+uint64_t db_keyed_end(struct db *db, uint64_t key_id, const union value *key_vals) {
+    struct record *r = db->keyed.r;
+    struct record *key = record_build_encode(&record_idem, key_id, r->user_id, key_vals,
+                                             record_all_fields(&record_idem), db->keyed.out);
+    key->rev = r->rev;
+    db->keyed = (struct db_keyed){NULL, NULL};
     uint64_t lsn = rev_append(db);
-    uint64_t id = r->id, key_id = key->id;
+    uint64_t id = r->id;
     struct record *old = index_swap_change(&db->index, r);
     /* Two changes under one LSN: an undo takes back the key first, then the record. */
     if (store_is_acked(&db->store, lsn))

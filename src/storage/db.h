@@ -89,6 +89,12 @@ struct db_guard {
     bool warned;                /* the refusal was logged since the guard last let writes in */
 };
 
+/* A keyed create between db_keyed_begin and db_keyed_end: its record, and the frame's buffer. */
+struct db_keyed {
+    struct record *r;
+    struct buf *out;
+};
+
 struct db {
     uv_loop_t *loop;
     struct store store;
@@ -121,6 +127,7 @@ struct db {
     uint32_t idem_ttl_s;      /* idempotency keys live this long, s */
     bool open;
     uint64_t appended; /* frame bytes this process appended to the log */
+    struct db_keyed keyed; /* the create db_keyed_begin encoded, until db_keyed_end */
     struct db_guard guard;
 };
 
@@ -202,11 +209,17 @@ const struct record *db_put_values(struct db *db, const struct kind_desc *k, uin
                                    uint64_t user_id, const union value *vals, uint32_t given,
                                    uint64_t *lsn);
 /*
- * Appends a created record r and its idempotency key (a REC_IDEM record of
- * the same user) in one REC_KEYED frame and applies both; takes ownership
- * of both. They become durable, or are undone, together. Returns the LSN.
+ * A create and its idempotency key (a REC_IDEM record of the same user) in
+ * one REC_KEYED frame, applied together, durable or undone together.
+ * db_keyed_begin builds the record as db_put_values does, encoded straight
+ * into the frame it opens, and returns it (not yet in the index) so that
+ * the caller can render the answer the key keeps; db_keyed_end builds the
+ * key from key_vals (record_idem's fields) after it, closes the frame,
+ * applies both and returns the LSN. Nothing may change db in between.
  */
-uint64_t db_put_keyed(struct db *db, struct record *r, struct record *key);
+const struct record *db_keyed_begin(struct db *db, const struct kind_desc *k, uint64_t id,
+                                    uint64_t user_id, const union value *vals, uint32_t given);
+uint64_t db_keyed_end(struct db *db, uint64_t key_id, const union value *key_vals);
 /* True while a change of id waits for its acknowledgement (an fdatasync in "always"). */
 bool db_unacked(const struct db *db, uint64_t id);
 

@@ -749,12 +749,13 @@ bool record_utf8_valid(const char *ptr, size_t len) {
     return utf8_valid(ptr, len);
 }
 
-void record_keyed_encode(const struct record *r, const struct record *key, struct buf *out) {
+size_t record_keyed_open(uint8_t type, struct buf *out) {
     uint8_t *p = (uint8_t *)buf_reserve(out, 2);
-    buf_commit(out, varint_put(p, r->type));
-    /* The record's length goes before it: encode it once, then move it up behind its length. */
-    size_t at = out->len;
-    record_encode(r, out);
+    buf_commit(out, varint_put(p, type));
+    return out->len;
+}
+
+void record_keyed_close(struct buf *out, size_t at) {
     size_t rec_len = out->len - at;
     uint8_t hdr[VARINT_MAX];
     size_t n = varint_put(hdr, rec_len);
@@ -762,7 +763,6 @@ void record_keyed_encode(const struct record *r, const struct record *key, struc
     memmove(out->ptr + at + n, out->ptr + at, rec_len);
     memcpy(out->ptr + at, hdr, n);
     buf_commit(out, n);
-    record_encode(key, out);
 }
 
 int record_keyed_split(const uint8_t *p, size_t len, uint8_t *type, const uint8_t **rec,

@@ -422,10 +422,13 @@ enum { IDEM_KEY, IDEM_REQUEST_HASH, IDEM_CREATED, IDEM_STATUS, IDEM_ANSWER, IDEM
  * A REC_KEYED payload: varint type of the created record, varint length of
  * its payload, that payload, then the key record's payload. One frame, so
  * that the key and the record it created are durable together or not at all.
- * record_keyed_encode appends it to out; record_keyed_split finds the two
- * parts of p (0, or -1 when malformed).
+ * To append one to out: record_keyed_open writes the type and returns where
+ * the record starts; encode the record (record_encode, record_build_encode);
+ * record_keyed_close moves it up behind its length; encode the key.
+ * record_keyed_split finds the two parts of p (0, or -1 when malformed).
  */
-void record_keyed_encode(const struct record *r, const struct record *key, struct buf *out);
+size_t record_keyed_open(uint8_t type, struct buf *out);
+void record_keyed_close(struct buf *out, size_t at);
 int record_keyed_split(const uint8_t *p, size_t len, uint8_t *type, const uint8_t **rec,
                        size_t *rec_len, const uint8_t **key, size_t *key_len);
 enum {

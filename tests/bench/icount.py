@@ -11,6 +11,9 @@ request in flight at a time (no batching); each chunk is counted apart
 per request, after taking out the work that comes with wall time rather than
 with requests (below).
 
+post_keyed is post_theme with an Idempotency-Key, each request a key of its
+own: the price of the key (issue 18 asks for it through the balancer).
+
 get_pooled is the balancer's pattern: GETs of POOLED_USERS users' themes
 over the same CONNS connections, each connection's requests alternating
 between two users, as HAProxy's pooled backend connections carry many
@@ -45,6 +48,7 @@ chunk's figure and what was taken out), ICOUNT_KEEP=1 (keep the dumps).
 Bounded: each request times out after 60 s, each vgdb call after 30 s.
 """
 
+import itertools
 import os
 import re
 import signal
@@ -83,6 +87,12 @@ def requests_for(op, auth, theme_id):
                                      b'{"Theme":{"Name":"Gala night 2"}}', headers=h)
     if op == "post_address":
         return harness.build_request("POST", "/v2/address", ADDRESS, headers=h)
+    if op == "post_keyed":
+        # Each request a key of its own (a key used again is a replay, not a create).
+        keys = itertools.count(1)
+        return lambda: harness.build_request(
+            "POST", "/v2/theme", THEME,
+            headers={"Authorization": auth, "Idempotency-Key": "icount-%08d" % next(keys)})
     if op == "unauthorized":
         return harness.build_request("GET", "/v2/theme/%d" % theme_id,
                                      headers={"Authorization": "Basic Ym9iOm5vcGU="})
@@ -92,7 +102,7 @@ def requests_for(op, auth, theme_id):
 
 
 EXPECT = {"get_theme": 200, "post_theme": 200, "put_theme": 204, "post_address": 200,
-          "unauthorized": 401, "signin_page": 200, "get_pooled": 200}
+          "post_keyed": 200, "unauthorized": 401, "signin_page": 200, "get_pooled": 200}
 POOLED_USERS = 2 * CONNS
 OPS = list(EXPECT)
 
@@ -109,14 +119,16 @@ def vgdb(pid, *command):
 
 
 def run(socks, raw, n, status):
-    """n requests, the connections taking turns; raw is a request, or a list of requests
-    sent in turn (request i on connection i % len(socks))."""
+    """n requests, the connections taking turns; raw is a request, a list of requests
+    sent in turn (request i on connection i % len(socks)), or a function that gives
+    the next request."""
     for i in range(n):
         s = socks[i % len(socks)]
-        harness.send_raw(s, raw[i % len(raw)] if isinstance(raw, list) else raw)
+        req = raw() if callable(raw) else raw[i % len(raw)] if isinstance(raw, list) else raw
+        harness.send_raw(s, req)
         r = harness.read_response(s, timeout=60)
         if r.status != status:
-            raise SystemExit("icount: %r answered %d, not %d: %r" % (raw[:40], r.status, status,
+            raise SystemExit("icount: %r answered %d, not %d: %r" % (req[:40], r.status, status,
                                                                      r.body[:200]))
 
 

@@ -850,9 +850,8 @@ static void test_node_foreign_ids_keep_next_id(void) {
 /* ---- idempotency keys ---- */
 
 /* A key record of user 1 made at Unix time created, for the record rid, answering answer. */
-static struct record *idem_key(uint64_t id, const char *key, uint64_t created, uint64_t rid,
-                               const char *answer) {
-    union value v[RECORD_MAX_FIELDS];
+static void idem_vals(union value *v, const char *key, uint64_t created, uint64_t rid,
+                      const char *answer) {
     record_defaults(&record_idem, v);
     v[IDEM_KEY].s.ptr = key;
     v[IDEM_KEY].s.len = (uint32_t)strlen(key);
@@ -863,7 +862,27 @@ static struct record *idem_key(uint64_t id, const char *key, uint64_t created, u
     v[IDEM_ANSWER].s.ptr = answer;
     v[IDEM_ANSWER].s.len = (uint32_t)strlen(answer);
     v[IDEM_RECORD_ID].i = rid;
+}
+
+static struct record *idem_key(uint64_t id, const char *key, uint64_t created, uint64_t rid,
+                               const char *answer) {
+    union value v[RECORD_MAX_FIELDS];
+    idem_vals(v, key, created, rid, answer);
     return record_build(&record_idem, id, 1, v);
+}
+
+/* A theme named name created with key (the API's keyed create): db_keyed_begin, _end. */
+static uint64_t put_keyed(struct db *db, uint64_t id, const char *name, uint64_t key_id,
+                          const char *key, uint64_t created, const char *answer) {
+    union value v[RECORD_MAX_FIELDS], kv[RECORD_MAX_FIELDS];
+    record_defaults(&record_theme, v);
+    v[THEME_NAME].s.ptr = name;
+    v[THEME_NAME].s.len = (uint32_t)strlen(name);
+    const struct record *r =
+        db_keyed_begin(db, &record_theme, id, 1, v, UINT32_C(1) << THEME_NAME);
+    CHECK_EQ_UINT(r->id, id);
+    idem_vals(kv, key, created, id, answer);
+    return db_keyed_end(db, key_id, kv);
 }
 
 static void check_key(const struct db *db, const char *key, const char *answer) {
@@ -879,7 +898,7 @@ static void test_keyed_put_survives_reopen(void) {
     struct db db;
     open_db(&db, &loop, dir, &always);
     uint64_t id = take_id(&db), kid = take_id(&db);
-    uint64_t lsn = db_put_keyed(&db, theme(id, "keyed"), idem_key(kid, "k1", 1, id, "{answer}"));
+    uint64_t lsn = put_keyed(&db, id, "keyed", kid, "k1", 1, "{answer}");
     CHECK(db_unacked(&db, kid));
     RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
     CHECK(!db_unacked(&db, kid));
@@ -904,7 +923,7 @@ static void test_keyed_put_torn_leaves_neither(void) {
     uint64_t id = take_id(&db), kid = take_id(&db);
     RUN_UNTIL(&loop, store_is_acked(&db.store, db_visible_lsn(&db))); /* the id reservation */
     uint64_t start = db.store.file_size;
-    uint64_t lsn = db_put_keyed(&db, theme(id, "keyed"), idem_key(kid, "k1", 1, id, "{answer}"));
+    uint64_t lsn = put_keyed(&db, id, "keyed", kid, "k1", 1, "{answer}");
     RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
     uint64_t end = db.store.file_size;
     CHECK(end > start + 20);
@@ -939,7 +958,7 @@ static void test_keyed_put_failed_batch_undoes_both(void) {
     log_threshold = LOG_OFF;
     fault("EVENTD_FAULT_FSYNC_AFTER", "0");
     uint64_t id = take_id(&db), kid = take_id(&db);
-    db_put_keyed(&db, theme(id, "keyed"), idem_key(kid, "k1", 1, id, "{answer}"));
+    put_keyed(&db, id, "keyed", kid, "k1", 1, "{answer}");
     check_key(&db, "k1", "{answer}");
     RUN_UNTIL(&loop, acks.errors > 0);
     CHECK(db_get(&db, id) == NULL);
@@ -966,8 +985,8 @@ static void test_compaction_drops_expired_keys(void) {
     open_db(&db, &loop, dir, &always);
     uint64_t now = (uint64_t)time(NULL);
     uint64_t a = take_id(&db), ka = take_id(&db), b = take_id(&db), kb = take_id(&db);
-    db_put_keyed(&db, theme(a, "old"), idem_key(ka, "old", now - 61, a, "{old}"));
-    uint64_t lsn = db_put_keyed(&db, theme(b, "new"), idem_key(kb, "new", now, b, "{new}"));
+    put_keyed(&db, a, "old", ka, "old", now - 61, "{old}");
+    uint64_t lsn = put_keyed(&db, b, "new", kb, "new", now, "{new}");
     RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
     CHECK(db_idem_expired(&db, db_get(&db, ka), now));
     CHECK(!db_idem_expired(&db, db_get(&db, kb), now));
@@ -1029,7 +1048,7 @@ static void test_revs_survive_reopen(void) {
     db_put(&db, theme(a, "a2"));
     db_delete(&db, c); /* rev 5 */
     uint64_t kid = take_id(&db), d = take_id(&db);
-    db_put_keyed(&db, theme(d, "keyed"), idem_key(kid, "k", 1, d, "{}"));
+    put_keyed(&db, d, "keyed", kid, "k", 1, "{}");
     CHECK_EQ_UINT(rev_of(&db, a), 4);
     CHECK_EQ_UINT(rev_of(&db, d), 6);
     CHECK_EQ_UINT(rev_of(&db, kid), 6);

@@ -842,12 +842,20 @@ static void test_idem_keys_by_user_and_key(void) {
     index_destroy(&ix);
 }
 
+/* A REC_KEYED payload of t and its key k (record.h), as db_keyed_begin/_end write it. */
+static void keyed_encode(const struct record *t, const struct record *k, struct buf *b) {
+    size_t at = record_keyed_open(t->type, b);
+    record_encode(t, b);
+    record_keyed_close(b, at);
+    record_encode(k, b);
+}
+
 static void test_apply_keyed_frame(void) {
     struct index ix;
     index_init(&ix);
     struct buf b = BUF_INIT;
     struct record *t = theme(5, 1, "keyed"), *k = idem(6, 1, "k1", 40);
-    record_keyed_encode(t, k, &b);
+    keyed_encode(t, k, &b);
     CHECK_EQ_INT(index_apply(&ix, REC_KEYED, (const uint8_t *)b.ptr, b.len), 0);
     CHECK(index_get(&ix, 5) != NULL && index_get(&ix, 5)->type == REC_THEME);
     CHECK_EQ_UINT(index_idem_get(&ix, 1, "k1", 2)->id, 6);
@@ -857,7 +865,7 @@ static void test_apply_keyed_frame(void) {
     /* A key of another user than its record's is damage. */
     struct record *k2 = idem(8, 2, "k2", 10), *t2 = theme(7, 1, "other");
     buf_reset(&b);
-    record_keyed_encode(t2, k2, &b);
+    keyed_encode(t2, k2, &b);
     CHECK_EQ_INT(index_apply(&ix, REC_KEYED, (const uint8_t *)b.ptr, b.len), -1);
     CHECK(index_get(&ix, 7) == NULL);
     record_free(t);
