@@ -7,12 +7,14 @@
 #include "app/app.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "api/api.h"
@@ -289,6 +291,30 @@ struct handlers_settings app_handlers_settings(const struct config *cfg, const c
     };
 }
 
+/*
+ * stderr that a stalled reader can fill (a pipe or FIFO: a paused `| less`,
+ * a log collector that stopped reading) must never block the event loop.
+ * fd 2 becomes a private non-blocking open of the same pipe, so the caller's
+ * description, which other processes share, keeps its mode. A full pipe then
+ * refuses lines: the access log counts them (eventd_access_log_dropped_total),
+ * a server log line is lost. A socket (journald's stream) cannot be opened
+ * again: its description is made non-blocking. Files and terminals never fill.
+ */
+static void stderr_nonblocking(void) {
+    struct stat st;
+    if (fstat(STDERR_FILENO, &st) < 0) return;
+    if (S_ISFIFO(st.st_mode)) {
+        int fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) return; /* no reader (ENXIO): writes fail at once anyway */
+        if (dup2(fd, STDERR_FILENO) < 0)
+            LOG(LOG_WARN, "stderr stays blocking: %s", strerror(errno));
+        close(fd);
+    } else if (S_ISSOCK(st.st_mode)) {
+        int fl = fcntl(STDERR_FILENO, F_GETFL);
+        if (fl >= 0) fcntl(STDERR_FILENO, F_SETFL, fl | O_NONBLOCK);
+    }
+}
+
 int app_serve(struct app *a) {
     raise_fd_limit(&a->cfg);
     char secret_path[4096];
@@ -315,7 +341,9 @@ int app_serve(struct app *a) {
     struct access_log_settings als = {.on = a->cfg.access_log,
                                       .flush_ms = a->cfg.access_log_flush_ms,
                                       .buffer_bytes = a->cfg.access_log_buffer_bytes};
+    stderr_nonblocking();
     access_log_init(&a->alog, a->loop, STDERR_FILENO, &als);
+    if (als.on) a->handlers.log_dropped = &a->alog.dropped;
     if (als.on) {
         /* Buffered access lines go out before any later log line, and before a crash
          * (abort, failed assert, out of memory) ends the process. */

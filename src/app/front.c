@@ -143,6 +143,13 @@ static void reply_metrics(struct handlers *h, struct http_request *req, struct h
         "Connections whose only work is a held answer (the change feed's wait), parked "
         "on it: no read buffer, no request state.",
         (double)srv->nparked);
+    if (h->log_dropped) {
+        metrics_write_head(b, "eventd_access_log_dropped_total", "counter",
+                           "Access log lines dropped because stderr was full (a reader that "
+                           "stopped reading) or closed.");
+        metrics_write_sample(b, "eventd_access_log_dropped_total", NULL, NULL,
+                             (double)*h->log_dropped);
+    }
     metrics_write_gauge(b, "eventd_log_bytes", "Bytes in the log file (eventd.log).",
                         (double)ds.log_bytes);
     metrics_write_gauge(b, "eventd_log_live_bytes",

@@ -72,6 +72,7 @@ struct handlers {
     struct db *db;                    /* borrowed (front_init): outlives the server */
     struct server *srv;               /* borrowed (front_init): the server these handlers serve */
     struct metrics *metrics;          /* borrowed (front_init): account events, /metrics; or NULL */
+    const uint64_t *log_dropped;      /* borrowed: the access lines stderr refused, or NULL */
     struct handlers_settings set;     /* the settings (a copy) */
     struct throttle by_name, by_addr; /* failed sign-ins */
     struct throttle reg_by_addr;      /* registrations by client address */

@@ -308,6 +308,8 @@ class Server:
         self._cond = threading.Condition(self._lock)
         self._threads = []
         self._eof = False
+        self._stderr_open = threading.Event()  # cleared: stderr is not read (stall_stderr)
+        self._stderr_open.set()
 
     # -- lifecycle ---------------------------------------------------------
     def start(self):
@@ -355,9 +357,19 @@ class Server:
         _served[os.path.join(self.data_dir, "admin.sock")] = _served[self.port]
         return self
 
+    def stall_stderr(self):
+        """Stops reading eventd's stderr (after the line being read), as a log reader
+        that stopped: its pipe fills. resume_stderr reads on."""
+        self._stderr_open.clear()
+
+    def resume_stderr(self):
+        self._stderr_open.set()
+
     def _drain(self, pipe, is_stderr):
         try:
             for raw in iter(pipe.readline, b""):
+                if is_stderr:
+                    self._stderr_open.wait()
                 line = raw.decode("utf-8", "replace")
                 with self._cond:
                     if not is_stderr:

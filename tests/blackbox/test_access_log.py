@@ -45,6 +45,39 @@ def tagged(srv, tag):
     return [line for line in access_lines(srv) if line["request_id"].startswith(tag + "-")]
 
 
+def metric(srv, name):
+    s = connect(srv.port)
+    try:
+        send_raw(s, build_request("GET", "/metrics"))
+        r = read_response(s)
+    finally:
+        s.close()
+    for line in r.body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError("no %s in /metrics" % name)
+
+
+class StalledReaderTests(unittest.TestCase):
+    """stderr is a pipe whose reader stopped (a paused `| less`, a stuck log
+    collector): once it is full, access lines are dropped and counted, and
+    the server answers on; it blocked in write(2) at about 64 KiB before."""
+
+    def test_a_full_stderr_pipe_never_stops_the_server(self):
+        with Server(extra_args=["--access-log-flush-ms", "0"]) as srv:
+            self.assertEqual(metric(srv, "eventd_access_log_dropped_total"), 0)
+            srv.stall_stderr()
+            get_many(srv, 1500, "s")  # ~300 KB of lines: the 64 KiB pipe fills
+            dropped = metric(srv, "eventd_access_log_dropped_total")
+            self.assertGreater(dropped, 0)
+            self.assertLess(dropped, 1500)
+            srv.resume_stderr()
+            # The pipe drains; the lines of later requests reach it again.
+            get_many(srv, 5, "after")
+            self.assertTrue(wait_until(lambda: len(tagged(srv, "after")) == 5, 10))
+            self.assertEqual(srv.stop(), 0)
+
+
 class AccessLogBufferTests(unittest.TestCase):
     def test_lines_appear_once_the_interval_passed(self):
         with Server(extra_args=["--access-log-flush-ms", "100"]) as srv:
