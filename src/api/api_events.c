@@ -42,12 +42,16 @@ bool events_check_links(struct handlers *h, uint64_t user_id, struct http_respon
 void events_write_embeds(struct handlers *h, const struct record *rec, struct buf *out) {
     static const struct {
         int field;
+        uint8_t type;
         const char *key;
-    } embeds[] = {{EVENT_THEME_ID, ",\"Theme\":"}, {EVENT_ADDRESS_ID, ",\"Address\":"}};
+    } embeds[] = {{EVENT_THEME_ID, REC_THEME, ",\"Theme\":"},
+                  {EVENT_ADDRESS_ID, REC_ADDRESS, ",\"Address\":"}};
     for (int i = 0; i < 2; i++) {
         buf_append_str(out, embeds[i].key);
         const struct record *t = db_get_ref(h->db, rec, embeds[i].field);
-        if (t)
+        /* The API links only the event's owner's records of the right kind; a log
+         * that says otherwise (an import checked less well) never shows another's. */
+        if (t && t->type == embeds[i].type && t->user_id == rec->user_id)
             json_write_record(out, t, false);
         else
             buf_append_str(out, "null");

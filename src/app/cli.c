@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/pwhash.h"
 #include "storage/auth.h"
 #include "storage/logfile.h"
 
@@ -401,6 +402,81 @@ static const char *parse_export(const struct buf *in, struct record ***recs, siz
     return *n ? NULL : "holds no user";
 }
 
+/* (id, type) of an imported record, sorted by id: duplicates and references. */
+struct import_id {
+    uint64_t id;
+    uint8_t type;
+};
+
+static int by_id(const void *a, const void *b) {
+    uint64_t x = ((const struct import_id *)a)->id, y = ((const struct import_id *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * What the API would have refused, or what would harm this node, in a
+ * decoded export: an export is checked as any other input. Returns NULL, or
+ * the reason written to why.
+ */
+static const char *check_import(const struct db *db, struct record **recs, size_t n, char *why,
+                                size_t len) {
+    union value name = record_get(recs[0], USER_NAME), pw = record_get(recs[0], USER_PASSWORD_HASH);
+    const char *bad = auth_check_username(name.s.ptr);
+    if (bad || strlen(name.s.ptr) != name.s.len) {
+        snprintf(why, len, "holds a username the server refuses (%s)", bad ? bad : "a NUL byte");
+        return why;
+    }
+    if (pw.s.len && !pwhash_str_acceptable(pw.s.ptr)) {
+        snprintf(why, len,
+                 "holds a password hash that is not Argon2id within this server's "
+                 "limits (t=2, 64 MiB, one lane)");
+        return why;
+    }
+    struct import_id *ids = xcalloc(n, sizeof *ids);
+    why[0] = '\0';
+    for (size_t i = 0; i < n && !why[0]; i++) {
+        const struct record *r = recs[i];
+        const struct kind_desc *k = record_kind(r->type);
+        ids[i] = (struct import_id){r->id, r->type};
+        if (i && !memchr(owned_kinds, r->type, sizeof owned_kinds))
+            snprintf(why, len, "holds a record (id %llu) of a kind a user does not own",
+                     (unsigned long long)r->id);
+        else if (db_id_unissued(db, r->id))
+            snprintf(why, len,
+                     "holds id %llu, of this node's own range but not handed out by "
+                     "it yet: import into a node of another --node-id (docs/SCALING.md)",
+                     (unsigned long long)r->id);
+        for (int f = 0; f < k->nfields && !why[0]; f++) {
+            union value v = record_get(r, f);
+            if ((bad = record_check_value(k, f, &v, 65535)) != NULL)
+                snprintf(why, len, "holds a value the server refuses (id %llu: %s)",
+                         (unsigned long long)r->id, bad);
+        }
+    }
+    qsort(ids, n, sizeof *ids, by_id);
+    for (size_t i = 1; i < n && !why[0]; i++)
+        if (ids[i].id == ids[i - 1].id)
+            snprintf(why, len, "holds id %llu twice", (unsigned long long)ids[i].id);
+    /* An event links only records of its user, of the right kind: in the export. */
+    static const struct {
+        int field;
+        uint8_t type;
+    } refs[] = {{EVENT_THEME_ID, REC_THEME}, {EVENT_ADDRESS_ID, REC_ADDRESS}};
+    for (size_t i = 1; i < n && !why[0]; i++) {
+        if (recs[i]->type != REC_EVENT) continue;
+        for (size_t j = 0; j < sizeof refs / sizeof refs[0] && !why[0]; j++) {
+            struct import_id key = {record_ref(recs[i], refs[j].field), 0};
+            const struct import_id *to = key.id ? bsearch(&key, ids, n, sizeof *ids, by_id) : NULL;
+            if (key.id && (!to || to->type != refs[j].type))
+                snprintf(why, len, "holds event %llu linking id %llu, not a %s of its user",
+                         (unsigned long long)recs[i]->id, (unsigned long long)key.id,
+                         refs[j].type == REC_THEME ? "theme" : "address");
+        }
+    }
+    free(ids);
+    return why[0] ? why : NULL;
+}
+
 int cli_import(struct db *db) {
     struct buf in = BUF_INIT;
     struct record **recs = NULL;
@@ -412,6 +488,11 @@ int cli_import(struct db *db) {
     }
     const char *why = parse_export(&in, &recs, &n);
     if (why) {
+        fprintf(stderr, "eventd: the input %s; nothing was imported\n", why);
+        goto done;
+    }
+    char reason[256];
+    if ((why = check_import(db, recs, n, reason, sizeof reason)) != NULL) {
         fprintf(stderr, "eventd: the input %s; nothing was imported\n", why);
         goto done;
     }

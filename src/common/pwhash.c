@@ -2,6 +2,7 @@
 #include "common/pwhash.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,12 +60,26 @@ void pwhash_init(struct pwhash *pw, uv_loop_t *loop, uint32_t concurrency, uint3
     pw->queue_max[PWHASH_LANE_REGISTER] = register_queue_max;
 }
 
+bool pwhash_str_acceptable(const char *hash) {
+    unsigned long m, t, p;
+    int end = 0;
+    if (sscanf(hash, "$argon2id$v=19$m=%lu,t=%lu,p=%lu$%n", &m, &t, &p, &end) != 3 || !end)
+        return false;
+    return m <= crypto_pwhash_MEMLIMIT_INTERACTIVE / 1024 &&
+           t <= crypto_pwhash_OPSLIMIT_INTERACTIVE && p == 1;
+}
+
 /* Threadpool: the slow part. */
 static void work(uv_work_t *w) {
     struct pwhash_job *job = w->data;
     size_t n = strlen(job->password);
     if (job->verify) {
-        job->result = crypto_pwhash_str_verify(job->hash, job->password, n) == 0 ? 0 : -1;
+        /* A hash asking for more than this server's limits (hours of work, gigabytes)
+         * never verifies: it did not come from here. */
+        job->result = pwhash_str_acceptable(job->hash) &&
+                              crypto_pwhash_str_verify(job->hash, job->password, n) == 0
+                          ? 0
+                          : -1;
     } else {
         int rc = crypto_pwhash_str(job->hash, job->password, n, ops_limit(), mem_limit());
         job->result = rc == 0 ? 0 : -1;

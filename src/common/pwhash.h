@@ -69,6 +69,12 @@ int pwhash_submit(struct pwhash *pw, struct pwhash_job *job);
  * at the first call).
  */
 const char *pwhash_decoy(void);
+/*
+ * A stored hash this server will verify: Argon2id with at most the limits it
+ * hashes with (interactive: t=2, 64 MiB, one lane). One from elsewhere (an
+ * import) may name any limits, and a sign-in would spend them.
+ */
+bool pwhash_str_acceptable(const char *hash);
 /* Jobs running or waiting. */
 static inline uint32_t pwhash_pending(const struct pwhash *pw) {
     return pw->running + pw->queued[PWHASH_LANE_SIGNIN] + pw->queued[PWHASH_LANE_REGISTER];

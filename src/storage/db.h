@@ -280,6 +280,12 @@ static inline const struct record *db_get_ref(const struct db *db, const struct 
     uint64_t id = record_ref(rec, field);
     return id ? index_get(&db->index, id) : NULL;
 }
+/* An id of this node's own range that it has not handed out yet: a record
+ * there (an import) would move its next id past it, and a compaction walks
+ * the own range up to the next id. */
+static inline bool db_id_unissued(const struct db *db, uint64_t id) {
+    return id >= db->index.next_id && id <= db->index.id_max;
+}
 /* The log held no record when it was opened (a new data directory; id and rev
  * reservations do not count): the demo user is made only then. */
 static inline bool db_opened_empty(const struct db *db) {

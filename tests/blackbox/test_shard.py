@@ -4,6 +4,7 @@ other node id; `eventd export --user NAME` and `eventd import` move one user's
 records between shards' data directories with their ids."""
 
 import os
+import struct
 import subprocess
 import sys
 import unittest
@@ -174,6 +175,151 @@ class ExportImport(unittest.TestCase):
         self.assertEqual(rc, 1, err)
         self.assertIn("no user 'nobody'", err)
         self.assertEqual(data, b"")
+
+
+# ---- export files made here, to be hostile (the format: src/storage/logfile.h, record.c) ----
+
+def _crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c ^= b
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    return c ^ 0xFFFFFFFF
+
+
+def _varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _str(b):
+    b = b.encode() if isinstance(b, str) else b
+    return _varint(len(b)) + b
+
+
+USER, THEME, ADDRESS, EVENT = 1, 2, 3, 4
+
+
+def _record(rid, uid, fields):
+    return _varint(rid) + _varint(uid) + _varint(len(fields)) + b"".join(fields)
+
+
+def user_rec(rid, name, pwhash=b""):
+    return USER, _record(rid, 0, [_str(name), _str(b""), _str(pwhash), _varint(0), _varint(0)])
+
+
+def theme_rec(rid, uid, name="t"):
+    return THEME, _record(rid, uid, [_str(name)])
+
+
+def event_rec(rid, uid, theme_id=0, address_id=0):
+    return EVENT, _record(rid, uid, [_str("e"), _varint(theme_id), _varint(address_id)])
+
+
+def export_file(recs, key=0x1234ABCD):
+    out = bytearray(b"EVTDLOG\0" + struct.pack("<II", 2, key))
+    for typ, payload in recs:
+        body = struct.pack("<I", len(payload)) + bytes([typ]) + payload
+        out += struct.pack("<I", _crc32c(body) ^ key) + body
+    return bytes(out)
+
+
+class HostileImport(unittest.TestCase):
+    """An export is input like any other: `eventd import` refuses what the API
+    would have refused and what would harm the node, and writes nothing."""
+
+    def setUp(self):
+        self.d = ManagedDir()
+        self.addCleanup(self.d.cleanup)
+        self.alice = add_user(self.d.path, "alice", 2)
+        with shard(self.d.path, 2) as s:
+            c = Client(s.port, "alice", self.alice)
+            self.addCleanup(c.close)
+            self.alice_theme = c.must_create("theme", {"Name": "alice's"})["ID"]
+        with open(self.d.file(), "rb") as f:
+            self.before = f.read()
+        self.base = 1 << NODE_SHIFT  # node 1's ids: foreign here
+
+    def refused(self, recs, why, node=2):
+        rc, out, err = import_(self.d.path, export_file(recs), node)
+        self.assertEqual(rc, 1, (out, err))
+        self.assertIn("the input %s" % why, err)
+        self.assertIn("; nothing was imported", err)
+        # (opening the directory may reserve ids: a frame appended, no record)
+        with open(self.d.file(), "rb") as f:
+            self.assertEqual(f.read()[:len(self.before)], self.before)
+        cp = run_cli(["user", "list", "--data", self.d.path, "--node-id", str(node)])
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertIn("alice", cp.stdout)
+        self.assertNotIn("mal", cp.stdout)
+
+    def test_a_well_formed_file_imports(self):
+        # The writer above is right: the refusals below are the checks, not its bugs.
+        b = self.base
+        rc, out, err = import_(self.d.path, export_file(
+            [user_rec(b + 1, "mallory"), theme_rec(b + 2, b + 1), event_rec(b + 3, b + 1, b + 2)]),
+            2)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("imported user mallory (id %d) and 2 records" % (b + 1), out)
+
+    def test_an_event_linking_another_users_theme_is_refused(self):
+        b = self.base
+        self.refused([user_rec(b + 1, "mallory"), event_rec(b + 2, b + 1, self.alice_theme)],
+                     "holds event %d linking id %d, not a theme of its user"
+                     % (b + 2, self.alice_theme))
+
+    def test_an_event_linking_a_record_of_another_kind_is_refused(self):
+        b = self.base
+        self.refused([user_rec(b + 1, "mallory"), theme_rec(b + 2, b + 1),
+                      event_rec(b + 3, b + 1, 0, b + 2)],
+                     "holds event %d linking id %d, not a address of its user" % (b + 3, b + 2))
+
+    def test_a_password_hash_beyond_the_servers_limits_is_refused(self):
+        # A sign-in would spend t=2^32-1 passes of Argon2id on it: hours of a hashing slot.
+        h = b"$argon2id$v=19$m=8,t=4294967295,p=1$c2FsdHNhbHQ$aGFzaGhhc2hoYXNoaGFzaA"
+        self.refused([user_rec(self.base + 1, "mallory", h)],
+                     "holds a password hash that is not Argon2id within this server's limits")
+
+    def test_a_username_the_server_refuses_is_refused(self):
+        self.refused([user_rec(self.base + 1, "mal\x1b]0;pwned\x07\nlory")],
+                     "holds a username the server refuses")
+
+    def test_an_id_twice_is_refused(self):
+        b = self.base
+        self.refused([user_rec(b + 1, "mallory"), theme_rec(b + 2, b + 1), theme_rec(b + 2, b + 1)],
+                     "holds id %d twice" % (b + 2))
+        # the user's own id again, as a theme: it replaced the user record
+        self.refused([user_rec(b + 1, "mallory"), theme_rec(b + 1, b + 1)],
+                     "holds id %d twice" % (b + 1))
+
+    def test_an_id_of_this_nodes_range_not_handed_out_is_refused(self):
+        # Node 2's own range, past its next id: the node's next id would jump there, and
+        # its compactions walk the own range up to it (the last id: no create ever again).
+        last = (3 << NODE_SHIFT) - 1
+        self.refused([user_rec(last, "mallory")],
+                     "holds id %d, of this node's own range but not handed out by it yet" % last)
+
+    def test_a_shards_export_is_refused_by_an_unsharded_node(self):
+        # Node 0's range holds every shard's: a shard's ids there would move its next id
+        # to 2^43 and more, and make each compaction walk 2^43 ids.
+        d0 = ManagedDir()
+        self.addCleanup(d0.cleanup)
+        add_user(d0.path, "carol", 0)
+        rc, data, err = export(self.d.path, "alice", 2)
+        self.assertEqual(rc, 0, err)
+        with open(d0.file(), "rb") as f:
+            before = f.read()
+        rc, out, err = import_(d0.path, data, 0)
+        self.assertEqual(rc, 1, (out, err))
+        self.assertIn("of this node's own range but not handed out by it yet: import into a "
+                      "node of another --node-id", err)
+        with open(d0.file(), "rb") as f:
+            self.assertEqual(f.read()[:len(before)], before)
 
 
 if __name__ == "__main__":
