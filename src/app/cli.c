@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "common/pwhash.h"
+#include "common/varint.h"
 #include "storage/auth.h"
 #include "storage/logfile.h"
 
@@ -344,6 +345,12 @@ int cli_export(struct db *db, const char *name) {
         for (uint32_t i = 0; i < l->len; i++, count++)
             put_frame(&out, &scratch, key, db_get(db, l->ids[i]));
     }
+    /* The end mark: an export cut at a frame's end is refused, not imported short. */
+    uint8_t end[VARINT_MAX];
+    size_t n = varint_put(end, count + 1);
+    uint8_t *p = (uint8_t *)buf_reserve(&out, STORE_FRAME_HEADER_SIZE + n);
+    logfile_frame_put(p, key, REC_EXPORT_END, end, n);
+    buf_commit(&out, STORE_FRAME_HEADER_SIZE + n);
     rc = logfile_write_all(STDOUT_FILENO, out.ptr, out.len);
     buf_destroy(&out);
     buf_destroy(&scratch);
@@ -373,7 +380,8 @@ static int read_stdin(struct buf *b) {
 
 /*
  * Decodes an export into recs (records[0] the user). Returns NULL when
- * fine, else the reason. Checks framing, checksums and ownership only.
+ * fine, else the reason. Checks framing, checksums, the end mark and
+ * ownership; check_import the rest.
  */
 static const char *parse_export(const struct buf *in, struct record ***recs, size_t *n) {
     const uint8_t *p = (const uint8_t *)in->ptr, *end = p + in->len;
@@ -388,6 +396,14 @@ static const char *parse_export(const struct buf *in, struct record ***recs, siz
             return "is cut short (a partial frame)";
         if (logfile_frame_check(key, p, len) != logfile_get_le32(p)) return "is damaged (checksum)";
         uint8_t type = p[8];
+        uint64_t count = UINT64_MAX;
+        if (type == REC_EXPORT_END) {
+            if (varint_get(p + 9, len, &count) != len || count != *n)
+                return "is damaged (its end mark counts other records)";
+            if ((size_t)(end - p) != STORE_FRAME_HEADER_SIZE + len)
+                return "holds frames after its end mark";
+            return *n ? NULL : "holds no user";
+        }
         struct record *r = record_kind(type) ? record_decode(type, p + 9, len) : NULL;
         if (!r) return "holds a frame that is not a record";
         if (*n == cap) {
@@ -399,7 +415,10 @@ static const char *parse_export(const struct buf *in, struct record ***recs, siz
         if (*n > 1 && r->user_id != (*recs)[0]->id) return "holds a record of another user";
         p += STORE_FRAME_HEADER_SIZE + len;
     }
-    return *n ? NULL : "holds no user";
+    /* An unkeyed (version 1) export predates the end mark. */
+    if (!key) return *n ? NULL : "holds no user";
+    return "is cut short (no end mark; an export written before the end mark existed, "
+           "2026-11-29, must be written again)";
 }
 
 /* (id, type) of an imported record, sorted by id: duplicates and references. */

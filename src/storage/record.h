@@ -37,11 +37,12 @@ enum rec_type {
     REC_DELETE = 16,  /* payload: varint id */
     REC_NEXT_ID = 17, /* payload: varint next id (written by compaction) */
     REC_NODE = 18,    /* payload: varint node id (1..RECORD_NODE_MAX); see below */
-    REC_KEYED = 19,   /* a create and its REC_IDEM key in one frame: see record_keyed_encode */
+    REC_KEYED = 19,   /* a create and its REC_IDEM key in one frame: see record_keyed_open */
     REC_REV = 20,     /* a change frame with its revision: see record_rev_split */
     REC_REVS = 21,    /* payload: varint rev counter, varint horizon (written by compaction) */
     REC_REV_FLOOR =
         22, /* payload: varint: revs up to it may have been handed out; the last holds */
+    REC_EXPORT_END = 23, /* an export's last frame (never in a log): varint records before it */
 };
 #define REC_KIND_MAX 7
 

@@ -72,9 +72,16 @@ class StalledReaderTests(unittest.TestCase):
             self.assertGreater(dropped, 0)
             self.assertLess(dropped, 1500)
             srv.resume_stderr()
-            # The pipe drains; the lines of later requests reach it again.
-            get_many(srv, 5, "after")
-            self.assertTrue(wait_until(lambda: len(tagged(srv, "after")) == 5, 10))
+            # The pipe drains (the reader needs a moment: until then lines are still
+            # dropped); the lines of later requests reach it again.
+            sent = []
+
+            def one_more_logged():
+                sent.append(len(sent))
+                get_many(srv, 1, "after%d" % len(sent))
+                return wait_until(lambda: tagged(srv, "after%d" % len(sent)), 0.5)
+
+            self.assertTrue(wait_until(one_more_logged, 20))
             self.assertEqual(srv.stop(), 0)
 
 

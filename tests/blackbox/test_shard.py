@@ -162,13 +162,36 @@ class ExportImport(unittest.TestCase):
         rc, data, err = export(self.src.path, "alice", 1)
         self.assertEqual(rc, 0, err)
         bad = bytearray(data)
-        bad[-3] ^= 0xFF
+        bad[-13] ^= 0xFF  # in the last record's payload (the end mark is the last 10 bytes)
         rc, out, err = import_(self.dst.path, bytes(bad), 2)
         self.assertEqual(rc, 1, (out, err))
         self.assertIn("the input is damaged (checksum); nothing was imported", err)
         rc, out, err = import_(self.dst.path, data[:-5], 2)
         self.assertEqual(rc, 1, (out, err))
         self.assertIn("cut short", err)
+
+    def test_an_export_cut_at_a_frames_end_is_refused(self):
+        rc, data, err = export(self.src.path, "alice", 1)
+        self.assertEqual(rc, 0, err)
+        # The frames: header, then [crc u32][len u32][type][payload]; the last is the end mark.
+        frames, p = [], 16
+        while p < len(data):
+            frames.append(p)
+            p += 9 + struct.unpack_from("<I", data, p + 4)[0]
+        self.assertEqual(len(frames), 5)  # alice, theme, address, event, the end mark
+        self.assertEqual(data[frames[-1] + 8], 23)
+        for cut in (frames[-1], frames[-2]):
+            rc, out, err = import_(self.dst.path, data[:cut], 2)
+            self.assertEqual(rc, 1, (out, err))
+            self.assertIn("the input is cut short (no end mark; ", err)
+            self.assertIn("; nothing was imported", err)
+        # a frame dropped before the mark: the mark counts four
+        rc, out, err = import_(self.dst.path, data[:frames[-2]] + data[frames[-1]:], 2)
+        self.assertEqual(rc, 1, (out, err))
+        self.assertIn("is damaged (its end mark counts other records)", err)
+        rc, out, err = import_(self.dst.path, data + data[frames[1]:frames[2]], 2)
+        self.assertEqual(rc, 1, (out, err))
+        self.assertIn("holds frames after its end mark", err)
 
     def test_export_of_a_missing_user_exits_1(self):
         rc, data, err = export(self.src.path, "nobody", 1)
@@ -221,9 +244,12 @@ def event_rec(rid, uid, theme_id=0, address_id=0):
     return EVENT, _record(rid, uid, [_str("e"), _varint(theme_id), _varint(address_id)])
 
 
+EXPORT_END = 23
+
+
 def export_file(recs, key=0x1234ABCD):
     out = bytearray(b"EVTDLOG\0" + struct.pack("<II", 2, key))
-    for typ, payload in recs:
+    for typ, payload in recs + [(EXPORT_END, _varint(len(recs)))]:
         body = struct.pack("<I", len(payload)) + bytes([typ]) + payload
         out += struct.pack("<I", _crc32c(body) ^ key) + body
     return bytes(out)
