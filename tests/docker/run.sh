@@ -165,7 +165,10 @@ pm volume create "$VOLUME" >/dev/null
 # loopback port, waits until the image's HEALTHCHECK passes; prints the address.
 start() {
     local name=$1 port i
+    # Hardened as docker/compose.yaml runs the shards: a read-only root (no
+    # tmpfs either), no capability, no privilege gained.
     pm run -d --pull=never --name "$name" -v "$VOLUME:/data" -p 127.0.0.1::8080 \
+        --read-only --read-only-tmpfs=false --cap-drop ALL --security-opt no-new-privileges \
         -e EVENTD_SCHED_BATCH=true "$IMAGE" \
         >/dev/null || fail "podman run $name failed"
     port=$(pm port "$name" 8080/tcp) || fail "no published port for $name"
