@@ -551,12 +551,25 @@ static void do_signin(struct handlers *h, struct site_state *st, struct http_req
 }
 
 /* Ends this session, or with all every session of the user: cookie cleared. */
+/* Revokes the user's API key (its password and sessions stay): the change's LSN. */
+static uint64_t key_revoke(struct handlers *h, const struct session *s) {
+    const struct record *u = db_get(h->db, s->user_id);
+    if (!record_get(u, USER_KEY_HASH).s.len) return 0; /* none: nothing to write */
+    union value ph = record_get(u, USER_PASSWORD_HASH);
+    return db_put_account(h->db, s->user_id, (struct slice){s->name, strlen(s->name)},
+                          (struct slice){"", 0}, (struct slice){ph.s.ptr, ph.s.len});
+}
+
 static void do_signout(struct handlers *h, struct site_state *st, struct http_response *r,
                        const struct session *s, bool all) {
     if (reply_if_storage_failing(h, r)) return;
     if (all) {
+        /* Everything signed in from the password ends, the API key too: one issued
+         * from a stolen session must not outlive the owner's recovery. */
+        uint64_t klsn = key_revoke(h, s);
         r->lsn = site_session_end_all(h, s->user_id);
-        LOG(LOG_INFO, "account: user %s signed out everywhere", s->name);
+        if (klsn > r->lsn) r->lsn = klsn;
+        LOG(LOG_INFO, "account: user %s signed out everywhere (API key revoked)", s->name);
         metrics_account(h->metrics, MA_SIGNOUT_ALL);
     } else {
         r->lsn = db_delete(h->db, s->session_id);
@@ -593,11 +606,7 @@ static void issue_key(struct handlers *h, struct site_state *st, struct http_req
 static void revoke_key(struct handlers *h, struct site_state *st, struct http_response *r,
                        const struct session *s) {
     if (reply_if_storage_failing(h, r)) return;
-    const struct record *u = db_get(h->db, s->user_id);
-    r->lsn = db_put_account(h->db, s->user_id, (struct slice){s->name, strlen(s->name)},
-                            (struct slice){"", 0},
-                            (struct slice){record_get(u, USER_PASSWORD_HASH).s.ptr,
-                                           record_get(u, USER_PASSWORD_HASH).s.len});
+    r->lsn = key_revoke(h, s);
     LOG(LOG_INFO, "account: user %s revoked its API key", s->name);
     metrics_account(h->metrics, MA_KEY_REVOKED);
     if (st->json)

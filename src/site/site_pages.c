@@ -198,10 +198,11 @@ static const char user_api_tpl[] =
     "<section class=\"card\" aria-labelledby=\"security-title\">\n"
     "<h2 id=\"security-title\">Password and sessions</h2>\n"
     "<p><a href=\"{{base}}/user/password\">Change your password</a> (this signs out every "
-    "other browser).</p>\n"
+    "other browser and revokes your API key).</p>\n"
     "<form method=\"post\" action=\"{{base}}/signout/all\">\n"
     CSRF
-    "<button type=\"submit\" class=\"danger\">Sign out everywhere</button>\n"
+    "<button type=\"submit\" class=\"danger\">Sign out everywhere</button> "
+    "<span class=\"hint\">every browser, and your API key is revoked</span>\n"
     "</form>\n"
     "</section>\n"
     "<form class=\"signout\" method=\"post\" action=\"{{base}}/signout\">\n"

@@ -7,8 +7,9 @@
  * counted as a failed sign-in when wrong), then the new one is hashed. Only
  * then, on the loop, is anything written: if the stored hash is still the
  * one checked (no other change won the race) and the session still exists,
- * the new hash replaces it, every session of the user ends, and this client
- * gets a new session (a new id and cookie) so that it stays signed in.
+ * the new hash replaces it, the API key is revoked, every session of the
+ * user ends, and this client gets a new session (a new id and cookie) so that
+ * it stays signed in.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,15 +88,16 @@ static void finish(struct password_job *j, struct http_response *r) {
     }
     const struct record *u = unchanged(j, r);
     if (!u || reply_if_storage_failing(h, r)) return;
-    union value kh = record_get(u, USER_KEY_HASH);
-    /* The key hash is copied by db_put_account before the old record goes. */
-    uint64_t lsn = db_put_account(h->db, j->user_id, (struct slice){j->name, strlen(j->name)},
-                                  (struct slice){kh.s.ptr, kh.s.len},
-                                  (struct slice){j->job.hash, strlen(j->job.hash)});
+    /* The API key goes too: one issued from a stolen session must not outlive
+     * the owner's recovery (docs/ACCOUNTS.md). */
+    uint64_t lsn =
+        db_put_account(h->db, j->user_id, (struct slice){j->name, strlen(j->name)},
+                       (struct slice){"", 0}, (struct slice){j->job.hash, strlen(j->job.hash)});
     site_session_end_all(h, j->user_id);
     uint64_t slsn = site_session_start(h, r, j->user_id, j->name);
     if (!slsn) return;
-    LOG(LOG_INFO, "account: user %s changed its password (every session ended)", j->name);
+    LOG(LOG_INFO, "account: user %s changed its password (every session ended, API key revoked)",
+        j->name);
     metrics_account(h->metrics, MA_PASSWORD_CHANGED);
     r->user_id = j->user_id;
     site_answer_account(h, r, j->json, 200, db_get(h->db, j->user_id));

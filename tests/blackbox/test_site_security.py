@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from apiclient import ErrorAsserts, ManagedDir, run_expect_exit  # noqa: E402
 from test_accounts import (CSRF_COOKIE, FORM, JSON_T, PASSWORD, SESSION, Browser,  # noqa: E402
-                           call, parse_set_cookies, register, signin_json, uname)
+                           call, parse_set_cookies, register, signin_json, uname, v2_theme)
 
 NEW_PASSWORD = "a brand new passphrase"
 HOST_SESSION = "__Host-" + SESSION
@@ -369,6 +369,18 @@ class PasswordChange(Base):
         self.assertStatus(b.get("/user/api", accept=JSON_T), 200)
         self.assertStatus(user_api_json(self.port, old), 401)
 
+    def test_the_api_key_is_revoked(self):
+        # A key issued from a stolen session must not outlive the owner's recovery.
+        b, name = self.signed_in()
+        thief = Browser(self.port)
+        thief.jar[SESSION] = b.jar[SESSION]
+        stolen = thief.issue_key_json()
+        self.assertEqual(v2_theme(self.port, name, stolen), 200)
+        self.assertStatus(self.change_json(b, PASSWORD, NEW_PASSWORD), 200)
+        self.assertEqual(v2_theme(self.port, name, stolen), 401)
+        self.assertIs(b.get("/user/api", accept=JSON_T).result()["HasKey"], False)
+        self.assertEqual(v2_theme(self.port, name, b.issue_key_json()), 200)
+
     def test_a_weak_new_password_is_400_naming_password(self):
         b, name = self.signed_in()
         self.assertErr(self.change_json(b, PASSWORD, name), 400, "invalid_field", "password")
@@ -473,6 +485,19 @@ class SignOutEverywhere(Base):
         b, name = self.signed_in()
         self.assertStatus(b.post_json("/signout/all"), 204)
         self.assertStatus(signin_json(self.port, name), 200)
+
+    def test_the_api_key_is_revoked(self):
+        # A key issued from a stolen session must not outlive the owner's recovery.
+        b, name = self.signed_in()
+        thief = Browser(self.port)
+        thief.jar[SESSION] = b.jar[SESSION]
+        stolen = thief.issue_key_json()
+        self.assertEqual(v2_theme(self.port, name, stolen), 200)
+        self.assertStatus(b.post_json("/signout/all"), 204)
+        self.assertEqual(v2_theme(self.port, name, stolen), 401)
+        b2 = Browser(self.port)
+        self.assertStatus(b2.post_json("/signin", {"username": name, "password": PASSWORD}), 200)
+        self.assertIs(b2.get("/user/api", accept=JSON_T).result()["HasKey"], False)
 
 
 class KeyRevocationAndSessions(Base):
