@@ -3,8 +3,9 @@
  * variant), for a signed-in user.
  *
  * Two steps on the threadpool, one answer: the current password is checked
- * as a sign-in's is (through the sign-in throttle, by name and address, and
- * counted as a failed sign-in when wrong), then the new one is hashed. Only
+ * as a sign-in's is (through the sign-in throttle, by address and by a name
+ * key of its own, and counted as a failure when wrong), then the new one is
+ * hashed. Only
  * then, on the loop, is anything written: if the stored hash is still the
  * one checked (no other change won the race) and the session still exists,
  * the new hash replaces it, the API key is revoked, every session of the
@@ -28,6 +29,7 @@ struct password_job {
     bool hashing; /* the second step: the new password is being hashed */
     uint64_t user_id, session_id;
     char name[68];
+    char tkey[70]; /* the throttle's name key: PW_THROTTLE_MARK and the name */
     char csrf[SITE_TOKEN_CHARS + 1];
     char old_hash[crypto_pwhash_STRBYTES];      /* the hash the current password matched */
     char new_password[PWHASH_MAX_PASSWORD + 1]; /* wiped when done */
@@ -151,13 +153,24 @@ static bool fields_ok(struct handlers *h, struct site_state *st, struct http_res
     return false;
 }
 
+/*
+ * A wrong current password is counted under a name key of its own: the mark,
+ * then the name. No sign-in can use it (a username holds no control byte),
+ * so strangers failing sign-ins on the name, which anyone can do, never
+ * throttle the signed-in owner's password change (review, 2026-11-29); only
+ * those who hold a session of the user fill it.
+ */
+#define PW_THROTTLE_MARK '\x01'
+
 void site_password_change(struct handlers *h, struct site_state *st, struct http_request *req,
                           struct http_response *r, const struct session *s, uint8_t page) {
     if (!fields_ok(h, st, r, s, page)) return;
     uint8_t addr[17];
     size_t alen = site_client_addr(h, req, addr);
-    uint32_t wait =
-        signin_wait(h, (struct slice){s->name, strlen(s->name)}, addr, alen, uv_now(h->db->loop));
+    char tkey[70];
+    int tlen = snprintf(tkey, sizeof tkey, "%c%s", PW_THROTTLE_MARK, s->name);
+    uint32_t wait = signin_wait(h, (struct slice){tkey, (size_t)tlen}, addr, alen,
+                                uv_now(h->db->loop));
     if (wait) {
         char msg[128];
         snprintf(msg, sizeof msg, "too many wrong passwords; retry in %u second%s", wait,
@@ -184,6 +197,7 @@ void site_password_change(struct handlers *h, struct site_state *st, struct http
     j->user_id = s->user_id;
     j->session_id = s->session_id;
     snprintf(j->name, sizeof j->name, "%s", s->name);
+    memcpy(j->tkey, tkey, (size_t)tlen + 1);
     snprintf(j->csrf, sizeof j->csrf, "%s", s->csrf);
     memcpy(j->old_hash, ph.s.ptr, ph.s.len);
     memcpy(j->job.hash, ph.s.ptr, ph.s.len);
@@ -203,6 +217,6 @@ void site_password_change(struct handlers *h, struct site_state *st, struct http
         return;
     }
     j->ticket = reply_defer(h, r);
-    j->flight = (struct signin_flight){.name = j->name, .addr = j->addr, .addr_len = j->addr_len};
+    j->flight = (struct signin_flight){.name = j->tkey, .addr = j->addr, .addr_len = j->addr_len};
     signin_flight_add(h, &j->flight);
 }

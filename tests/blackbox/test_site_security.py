@@ -16,6 +16,7 @@
 Every test that makes a password check fail has a server of its own: the
 sign-in throttle counts per address, and every test speaks from 127.0.0.1."""
 
+import http.client
 import json
 import os
 import re
@@ -438,6 +439,30 @@ class PasswordChangeWrongCurrent(Base):
                                            "password": NEW_PASSWORD})
         self.assertErr(r, 400, "invalid_field", "current_password")
         self.assertStatus(signin_json(self.port, name, PASSWORD), 200)
+
+
+class PasswordChangeNotLockedByStrangers(Base):
+    def test_failed_signins_of_the_name_elsewhere_never_throttle_the_owners_change(self):
+        # Anyone can fail sign-ins on a name (its throttle then answers 429 to everyone
+        # signing in as it); the signed-in owner's password change is counted apart.
+        b, name = self.signed_in()
+        statuses = []
+        for i in range(7):
+            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10,
+                                           source_address=("127.0.0.2", 0))
+            try:
+                c.request("POST", "/signin", json.dumps({"username": name,
+                                                         "password": "guess %d xyz" % i}),
+                          {"Content-Type": JSON_T})
+                r = c.getresponse()
+                r.read()
+                statuses.append(r.status)
+            finally:
+                c.close()
+        self.assertEqual(statuses[-1], 429, statuses)  # the name is throttled
+        r = b.post_json("/user/password", {"current_password": PASSWORD,
+                                           "password": NEW_PASSWORD})
+        self.assertStatus(r, 200)
 
 
 class PasswordChangeThrottled(Base):
