@@ -13,6 +13,7 @@
 
 #include "api/api.h"
 #include "core/etag.h"
+#include "core/origin.h"
 #include "core/reply.h"
 
 /* metrics_api_route counts on these layouts. */
@@ -598,6 +599,15 @@ enum server_headers_result api_headers(struct handlers *h, struct api_conn *c, s
     }
     if (st->route.action != ACT_CHANGES)
         r->route = metrics_api_route(st->route.type - REC_THEME, st->route.action - ACT_CREATE);
+    /* A browser holding Basic credentials for this origin (typed into its prompt)
+     * sends them with a form another site posts (text/plain, a body that reads as
+     * JSON): the API takes no write from a page of another site. */
+    if (is_write(st->route.action) && !origin_same(h, req)) {
+        http_response_error(r, ERR_CSRF, NULL,
+                            "a browser sent this write from a page of another site "
+                            "(Origin, Sec-Fetch-Site); the API takes none");
+        return SERVER_ANSWERED;
+    }
     const struct record *user = authenticate(h, c, &req->kept->authorization);
     if (!user) {
         http_response_error(r, ERR_UNAUTHORIZED, NULL,

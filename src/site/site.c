@@ -23,6 +23,7 @@
 
 #include "common/json_write.h"
 #include "common/log.h"
+#include "core/origin.h"
 #include "site/password_policy.h"
 #include "site/site_internal.h"
 #include "site/site_pages.h"
@@ -618,7 +619,7 @@ static void revoke_key(struct handlers *h, struct site_state *st, struct http_re
 /* The form posts (and their JSON variants); s: the session, if signed in. */
 static void site_post(struct handlers *h, struct site_state *st, struct http_request *req,
                       struct http_response *r, const struct session *s) {
-    if (!site_origin_ok(h, req)) {
+    if (!origin_same(h, req)) {
         site_fail(h, r, st->json, st->page, ERR_CSRF, "csrf",
                   "this form was posted from another site", site_field(st, F_USERNAME).ptr, "");
         return;

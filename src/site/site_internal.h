@@ -69,14 +69,6 @@ void site_csrf_form_token(const struct handlers *h, const char *cookie,
                           char out[SITE_TOKEN_CHARS + 1]);
 /* A form's token before sign-in is the MAC of the request's CSRF cookie. */
 bool site_csrf_pre_ok(const struct handlers *h, const struct http_request *req, struct slice got);
-/*
- * The request does not come from another site: Sec-Fetch-Site, when sent,
- * is "same-origin" or "none", and Origin, when sent, is --site-origin or,
- * without it, http(s):// and the request's Host; Origin "null" passes only
- * with such a Sec-Fetch-Site. A request with neither header (a script, an
- * old browser) passes: the token decides.
- */
-bool site_origin_ok(const struct handlers *h, const struct http_request *req);
 /* NULL when o is a valid --site-origin ("" or http(s)://HOST[:PORT]), else the reason. */
 const char *site_origin_setting_check(const char *o);
 

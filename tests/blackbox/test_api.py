@@ -1041,6 +1041,52 @@ class Restart(unittest.TestCase):
                     c.close()
 
 
+class CrossSiteWrites(Base):
+    """A browser that holds Basic credentials for the API (typed into its prompt)
+    sends them with whatever a page of another site posts: a form of enctype
+    text/plain makes a body that reads as JSON. The API takes no write from
+    another site's page (docs/SECURITY.md); clients that send neither header
+    (curl, libraries) and the browser's own origin are unaffected."""
+    FORGED = '{"Theme":{"Name":"csrf=x"}}'  # <input name='{"Theme":{"Name":"csrf' value='x"}}'>
+
+    def themes(self):
+        return len(self.c.list_all("theme", limit=500))
+
+    def test_a_cross_site_form_post_is_403_csrf_and_creates_nothing(self):
+        before = self.themes()
+        for headers in ({"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"},
+                        {"Sec-Fetch-Site": "same-site"},
+                        {"Origin": "https://evil.example"}):
+            h = dict(headers, **{"Content-Type": "text/plain"})
+            r = self.c.call("POST", "/v2/theme", self.FORGED, headers=h)
+            self.assertErr(r, 403, "csrf")
+        self.assertEqual(self.themes(), before)
+
+    def test_cross_site_updates_and_deletions_are_403_and_change_nothing(self):
+        t = self.c.must_create("theme", {"Name": "mine"})
+        a = self.c.must_create("address", {"City": "mine"})
+        h = {"Sec-Fetch-Site": "cross-site", "Content-Type": "text/plain"}
+        self.assertErr(self.c.call("PUT", "/v2/theme/%d" % t["ID"], '{"Theme":{"Name":"x"}}',
+                                   headers=h), 403, "csrf")
+        self.assertErr(self.c.call("POST", "/v2/address/%d" % a["ID"],
+                                   '{"Address":{"City":"x"}}', headers=h), 403, "csrf")
+        self.assertErr(self.c.call("DELETE", "/v2/theme/%d" % t["ID"], headers=h), 403, "csrf")
+        self.assertEqual(self.c.must_get("theme", t["ID"])["Name"], "mine")
+        self.assertEqual(self.c.must_get("address", a["ID"])["City"], "mine")
+
+    def test_the_same_origin_scripts_and_reads_are_served(self):
+        for headers in ({"Sec-Fetch-Site": "same-origin"}, {"Sec-Fetch-Site": "none"}, {}):
+            r = self.c.call("POST", "/v2/theme", {"Theme": {"Name": "ok"}}, headers=headers)
+            self.assertOk(r)
+        port = self.c.port
+        r = self.c.call("POST", "/v2/theme", {"Theme": {}},
+                        headers={"Origin": "http://127.0.0.1:%d" % port,
+                                 "Host": "127.0.0.1:%d" % port})
+        self.assertOk(r)
+        r = self.c.call("GET", "/v2/theme", headers={"Sec-Fetch-Site": "cross-site"})
+        self.assertOk(r)  # a read changes nothing; without CORS the page cannot read it
+
+
 class Auth(unittest.TestCase):
     def routes(self, tid, aid, eid):
         return [("POST", "/v2/theme"), ("GET", "/v2/theme"), ("GET", "/v2/theme/%d" % tid),
