@@ -169,8 +169,8 @@ void site_password_change(struct handlers *h, struct site_state *st, struct http
     size_t alen = site_client_addr(h, req, addr);
     char tkey[70];
     int tlen = snprintf(tkey, sizeof tkey, "%c%s", PW_THROTTLE_MARK, s->name);
-    uint32_t wait = signin_wait(h, (struct slice){tkey, (size_t)tlen}, addr, alen,
-                                uv_now(h->db->loop));
+    uint32_t wait =
+        signin_wait(h, (struct slice){tkey, (size_t)tlen}, addr, alen, uv_now(h->db->loop));
     if (wait) {
         char msg[128];
         snprintf(msg, sizeof msg, "too many wrong passwords; retry in %u second%s", wait,

@@ -126,7 +126,7 @@ struct db {
     uint64_t compact_horizon; /* the rev counter then: the new log's horizon (index.h) */
     uint32_t idem_ttl_s;      /* idempotency keys live this long, s */
     bool open;
-    uint64_t appended; /* frame bytes this process appended to the log */
+    uint64_t appended;     /* frame bytes this process appended to the log */
     struct db_keyed keyed; /* the create db_keyed_begin encoded, until db_keyed_end */
     struct db_guard guard;
 };

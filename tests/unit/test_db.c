@@ -878,8 +878,7 @@ static uint64_t put_keyed(struct db *db, uint64_t id, const char *name, uint64_t
     record_defaults(&record_theme, v);
     v[THEME_NAME].s.ptr = name;
     v[THEME_NAME].s.len = (uint32_t)strlen(name);
-    const struct record *r =
-        db_keyed_begin(db, &record_theme, id, 1, v, UINT32_C(1) << THEME_NAME);
+    const struct record *r = db_keyed_begin(db, &record_theme, id, 1, v, UINT32_C(1) << THEME_NAME);
     CHECK_EQ_UINT(r->id, id);
     idem_vals(kv, key, created, id, answer);
     return db_keyed_end(db, key_id, kv);
