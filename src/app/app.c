@@ -305,11 +305,19 @@ static void stderr_nonblocking(void) {
     if (fstat(STDERR_FILENO, &st) < 0) return;
     if (S_ISFIFO(st.st_mode)) {
         int fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-        if (fd < 0) return; /* no reader (ENXIO): writes fail at once anyway */
-        if (dup2(fd, STDERR_FILENO) < 0)
-            LOG(LOG_WARN, "stderr stays blocking: %s", strerror(errno));
-        close(fd);
-    } else if (S_ISSOCK(st.st_mode)) {
+        if (fd < 0 && errno == ENXIO) return; /* no reader: writes fail at once anyway */
+        if (fd >= 0 && dup2(fd, STDERR_FILENO) >= 0) {
+            close(fd);
+            return;
+        }
+        if (fd >= 0) close(fd);
+        /* Another user's pipe (a root supervisor's, to a server that runs as another
+         * uid) cannot be opened again: its shared description becomes non-blocking,
+         * which its other writers see too; a blocked loop would be worse. */
+        LOG(LOG_INFO, "stderr: a pipe that cannot be opened again (%s): made non-blocking",
+            strerror(errno));
+    }
+    if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
         int fl = fcntl(STDERR_FILENO, F_GETFL);
         if (fl >= 0) fcntl(STDERR_FILENO, F_SETFL, fl | O_NONBLOCK);
     }

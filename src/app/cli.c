@@ -465,6 +465,10 @@ static const char *check_import(const struct db *db, struct record **recs, size_
                      "holds id %llu, of this node's own range but not handed out by "
                      "it yet: import into a node of another --node-id (docs/SCALING.md)",
                      (unsigned long long)r->id);
+        else if (r->type == REC_IDEM && record_get(r, IDEM_STATUS).i != 200)
+            /* Replayed byte for byte: only a create's answer (200) is ever kept. */
+            snprintf(why, len, "holds an Idempotency-Key (id %llu) whose answer is not a 200",
+                     (unsigned long long)r->id);
         for (int f = 0; f < k->nfields && !why[0]; f++) {
             union value v = record_get(r, f);
             if ((bad = record_check_value(k, f, &v, 65535)) != NULL)
@@ -476,11 +480,14 @@ static const char *check_import(const struct db *db, struct record **recs, size_
     for (size_t i = 1; i < n && !why[0]; i++)
         if (ids[i].id == ids[i - 1].id)
             snprintf(why, len, "holds id %llu twice", (unsigned long long)ids[i].id);
-    /* An event links only records of its user, of the right kind: in the export. */
+    /* An event links only records of its user, of the right kind: in the export; and,
+     * as the API allows, each of them from one event at most. */
     static const struct {
         int field;
         uint8_t type;
     } refs[] = {{EVENT_THEME_ID, REC_THEME}, {EVENT_ADDRESS_ID, REC_ADDRESS}};
+    struct import_id *linked = xcalloc(2 * n, sizeof *linked);
+    size_t nlinked = 0;
     for (size_t i = 1; i < n && !why[0]; i++) {
         if (recs[i]->type != REC_EVENT) continue;
         for (size_t j = 0; j < sizeof refs / sizeof refs[0] && !why[0]; j++) {
@@ -490,8 +497,17 @@ static const char *check_import(const struct db *db, struct record **recs, size_
                 snprintf(why, len, "holds event %llu linking id %llu, not a %s of its user",
                          (unsigned long long)recs[i]->id, (unsigned long long)key.id,
                          refs[j].type == REC_THEME ? "theme" : "address");
+            else if (key.id)
+                linked[nlinked++] = key;
         }
     }
+    qsort(linked, nlinked, sizeof *linked, by_id);
+    for (size_t i = 1; i < nlinked && !why[0]; i++)
+        if (linked[i].id == linked[i - 1].id)
+            snprintf(why, len,
+                     "holds two events linking id %llu (an event's own, as the API keeps)",
+                     (unsigned long long)linked[i].id);
+    free(linked);
     free(ids);
     return why[0] ? why : NULL;
 }

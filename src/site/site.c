@@ -523,6 +523,16 @@ static void do_register(struct handlers *h, struct site_state *st, struct http_r
 static void do_signin(struct handlers *h, struct site_state *st, struct http_request *req,
                       struct http_response *r) {
     struct slice name = site_field(st, F_USERNAME), csrf = site_field(st, F_CSRF);
+    /* A name the server never gives out signs in nobody: answered at once as a wrong
+     * password (the rules are public, so this tells nothing of any account), with no
+     * hash and no throttle key, so that no string a client sends reaches a key of
+     * another kind (the password change's, site_password.c; review, 2026-11-29). */
+    if (auth_check_username(name.ptr) || strlen(name.ptr) != name.len) {
+        metrics_account(h->metrics, MA_SIGNIN_FAILED);
+        site_fail(h, r, st->json, st->page, ERR_UNAUTHORIZED, NULL, "wrong username or password",
+                  name.ptr, "");
+        return;
+    }
     uint64_t now = uv_now(h->db->loop);
     uint8_t addr[17];
     size_t alen = site_client_addr(h, req, addr);
@@ -551,7 +561,6 @@ static void do_signin(struct handlers *h, struct site_state *st, struct http_req
     submit(h, st, req, r, true, hash);
 }
 
-/* Ends this session, or with all every session of the user: cookie cleared. */
 /* Revokes the user's API key (its password and sessions stay): the change's LSN. */
 static uint64_t key_revoke(struct handlers *h, const struct session *s) {
     const struct record *u = db_get(h->db, s->user_id);
@@ -561,6 +570,7 @@ static uint64_t key_revoke(struct handlers *h, const struct session *s) {
                           (struct slice){"", 0}, (struct slice){ph.s.ptr, ph.s.len});
 }
 
+/* Ends this session, or with all every session of the user: cookie cleared. */
 static void do_signout(struct handlers *h, struct site_state *st, struct http_response *r,
                        const struct session *s, bool all) {
     if (reply_if_storage_failing(h, r)) return;

@@ -155,7 +155,8 @@ static bool fields_ok(struct handlers *h, struct site_state *st, struct http_res
 
 /*
  * A wrong current password is counted under a name key of its own: the mark,
- * then the name. No sign-in can use it (a username holds no control byte),
+ * then the name. No sign-in can use it: a sign-in as a name the server never
+ * gives out (a control byte) is answered before the throttle (do_signin),
  * so strangers failing sign-ins on the name, which anyone can do, never
  * throttle the signed-in owner's password change (review, 2026-11-29); only
  * those who hold a session of the user fill it.

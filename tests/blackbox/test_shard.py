@@ -247,6 +247,11 @@ def event_rec(rid, uid, theme_id=0, address_id=0):
 EXPORT_END = 23
 
 
+def idem_rec(rid, uid, record_id, status=200):
+    return 7, _record(rid, uid, [_str("k1"), _str(b"0123456789abcdef"), _varint(1),
+                                 _varint(status), _str('{"Status":"ok"}'), _varint(record_id)])
+
+
 def export_file(recs, key=0x1234ABCD):
     out = bytearray(b"EVTDLOG\0" + struct.pack("<II", 2, key))
     for typ, payload in recs + [(EXPORT_END, _varint(len(recs)))]:
@@ -304,6 +309,26 @@ class HostileImport(unittest.TestCase):
         self.refused([user_rec(b + 1, "mallory"), theme_rec(b + 2, b + 1),
                       event_rec(b + 3, b + 1, 0, b + 2)],
                      "holds event %d linking id %d, not a address of its user" % (b + 3, b + 2))
+
+    def test_a_kept_answer_that_is_not_a_200_is_refused(self):
+        # A key's answer is replayed byte for byte: a 204 or 304 with a body would break
+        # the framing of a connection HAProxy shares between clients.
+        b = self.base
+        self.refused([user_rec(b + 1, "mallory"), theme_rec(b + 2, b + 1),
+                      idem_rec(b + 3, b + 1, b + 2, status=204)],
+                     "holds an Idempotency-Key (id %d) whose answer is not a 200" % (b + 3))
+        rc, out, err = import_(self.d.path, export_file(
+            [user_rec(b + 1, "mallory"), theme_rec(b + 2, b + 1), idem_rec(b + 3, b + 1, b + 2)]),
+            2)
+        self.assertEqual(rc, 0, err)
+
+    def test_two_events_linking_one_theme_are_refused(self):
+        # The API lets a theme belong to one event; two links broke deletions (the theme
+        # could go while an event still named it) and the user's next export.
+        b = self.base
+        self.refused([user_rec(b + 1, "mallory"), theme_rec(b + 2, b + 1),
+                      event_rec(b + 3, b + 1, b + 2), event_rec(b + 4, b + 1, b + 2)],
+                     "holds two events linking id %d" % (b + 2))
 
     def test_a_password_hash_beyond_the_servers_limits_is_refused(self):
         # A sign-in would spend t=2^32-1 passes of Argon2id on it: hours of a hashing slot.

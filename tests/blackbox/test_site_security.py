@@ -442,6 +442,28 @@ class PasswordChangeWrongCurrent(Base):
 
 
 class PasswordChangeNotLockedByStrangers(Base):
+    def signin_from(self, source, name):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10,
+                                       source_address=(source, 0))
+        try:
+            c.request("POST", "/signin", json.dumps({"username": name, "password": "guess xyz"}),
+                      {"Content-Type": JSON_T})
+            r = c.getresponse()
+            r.read()
+            return r.status
+        finally:
+            c.close()
+
+    def test_signins_as_the_changes_own_throttle_key_never_reach_it(self):
+        # The change counts under "\x01" + name: a sign-in as that string (a name the
+        # server never gives out) is answered as a wrong password before any throttle.
+        b, name = self.signed_in()
+        statuses = [self.signin_from("127.0.0.%d" % (2 + i), "\x01" + name) for i in range(8)]
+        self.assertEqual(statuses, [401] * 8)
+        r = b.post_json("/user/password", {"current_password": PASSWORD,
+                                           "password": NEW_PASSWORD})
+        self.assertStatus(r, 200)
+
     def test_failed_signins_of_the_name_elsewhere_never_throttle_the_owners_change(self):
         # Anyone can fail sign-ins on a name (its throttle then answers 429 to everyone
         # signing in as it); the signed-in owner's password change is counted apart.
