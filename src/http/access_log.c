@@ -48,11 +48,20 @@ static size_t write_lines(struct access_log *al, const char *p, size_t left) {
 void access_log_flush(struct access_log *al) {
     if (!al->pending.len) return;
     size_t left = write_lines(al, al->pending.ptr, al->pending.len);
+    char *from = al->pending.ptr + al->pending.len - left, *end = from + left;
+    /* A stream socket (journald's) may take part of a line: the rest of that line is
+     * kept, to be written first next time, so that no line is torn. */
+    size_t keep = 0;
+    if (left && from > al->pending.ptr && from[-1] != '\n') {
+        char *nl = memchr(from, '\n', left);
+        keep = nl ? (size_t)(nl - from) + 1 : left;
+        from += keep;
+    }
     /* The lines refused (the descriptor is full or closed) are counted, then let go. */
-    for (const char *p = al->pending.ptr + al->pending.len - left, *end = p + left;
-         (p = memchr(p, '\n', (size_t)(end - p))) != NULL; p++)
+    for (const char *p = from; (p = memchr(p, '\n', (size_t)(end - p))) != NULL; p++)
         al->dropped++;
-    buf_reset(&al->pending);
+    memmove(al->pending.ptr, end - left, keep);
+    al->pending.len = keep;
 }
 
 static void on_timer(uv_timer_t *t) {

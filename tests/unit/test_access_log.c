@@ -9,12 +9,15 @@
  * keeps the loop alive; the interval's timer is waited for by uv_run until it
  * has fired (the test refs it: the log's own handle never keeps a loop alive).
  */
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -297,6 +300,78 @@ static void test_refused_lines_are_counted(void) {
     close(p[1]);
 }
 
+/* A stream socket (journald's) may take part of a line: the rest is kept and written
+ * first at the next flush, so the stream holds only whole lines. */
+static void test_a_line_a_socket_took_in_part_is_finished_not_torn(void) {
+    /* A loopback TCP pair: it takes any number of bytes of a write. */
+    int sv[2], ls = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t slen = sizeof sa;
+    int small = 4096;
+    setsockopt(ls, SOL_SOCKET, SO_RCVBUF, &small, sizeof small); /* the accepted one's */
+    CHECK_EQ_INT(bind(ls, (struct sockaddr *)&sa, sizeof sa), 0);
+    CHECK_EQ_INT(listen(ls, 1), 0);
+    CHECK_EQ_INT(getsockname(ls, (struct sockaddr *)&sa, &slen), 0);
+    sv[0] = socket(AF_INET, SOCK_STREAM, 0);
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    CHECK_EQ_INT(connect(sv[0], (struct sockaddr *)&sa, sizeof sa), 0);
+    sv[1] = accept(ls, NULL, NULL);
+    CHECK(sv[1] >= 0);
+    close(ls);
+    fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+    fcntl(sv[1], F_SETFL, fcntl(sv[1], F_GETFL) | O_NONBLOCK);
+    struct access_log al;
+    uv_loop_t loop;
+    CHECK_EQ_INT(uv_loop_init(&loop), 0);
+    access_log_init(
+        &al, &loop, sv[0],
+        &(struct access_log_settings){.on = true, .flush_ms = 60000, .buffer_bytes = 1 << 20});
+    /* Until the socket refuses: some flush ends mid-line (or every line fits whole). */
+    bool torn = false;
+    for (int round = 0; round < 200 && !torn; round++) {
+        for (int i = 0; i < 20; i++)
+            write_line(&al, 200);
+        access_log_flush(&al);
+        torn = al.pending.len > 0;
+    }
+    CHECK(torn); /* a flush stopped mid-line and kept the line's rest */
+    CHECK(al.pending.len < 1024);
+    CHECK(al.pending.ptr[al.pending.len - 1] == '\n');
+    CHECK(memchr(al.pending.ptr, '\n', al.pending.len) == al.pending.ptr + al.pending.len - 1);
+    /* The reader drains; the next flush finishes the line first. */
+    static char got[1 << 22];
+    size_t n = 0;
+    for (int spin = 0; spin < 100000; spin++) {
+        ssize_t r = read(sv[1], got + n, sizeof got - n);
+        if (r > 0) {
+            n += (size_t)r;
+        } else {
+            access_log_flush(&al);
+            if (!al.pending.len) {
+                while ((r = read(sv[1], got + n, sizeof got - n)) > 0)
+                    n += (size_t)r;
+                break;
+            }
+        }
+    }
+    CHECK_EQ_UINT(al.pending.len, 0);
+    /* Every line the stream holds is whole: it starts as a line starts. */
+    size_t lines = 0;
+    for (char *p = got, *end = got + n; p < end; lines++) {
+        CHECK(end - p > 10 && memcmp(p, "{\"time\":\"", 9) == 0);
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        CHECK(nl != NULL);
+        p = nl + 1;
+    }
+    CHECK(lines > 0);
+    CHECK(al.dropped > 0);
+    access_log_close(&al);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+    close(sv[0]);
+    close(sv[1]);
+}
+
 static void test_abort_writes_the_buffered_lines_first(void) {
     int fd = temp_fd();
     pid_t pid = fork();
@@ -399,6 +474,7 @@ int main(int argc, char **argv) {
         CHECK_CASE(test_pipe_never_gets_a_write_over_pipe_buf),
         CHECK_CASE(test_regular_file_takes_the_buffer_in_one_write),
         CHECK_CASE(test_refused_lines_are_counted),
+        CHECK_CASE(test_a_line_a_socket_took_in_part_is_finished_not_torn),
         CHECK_CASE(test_abort_writes_the_buffered_lines_first),
         CHECK_CASE(test_close_gives_the_fatal_signals_back),
         CHECK_CASE(test_log_line_follows_the_buffered_lines),
