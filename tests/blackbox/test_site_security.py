@@ -74,6 +74,16 @@ class Base(ErrorAsserts, unittest.TestCase):
         """A Browser signed in as a new user (JSON registration); returns (browser, name)."""
         return register(self.port, password=password)
 
+    def key_from_a_stolen_session(self):
+        """A signed-in user and a key somebody issued with a copy of its session cookie,
+        checked to work: (browser, name, key)."""
+        b, name = self.signed_in()
+        thief = Browser(self.port)
+        thief.jar[SESSION] = b.jar[SESSION]
+        stolen = thief.issue_key_json()
+        self.assertEqual(v2_theme(self.port, name, stolen), 200)
+        return b, name, stolen
+
 
 # ---------------------------------------------------------------------------
 class HostPrefix(Base):
@@ -372,11 +382,7 @@ class PasswordChange(Base):
 
     def test_the_api_key_is_revoked(self):
         # A key issued from a stolen session must not outlive the owner's recovery.
-        b, name = self.signed_in()
-        thief = Browser(self.port)
-        thief.jar[SESSION] = b.jar[SESSION]
-        stolen = thief.issue_key_json()
-        self.assertEqual(v2_theme(self.port, name, stolen), 200)
+        b, name, stolen = self.key_from_a_stolen_session()
         self.assertStatus(self.change_json(b, PASSWORD, NEW_PASSWORD), 200)
         self.assertEqual(v2_theme(self.port, name, stolen), 401)
         self.assertIs(b.get("/user/api", accept=JSON_T).result()["HasKey"], False)
@@ -535,11 +541,7 @@ class SignOutEverywhere(Base):
 
     def test_the_api_key_is_revoked(self):
         # A key issued from a stolen session must not outlive the owner's recovery.
-        b, name = self.signed_in()
-        thief = Browser(self.port)
-        thief.jar[SESSION] = b.jar[SESSION]
-        stolen = thief.issue_key_json()
-        self.assertEqual(v2_theme(self.port, name, stolen), 200)
+        b, name, stolen = self.key_from_a_stolen_session()
         self.assertStatus(b.post_json("/signout/all"), 204)
         self.assertEqual(v2_theme(self.port, name, stolen), 401)
         b2 = Browser(self.port)
