@@ -25,7 +25,7 @@ run() { "$@" || { FAILED="$FAILED\n  $STEP"; return 1; }; }
 STEP="format (clang-format --dry-run --Werror)"
 step "$STEP"
 # shellcheck disable=SC2046
-run clang-format --dry-run --Werror $(git ls-files 'src/*.[ch]' 'tests/*.[ch]')
+run clang-format --dry-run --Werror $(git ls-files 'src/*.[ch]' 'tests/*.[ch]' 'deps/*.[ch]')
 
 STEP="plain build (-Werror) and every suite"
 step "$STEP"

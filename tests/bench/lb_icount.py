@@ -18,7 +18,9 @@ the shipped file's defaults).
     tests/bench/lb_icount.py docker/haproxy.cfg /tmp/variant/haproxy.cfg ...
     MINIMAL=1 tests/bench/lb_icount.py ...   also lb_compare.sh's minimal config
 
-Environment: EVENTD_BIN (build-bench/eventd), N (500), USERS (30).
+Environment: EVENTD_BIN (build-bench/eventd), N (500), USERS (30), KEEP (a
+directory to keep each configuration's dump in, cfgI.callgrind, I counting
+from 0 with the minimal config first).
 The counts are user space only: the kernel's side (the same syscalls for
 every variant here: 2 sendto and 2 recvfrom a request) is not in them. A
 large memcpy counts one instruction per byte copied (rep movsb), so a copy
@@ -151,6 +153,9 @@ def count(work, i, cfg, env, creds):
         send(N)
         subprocess.run(["callgrind_control", "-d", str(hp.pid)], capture_output=True, check=True)
         dump = glob.glob(os.path.join(d, "cg.%d.1" % hp.pid))[0]
+        if os.environ.get("KEEP"):  # a directory for the dumps (callgrind_annotate)
+            os.makedirs(os.environ["KEEP"], exist_ok=True)
+            shutil.copy(dump, os.path.join(os.environ["KEEP"], "cfg%d.callgrind" % i))
         totals = [line for line in open(dump) if line.startswith(("totals:", "summary:"))]
         return int(totals[-1].split()[1]) / N
     finally:
