@@ -96,6 +96,14 @@ int app_open(struct app *a, uv_loop_t *loop, const struct config *cfg) {
     }
     struct db_settings set = app_db_settings(cfg, &a->metrics);
     char msg[512];
+#ifdef EVENTD_FAULT_HOOKS
+    /* Test builds: a replay that takes EVENTD_FAULT_REPLAY_PAUSE_MS longer (test_signals.py). */
+    const char *pause = getenv("EVENTD_FAULT_REPLAY_PAUSE_MS");
+    if (pause && *pause) {
+        fprintf(stderr, "eventd: test hook: replay paused for %s ms\n", pause);
+        uv_sleep((unsigned)strtoul(pause, NULL, 10));
+    }
+#endif
     uint64_t t0 = uv_hrtime();
     if (db_open(&a->db, loop, cfg->data_dir, &set, msg, sizeof msg) < 0) {
         fprintf(stderr, "eventd: %s\n", msg);
@@ -173,12 +181,32 @@ static const char *signal_name(int signum) {
     return signum == SIGTERM ? "SIGTERM" : "SIGINT";
 }
 
+static void end_now(int signum) {
+    static const char msg[] = "eventd: a signal during the stop: exiting now\n";
+    ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)n;
+    _exit(128 + signum);
+}
+
+/* Once the stop runs, the next SIGTERM or SIGINT ends the process at once
+ * (status 128 + the signal's number, as a shell reports a killed one). Not
+ * left to the default action, which PID 1 (a container's process) does not
+ * have: there the signal would be ignored. */
+static void end_on_next_signal(struct app *a) {
+    uv_signal_stop(&a->sig_term); /* libuv puts back SIG_DFL; replaced below */
+    uv_signal_stop(&a->sig_int);
+    struct sigaction sa = {.sa_handler = end_now};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+}
+
 /*
  * SIGTERM or SIGINT: the drain window first (--drain-ms: /healthz says
  * draining, so the balancer's health check takes this shard out while it
  * still serves), then the shutdown. A second signal during the window skips
- * the rest of it; once the shutdown runs, the signals are no longer caught
- * (the next one ends the process at once, as a second one did before).
+ * the rest of it; once the shutdown runs, the next one ends the process at
+ * once (end_on_next_signal).
  */
 static void on_signal(uv_signal_t *h, int signum) {
     struct app *a = h->data;
@@ -190,8 +218,7 @@ static void on_signal(uv_signal_t *h, int signum) {
     if (a->srv.shutting_down) {
         /* The window ended on its own: the shutdown runs already. */
         LOG(LOG_INFO, "%s: stopping already; the next one ends the process", signal_name(signum));
-        uv_signal_stop(&a->sig_term);
-        uv_signal_stop(&a->sig_int);
+        end_on_next_signal(a);
         return;
     }
     if (!server_draining(&a->srv) && a->cfg.drain_ms > 0) {
@@ -207,8 +234,7 @@ static void on_signal(uv_signal_t *h, int signum) {
     LOG(LOG_INFO, "%s: stopping%s (waiting up to %u ms for requests in flight)",
         signal_name(signum), server_draining(&a->srv) ? ", the drain cut short" : "",
         a->cfg.shutdown_timeout_ms);
-    uv_signal_stop(&a->sig_term);
-    uv_signal_stop(&a->sig_int);
+    end_on_next_signal(a);
     changes_release(&a->handlers);
     server_shutdown(&a->srv, on_drained);
 }

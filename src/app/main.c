@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "app/app.h"
@@ -83,6 +84,22 @@ static int run(struct app *app, const char *cmd, int npos, const char **pos,
 }
 
 /* The words of the user and admin commands; false after printing the usage. */
+/*
+ * SIGTERM or SIGINT before the server's own handlers exist (replay, which can
+ * take seconds on a large log, and the steps up to listening). Without a
+ * handler, the process would end at once, except as PID 1, a container's
+ * process, which the kernel gives no default action: `podman stop` then
+ * waited its whole grace period and sent SIGKILL. The same end as any other
+ * process's, said: nothing is acknowledged yet, and replay is safe to stop
+ * at any point (kill -9 included: docs/RELIABILITY.md).
+ */
+static void stop_before_serving(int signum) {
+    static const char msg[] = "eventd: stopped by a signal before serving (during startup)\n";
+    ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)n;
+    _exit(0);
+}
+
 static bool usage_ok(const char *cmd, int npos, const char **pos) {
     if (!strcmp(cmd, "user") && (npos == 0 || (strcmp(pos[0], "list") && npos < 2))) {
         fprintf(stderr, "eventd: usage: eventd user add|rotate|remove|purge|limits NAME, or "
@@ -181,6 +198,13 @@ int main(int argc, char **argv) {
     if (running)
         return !strcmp(cmd, "user") ? cli_user_remote(cfg.data_dir, npos, pos)
                                     : cli_admin_token_remote(cfg.data_dir, pos[0], pos[1]);
+    if (!strcmp(cmd, "serve")) {
+        /* Replaced by the server's handlers once it listens (app_serve). */
+        struct sigaction sa = {.sa_handler = stop_before_serving};
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+    }
     /* The CLI commands speak for themselves on stdout; replay chatter is for servers. */
     if (strcmp(cmd, "serve") && cfg.log_level == LOG_INFO) cfg.log_level = LOG_WARN;
 

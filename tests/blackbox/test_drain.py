@@ -13,7 +13,9 @@ Run: EVENTD_BIN=build/eventd python3 tests/blackbox/test_drain.py [Class[.test]]
 import os
 import shutil
 import signal
+import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -21,8 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from apiclient import Client  # noqa: E402
 from harness import (  # noqa: E402
-    Server, auth_header, build_request, connect, is_open, read_response, request, send_raw,
-    wait_closed, wait_until)
+    EVENTD_BIN, Server, auth_header, build_request, clean_env, connect, is_open, read_response,
+    request, send_raw, wait_closed, wait_until)
 
 DRAIN_MS = 3000       # long enough to act inside the window on a loaded (or sanitized) run
 LONG_DRAIN_MS = 60000  # a window no test waits out
@@ -223,6 +225,86 @@ class DrainEdges(unittest.TestCase):
                 self.assertEqual((r.status, r.json()["Error"]["Code"]), (503, "draining"), repr(r))
             finally:
                 s.close()
+
+
+class StopDuringStartupTests(unittest.TestCase):
+    """SIGTERM or SIGINT before the server listens (a long replay; here a test
+    build's pause in it) ends the process at once, with a line saying so, also
+    as PID 1: a container's process, to which the kernel gives no default
+    action (podman stop then waited its grace period and sent SIGKILL)."""
+
+    PAUSE_MS = 60000
+
+    def start(self, pid1, extra=()):
+        data = tempfile.mkdtemp(prefix="eventd-bb-")
+        self.addCleanup(shutil.rmtree, data, True)
+        args = [EVENTD_BIN, "serve", "--listen", "127.0.0.1:0", "--data", data,
+                "--no-demo-user"] + list(extra)
+        if pid1:  # a PID namespace of its own, as in a container (user namespace: no root needed)
+            args = ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child"] + args
+        err = open(os.path.join(data, "stderr"), "w+")
+        self.addCleanup(err.close)
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=err,
+                                env=clean_env({"EVENTD_FAULT_REPLAY_PAUSE_MS": str(self.PAUSE_MS)}
+                                              if self.PAUSE_MS else None))
+        self.addCleanup(lambda: proc.poll() is None and (proc.kill(), proc.wait()))
+
+        def text():
+            with open(err.name) as f:
+                return f.read()
+        ready = "replay paused" if self.PAUSE_MS else "listening on 127.0.0.1:"
+        self.assertTrue(wait_until(lambda: ready in text(), 10.0), text())
+        pid = proc.pid
+        if pid1:  # eventd is unshare's child
+            with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+                pid = int(f.read().split()[0])
+            with open("/proc/%d/status" % pid) as f:
+                self.assertIn("\nNSpid:\t%d\t1\n" % pid, f.read())
+        return proc, pid, text
+
+    def stops_at_once(self, pid1, sig):
+        proc, pid, text = self.start(pid1)
+        os.kill(pid, sig)
+        try:
+            rc = proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            self.fail("eventd%s did not stop within 5 s of signal %d during replay; stderr:\n%s"
+                      % (" as PID 1" if pid1 else "", sig, text()))
+        self.assertEqual(rc, 0, text())
+        self.assertIn("eventd: stopped by a signal before serving (during startup)", text())
+
+    def test_sigterm_as_pid_1(self):
+        self.stops_at_once(True, signal.SIGTERM)
+
+    def test_sigint_as_pid_1(self):
+        self.stops_at_once(True, signal.SIGINT)
+
+    def test_sigterm_as_any_process(self):
+        self.stops_at_once(False, signal.SIGTERM)
+
+    def test_a_signal_during_the_stop_ends_pid_1_at_once(self):
+        """Once the stop waits for a request in flight (--shutdown-timeout-ms),
+        the next SIGTERM ends the process at once, as PID 1 too (status 143)."""
+        self.PAUSE_MS = 0
+        proc, pid, text = self.start(True, extra=["--drain-ms", "0",
+                                                  "--shutdown-timeout-ms", "60000"])
+        port = int(text().split("listening on 127.0.0.1:")[1].split()[0])
+        s = connect(port)
+        try:
+            send_raw(s, b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # a request in flight
+            os.kill(pid, signal.SIGTERM)
+            self.assertTrue(wait_until(lambda: "SIGTERM: stopping" in text(), 5.0), text())
+            os.kill(pid, signal.SIGTERM)
+            try:
+                rc = proc.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                self.fail("eventd as PID 1 did not end within 5 s of a second SIGTERM; "
+                          "stderr:\n" + text())
+            self.assertEqual(rc, 128 + signal.SIGTERM, text())
+            self.assertIn("eventd: a signal during the stop: exiting now", text())
+        finally:
+            s.close()
 
 
 if __name__ == "__main__":
