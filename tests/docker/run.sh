@@ -29,6 +29,7 @@ IMAGE=localhost/eventd:test
 VOLUME=eventd-test-data
 C1=eventd-test-1
 C2=eventd-test-2
+C3=eventd-test-3
 # Bounds for every wait below.
 HEALTH_WAIT_S=60
 STOP_TIMEOUT_S=20 # > --drain-ms 5 s + --shutdown-timeout-ms 10 s (compose: 20s)
@@ -84,7 +85,7 @@ export DISABLE_HC_SYSTEMD=true
 pm() { podman --root "$WORK/storage" --runroot "$RUN/storage" --storage-driver overlay "$@"; }
 
 cleanup() {
-    pm rm -f -t 0 "$C1" "$C2" >/dev/null 2>&1 || true
+    pm rm -f -t 0 "$C1" "$C2" "$C3" >/dev/null 2>&1 || true
     pm volume rm -f "$VOLUME" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -161,17 +162,19 @@ log "build: image $((image_size / 1000000)) MB, base $((base_size / 1000000)) MB
 # --- 3. first container -------------------------------------------------------
 pm volume create "$VOLUME" >/dev/null
 
-# start NAME: runs the image on the volume with its port published on a free
+# start NAME [PORT ARGS...]: runs the image on the volume with its port (8080,
+# or PORT when ARGS, the command, make it listen there) published on a free
 # loopback port, waits until the image's HEALTHCHECK passes; prints the address.
 start() {
-    local name=$1 port i
+    local name=$1 inner=${2:-8080} port i
+    shift $(($# < 2 ? $# : 2))
     # Hardened as docker/compose.yaml runs the shards: a read-only root (no
     # tmpfs either), no capability, no privilege gained.
-    pm run -d --pull=never --name "$name" -v "$VOLUME:/data" -p 127.0.0.1::8080 \
+    pm run -d --pull=never --name "$name" -v "$VOLUME:/data" -p "127.0.0.1::$inner" \
         --read-only --read-only-tmpfs=false --cap-drop ALL --security-opt no-new-privileges \
-        -e EVENTD_SCHED_BATCH=true "$IMAGE" \
+        -e EVENTD_SCHED_BATCH=true "$IMAGE" "$@" \
         >/dev/null || fail "podman run $name failed"
-    port=$(pm port "$name" 8080/tcp) || fail "no published port for $name"
+    port=$(pm port "$name" "$inner/tcp") || fail "no published port for $name"
     for ((i = 0; i < HEALTH_WAIT_S; i++)); do
         if pm healthcheck run "$name" >/dev/null 2>&1; then
             echo "$port"
@@ -222,4 +225,14 @@ log "$C2: healthy, listening on $addr"
 python3 tests/docker/records.py check "http://$addr" "$key" "$WORK/records.json" ||
     fail "reading the records back through $addr failed"
 stop "$C2"
+
+# --- 5. a third, listening where its command says ------------------------------
+# The HEALTHCHECK finds the port in eventd's own --listen (it probed 8080,
+# EVENTD_LISTEN's default, and called such a container unhealthy forever).
+log "run: $C3 with the command 'serve --listen 0.0.0.0:9090'"
+addr=$(start "$C3" 9090 serve --listen 0.0.0.0:9090)
+log "$C3: healthy, listening on $addr"
+python3 tests/docker/records.py check "http://$addr" "$key" "$WORK/records.json" ||
+    fail "reading the records back through $addr failed"
+stop "$C3"
 log "passed"
