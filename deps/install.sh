@@ -29,7 +29,7 @@ RUNTIME="build-essential cmake pkg-config libuv1-dev libyajl-dev libsodium-dev n
 # builds from the experiment commit (eventd itself does not link it); strace for the
 # admin-socket test (test_admin_reach.py holds every chmod up with its fault injection)
 # and tests/bench/syscalls.py.
-TEST="python3 curl wrk nginx-light haproxy valgrind clang clang-format libclang-rt-14-dev
+TEST="git python3 curl wrk nginx-light haproxy valgrind clang clang-format libclang-rt-14-dev
 podman runc netavark iptables debootstrap debian-archive-keyring chromium nodejs
 redis-server redis-tools liburing-dev strace"
 # Debian's npm only where no npm is installed: a nodejs package that bundles its own

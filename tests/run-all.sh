@@ -24,8 +24,16 @@ run() { "$@" || { FAILED="$FAILED\n  $STEP"; return 1; }; }
 
 STEP="format (clang-format --dry-run --Werror)"
 step "$STEP"
-# shellcheck disable=SC2046
-run clang-format --dry-run --Werror $(git ls-files 'src/*.[ch]' 'tests/*.[ch]' 'deps/*.[ch]')
+# The files git tracks: outside a checkout (or without git) the list would be
+# empty, and clang-format would pass having checked nothing.
+SOURCES=$(git ls-files 'src/*.[ch]' 'tests/*.[ch]' 'deps/*.[ch]')
+if [ -z "$SOURCES" ]; then
+    echo "format: no sources listed (run from a git checkout, with git installed)" >&2
+    run false
+else
+    # shellcheck disable=SC2086
+    run clang-format --dry-run --Werror $SOURCES
+fi
 
 STEP="plain build (-Werror) and every suite"
 step "$STEP"

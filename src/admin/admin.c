@@ -156,6 +156,7 @@ bool admin_headers(struct handlers *h, struct admin_state *st, struct http_reque
     if (st->page == A_LIMITS) {
         if (!account_body_begin(&st->body, req, r, limit_fields, 2)) return true;
         st->body.numbers = true;
+        st->body.form.strict = true; /* a mistyped limit is refused, never ignored */
     }
     *res = SERVER_READ_BODY; /* answered at completion; other bodies are read and ignored */
     return true;
@@ -207,8 +208,9 @@ static void write_user(struct handlers *h, struct buf *b, const struct record *u
 
 /*
  * PUT /admin/users/NAME/limits: {"MaxRecords":N,"MaxBytes":N} (or a form);
- * a member absent keeps that limit, null (or "") gives it back the server's
- * default, N sets the user's own, 0 meaning no limit. Answers the user.
+ * a member absent keeps that limit, null (in a form: "") gives it back the
+ * server's default, N sets the user's own, 0 meaning no limit; any other
+ * member, or a JSON string, is refused. Answers the user.
  */
 static void set_limits(struct handlers *h, struct admin_state *st, const struct record *u,
                        struct http_response *r) {

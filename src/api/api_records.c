@@ -597,8 +597,9 @@ enum server_headers_result api_headers(struct handlers *h, struct api_conn *c, s
         api_openapi_reply(h, r);
         return SERVER_ANSWERED;
     }
-    if (st->route.action != ACT_CHANGES)
-        r->route = metrics_api_route(st->route.type - REC_THEME, st->route.action - ACT_CREATE);
+    r->route = st->route.action == ACT_CHANGES
+                   ? MR_CHANGES
+                   : metrics_api_route(st->route.type - REC_THEME, st->route.action - ACT_CREATE);
     /* A browser holding Basic credentials for this origin (typed into its prompt)
      * sends them with a form another site posts (text/plain, a body that reads as
      * JSON): the API takes no write from a page of another site. */

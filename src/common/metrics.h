@@ -55,7 +55,8 @@
     X(SITE_PASSWORD, "site_password")                                                              \
     X(SITE_SIGNOUT_ALL, "site_signout_all")                                                        \
     X(ADMIN, "admin")                                                                              \
-    X(OPENAPI, "openapi")
+    X(OPENAPI, "openapi")                                                                          \
+    X(CHANGES, "changes")
 
 enum metrics_route {
 #define METRICS_ROUTE_ENUM(name, label) MR_##name,

@@ -14,23 +14,24 @@
 #include "core/reply.h"
 #include "storage/record.h"
 
-static int j_string(void *ctx, const unsigned char *s, size_t n);
-
+static int j_value(void *ctx, const unsigned char *s, size_t n);
 static int j_bad(void *ctx);
 
 static int j_null(void *ctx) {
     struct account_body *b = ctx;
     if (b->json_depth != 1) return j_bad(ctx);
     if (!b->json_error && b->numbers && b->json_field >= 0)
-        return j_string(ctx, (const unsigned char *)"", 0); /* null: the empty value */
+        return j_value(ctx, (const unsigned char *)"", 0); /* null: the empty value */
     return !b->json_error;
 }
 
 static int j_bad(void *ctx) {
     struct account_body *b = ctx;
     b->json_error = true;
-    snprintf(b->form.err_msg, sizeof b->form.err_msg,
-             b->json_depth < 1 ? "the body must be a JSON object of strings"
+    snprintf(b->form.err_msg, sizeof b->form.err_msg, "%s",
+             b->json_depth < 1 ? (b->numbers ? "the body must be a JSON object"
+                                             : "the body must be a JSON object of strings")
+             : b->numbers      ? "every member must be null or an integer"
                                : "every member must be a string");
     b->form.err_field = b->json_field;
     return 0;
@@ -41,11 +42,18 @@ static int j_bool(void *ctx, int v) {
 }
 static int j_num(void *ctx, const char *s, size_t n) {
     struct account_body *b = ctx;
-    if (b->numbers) return j_string(ctx, (const unsigned char *)s, n); /* as its text */
+    if (b->numbers) return j_value(ctx, (const unsigned char *)s, n); /* as its text */
     return j_bad(ctx);
 }
 
+/* A JSON string: numbers-only bodies take none (null is how to say "none"). */
 static int j_string(void *ctx, const unsigned char *s, size_t n) {
+    struct account_body *b = ctx;
+    if (b->numbers && b->json_field >= 0) return j_bad(ctx);
+    return j_value(ctx, s, n);
+}
+
+static int j_value(void *ctx, const unsigned char *s, size_t n) {
     struct account_body *b = ctx;
     if (b->json_depth != 1) return j_bad(ctx);
     int f = b->json_field;
@@ -90,6 +98,11 @@ static int j_map_key(void *ctx, const unsigned char *s, size_t n) {
     for (size_t i = 0; i < b->form.nfields; i++)
         if (strlen(b->form.fields[i].name) == n && memcmp(b->form.fields[i].name, s, n) == 0)
             b->json_field = (int)i;
+    if (b->json_field < 0 && b->form.strict && b->json_depth == 1) {
+        form_unknown(&b->form, (const char *)s, n);
+        b->json_error = true;
+        return 0;
+    }
     return 1;
 }
 
@@ -166,8 +179,13 @@ void account_body_feed(struct account_body *b, const char *ptr, size_t len) {
 }
 
 bool account_body_finish(struct account_body *b, struct http_response *r) {
+    if (b->kind == BODY_FORM && form_finish(&b->form) == 0) return true;
+    if (b->form.err == FORM_UNKNOWN) { /* strict, form or JSON */
+        http_response_error(r, ERR_UNKNOWN_FIELD, b->form.unknown[0] ? b->form.unknown : NULL,
+                            b->form.err_msg);
+        return false;
+    }
     if (b->kind == BODY_FORM) {
-        if (form_finish(&b->form) == 0) return true;
         const struct form *f = &b->form;
         http_response_error(r, ERR_INVALID_FIELD,
                             f->err_field >= 0 ? f->fields[f->err_field].name : NULL,

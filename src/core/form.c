@@ -37,9 +37,32 @@ void form_begin(struct form *f, const struct form_field *fields, size_t nfields)
         f->lens[i] = 0;
         f->present[i] = false;
     }
+    f->strict = false;
+    f->unknown[0] = '\0';
     f->err = FORM_OK;
     f->err_field = -1;
     f->err_msg[0] = '\0';
+}
+
+/* Strict: a name the table lacks. It is kept, for the answer's Field, only
+ * when it is a plain word (letters, digits, '_', '-', '.'): a body's bytes
+ * are never echoed otherwise. */
+int form_unknown(struct form *f, const char *name, size_t len) {
+    bool word = len >= 1 && len <= FORM_MAX_NAME;
+    for (size_t i = 0; word && i < len; i++) {
+        unsigned char c = (unsigned char)name[i];
+        word = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '-' || c == '.';
+    }
+    if (word) memcpy(f->unknown, name, len);
+    f->unknown[word ? len : 0] = '\0';
+    f->err = FORM_UNKNOWN;
+    f->err_field = -1;
+    if (word)
+        snprintf(f->err_msg, sizeof f->err_msg, "%s: no such field", f->unknown);
+    else
+        snprintf(f->err_msg, sizeof f->err_msg, "a field this body may not have");
+    return -1;
 }
 
 static int fail(struct form *f, enum form_err err, int field) {
@@ -68,6 +91,7 @@ static int fail(struct form *f, enum form_err err, int field) {
     case FORM_NUL:
         snprintf(f->err_msg, sizeof f->err_msg, "%s: holds a NUL byte", name);
         break;
+    case FORM_UNKNOWN: /* form_unknown */
     case FORM_OK:
         break;
     }
@@ -78,7 +102,7 @@ static int fail(struct form *f, enum form_err err, int field) {
 static int end_name(struct form *f) {
     f->in_value = true;
     f->cur = -1;
-    if (f->name_len > FORM_MAX_NAME) return 0;
+    if (f->name_len > FORM_MAX_NAME) return f->strict ? form_unknown(f, f->name, 0) : 0;
     for (size_t i = 0; i < f->nfields; i++) {
         const char *want = f->fields[i].name;
         if (strlen(want) == f->name_len && memcmp(want, f->name, f->name_len) == 0) {
@@ -88,7 +112,7 @@ static int end_name(struct form *f) {
             return 0;
         }
     }
-    return 0;
+    return f->strict ? form_unknown(f, f->name, f->name_len) : 0;
 }
 
 /* The pair is complete (at '&' or the end of the body). */

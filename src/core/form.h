@@ -44,6 +44,7 @@ enum form_err {
     FORM_DUPLICATE,  /* a wanted field given twice */
     FORM_NOT_UTF8,   /* a value that is not strict UTF-8 */
     FORM_NUL,        /* a NUL byte in a value */
+    FORM_UNKNOWN,    /* strict: a field the table does not have */
 };
 
 struct form {
@@ -61,6 +62,8 @@ struct form {
     char values[FORM_MAX_FIELDS][FORM_MAX_VALUE + 1]; /* decoded, NUL-terminated */
     size_t lens[FORM_MAX_FIELDS];                     /* bytes */
     bool present[FORM_MAX_FIELDS];
+    bool strict; /* a field not in the table is an error (set after form_begin) */
+    char unknown[FORM_MAX_NAME + 1]; /* FORM_UNKNOWN: its name when it is a plain word, or "" */
     enum form_err err;
     int err_field; /* the field the error is about, or -1 */
     char err_msg[FORM_ERROR_LEN];
@@ -86,6 +89,10 @@ int form_finish(struct form *f);
  * f). A field absent from the body gives false and the empty value.
  */
 bool form_get(const struct form *f, size_t idx, struct slice *out);
+
+/* Records the error FORM_UNKNOWN for the field name[0..len) (form.c; the JSON
+ * variant of account_body.c says it too). Returns -1. */
+int form_unknown(struct form *f, const char *name, size_t len);
 
 /* The first error, or FORM_OK. */
 static inline enum form_err form_error(const struct form *f) {

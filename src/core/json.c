@@ -441,7 +441,9 @@ static __attribute__((noinline)) int map_key(struct json_decoder *d, const char 
         if (n == d->name_len && memcmp(k, d->kind->name, n) == 0)
             return fail(d, ERR_DUPLICATE_FIELD, d->kind->name, "%s appears twice", d->kind->name);
         size_t shown = echo_len(k, n);
-        return fail(d, ERR_UNKNOWN_FIELD, NULL,
+        /* Named in Field too, as any unknown field (README); not when it is no text. */
+        const char *name = shown || !n ? arena_strndup(d->arena, k, shown) : NULL;
+        return fail(d, ERR_UNKNOWN_FIELD, name,
                     "only the %s object may stand at the top level; found \"%.*s\"%s",
                     d->kind->name, (int)shown, k, shown < n ? " (cut)" : "");
     }

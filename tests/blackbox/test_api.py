@@ -505,6 +505,9 @@ class BodyShapes(Base):
         for kind, body, name in self.UNKNOWN:
             with self.subTest(kind=kind, body=body):
                 self.assertErr(self.c.create(kind, body), 400, "unknown_field", name)
+        # a key beside the wrapper too
+        r = self.c.call("POST", "/v2/theme", {"Theme": {}, "Extra": 1})
+        self.assertErr(r, 400, "unknown_field", "Extra")
 
     def test_integer_fields_reject_strings(self):
         # Only Lon/Lat (numbers or numeric strings) and ShowMap are documented to

@@ -174,6 +174,8 @@ class FaultBase(unittest.TestCase):
         j = r.json()
         self.assertEqual(j.get("Status"), "error", r.describe())
         self.assertEqual(j.get("Error", {}).get("Code"), "storage_error", r.describe())
+        # The write whose own batch failed included (it had none before 2026-11-29).
+        self.assertEqual(r.header("Retry-After"), "1", r.describe())
 
     # -- scenario steps ----------------------------------------------------
     def seed(self):

@@ -83,6 +83,22 @@ class MetricsTests(unittest.TestCase):
             total = sum(v for k, v in s.items() if k[0] == "eventd_http_requests_total")
             self.assertEqual(total, 7)
 
+    def test_change_feed_calls_have_their_route_and_no_latency(self):
+        """GET /v2/changes counts under route="changes", not "other"; a held call
+        (?wait) stays out of the latency histogram, which it would drown."""
+        with Server(users=["alice"]) as srv:
+            h = {"Authorization": auth_header("alice", srv.keys["alice"])}
+            r = request(srv.port, "GET", "/v2/changes", headers=h)
+            self.assertEqual(r.status, 200, repr(r))
+            cursor = r.json()["Result"]["NextCursor"]
+            r = request(srv.port, "GET", "/v2/changes?wait=1&after=" + cursor, headers=h)
+            self.assertEqual((r.status, r.json()["Result"]["Changes"]), (200, []), repr(r))
+            s = samples(scrape(srv.port))
+            self.assertEqual(s.get(("eventd_http_requests_total",
+                                    '{route="changes",code="200"}')), 2)
+            self.assertNotIn(("eventd_http_requests_total", '{route="other",code="200"}'), s)
+            self.assertEqual(s[("eventd_http_request_duration_seconds_count", "")], 0)
+
     def test_records_gauge_counts_live_themes(self):
         with Server(users=["alice"]) as srv:
             self.assertEqual(post_theme(srv, "alice").status, 200)

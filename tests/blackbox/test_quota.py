@@ -71,9 +71,9 @@ class Served(ErrorAsserts, unittest.TestCase):
     def count(self, kind="theme", user="alice"):
         return len(self.c(user).list_all(kind, limit=100))
 
-    def admin(self, method, path, body=None):
+    def admin(self, method, path, body=None, headers=None):
         wait_socket(self.srv)
-        return sock_call(self.srv.data_dir, method, path, body)
+        return sock_call(self.srv.data_dir, method, path, body, headers)
 
 
 class RecordQuota(Served):
@@ -219,6 +219,38 @@ class OwnLimits(Served):
     def test_a_text_limit_is_400_invalid_field(self):
         r = self.admin("PUT", "/admin/users/alice/limits", {"MaxBytes": "lots"})
         self.assertErr(r, 400, "invalid_field", "MaxBytes")
+
+    def test_a_limit_given_as_a_json_string_is_400_invalid_field(self):
+        # ACCOUNTS.md: null or an integer; "7" and "" were taken as 7 and as null.
+        for v in ("7", ""):
+            r = self.admin("PUT", "/admin/users/alice/limits", {"MaxRecords": v})
+            self.assertErr(r, 400, "invalid_field", "MaxRecords")
+        r = self.admin("PUT", "/admin/users/alice/limits", {"MaxRecords": True})
+        err = self.assertErr(r, 400, "invalid_field", "MaxRecords")
+        self.assertIn("null or an integer", err["Message"], r.describe())
+        q = self.admin("GET", "/admin/users/alice").result()["Quota"]
+        self.assertEqual(q["OwnMaxRecords"], None, q)
+
+    def test_a_mistyped_member_is_400_unknown_field(self):
+        # {"MaxRecord":5} changed nothing and answered 200: a limit silently kept.
+        r = self.admin("PUT", "/admin/users/alice/limits", {"MaxRecord": 5})
+        self.assertErr(r, 400, "unknown_field", "MaxRecord")
+        r = self.admin("PUT", "/admin/users/alice/limits", b"MaxRecords=5&MaxByte=9",
+                       {"Content-Type": "application/x-www-form-urlencoded"})
+        self.assertErr(r, 400, "unknown_field", "MaxByte")
+        # JSON sent as a form (curl -d without a JSON header): one odd field name.
+        r = self.admin("PUT", "/admin/users/alice/limits", b'{"MaxRecords":1}',
+                       {"Content-Type": "application/x-www-form-urlencoded"})
+        self.assertErr(r, 400, "unknown_field")
+        q = self.admin("GET", "/admin/users/alice").result()["Quota"]
+        self.assertEqual((q["OwnMaxRecords"], q["OwnMaxBytes"]), (None, None), q)
+
+    def test_a_form_sets_and_an_empty_value_resets(self):
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        r = self.admin("PUT", "/admin/users/alice/limits", b"MaxRecords=3", form)
+        self.assertEqual(r.result()["Quota"]["OwnMaxRecords"], 3, r.describe())
+        r = self.admin("PUT", "/admin/users/alice/limits", b"MaxRecords=", form)
+        self.assertEqual(r.result()["Quota"]["OwnMaxRecords"], None, r.describe())
 
     def test_limits_of_an_unknown_user_are_404(self):
         r = self.admin("PUT", "/admin/users/nobody/limits", {"MaxRecords": 1})

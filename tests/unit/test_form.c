@@ -239,7 +239,35 @@ static void test_max_value_limit(void) {
     CHECK_EQ_STR(form_error_message(&form), "v: at most 256 bytes");
 }
 
+/* Strict: a field not in the table is an error, named only when a plain word. */
+static int decode_strict(const char *body) {
+    form_begin(&form, fields, NFIELDS);
+    form.strict = true;
+    if (form_feed(&form, body, strlen(body)) < 0) return -1;
+    return form_finish(&form);
+}
+
+static void test_strict_refuses_unknown_fields(void) {
+    CHECK_EQ_INT(decode("username=a&extra=1"), 0); /* not strict: ignored */
+    CHECK_EQ_INT(decode_strict("username=a&csrf=x"), 0);
+    CHECK_EQ_INT(decode_strict("username=a&extra=1"), -1);
+    CHECK_EQ_INT(form_error(&form), FORM_UNKNOWN);
+    CHECK_EQ_STR(form.unknown, "extra");
+    CHECK_EQ_STR(form_error_message(&form), "extra: no such field");
+    CHECK_EQ_INT(decode_strict("username=a&e%78tra2"), -1); /* the last pair, decoded name */
+    CHECK_EQ_STR(form.unknown, "extra2");
+    const char *odd[] = {"%3Cb%3E=1", "a+b=1", "{\"x\":1}",
+                         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa=1"};
+    for (size_t i = 0; i < CHECK_COUNT(odd); i++) {
+        CHECK_EQ_INT(decode_strict(odd[i]), -1);
+        CHECK_EQ_INT(form_error(&form), FORM_UNKNOWN);
+        CHECK_EQ_STR(form.unknown, "");
+        CHECK_EQ_STR(form_error_message(&form), "a field this body may not have");
+    }
+}
+
 static const struct check_case cases[] = {
+    CHECK_CASE(test_strict_refuses_unknown_fields),
     CHECK_CASE(test_decode),
     CHECK_CASE(test_every_split),
     CHECK_CASE(test_byte_by_byte),
