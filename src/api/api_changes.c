@@ -250,6 +250,11 @@ static struct changes_waiters *waiters_of(struct handlers *h) {
 /* A user holds at most --changes-max-waiters-per-user calls: before one more
  * is held, the user's oldest are answered (an empty page, as when a wait
  * ends), so one account cannot park connections and waiters without bound.
+ * And the server holds at most --changes-max-waiters in all, so that a few
+ * accounts cannot take every connection (this server's, or the balancer's
+ * per-shard maxconn) from everybody else (review, 2026-11-29): past it, the
+ * call whose wait ends first is answered. Each caller is answered as at the
+ * end of its wait and polls again; none is refused.
  * An answer can run pipelined requests that hold more: count again each time. */
 static void make_room_for(struct changes_waiters *w, uint64_t user_id) {
     bool answered = false;
@@ -264,6 +269,13 @@ static void make_room_for(struct changes_waiters *w, uint64_t user_id) {
         if (n < w->h->set.changes_max_waiters || !oldest) break;
         unlink_waiter(w, oldest);
         answer(w, oldest);
+        answered = true;
+    }
+    uint32_t total = w->h->set.changes_max_waiters_total;
+    while (total && w->len && w->len >= total) {
+        struct waiter *first = w->heap[0];
+        unlink_waiter(w, first);
+        answer(w, first);
         answered = true;
     }
     if (answered) rearm(w);

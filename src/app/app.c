@@ -292,6 +292,7 @@ struct handlers_settings app_handlers_settings(const struct config *cfg, const c
         .list_max_bytes = cfg->list_max_bytes,
         .changes_max_wait_s = cfg->changes_max_wait_s,
         .changes_max_waiters = cfg->changes_max_waiters,
+        .changes_max_waiters_total = cfg->changes_max_waiters_total,
         .site = cfg->site,
         .site_path = cfg->site_path,
         .admin_on_listener = cfg->admin && cfg->admin_on_listener,

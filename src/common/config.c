@@ -36,6 +36,7 @@ const struct config config_defaults = {
     .list_max_bytes = 262144,
     .changes_max_wait_s = 60,
     .changes_max_waiters = 100,
+    .changes_max_waiters_total = 500,
     .fsync = CONFIG_FSYNC_ALWAYS,
     .fsync_interval_ms = 1000,
     .loop_sync_max_us = 2000,
@@ -163,6 +164,10 @@ static const struct opt opts[] = {
      OFF(changes_max_waiters), 1, 100000,
      "held change-feed calls per user: one more answers the user's oldest at once (an empty "
      "page)"},
+    {"changes-max-waiters", "EVENTD_CHANGES_MAX_WAITERS", OPT_U32, OFF(changes_max_waiters_total),
+     1, 1000000,
+     "held change-feed calls in all: one more answers the one whose wait ends first at once (an "
+     "empty page); keep it well below --max-connections and the balancer's maxconn"},
     {"fsync", "EVENTD_FSYNC", OPT_FSYNC, OFF(fsync), 0, 0,
      "always | interval | never: when a write is acknowledged"},
     {"fsync-interval-ms", "EVENTD_FSYNC_INTERVAL_MS", OPT_U32, OFF(fsync_interval_ms), 1, 3600000,

@@ -34,6 +34,7 @@ struct handlers_settings {
     uint32_t list_max_bytes;      /* a page ends once its body is past this size */
     uint32_t changes_max_wait_s;  /* largest ?wait of the change feed, s */
     uint32_t changes_max_waiters; /* held feed calls per user; a new one answers the oldest */
+    uint32_t changes_max_waiters_total; /* in all; a new one answers the first to end */
     /* accounts (docs/ACCOUNTS.md) */
     bool site;                   /* serve the account site */
     const char *site_path;       /* its base path: "" or e.g. "/account" (outlives, as base_path) */

@@ -448,6 +448,31 @@ class WaiterCap(Served):
         bob.close()
 
 
+class TotalWaiterCap(Served):
+    """--changes-max-waiters: the server holds at most that many calls of all
+    users; one more answers the call whose wait ends first, whoever's, with an
+    empty page (review, 2026-11-29: a few accounts held every connection)."""
+    ARGS = Parked.ARGS + ("--changes-max-waiters", "3")
+    hold, held = Parked.hold, Parked.held
+
+    def test_one_more_answers_the_first_to_end_whoever_holds_it(self):
+        cur, bob_cur = self.cursor(), self.cursor("bob")
+        first = self.hold(bob_cur, rid="bob-first", user="bob", wait=20)
+        second = self.hold(cur, rid="second", wait=40)
+        third = self.hold(cur, rid="third", wait=40)
+        self.assertTrue(self.held(3))
+        fourth = self.hold(cur, rid="fourth", wait=40)
+        r = harness.read_response(first, timeout=5)
+        self.assertEqual((r.status, r.header("X-Request-ID")), (200, "bob-first"))
+        self.assertEqual(r.json()["Result"]["Changes"], [])
+        self.assertTrue(self.held(3))  # second, third, fourth
+        t = self.c.must_create("theme", {"Name": "wake"})["ID"]
+        for s, rid in ((second, "second"), (third, "third"), (fourth, "fourth")):
+            r = harness.read_response(s, timeout=20)
+            self.assertEqual((r.status, r.header("X-Request-ID")), (200, rid))
+            self.assertEqual([c["ID"] for c in r.json()["Result"]["Changes"]], [t])
+
+
 class Reentry(Served):
     """An answer to a held caller can resume its connection's pipelined
     requests at once, and one of them may be a write of the same user, which
