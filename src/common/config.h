@@ -51,9 +51,9 @@ struct config {
     uint32_t list_max;            /* largest ?limit */
     uint32_t list_max_bytes;      /* a page ends once its body is past this size */
     uint32_t changes_max_wait_s;  /* largest ?wait of the change feed, s */
-    uint32_t changes_max_waiters;       /* held feed calls per user */
+    uint32_t changes_max_waiters; /* held feed calls per user */
     uint32_t changes_max_waiters_total; /* held feed calls in all */
-    uint32_t fsync;               /* enum config_fsync */
+    uint32_t fsync;                     /* enum config_fsync */
     uint32_t fsync_interval_ms;
     uint32_t loop_sync_max_us;
     uint32_t storage_retry_ms;  /* while the disk refuses writes: ms between retries */

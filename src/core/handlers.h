@@ -27,13 +27,13 @@
  * (docs/ARCHITECTURE.md "Settings"); front_init copies them into h->set.
  */
 struct handlers_settings {
-    const char *base_path;        /* "/v2"; must outlive the handlers (config strings do) */
-    uint32_t max_string_bytes;    /* longest text field value, bytes */
-    uint32_t list_default;        /* page size without ?limit */
-    uint32_t list_max;            /* largest ?limit */
-    uint32_t list_max_bytes;      /* a page ends once its body is past this size */
-    uint32_t changes_max_wait_s;  /* largest ?wait of the change feed, s */
-    uint32_t changes_max_waiters; /* held feed calls per user; a new one answers the oldest */
+    const char *base_path;              /* "/v2"; must outlive the handlers (config strings do) */
+    uint32_t max_string_bytes;          /* longest text field value, bytes */
+    uint32_t list_default;              /* page size without ?limit */
+    uint32_t list_max;                  /* largest ?limit */
+    uint32_t list_max_bytes;            /* a page ends once its body is past this size */
+    uint32_t changes_max_wait_s;        /* largest ?wait of the change feed, s */
+    uint32_t changes_max_waiters;       /* held feed calls per user; a new one answers the oldest */
     uint32_t changes_max_waiters_total; /* in all; a new one answers the first to end */
     /* accounts (docs/ACCOUNTS.md) */
     bool site;                   /* serve the account site */
