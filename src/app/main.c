@@ -100,6 +100,14 @@ static void stop_before_serving(int signum) {
     _exit(0);
 }
 
+/* Replaced by the server's handlers once it listens (app_serve). */
+static void catch_stop_before_serving(void) {
+    struct sigaction sa = {.sa_handler = stop_before_serving};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+}
+
 static bool usage_ok(const char *cmd, int npos, const char **pos) {
     if (!strcmp(cmd, "user") && (npos == 0 || (strcmp(pos[0], "list") && npos < 2))) {
         fprintf(stderr, "eventd: usage: eventd user add|rotate|remove|purge|limits NAME, or "
@@ -198,13 +206,7 @@ int main(int argc, char **argv) {
     if (running)
         return !strcmp(cmd, "user") ? cli_user_remote(cfg.data_dir, npos, pos)
                                     : cli_admin_token_remote(cfg.data_dir, pos[0], pos[1]);
-    if (!strcmp(cmd, "serve")) {
-        /* Replaced by the server's handlers once it listens (app_serve). */
-        struct sigaction sa = {.sa_handler = stop_before_serving};
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGTERM, &sa, NULL);
-        sigaction(SIGINT, &sa, NULL);
-    }
+    if (!strcmp(cmd, "serve")) catch_stop_before_serving();
     /* The CLI commands speak for themselves on stdout; replay chatter is for servers. */
     if (strcmp(cmd, "serve") && cfg.log_level == LOG_INFO) cfg.log_level = LOG_WARN;
 

@@ -135,6 +135,7 @@ bool account_body_begin(struct account_body *b, struct http_request *req, struct
     b->json_error = false;
     b->json_any = false;
     memset(&b->esc, 0, sizeof b->esc);
+    memset(&b->tok, 0, sizeof b->tok);
     b->json_depth = 0;
     b->json_field = -1;
     if (ct.len >= 33 && strncasecmp(ct.ptr, "application/x-www-form-urlencoded", 33) == 0) {
@@ -163,9 +164,26 @@ void account_body_feed(struct account_body *b, const char *ptr, size_t len) {
         if (len) b->json_any = true;
         /* As json.c: the bytes before a bad escape are parsed first. */
         long bad = json_escapes_scan(&b->esc, ptr, len);
-        yajl_status st =
-            yajl_parse(b->yh, (const unsigned char *)ptr, bad >= 0 ? (size_t)bad : len);
+        size_t n = bad >= 0 ? (size_t)bad : len;
+        /* As json.c: a token left open, which yajl would buffer whole, is no
+         * longer than any value (or name) of a form can be. */
+        uint32_t open = json_tokens_scan(&b->tok, ptr, n);
+        if (open > JSON_TOKEN_MAX(FORM_MAX_VALUE)) n = open < n ? n - open : 0;
+        yajl_status st = yajl_parse(b->yh, (const unsigned char *)ptr, n);
         if (b->json_error) return; /* a callback said why */
+        if (st == yajl_status_ok && open > JSON_TOKEN_MAX(FORM_MAX_VALUE)) {
+            b->json_error = true;
+            int f = b->tok.opener == ':' ? b->json_field : -1;
+            b->form.err_field = f;
+            if (f >= 0)
+                snprintf(b->form.err_msg, sizeof b->form.err_msg, "%s: at most %zu bytes",
+                         b->form.fields[f].name, b->form.fields[f].max);
+            else
+                snprintf(b->form.err_msg, sizeof b->form.err_msg,
+                         "a JSON string or number of over %u bytes",
+                         JSON_TOKEN_MAX(FORM_MAX_VALUE));
+            return;
+        }
         if (st != yajl_status_ok || bad >= 0) {
             b->json_error = true;
             b->form.err_field = -1;

@@ -24,6 +24,7 @@ struct account_body {
     bool json_error;
     bool json_any; /* a byte of JSON came: an empty body is an empty object */
     struct json_escapes esc;
+    struct json_tokens tok; /* a token left open by the last chunk (json.h) */
     bool numbers; /* JSON: only numbers (taken as their text) and null (as ""); set after begin */
 };
 enum { BODY_NONE, BODY_FORM, BODY_JSON };

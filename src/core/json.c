@@ -617,6 +617,56 @@ long json_escapes_scan(struct json_escapes *e, const char *p, size_t n) {
     return -1;
 }
 
+enum { TOK_NONE, TOK_STR, TOK_STR_ESC, TOK_BARE };
+
+uint32_t json_tokens_scan(struct json_tokens *t, const char *p, size_t n) {
+    uint8_t state = t->state, last = t->last;
+    uint64_t len = t->len;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        switch (state) {
+        case TOK_STR:
+            state = c == '\\' ? TOK_STR_ESC : c == '"' ? TOK_NONE : TOK_STR;
+            len++;
+            break;
+        case TOK_STR_ESC:
+            state = TOK_STR;
+            len++;
+            break;
+        default:
+            if (c == '"') {
+                state = TOK_STR;
+                len = 1;
+                t->opener = last;
+            } else if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                       c == '-' || c == '+' || c == '.') {
+                if (state != TOK_BARE) t->opener = last;
+                len = state == TOK_BARE ? len + 1 : 1;
+                state = TOK_BARE;
+            } else {
+                state = TOK_NONE;
+                if (c != ' ' && c != '\t' && c != '\n' && c != '\r') last = c;
+            }
+        }
+    }
+    t->state = state;
+    t->last = last;
+    t->len = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;
+    return state == TOK_NONE ? 0 : t->len;
+}
+
+static __attribute__((noinline, cold)) int token_too_long(struct json_decoder *d, uint32_t open) {
+    uint32_t max = JSON_TOKEN_MAX(d->max_string);
+    if (d->tok.opener == ':' && d->field >= 0) /* a member's value: its key was parsed */
+        return fail(d, ERR_INVALID_FIELD, d->kind->fields[d->field].name,
+                    "%s: longer than %u bytes (--max-string-bytes)", d->kind->fields[d->field].name,
+                    d->max_string);
+    return fail(d, ERR_INVALID_JSON, NULL,
+                "a JSON string or number of over %u bytes (%u so far) at byte %llu: no value "
+                "here can be that long",
+                max, open, (unsigned long long)d->fed);
+}
+
 static __attribute__((noinline, cold)) int surrogate_error(struct json_decoder *d, long at) {
     return fail(d, ERR_INVALID_JSON, NULL,
                 "malformed JSON at byte %llu: a \\u escape of half a UTF-16 surrogate pair "
@@ -643,6 +693,17 @@ static int feed(struct json_decoder *d, const char *ptr, size_t len, bool held) 
      * error there comes first, however the body was split. */
     long bad = scan_escapes(&d->esc, ptr, len);
     size_t n = bad >= 0 ? (size_t)bad : len;
+    /* A chunk that does not end the body may end inside a token, which yajl
+     * would buffer whole: refused once it is longer than any value may be.
+     * The body's last chunk is parsed in place (nothing is left open). */
+    uint32_t open = 0;
+    if (!held) {
+        open = json_tokens_scan(&d->tok, ptr, n);
+        if (open > JSON_TOKEN_MAX(d->max_string))
+            n = open < n ? n - open : 0; /* up to the token: its field is then known */
+        else
+            open = 0;
+    }
     d->chunk = ptr;
     d->chunk_len = n;
     d->chunk_held = held;
@@ -652,6 +713,7 @@ static int feed(struct json_decoder *d, const char *ptr, size_t len, bool held) 
     d->chunk_len = 0;
     d->chunk_held = false;
     if (st == yajl_status_error) syntax_error(d, ptr, n);
+    if (open && d->err == ERR_NONE) token_too_long(d, open);
     if (bad >= 0 && d->err == ERR_NONE) surrogate_error(d, bad);
     d->fed += n;
     return d->err == ERR_NONE ? 0 : -1;

@@ -44,6 +44,25 @@ struct json_escapes {
  * (or a lone low one), or -1. */
 long json_escapes_scan(struct json_escapes *e, const char *p, size_t n);
 
+/*
+ * The token (a string, with its quotes, or a number or literal) a JSON text
+ * fed in chunks ends inside: yajl keeps such a token whole in a buffer of
+ * its own until its end comes, so without a check one string could hold as
+ * much as --max-body-bytes per connection (review, 2026-11-29). Its length
+ * is checked before yajl is given the chunk.
+ */
+struct json_tokens {
+    uint8_t state;  /* outside a token, in a string, after its backslash, in a bare token */
+    uint8_t last;   /* the last byte outside a token that was not white space */
+    uint8_t opener; /* that byte when the token began: ':' for a member's value */
+    uint32_t len;   /* bytes of the token so far (saturating) */
+};
+/* Scans the next n bytes: the length of the token they end inside, 0 for none. */
+uint32_t json_tokens_scan(struct json_tokens *t, const char *p, size_t n);
+/* The longest token a value of at most max_string bytes can be written as
+ * (each byte a 6-byte \u escape, and the quotes); numbers are held to it too. */
+#define JSON_TOKEN_MAX(max_string) (6u * (max_string) + 2u)
+
 struct json_decoder {
     yajl_handle h;
     struct arena *arena; /* request-scoped: strings and what yajl_room cannot hold */
@@ -77,6 +96,7 @@ struct json_decoder {
      * shortest form that reads back as it, which json_put_double writes. */
     uint32_t decimals;
     struct json_escapes esc;
+    struct json_tokens tok; /* a token left open by a chunk not ending the body */
     /* When in_chunk: the start of the first of those strings, the end of the
      * last (they are taken in the chunk's order). */
     const char *chunk_lo, *chunk_hi;

@@ -665,5 +665,48 @@ class HeadTests(SharedServer):
                         % rest[:120])
 
 
+class LongJsonValueTests(unittest.TestCase):
+    """A JSON string (or number) the body leaves open is refused once it is
+    longer than any value can be written (6 x --max-string-bytes + 2), before
+    yajl has buffered it whole: 32 connections each sending half of a 1 MiB
+    string, signed in to /v2 or anonymous to the site's JSON sign-in, held
+    about 1-2 MiB each (review, 2026-11-29: +209 MiB for 200 connections)."""
+
+    def rss_kib(self, srv):
+        with open("/proc/%d/status" % srv.proc.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise AssertionError("no VmRSS")
+
+    def test_open_strings_of_half_a_mebibyte_cost_no_memory(self):
+        with Server(users=["alice"], extra_args=["--max-connections-per-address", "0"]) as srv:
+            from harness import auth_header
+            heads = [
+                b"POST /v2/theme HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\n"
+                b"Content-Length: 1048576\r\n\r\n{\"Theme\":{\"Name\":\""
+                % auth_header("alice", srv.keys["alice"]).encode(),
+                b"POST /signin HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 1048576\r\n\r\n{\"x\":\""]
+            request(srv.port, "GET", "/healthz")
+            before = self.rss_kib(srv)
+            socks = []
+            try:
+                for i in range(32):
+                    s = connect(srv.port, timeout=10)
+                    socks.append(s)
+                    s.sendall(heads[i % 2])
+                    for _ in range(8):
+                        try_send(s, b"a" * 65536)
+                wait_server_read(srv.port, socks, timeout=20, or_closed=True)
+                growth = self.rss_kib(srv) - before
+                self.assertLess(growth, 12 * 1024, "32 open strings of 512 KiB grew the server "
+                                "by %d KiB" % growth)
+                self.assertEqual(request(srv.port, "GET", "/healthz").status, 200)
+            finally:
+                for s in socks:
+                    s.close()
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -669,7 +669,61 @@ static void test_written_from_the_decoder(void) {
     CHECK(d.decimals == UINT32_C(1) << ADDR_LON); /* not for a zero */
 }
 
+/* A token a chunk leaves open is refused once longer than any value may be
+ * written (json_tokens), before yajl buffers it whole; up to that, nothing
+ * changes (review, 2026-11-29: a 1 MiB string held 2 MiB per connection). */
+static void test_a_long_open_token_is_refused_before_the_body_ends(void) {
+    struct json_decoder d;
+    static char body[40000];
+    /* A 30,000-byte Name, fed 1,000 bytes at a time: refused at the chunk that
+     * takes the open string past 6 x 255 + 2 bytes, naming the field. */
+    int n = snprintf(body, sizeof body, "{\"Theme\":{\"Name\":\"");
+    memset(body + n, 'a', 30000);
+    snprintf(body + n + 30000, sizeof body - (size_t)n - 30000, "\"}}");
+    arena_reset(&arena);
+    json_decoder_begin(&d, &record_theme, &arena, 255);
+    size_t off = 0, len = strlen(body);
+    while (off < len && json_decoder_feed(&d, body + off, 1000) == 0)
+        off += 1000;
+    CHECK(off <= 2000); /* the second chunk's open string is 1,982 bytes */
+    CHECK_EQ_INT(d.err, ERR_INVALID_FIELD);
+    CHECK_EQ_STR(d.err_field, "Name");
+    CHECK(strstr(d.err_msg, "--max-string-bytes") != NULL);
+    json_decoder_end(&d);
+    /* The longest a 255-byte value can be written, byte by byte: accepted. */
+    n = snprintf(body, sizeof body, "{\"Theme\":{\"Name\":\"");
+    for (int i = 0; i < 255; i++)
+        n += snprintf(body + n, sizeof body - (size_t)n, "\\u0041");
+    snprintf(body + n, sizeof body - (size_t)n, "\"}}");
+    CHECK_EQ_INT(decode(&d, &record_theme, body, 1), 0);
+    CHECK_EQ_INT(d.vals[THEME_NAME].s.len, 255);
+    /* A long key or number: no field to name. */
+    n = snprintf(body, sizeof body, "{\"Theme\":{\"");
+    memset(body + n, 'k', 3000);
+    snprintf(body + n + 3000, sizeof body - (size_t)n - 3000, "\":1}}");
+    CHECK_EQ_INT(decode(&d, &record_theme, body, 512), -1);
+    CHECK_EQ_INT(d.err, ERR_INVALID_JSON);
+    n = snprintf(body, sizeof body, "{\"Address\":{\"Lat\":1.");
+    memset(body + n, '0', 3000);
+    snprintf(body + n + 3000, sizeof body - (size_t)n - 3000, "}}");
+    CHECK_EQ_INT(decode(&d, &record_address, body, 512), -1);
+    CHECK_EQ_INT(d.err, ERR_INVALID_FIELD); /* a member's value: Lat is named */
+    CHECK_EQ_STR(d.err_field, "Lat");
+}
+
+static void test_tokens_scan(void) {
+    struct json_tokens t = {0};
+    CHECK_EQ_UINT(json_tokens_scan(&t, "{\"a\":\"xy", 8), 3);
+    CHECK_EQ_INT(t.opener, ':');
+    CHECK_EQ_UINT(json_tokens_scan(&t, "z\\\"w", 4), 7); /* an escaped quote stays inside */
+    CHECK_EQ_UINT(json_tokens_scan(&t, "\", 12", 5), 2); /* closed; a number opens */
+    CHECK_EQ_INT(t.opener, ',');
+    CHECK_EQ_UINT(json_tokens_scan(&t, "3}", 2), 0);
+}
+
 static const struct check_case cases[] = {
+    CHECK_CASE(test_a_long_open_token_is_refused_before_the_body_ends),
+    CHECK_CASE(test_tokens_scan),
     CHECK_CASE(test_every_chunk_size),
     CHECK_CASE(test_bare_object),
     CHECK_CASE(test_address_types),
