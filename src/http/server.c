@@ -132,7 +132,7 @@ static void reject(struct server *srv) {
     }
     struct http_response r;
     http_response_init(&r);
-    http_response_error(&r, ERR_UNAVAILABLE, NULL, "too many open connections");
+    http_response_error(&r, ERR_UNAVAILABLE, NULL, "too many open connections (--max-connections)");
     r.extra = "Retry-After: 1\r\n";
     server__request_id_make(srv, &r);
     http_response_finish(&r, false);

@@ -227,7 +227,7 @@ static bool submit(struct handlers *h, struct site_state *st, struct http_reques
         sodium_memzero(j, sizeof *j);
         free(j);
         site_fail(h, r, st->json, st->page, ERR_UNAVAILABLE, NULL,
-                  "too many sign-ins and registrations at once; retry in a second",
+                  "too many sign-ins and registrations at once (--pwhash-queue); retry in a second",
                   site_field(st, F_USERNAME).ptr, site_field(st, F_CSRF).ptr);
         r->extra = hdr_retry_after;
         return false;
