@@ -125,6 +125,37 @@ class EvictionTests(unittest.TestCase):
                 for s in socks:
                     s.close()
 
+    def test_refusals_of_one_address_linger_up_to_its_cap_then_close_at_once(self):
+        # Refused connections linger until their 503 is read (--linger-ms); they
+        # count under their address, so past twice its cap the next ones are
+        # closed at once (review, 2026-11-29: 3,000 connects held 3,000 sockets).
+        args = ["--max-connections-per-address", "4", "--linger-ms", "30000"]
+        with Server(extra_args=args) as srv:
+            socks = []
+            try:
+                for _ in range(40):
+                    socks.append(connect(srv.port))
+                wait_server_read(srv.port, socks, timeout=10, or_closed=True)
+                scrape = socket.create_connection(("127.0.0.1", srv.port), timeout=5,
+                                                  source_address=("127.0.0.2", 0))
+                socks.append(scrape)
+                send_raw(scrape, build_request("GET", "/metrics"))
+                body = read_response(scrape).body.decode()
+                open_now = [line for line in body.splitlines()
+                            if line.startswith("eventd_connections_open ")]
+                # 4 admitted, 4 refusals lingering, and the scrape itself
+                self.assertEqual(open_now, ["eventd_connections_open 9"], body[:3000])
+                answered = 0
+                for s in socks[4:8]:
+                    closed, data, _ = wait_closed(s, 3.0)
+                    answered += data.startswith(b"HTTP/1.1 503 ")
+                self.assertEqual(answered, 4)
+                closed, data, _ = wait_closed(socks[20], 3.0)
+                self.assertTrue(closed and not data, "closed %s, data %r" % (closed, data))
+            finally:
+                for s in socks:
+                    s.close()
+
     def test_a_per_address_refusal_is_timed_from_its_own_arrival(self):
         # The 503's connection read nothing: its duration in the request histogram
         # is not measured from the last read of the connection whose buffers it
