@@ -165,13 +165,14 @@ void account_body_feed(struct account_body *b, const char *ptr, size_t len) {
         /* As json.c: the bytes before a bad escape are parsed first. */
         long bad = json_escapes_scan(&b->esc, ptr, len);
         size_t n = bad >= 0 ? (size_t)bad : len;
-        /* As json.c: a token left open, which yajl would buffer whole, is no
-         * longer than any value (or name) of a form can be. */
-        uint32_t open = json_tokens_scan(&b->tok, ptr, n);
-        if (open > JSON_TOKEN_MAX(FORM_MAX_VALUE)) n = open < n ? n - open : 0;
+        /* As json.c: a token (which yajl would buffer whole when a chunk ends
+         * inside it) longer than any value or name of a form can be is refused
+         * at the byte that makes it so. */
+        long over = json_tokens_scan(&b->tok, ptr, n, JSON_TOKEN_MAX(FORM_MAX_VALUE));
+        if (over >= 0) n = (size_t)over;
         yajl_status st = yajl_parse(b->yh, (const unsigned char *)ptr, n);
         if (b->json_error) return; /* a callback said why */
-        if (st == yajl_status_ok && open > JSON_TOKEN_MAX(FORM_MAX_VALUE)) {
+        if (st == yajl_status_ok && over >= 0) {
             b->json_error = true;
             int f = b->tok.opener == ':' ? b->json_field : -1;
             b->form.err_field = f;

@@ -619,10 +619,11 @@ long json_escapes_scan(struct json_escapes *e, const char *p, size_t n) {
 
 enum { TOK_NONE, TOK_STR, TOK_STR_ESC, TOK_BARE };
 
-uint32_t json_tokens_scan(struct json_tokens *t, const char *p, size_t n) {
+long json_tokens_scan(struct json_tokens *t, const char *p, size_t n, uint32_t max) {
     uint8_t state = t->state, last = t->last;
     uint64_t len = t->len;
-    for (size_t i = 0; i < n; i++) {
+    size_t i;
+    for (i = 0; i < n && len <= max; i++) {
         unsigned char c = (unsigned char)p[i];
         switch (state) {
         case TOK_STR:
@@ -651,20 +652,21 @@ uint32_t json_tokens_scan(struct json_tokens *t, const char *p, size_t n) {
     }
     t->state = state;
     t->last = last;
-    t->len = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;
-    return state == TOK_NONE ? 0 : t->len;
+    t->len = (uint32_t)len;
+    return len > max ? (long)i - 1 : -1;
 }
 
-static __attribute__((noinline, cold)) int token_too_long(struct json_decoder *d, uint32_t open) {
-    uint32_t max = JSON_TOKEN_MAX(d->max_string);
+/* A token reached JSON_TOKEN_MAX + 1 bytes at byte `at` of the chunk (yajl has
+ * parsed every byte before it). The same answer however the body was split. */
+static __attribute__((noinline, cold)) int token_too_long(struct json_decoder *d, long at) {
     if (d->tok.opener == ':' && d->field >= 0) /* a member's value: its key was parsed */
         return fail(d, ERR_INVALID_FIELD, d->kind->fields[d->field].name,
                     "%s: longer than %u bytes (--max-string-bytes)", d->kind->fields[d->field].name,
                     d->max_string);
     return fail(d, ERR_INVALID_JSON, NULL,
-                "a JSON string or number of over %u bytes (%u so far) at byte %llu: no value "
-                "here can be that long",
-                max, open, (unsigned long long)d->fed);
+                "a JSON string or number of over %u bytes at byte %llu: no value here can be "
+                "that long",
+                JSON_TOKEN_MAX(d->max_string), (unsigned long long)(d->fed + (uint64_t)at));
 }
 
 static __attribute__((noinline, cold)) int surrogate_error(struct json_decoder *d, long at) {
@@ -693,16 +695,17 @@ static int feed(struct json_decoder *d, const char *ptr, size_t len, bool held) 
      * error there comes first, however the body was split. */
     long bad = scan_escapes(&d->esc, ptr, len);
     size_t n = bad >= 0 ? (size_t)bad : len;
-    /* A chunk that does not end the body may end inside a token, which yajl
-     * would buffer whole: refused once it is longer than any value may be.
-     * The body's last chunk is parsed in place (nothing is left open). */
-    uint32_t open = 0;
-    if (!held) {
-        open = json_tokens_scan(&d->tok, ptr, n);
-        if (open > JSON_TOKEN_MAX(d->max_string))
-            n = open < n ? n - open : 0; /* up to the token: its field is then known */
-        else
-            open = 0;
+    /* A token (string, number) longer than any value may be is refused at its
+     * byte JSON_TOKEN_MAX + 1, yajl having parsed every byte before it: a
+     * chunk that ends inside a token would otherwise have yajl buffer it whole.
+     * The rule holds however the body is split. The body's last chunk needs no
+     * scan when no token in it can be that long (a body in one read, nearly
+     * all): it is parsed in place, nothing left open. */
+    long over = -1;
+    uint32_t max = JSON_TOKEN_MAX(d->max_string);
+    if (!held || (uint64_t)d->tok.len + n > max) {
+        over = json_tokens_scan(&d->tok, ptr, n, max);
+        if (over >= 0) n = (size_t)over;
     }
     d->chunk = ptr;
     d->chunk_len = n;
@@ -713,7 +716,7 @@ static int feed(struct json_decoder *d, const char *ptr, size_t len, bool held) 
     d->chunk_len = 0;
     d->chunk_held = false;
     if (st == yajl_status_error) syntax_error(d, ptr, n);
-    if (open && d->err == ERR_NONE) token_too_long(d, open);
+    if (over >= 0 && d->err == ERR_NONE) token_too_long(d, over);
     if (bad >= 0 && d->err == ERR_NONE) surrogate_error(d, bad);
     d->fed += n;
     return d->err == ERR_NONE ? 0 : -1;

@@ -57,8 +57,9 @@ struct json_tokens {
     uint8_t opener; /* that byte when the token began: ':' for a member's value */
     uint32_t len;   /* bytes of the token so far (saturating) */
 };
-/* Scans the next n bytes: the length of the token they end inside, 0 for none. */
-uint32_t json_tokens_scan(struct json_tokens *t, const char *p, size_t n);
+/* Scans the next n bytes: the offset of the byte at which a token grows past
+ * max bytes (the scan stops there), or -1. */
+long json_tokens_scan(struct json_tokens *t, const char *p, size_t n, uint32_t max);
 /* The longest token a value of at most max_string bytes can be written as
  * (each byte a 6-byte \u escape, and the quotes); numbers are held to it too. */
 #define JSON_TOKEN_MAX(max_string) (6u * (max_string) + 2u)

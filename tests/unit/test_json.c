@@ -713,12 +713,21 @@ static void test_a_long_open_token_is_refused_before_the_body_ends(void) {
 
 static void test_tokens_scan(void) {
     struct json_tokens t = {0};
-    CHECK_EQ_UINT(json_tokens_scan(&t, "{\"a\":\"xy", 8), 3);
+    CHECK_EQ_INT(json_tokens_scan(&t, "{\"a\":\"xy", 8, 10), -1);
+    CHECK_EQ_UINT(t.len, 3);
     CHECK_EQ_INT(t.opener, ':');
-    CHECK_EQ_UINT(json_tokens_scan(&t, "z\\\"w", 4), 7); /* an escaped quote stays inside */
-    CHECK_EQ_UINT(json_tokens_scan(&t, "\", 12", 5), 2); /* closed; a number opens */
+    CHECK_EQ_INT(json_tokens_scan(&t, "z\\\"w", 4, 10), -1); /* an escaped quote stays inside */
+    CHECK_EQ_UINT(t.len, 7);
+    CHECK_EQ_INT(json_tokens_scan(&t, "\", 12", 5, 10), -1); /* closed; a number opens */
+    CHECK_EQ_UINT(t.len, 2);
     CHECK_EQ_INT(t.opener, ',');
-    CHECK_EQ_UINT(json_tokens_scan(&t, "3}", 2), 0);
+    CHECK_EQ_INT(json_tokens_scan(&t, "3}", 2, 10), -1);
+    /* The byte that makes a token 11 bytes long, and the same across a split. */
+    struct json_tokens u = {0};
+    CHECK_EQ_INT(json_tokens_scan(&u, "[\"0123456789abc", 15, 10), 11);
+    memset(&u, 0, sizeof u);
+    CHECK_EQ_INT(json_tokens_scan(&u, "[\"01234", 7, 10), -1);
+    CHECK_EQ_INT(json_tokens_scan(&u, "56789abc", 8, 10), 4);
 }
 
 static const struct check_case cases[] = {
