@@ -97,7 +97,7 @@ int app_open(struct app *a, uv_loop_t *loop, const struct config *cfg) {
     struct db_settings set = app_db_settings(cfg, &a->metrics);
     char msg[512];
 #ifdef EVENTD_FAULT_HOOKS
-    /* Test builds: a replay that takes EVENTD_FAULT_REPLAY_PAUSE_MS longer (test_signals.py). */
+    /* Test builds: a replay that takes EVENTD_FAULT_REPLAY_PAUSE_MS longer (test_drain.py). */
     const char *pause = getenv("EVENTD_FAULT_REPLAY_PAUSE_MS");
     if (pause && *pause) {
         fprintf(stderr, "eventd: test hook: replay paused for %s ms\n", pause);
