@@ -21,9 +21,9 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import (  # noqa: E402
-    ConnectionClosed, HarnessError, Server, build_request, connect, exchange, find_id,
+    ConnectionClosed, HarnessError, Server, auth_header, build_request, connect, exchange, find_id,
     parse_response_bytes, read_response, request, wait_closed, wait_server_read, wait_until)
-from test_connections import sanitized_binary  # noqa: E402
+from test_connections import sanitized_binary, vm_rss  # noqa: E402
 from test_http_core import Base, SharedServer, try_send  # noqa: E402
 
 BODY = b'{"Theme":{"Name":"x"}}'
@@ -673,19 +673,11 @@ class LongJsonValueTests(unittest.TestCase):
     string, signed in to /v2 or anonymous to the site's JSON sign-in, held
     about 1-2 MiB each (review, 2026-11-29: +209 MiB for 200 connections)."""
 
-    def rss_kib(self, srv):
-        with open("/proc/%d/status" % srv.proc.pid) as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        raise AssertionError("no VmRSS")
-
     def test_open_strings_of_half_a_mebibyte_cost_no_memory(self):
         if sanitized_binary():
             self.skipTest("RSS is not measurable under AddressSanitizer (shadow memory, "
                           "quarantine); the plain build runs this test")
         with Server(users=["alice"], extra_args=["--max-connections-per-address", "0"]) as srv:
-            from harness import auth_header
             heads = [
                 b"POST /v2/theme HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\n"
                 b"Content-Length: 1048576\r\n\r\n{\"Theme\":{\"Name\":\""
@@ -693,7 +685,7 @@ class LongJsonValueTests(unittest.TestCase):
                 b"POST /signin HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                 b"Content-Length: 1048576\r\n\r\n{\"x\":\""]
             request(srv.port, "GET", "/healthz")
-            before = self.rss_kib(srv)
+            before = vm_rss(srv.proc.pid) // 1024
             socks = []
             try:
                 for i in range(32):
@@ -703,7 +695,7 @@ class LongJsonValueTests(unittest.TestCase):
                     for _ in range(8):
                         try_send(s, b"a" * 65536)
                 wait_server_read(srv.port, socks, timeout=20, or_closed=True)
-                growth = self.rss_kib(srv) - before
+                growth = vm_rss(srv.proc.pid) // 1024 - before
                 self.assertLess(growth, 12 * 1024, "32 open strings of 512 KiB grew the server "
                                 "by %d KiB" % growth)
                 self.assertEqual(request(srv.port, "GET", "/healthz").status, 200)
@@ -726,7 +718,6 @@ class PipelinedAnswerBufferTests(unittest.TestCase):
                           "quarantine); the plain build runs this test")
         with Server(users=["alice"], extra_args=["--max-connections-per-address", "0",
                                                  "--max-pipeline", "32"]) as srv:
-            from harness import auth_header
             auth = auth_header("alice", srv.keys["alice"])
             big = "x" * 250
             for _ in range(30):
@@ -736,8 +727,7 @@ class PipelinedAnswerBufferTests(unittest.TestCase):
                             headers={"Authorization": auth})
                 self.assertEqual(r.status, 200, repr(r))
             get = build_request("GET", "/v2/address?limit=15", headers={"Authorization": auth})
-            rss = LongJsonValueTests.rss_kib
-            before = rss(self, srv)
+            before = vm_rss(srv.proc.pid) // 1024
             socks = []
             try:
                 for _ in range(40):
@@ -748,7 +738,7 @@ class PipelinedAnswerBufferTests(unittest.TestCase):
                         self.assertEqual(read_response(s, timeout=20).status, 200)
                     s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # keeps it busy
                 time.sleep(1.5)  # the idle sweep gives freed memory back (malloc_trim)
-                growth = rss(self, srv) - before
+                growth = vm_rss(srv.proc.pid) // 1024 - before
                 self.assertLess(growth, 16 * 1024, "40 drained pipelines of 32 list pages kept "
                                 "%d KiB" % growth)
             finally:
