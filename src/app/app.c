@@ -400,6 +400,7 @@ int app_serve(struct app *a) {
     db_on_ack(&a->db, on_db_ack, a);
     if (a->cfg.demo_user) cli_demo_user(&a->db, &a->cfg, a->srv.bound);
     store_faults_rearm(); /* test builds: injected faults count from here */
+    db_prealloc(&a->db, a->cfg.log_prealloc_bytes);
 
     uv_signal_init(a->loop, &a->sig_term);
     uv_signal_init(a->loop, &a->sig_int);

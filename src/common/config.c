@@ -40,6 +40,7 @@ const struct config config_defaults = {
     .fsync = CONFIG_FSYNC_ALWAYS,
     .fsync_interval_ms = 1000,
     .loop_sync_max_us = 2000,
+    .log_prealloc_bytes = 4u << 20,
     .storage_retry_ms = 1000,
     .compact_ratio = 4.0,
     .compact_min_bytes = 16u << 20,
@@ -175,6 +176,10 @@ static const struct opt opts[] = {
     {"loop-sync-max-us", "EVENTD_LOOP_SYNC_MAX_US", OPT_U32, OFF(loop_sync_max_us), 0, 10000000,
      "always mode: fdatasync on the event loop while syncs average under this, us; slower ones "
      "run on a worker thread, so that a slow disk cannot hold up reads (0: always the worker)"},
+    {"log-prealloc-bytes", "EVENTD_LOG_PREALLOC_BYTES", OPT_U32, OFF(log_prealloc_bytes), 0,
+     1073741824,
+     "always mode: bytes of zeros the server keeps written past the log's end, so that the "
+     "fdatasync of each batch commits no file size (0: off; rounded up to 4 KiB)"},
     {"storage-retry-ms", "EVENTD_STORAGE_RETRY_MS", OPT_U32, OFF(storage_retry_ms), 1, 3600000,
      "while the disk refuses writes (full, failing): ms between retries; writes get 503 meanwhile"},
     {"compact-ratio", "EVENTD_COMPACT_RATIO", OPT_DOUBLE, OFF(compact_ratio), 0, 1000,

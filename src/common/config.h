@@ -56,6 +56,8 @@ struct config {
     uint32_t fsync;                     /* enum config_fsync */
     uint32_t fsync_interval_ms;
     uint32_t loop_sync_max_us;
+    /* always mode: zeros kept written past the log's end */
+    uint32_t log_prealloc_bytes;
     uint32_t storage_retry_ms;  /* while the disk refuses writes: ms between retries */
     double compact_ratio;       /* compact when log bytes > ratio * live bytes; 0: never */
     uint32_t compact_min_bytes; /* ... and the log is at least this big */

@@ -661,3 +661,8 @@ void db_stats(const struct db *db, struct db_stats *out) {
 int db_sync_now(struct db *db) {
     return store_flush_sync(&db->store);
 }
+
+void db_prealloc(struct db *db, uint64_t bytes) {
+    /* Never into the storage guard's margin: those bytes are for writes, not zeros. */
+    store_prealloc(&db->store, bytes, db->guard.min_free_disk);
+}

@@ -384,6 +384,8 @@ static inline uint64_t db_visible_lsn(const struct db *db) {
     return db->visible_lsn;
 }
 
+/* The server's preallocation of the log (store_prealloc): bytes of zeros past its end. */
+void db_prealloc(struct db *db, uint64_t bytes);
 /* Starts an online compaction (no-op if one runs). Returns 0 or -errno. cb may be NULL. */
 int db_compact_start(struct db *db, db_compact_cb cb, void *ctx);
 /* Starts one if the log is over ratio x the live data and at least min_bytes (ratio 0: never). */

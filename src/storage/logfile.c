@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "common/buf.h"
@@ -76,9 +78,55 @@ int logfile_write_all(int fd, const void *ptr, size_t len) {
     return 0;
 }
 
-int logfile_append(int fd, const void *ptr, size_t len) {
+int logfile_write_at(int fd, const void *ptr, size_t len, uint64_t off) {
+    const char *p = ptr;
+    while (len) {
+        ssize_t n = pwrite(fd, p, len, (off_t)off);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        if (n == 0) return -EIO;
+        p += n;
+        off += (uint64_t)n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int logfile_append(int fd, const void *ptr, size_t len, uint64_t off) {
     if (len && FAULT(write)) return -ENOSPC;
-    return logfile_write_all(fd, ptr, len);
+    return logfile_write_at(fd, ptr, len, off);
+}
+
+int logfile_zero_fill(int fd, uint64_t off, uint64_t len) {
+    static const uint8_t zeros[64 << 10];
+    struct iovec iov[16];
+    for (size_t i = 0; i < 16; i++)
+        iov[i] = (struct iovec){.iov_base = (void *)zeros, .iov_len = sizeof zeros};
+    while (len) {
+        /* 1 MiB a call, the same zeros 16 times over. */
+        int cnt = 0;
+        uint64_t want = len;
+        for (; cnt < 16 && want; cnt++) {
+            iov[cnt].iov_len = want < sizeof zeros ? (size_t)want : sizeof zeros;
+            want -= iov[cnt].iov_len;
+        }
+        ssize_t n = pwritev(fd, iov, cnt, (off_t)off);
+        for (int i = 0; i < cnt; i++)
+            iov[i].iov_len = sizeof zeros;
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        if (n == 0) return -EIO;
+        off += (uint64_t)n;
+        len -= (uint64_t)n;
+    }
+    while (fdatasync(fd) < 0) {
+        if (errno != EINTR) return -errno;
+    }
+    return 0;
 }
 
 /*
@@ -119,6 +167,12 @@ int logfile_probe(int fd, uint64_t size) {
     }
     int err = logfile_cut(fd, size);
     return err ? err : logfile_datasync(fd);
+}
+
+uint64_t logfile_free_bytes(int fd) {
+    struct statvfs st;
+    if (fstatvfs(fd, &st) < 0) return 0;
+    return (uint64_t)st.f_bavail * st.f_frsize;
 }
 
 int logfile_mkdir_p(const char *dir) {

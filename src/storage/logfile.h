@@ -32,8 +32,18 @@ void logfile_faults_rearm(void);
 char *logfile_path(const char *dir, const char *name);
 /* Writes all len bytes (short writes and EINTR handled). */
 int logfile_write_all(int fd, const void *ptr, size_t len);
-/* Appends log frames: logfile_write_all, and the write the fault hook hits (ENOSPC). */
-int logfile_append(int fd, const void *ptr, size_t len);
+/* Writes all len bytes at file offset off (pwrite: the file's own offset does not move). */
+int logfile_write_at(int fd, const void *ptr, size_t len, uint64_t off);
+/* Writes log frames at off, the log's end: logfile_write_at, and the write the fault hook
+ * hits (ENOSPC). At an offset, not with O_APPEND: the file may run on past the log's end
+ * with preallocated zeros (logfile_zero_fill). */
+int logfile_append(int fd, const void *ptr, size_t len, uint64_t off);
+/* Writes len zero bytes at off and fdatasyncs them: space the log's next frames overwrite
+ * without changing the file's size or blocks, so that their fdatasync has no metadata to
+ * commit (store.c). Not hit by the fault hooks: its failure costs speed, never data. */
+int logfile_zero_fill(int fd, uint64_t off, uint64_t len);
+/* Bytes an unprivileged writer may still write to fd's file system (fstatvfs); 0 on error. */
+uint64_t logfile_free_bytes(int fd);
 /* fdatasync (data) or fsync (metadata), retried on EINTR; data syncs are what the hook hits (EIO).
  */
 int logfile_sync(int fd, bool data);

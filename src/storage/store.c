@@ -35,10 +35,18 @@
 #define LAZY_WRITE_MS 2              /* interval/never: longest wait before writing */
 #define LAZY_WRITE_BYTES (64u << 10) /* ... or this much pending */
 #define COMPACT_CHUNK (1u << 20)     /* compaction data is written out in slices this big */
+#define PREALLOC_GAP (64u << 10)     /* zeros start this far past the log's end, when behind */
+#define PREALLOC_RETRY_MS 10000u     /* after a failed preallocation, the next one's delay */
 
 /* ---- jobs ---- */
 
 static void start_jobs(struct store *s);
+
+/* A cut or a new file: the zeros past the log's end are gone, or not known to be there. */
+static void prealloc_forget(struct store *s) {
+    s->prealloc_end = 0;
+    s->prealloc_epoch++;
+}
 
 /* The next batch would be a plain one, which may sync on the loop: nothing in flight,
  * frames pending, and no failure, cut, directory sync or compaction switch owed. */
@@ -187,6 +195,7 @@ static void pending_prepend(struct store *s, const struct buf *a, const struct b
  */
 static void fail(struct store *s, struct store_batch *b, store_compact_cb *cb, int *cb_status) {
     s->needs_cut = b->cut_err != 0;
+    prealloc_forget(s);
     s->sync_wanted = false;
     uv_timer_stop(&s->interval_timer);
     if (s->opts.fsync == STORE_FSYNC_ALWAYS) {
@@ -254,6 +263,7 @@ static void switch_log(struct store *s, struct store_batch *b) {
     }
     s->fd = b->compact_fd;
     s->compact_fd = -1;
+    prealloc_forget(s);
     /* The writes held during the switch go to the new log: with its key. */
     logfile_frames_rekey((uint8_t *)s->pending.ptr, s->pending.len, s->frame_key, s->compact_key);
     s->frame_key = s->compact_key;
@@ -285,13 +295,36 @@ static void recycle(struct store *s, struct store_batch *b) {
     }
 }
 
+static void prealloc_done(struct store *s, struct store_batch *b) {
+    s->prealloc_job = NULL;
+    if (b->err) {
+        if (!s->prealloc_failed)
+            LOG(b->err == -ENOSPC ? LOG_INFO : LOG_WARN,
+                "store: could not preallocate %" PRIu64 " bytes at offset %" PRIu64
+                " of %s/%s: %s; appending without, trying again every %u s",
+                b->fill, b->start_size, s->dir, STORE_LOG_NAME,
+                b->err == -ENOSPC ? "the disk has too little free space" : strerror(-b->err),
+                PREALLOC_RETRY_MS / 1000u);
+        s->prealloc_failed = true;
+        s->prealloc_retry_at = uv_now(s->loop) + PREALLOC_RETRY_MS;
+        return;
+    }
+    if (s->prealloc_failed)
+        LOG(LOG_INFO, "store: preallocating %s/%s again", s->dir, STORE_LOG_NAME);
+    s->prealloc_failed = false;
+    s->stats_prealloc_bytes += b->fill;
+    if (b->epoch == s->prealloc_epoch) s->prealloc_end = b->start_size + b->fill;
+}
+
 /* Applies a job's results on the loop; restart starts the next jobs. Returns
  * the log part's -errno (0 for compaction jobs). */
 static int job_finish(struct store *s, struct store_batch *b, bool restart) {
     store_compact_cb ccb = NULL;
     int cstatus = 0, err = 0;
 
-    if (b->kind == JOB_COMPACT) {
+    if (b->kind == JOB_PREALLOC) {
+        prealloc_done(s, b);
+    } else if (b->kind == JOB_COMPACT) {
         s->compact_job = NULL;
         if (b->cerr) {
             LOG(LOG_ERROR, "store: %s %s/%s failed: %s; compaction abandoned", b->cerr_op, s->dir,
@@ -372,6 +405,48 @@ static void take_pending(struct store *s, struct store_batch *b) {
     s->sync_wanted = false;
 }
 
+static uint64_t round_up_4k(uint64_t n) {
+    return (n + 4095u) / 4096u * 4096u;
+}
+
+/*
+ * Preallocation (store_prealloc): the next zeros, when fewer than half of
+ * prealloc_bytes are left past everything written or about to be. They go
+ * on where the last ones ended, or a gap past the log's end when the log has
+ * caught up (the frames of the gap are appended as without preallocation).
+ */
+static void start_prealloc(struct store *s) {
+    if (!s->prealloc_bytes || s->prealloc_job || s->closing || s->failing || s->needs_cut ||
+        s->compact_committing || s->switching || s->fd < 0 ||
+        uv_now(s->loop) < s->prealloc_retry_at)
+        return;
+    uint64_t end = s->file_size + (s->job ? s->job->data.len : 0) + s->pending.len;
+    if (s->prealloc_end >= end + s->prealloc_bytes / 2) return;
+    struct store_batch *b = store_batch_new(&s->sync, JOB_PREALLOC);
+    b->fd = s->fd;
+    b->start_size = s->prealloc_end > end ? s->prealloc_end : round_up_4k(end + PREALLOC_GAP);
+    b->fill = s->prealloc_bytes;
+    b->keep_free = s->prealloc_keep_free;
+    b->epoch = s->prealloc_epoch;
+    s->prealloc_from = b->start_size;
+    s->prealloc_job = b;
+    store_sync_submit(&s->sync, b); /* never on the loop (store_sync.c: plain batches only) */
+}
+
+/* While zeros are being written, nothing may be written where they go, nor cut (a cut
+ * under the job leaves a hole: harmless, but no longer preallocated), nor the file
+ * switched (the job writes to its fd). The job's end starts the jobs again. */
+static bool wait_for_prealloc(const struct store *s, bool commit) {
+    return s->prealloc_job && (commit || s->failing || s->needs_cut ||
+                               s->file_size + s->pending.len > s->prealloc_from);
+}
+
+void store_prealloc(struct store *s, uint64_t bytes, uint64_t keep_free) {
+    s->prealloc_bytes = s->opts.fsync == STORE_FSYNC_ALWAYS ? round_up_4k(bytes) : 0;
+    s->prealloc_keep_free = keep_free;
+    start_prealloc(s);
+}
+
 static void start_jobs(struct store *s) {
     if (s->compact_fd >= 0 && !s->switching && !s->compact_job && !s->compact_cancel &&
         s->compact_buf.len >= COMPACT_CHUNK) {
@@ -386,7 +461,10 @@ static void start_jobs(struct store *s) {
     /* While the disk refuses writes, only the retry timer starts the next attempt. */
     if (s->failing && !s->retry_due) return;
     struct store_batch *b;
-    if (s->compact_fd >= 0 && s->compact_committing && !s->compact_job && !s->compact_cancel) {
+    bool commit =
+        s->compact_fd >= 0 && s->compact_committing && !s->compact_job && !s->compact_cancel;
+    if (wait_for_prealloc(s, commit)) return;
+    if (commit) {
         /* The switch: the log chain is idle, so every frame appended so far is
          * either on disk in the old log or in this job, and also in the tail. */
         b = store_batch_new(&s->sync, JOB_LOG);
@@ -403,10 +481,13 @@ static void start_jobs(struct store *s) {
         take_pending(s, b);
         s->retry_due = false;
     } else {
+        start_prealloc(s);
         return;
     }
     s->job = b;
     store_sync_submit(&s->sync, b);
+    /* A plain batch may have run on the loop already: s->job is its successor or NULL. */
+    start_prealloc(s);
 }
 
 /* ---- open, append, flush, close ---- */
@@ -456,7 +537,7 @@ int store_open(struct store *s, uv_loop_t *loop, const char *dir, const struct s
     }
 
     path = logfile_path(dir, STORE_LOG_NAME);
-    s->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    s->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (s->fd < 0) {
         err = -errno;
         goto fail;
@@ -539,6 +620,8 @@ uint64_t store_frame_end(struct store *s, uint8_t type, size_t *frame_bytes) {
 
 int store_flush_sync(struct store *s) {
     frame_closed(s);
+    /* Its zeros may go where this writes: let it finish first (wait_for_prealloc). */
+    if (s->prealloc_job) store_sync_wait(&s->sync, s->prealloc_job);
     /* A batch in flight that fails loses what was appended after it too. */
     if (s->job) {
         int err = store_sync_wait(&s->sync, s->job);
@@ -560,6 +643,19 @@ int store_flush_sync(struct store *s) {
     return err;
 }
 
+/* At close: the zeros past the log's end go, so that the file at rest ends with the log.
+ * Replay would take them for its end anyway. */
+static void prealloc_cut(struct store *s) {
+    struct stat st;
+    if (!s->prealloc_bytes || s->fd < 0 || fstat(s->fd, &st) < 0 ||
+        (uint64_t)st.st_size <= s->file_size)
+        return;
+    int err = logfile_cut(s->fd, s->file_size);
+    if (err)
+        LOG(LOG_WARN, "store: could not cut the preallocated zeros off %s/%s: %s", s->dir,
+            STORE_LOG_NAME, strerror(-err));
+}
+
 int store_close(struct store *s) {
     if (!s->dir) return 0;
     s->closing = true;
@@ -576,6 +672,7 @@ int store_close(struct store *s) {
             s->pending.len, s->dir, STORE_LOG_NAME, strerror(-err));
     else
         err = 0; /* nothing appended is lost ("always" answered 503 for what failed) */
+    prealloc_cut(s);
     uv_timer_stop(&s->interval_timer);
     uv_timer_stop(&s->lazy_timer);
     uv_timer_stop(&s->retry_timer);
@@ -603,8 +700,9 @@ int store_compact_begin(struct store *s) {
     if (s->compact_fd >= 0) return -EBUSY;
     if (s->closing || s->fd < 0) return -EINVAL;
     char *path = logfile_path(s->dir, COMPACT_NAME);
-    /* O_APPEND and O_RDWR: after the rename this is the log fd. */
-    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+    /* O_RDWR: after the rename this is the log fd. Not O_APPEND: the log's frames are
+     * written at its end with pwrite, which O_APPEND would send past the zeros. */
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     int err = fd < 0 ? -errno : 0;
     free(path);
     if (err) return err;

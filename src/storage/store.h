@@ -66,6 +66,7 @@ struct store_replay_info {
     uint64_t records;       /* frames applied */
     uint64_t bytes;         /* size of the valid log, header included */
     uint64_t dropped_bytes; /* TRUNCATED: bytes cut off the tail; repair: bytes moved aside */
+    uint64_t zero_bytes;    /* zeros that ended the file after the last frame: cut, not copied */
     uint64_t bad_offset;    /* CORRUPT: file offset of the first bad frame */
     char message[256];      /* human-readable outcome, names file and offset */
 };
@@ -107,7 +108,7 @@ struct store {
     char *dir;
     struct store_opts opts;
     int lock_fd;
-    int fd;                    /* eventd.log, O_APPEND */
+    int fd;                    /* eventd.log: frames are written at file_size (pwrite) */
     uint32_t frame_key;        /* eventd.log's (logfile.h; 0: a version 1 log) */
     uint64_t file_size;        /* bytes in eventd.log written by completed jobs */
     uint64_t durable_size;     /* bytes known to be on disk (fdatasync returned) */
@@ -154,6 +155,16 @@ struct store {
     bool frame_open;                 /* between store_frame_begin and store_frame_end */
     struct store_sync sync;          /* how batches reach the disk (store_sync.h): only store_sync.c
                                       * changes it; it reports each batch to store.c's callback */
+    /* preallocation (store_prealloc) */
+    uint64_t prealloc_bytes;          /* zeros kept ahead of the log's end; 0: none */
+    uint64_t prealloc_keep_free;      /* ... never leaving the disk less free than this */
+    uint64_t prealloc_end;            /* the file holds zeros from file_size to here (0: none) */
+    uint64_t prealloc_from;           /* where the job in flight writes its zeros */
+    struct store_batch *prealloc_job; /* in flight, or NULL */
+    uint32_t prealloc_epoch;    /* bumped by every cut or new file: older jobs count for nothing */
+    bool prealloc_failed;       /* the last job failed: said once, retried later */
+    uint64_t prealloc_retry_at; /* uv_now() before which no job starts after a failure */
+    uint64_t stats_prealloc_bytes; /* zeros written ahead, in all */
 };
 
 /*
@@ -177,6 +188,21 @@ int store_open(struct store *s, uv_loop_t *loop, const char *dir, const struct s
  */
 enum store_replay_status store_replay(struct store *s, store_apply_cb apply, void *ctx,
                                       struct store_replay_info *info);
+
+/*
+ * In "always" mode (other modes ignore it), from now on keeps about bytes
+ * (rounded up to 4 KiB) of zeros written and synced past the log's end, a
+ * job on the threadpool writing the next ones while half are left: frames
+ * then overwrite blocks the file has already, so their fdatasync commits no
+ * metadata (file size, block allocation), which halved its time on the disks
+ * measured (docs/BENCHMARKS.md). While a job writes, a batch that would
+ * reach its zeros waits for it. store_close cuts the zeros off again, and
+ * replay takes zeros at the end of the file for the log's end. 0 stops.
+ * A job that would leave its disk less than keep_free (the storage guard's
+ * margin) writes nothing; the next is tried later, as after a failure.
+ * The server calls it when it starts serving; the command-line tools never.
+ */
+void store_prealloc(struct store *s, uint64_t bytes, uint64_t keep_free);
 
 /*
  * Frames (type, payload) into the pending buffer and returns its LSN. The

@@ -15,7 +15,7 @@
 #include "common/buf.h"
 #include "storage/store_sync.h" /* not store.h: the sync path never sees struct store */
 
-enum job_kind { JOB_LOG, JOB_COMPACT };
+enum job_kind { JOB_LOG, JOB_COMPACT, JOB_PREALLOC };
 
 struct store_batch {
     /* mu/cv let store_flush_sync wait for the body without running the loop,
@@ -41,6 +41,10 @@ struct store_batch {
     bool probe;             /* no data: check that the disk takes space and syncs */
     bool sync;              /* fdatasync after the write */
     bool sync_dir;          /* fsync the directory first (retrying a compaction rename) */
+    /* preallocation: zeros [start_size, start_size + fill) of fd, then fdatasync */
+    uint64_t fill;
+    uint64_t keep_free; /* ... unless that would leave the disk less free than this: -ENOSPC */
+    uint32_t epoch;     /* the store's prealloc_epoch when it started */
     /* compaction part */
     int compact_fd;
     struct buf cdata; /* frames for eventd.log.compact */

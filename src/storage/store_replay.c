@@ -6,15 +6,19 @@
  *      zeros) starts a new log; a wrong magic or another format refuses.
  *   2. The frames, in order: each length and checksum checked, each payload
  *      handed to the caller's apply.
- *   3. The first bad frame is classified. A torn append is what a crash can
- *      leave of the last, unsynced write: the file ends inside the frame, or
- *      the frame's bytes are zeros from its start or from a 512-byte sector
- *      boundary inside it to the end of the file (sectors the disk never
- *      got). Anything else is damage: a flipped bit, even in the last frame,
- *      a bad frame followed by zeros, a frame that does not decode.
- *   4. A torn append is copied aside and cut. Damage refuses to start; with
- *      --repair it is copied aside and skipped, and replay goes on at the
- *      next intact frame, so the records after it are kept.
+ *   3. The first bad frame is classified. Zeros from its first byte to the
+ *      end of the file are the log's end: the space a running server
+ *      preallocates (store.c), or an append none of whose bytes reached the
+ *      disk; they hold nothing and are cut without a copy. A torn append is
+ *      what a crash can leave of the last, unsynced write: the file ends
+ *      inside the frame, or the frame's bytes are zeros from a 512-byte
+ *      sector boundary inside it to the end of the file (sectors the disk
+ *      never got). Anything else is damage: a flipped bit, even in the last
+ *      frame, a bad frame followed by zeros, a frame that does not decode.
+ *   4. A torn append is copied aside (up to where the zeros after it start)
+ *      and cut. Damage refuses to start; with --repair it is copied aside and
+ *      skipped, and replay goes on at the next intact frame, so the records
+ *      after it are kept.
  *   5. The log is synced: the previous process may have died with pages
  *      still in the cache, and what we now call durable must be on disk.
  *
@@ -63,7 +67,9 @@ struct replay {
     struct store_replay_info *info;
     struct range *cut; /* ranges to remove, ascending */
     size_t ncut;
-    const char *why;  /* what was wrong with the last bad frame */
+    uint64_t copy_end; /* a torn append's copy ends here (the zeros after it are not copied) */
+    uint64_t zeros;  /* bytes of zeros that ended the file after the last frame (cut, not copied) */
+    const char *why; /* what was wrong with the last bad frame */
     bool undecodable; /* ... it had a good checksum but apply refused it */
 };
 
@@ -157,13 +163,14 @@ static int is_torn(struct replay *rp, uint64_t pos, uint64_t end, uint32_t len) 
         return err < 0 ? err : next == 0;
     }
     /* Complete but with a bad checksum: torn only if zeros run to the end of
-     * the file from its start, or from a sector boundary inside it. */
+     * the file from a sector boundary inside it (from its start: scan's zero tail). */
     uint64_t zeros = 0;
     int err = zero_tail_from(r, pos, &zeros);
     if (err < 0) return err;
-    if (zeros <= pos) return 1;
     uint64_t sector = (zeros + SECTOR - 1) / SECTOR * SECTOR;
-    return zeros < end && sector < end;
+    bool torn = zeros < end && sector < end;
+    if (torn) rp->copy_end = end;
+    return torn;
 }
 
 /* Copies [off, end) to a new eventd.log.damaged-<off>[.N], synced, and names it in name. */
@@ -232,7 +239,8 @@ static int rewrite(struct replay *rp, uint64_t *size) {
     struct store *s = rp->s;
     char *tmp = logfile_path(s->dir, STORE_REPAIR_NAME),
          *log = logfile_path(s->dir, STORE_LOG_NAME);
-    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+    /* Not O_APPEND: it becomes the log's fd, whose frames are written with pwrite. */
+    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     int err = fd < 0 ? -errno : 0;
     uint64_t from = 0;
     for (size_t i = 0; !err && i <= rp->ncut; i++) {
@@ -262,7 +270,12 @@ static int remove_cut(struct replay *rp, uint64_t *size) {
     for (size_t i = 0; i < rp->ncut; i++) {
         char name[64];
         struct range c = rp->cut[i];
-        int err = copy_aside(rp, c.off, c.end, name, sizeof name);
+        /* A torn append's copy stops where its frame ends, when zeros follow:
+         * in preallocated space they run on for megabytes and hold nothing. */
+        uint64_t copy = c.end == rp->r.size && rp->copy_end > c.off && rp->copy_end < c.end
+                            ? rp->copy_end
+                            : c.end;
+        int err = copy_aside(rp, c.off, copy, name, sizeof name);
         if (err) return err;
         info->dropped_bytes += c.end - c.off;
         LOG(LOG_WARN, "store: %s %" PRIu64 " bytes at offset %" PRIu64 " of %s/%s; copied to %s",
@@ -310,7 +323,7 @@ static enum store_replay_status short_header(struct replay *rp, int *err) {
         LOG(LOG_WARN, "store: rewrote the torn %" PRIu64 "-byte header of %s/%s", r->size,
             rp->s->dir, STORE_LOG_NAME);
     int fd = rp->s->fd;
-    if (!(*err = logfile_cut(fd, 0))) *err = logfile_write_all(fd, h, sizeof h);
+    if (!(*err = logfile_cut(fd, 0))) *err = logfile_write_at(fd, h, sizeof h, 0);
     if (!*err) *err = logfile_datasync(fd);
     /* The log file may be new: make its name durable too. */
     if (!*err) *err = logfile_sync_dir(rp->s->dir);
@@ -400,6 +413,17 @@ static enum store_replay_status scan(struct replay *rp, int *err) {
         int rc = read_frame(rp, &pos, &end, &len);
         if (rc < 0) goto io;
         if (rc == 1) continue;
+        if (!rp->undecodable) {
+            uint64_t zeros;
+            if ((rc = zero_tail_from(r, pos, &zeros)) < 0) goto io;
+            if (zeros <= pos) {
+                /* Only zeros from here on: the end of the log. */
+                rp->zeros = r->size - pos;
+                r->size = pos;
+                break;
+            }
+        }
+        rp->copy_end = 0;
         rc = rp->undecodable ? 0 : is_torn(rp, pos, end, len);
         if (rc < 0) goto io;
         if (rc == 1) {
@@ -464,6 +488,16 @@ enum store_replay_status store_replay(struct store *s, store_apply_cb apply, voi
         snprintf(info->message, sizeof info->message,
                  "%s/%s: %" PRIu64 " records, %" PRIu64 " bytes", s->dir, STORE_LOG_NAME,
                  info->records, size);
+    }
+    if (rp.zeros) {
+        /* After a cut the file ends before the zeros already. */
+        if (!rp.ncut && (err = logfile_cut(s->fd, size))) goto io;
+        info->zero_bytes = rp.zeros;
+        LOG(LOG_INFO,
+            "store: %s/%s ended in %" PRIu64 " zero bytes at offset %" PRIu64
+            " (space preallocated by the last server, or an append of which nothing reached "
+            "the disk): cut",
+            s->dir, STORE_LOG_NAME, rp.zeros, size);
     }
     /* Step 5. */
     if ((err = logfile_datasync(s->fd))) goto io;

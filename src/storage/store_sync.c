@@ -142,7 +142,7 @@ static void log_part(struct store_batch *b) {
         err = logfile_probe(b->fd, b->start_size);
         op = "probe";
     } else if (!err) {
-        err = logfile_append(b->fd, b->data.ptr, b->data.len);
+        err = logfile_append(b->fd, b->data.ptr, b->data.len, b->start_size);
         op = "write";
     }
     if (err) {
@@ -188,7 +188,11 @@ static void commit_part(struct store_batch *b) {
 }
 
 static void body(struct store_batch *b) {
-    if (b->kind == JOB_COMPACT) {
+    if (b->kind == JOB_PREALLOC) {
+        b->err = logfile_free_bytes(b->fd) < b->fill + b->keep_free
+                     ? -ENOSPC
+                     : logfile_zero_fill(b->fd, b->start_size, b->fill);
+    } else if (b->kind == JOB_COMPACT) {
         b->cerr = logfile_write_all(b->compact_fd, b->cdata.ptr, b->cdata.len);
         b->cerr_op = "write";
         if (!b->cerr) {

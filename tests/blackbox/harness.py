@@ -79,6 +79,10 @@ def clean_env(extra=None):
     # SIGTERM stops at once, as before the drain window existed: stop() would otherwise
     # wait --drain-ms (5 s) each time. The drain's own tests pass --drain-ms (test_drain.py).
     env["EVENTD_DRAIN_MS"] = "0"
+    # The log's preallocation (--log-prealloc-bytes, 4 MiB by default) is on in every suite,
+    # smaller: hundreds of servers start, each writing its zeros. A test that reads the log
+    # file byte for byte while a server runs passes 0 (test_storage.py's LogFormat).
+    env["EVENTD_LOG_PREALLOC_BYTES"] = "262144"
     if extra:
         env.update(extra)
     return env
@@ -771,6 +775,16 @@ def request(port, method, path, body=None, headers=None, timeout=DEFAULT_TIMEOUT
         return read_response(s, timeout=timeout, head=(method == "HEAD"))
     finally:
         s.close()
+
+
+def log_bytes(port):
+    """The bytes of the server's log (eventd_log_bytes on /metrics): its end, which the file's
+    size is not while the server runs (zeros are preallocated past it, docs/STORAGE.md)."""
+    r = request(port, "GET", "/metrics")
+    for line in r.body.decode().splitlines():
+        if line.startswith("eventd_log_bytes "):
+            return int(float(line.split()[1]))
+    raise AssertionError("no eventd_log_bytes in /metrics")
 
 
 def exchange(port, data, timeout=DEFAULT_TIMEOUT):

@@ -272,6 +272,7 @@ class HostileImport(unittest.TestCase):
             c = Client(s.port, "alice", self.alice)
             self.addCleanup(c.close)
             self.alice_theme = c.must_create("theme", {"Name": "alice's"})["ID"]
+            self.assertEqual(s.stop(), 0)  # at rest: no zeros preallocated past the log
         with open(self.d.file(), "rb") as f:
             self.before = f.read()
         self.base = 1 << NODE_SHIFT  # node 1's ids: foreign here

@@ -528,10 +528,18 @@ class TornAndDamaged(TornBase):
         key, recs = self.populate(d)
         with open(d.file(LOG), "ab") as f:
             f.write(b"\0" * 4096)
+        size = os.path.getsize(d.file(LOG)) - 4096
         with self.server(d) as srv:
-            self.assertRegex(srv.stderr_text(), r"(?i)warn.*4096 bytes")
+            # the log's end, as a server that preallocated and was killed leaves it: cut
+            # without a warning or a copy (zeros hold nothing)
+            self.assertRegex(srv.stderr_text(),
+                             r"(?m)^\S+ info store: \S+ ended in 4096 zero bytes at offset %d "
+                             r"\(space preallocated by the last server, or an append of which "
+                             r"nothing reached the disk\): cut$" % size)
+            self.assertNotRegex(srv.stderr_text(), r"(?m)^\S+ (warn|error) ")
             self.check(srv, key, recs)
             self.assertEqual(srv.stop(), 0)
+        self.assertEqual(glob.glob(d.file(LOG + ".damaged-*")), [])
         self.write_and_restart(d, key, recs)
 
     def test_truncated_last_record(self):
@@ -650,7 +658,7 @@ class Compaction(Dir):
             started = harness.wait_until(
                 lambda: "compaction done" in srv.stderr_text(), 5.0)
             self.assertTrue(started, "no automatic compaction; stderr:\n%s" % srv.stderr_text())
-            size = os.path.getsize(d.file(LOG))
+            size = harness.log_bytes(srv.port)
             self.assertLess(size, 8 * 1024 * 4, "log still %d bytes after compacting" % size)
             self.assertEqual(self.snapshot(c), before)
             c.close()
@@ -678,7 +686,7 @@ class Compaction(Dir):
             c = Client(srv.port, "alice", key)
             max_id = self.churn(c)
             before = self.snapshot(c)
-            size1 = os.path.getsize(d.file(LOG))
+            size1 = harness.log_bytes(srv.port)
             # keep writing from another connection during the compaction
             acked = {}
             stop = threading.Event()
@@ -703,13 +711,12 @@ class Compaction(Dir):
             # The compaction starts while the writer writes: once its first create is in.
             self.assertTrue(harness.wait_until(lambda: len(acked) >= 1, 5.0), "no write")
             srv.send_signal(signal.SIGUSR1)
-            shrunk = harness.wait_until(
-                lambda: os.path.getsize(d.file(LOG)) < size1 // 2, 5.0)
+            shrunk = harness.wait_until(lambda: harness.log_bytes(srv.port) < size1 // 2, 5.0)
             stop.set()
             th.join(timeout=10)
             self.assertFalse(th.is_alive())
             self.assertTrue(shrunk, "SIGUSR1 did not shrink the log (%d -> %d); stderr:\n%s"
-                            % (size1, os.path.getsize(d.file(LOG)), srv.stderr_text()))
+                            % (size1, harness.log_bytes(srv.port), srv.stderr_text()))
             self.assertEqual([v for k, v in acked.items() if k < 0], [])
             self.assertTrue(srv.running())
             snap = self.snapshot(c)
@@ -734,6 +741,81 @@ class Compaction(Dir):
                         self.assertEqual(snap[k], v, k)
             finally:
                 c.close()
+
+
+class Preallocation(Dir):
+    """--log-prealloc-bytes (docs/STORAGE.md, "Preallocation"): in always mode the server
+    keeps zeros written past the log's end, a kill -9 leaves them, the next start takes
+    them for the log's end, and a clean stop cuts them off."""
+
+    def file_size(self, d):
+        return os.path.getsize(d.file(LOG))
+
+    def test_zeros_ahead_survive_a_kill_and_a_clean_stop_cuts_them(self):
+        d = self.mkdir()
+        key = add_user(d.path, "alice")
+        with self.server(d, "--log-prealloc-bytes", "100000") as srv:
+            c = Client(srv.port, "alice", key)
+            recs = [c.must_create("theme", {"Name": "t%d" % i}) for i in range(30)]
+            c.close()
+            end = harness.log_bytes(srv.port)
+            # 100000 rounded up to 4 KiB, after a 64 KiB gap past the log's end at start
+            self.assertTrue(harness.wait_until(lambda: self.file_size(d) > end + 98304, 5.0),
+                            (self.file_size(d), end))
+            with open(d.file(LOG), "rb") as f:
+                self.assertFalse(any(f.read()[end:]))
+            srv.send_signal(signal.SIGKILL)
+            srv.wait(5)
+        with self.server(d) as srv:
+            self.assertRegex(srv.stderr_text(), r"(?m)^\S+ info store: \S+ ended in \d+ zero "
+                             r"bytes at offset %d " % end)
+            self.assertNotRegex(srv.stderr_text(), r"(?m)^\S+ (warn|error) ")
+            c = Client(srv.port, "alice", key)
+            for r in recs:
+                self.assertEqual(c.must_get("theme", r["ID"]), r)
+            c.must_create("theme", {"Name": "after"})
+            c.close()
+            self.assertGreater(self.file_size(d), harness.log_bytes(srv.port))
+            self.assertEqual(srv.stop(), 0)
+        # the file ends with the log's last frame (the stop's reservations came after "after")
+        with open(d.file(LOG), "rb") as f:
+            log = f.read()
+        last = frames(log)[-1]
+        self.assertEqual(last[0] + 9 + last[1], len(log))
+        self.assertEqual(glob.glob(d.file(LOG + ".damaged-*")), [])
+
+    def test_none_outside_always_nor_with_0(self):
+        for args in (["--fsync", "interval"], ["--fsync", "never"],
+                     ["--log-prealloc-bytes", "0"]):
+            with self.subTest(args=args):
+                d = self.mkdir()
+                key = add_user(d.path, "alice")
+                with self.server(d, *args) as srv:
+                    c = Client(srv.port, "alice", key)
+                    for i in range(30):
+                        c.must_create("theme", {"Name": "t%d" % i})
+                    c.close()
+                    time.sleep(0.3)  # room for a job that should not run
+                    end = harness.log_bytes(srv.port)
+                    self.assertEqual(self.file_size(d), end)
+
+    def test_a_disk_without_room_for_them_gets_none(self):
+        # A 4 MiB file system with a 2 MiB guard margin: 4 MiB of zeros would eat into it.
+        fs = harness.Tmpfs("4m")
+        self.addCleanup(fs.close)
+        key = add_user(fs.path, "alice")
+        with harness.Server(data_dir=fs.path, extra_args=["--log-prealloc-bytes", "4194304",
+                                                        "--min-free-disk-bytes", "2097152"]) as srv:
+            c = Client(srv.port, "alice", key)
+            c.must_create("theme", {"Name": "t"})
+            c.close()
+            self.assertTrue(harness.wait_until(
+                lambda: "could not preallocate" in srv.stderr_text(), 5.0), srv.stderr_text())
+            self.assertRegex(srv.stderr_text(), r"(?m)^\S+ info store: could not preallocate "
+                             r"4194304 bytes at offset \d+ of \S+: the disk has too little free "
+                             r"space; appending without, trying again every 10 s$")
+            self.assertEqual(os.path.getsize(os.path.join(fs.path, LOG)),
+                             harness.log_bytes(srv.port))
 
 
 class FsyncModes(Dir):
@@ -1107,13 +1189,14 @@ class LogFormat(TornBase):
                 re.search(r"\boffset %d\b" % frame_off, l) and
                 "%s.damaged-%d" % (LOG, frame_off) in l]
         log = self.read(scratch)
-        # cut at frame_off; after it only the reservations the start appended (ids, revs)
+        # cut at frame_off; after it only the reservations the start appended (ids, revs),
+        # then the zeros it preallocated (it was killed: no clean stop cut them)
         after = [t for o, n, t in frames(log) if o >= frame_off]
         covered = frames(log)[-1][0] + 9 + frames(log)[-1][1] if frames(log) else 16
-        if log[:frame_off] != bad[:frame_off] or covered != len(log) or \
+        if log[:frame_off] != bad[:frame_off] or any(log[covered:]) or \
                 after != [17, 22]:
             return ("%s: log is %d bytes, not cut at %d (then the two reservation frames)"
-                    % (what, len(log), frame_off))
+                    % (what, covered, frame_off))
         elif not os.path.exists(damaged):
             return ("%s: no %s (have %s)"
                     % (what, os.path.basename(damaged), sorted(os.listdir(scratch.path))))
@@ -1161,12 +1244,21 @@ class LogFormat(TornBase):
         with self.server(d) as srv:
             self.check(srv, key, recs[:-1], [recs[-1]])
 
-    def test_last_frame_zero_from_its_start_is_cut_and_copied_aside(self):
+    def test_last_frame_zero_from_its_start_is_the_logs_end(self):
+        # zeros from a frame's first byte to the end of the file: preallocated space, or an
+        # append of which nothing reached the disk; cut with an info line, nothing copied
         d, key, recs, data, off, bounds = self.big_last_frame()
-        scratch = self.mkdir()
-        err = self.torn_error(scratch, data[:off] + b"\0" * (len(data) - off), off,
-                              "zeros from the frame start")
-        self.assertIsNone(err)
+        self.write(d, data[:off] + b"\0" * (len(data) - off))
+        with self.server(d) as srv:
+            self.assertRegex(srv.stderr_text(), r"(?m)^\S+ info store: \S+ ended in %d zero "
+                             r"bytes at offset %d " % (len(data) - off, off))
+            self.assertNotRegex(srv.stderr_text(), r"(?m)^\S+ (warn|error) ")
+            self.check(srv, key, recs[:-1], [recs[-1]])
+            self.assertEqual(srv.stop(), 0)
+        self.assertEqual(glob.glob(d.file(LOG + ".damaged-*")), [])
+        log = self.read(d)
+        self.assertEqual(log[:off], data[:off])
+        self.assertEqual([t for o, n, t in frames(log) if o >= off][:2], [17, 22])
 
     def test_last_frame_zero_from_an_unaligned_offset_refuses_start(self):
         # zeros that start inside a sector and reach the end of the file with no

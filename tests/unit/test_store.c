@@ -422,7 +422,11 @@ static struct buf zero_tail_log(const char *dir, const uint64_t *off, size_t tai
 /* Lengths of the zero tails appended to a good log. */
 static const size_t zero_tails[] = {3, 9, 10, 4096};
 
-static void test_zero_tail_is_cut_as_torn(void) {
+/* Zeros from a frame's first byte to the end of the file are the log's end: the space a
+ * server preallocated (store_prealloc), or an append of which nothing reached the disk.
+ * They hold nothing: cut without a copy, and no TRUNCATED (nothing was lost that a copy
+ * could show). */
+static void test_a_zero_tail_is_the_logs_end(void) {
     for (size_t t = 0; t < CHECK_COUNT(zero_tails); t++) {
         char *dir = tmpdir("store");
         uint64_t off[11];
@@ -435,33 +439,50 @@ static void test_zero_tail_is_cut_as_torn(void) {
         struct store_replay_info info;
         CHECK_EQ_INT(store_open(&s, &loop, dir, &always, on_notify), 0);
         got_reset();
-        CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_TRUNCATED);
+        CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_OK);
         CHECK_EQ_UINT(info.records, 10);
-        CHECK_EQ_UINT(info.dropped_bytes, b.len - keep);
+        CHECK_EQ_UINT(info.dropped_bytes, 0);
+        CHECK_EQ_UINT(info.zero_bytes, b.len - keep);
+        CHECK_EQ_UINT(s.file_size, keep);
         CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)keep);
+        char name[64];
+        snprintf(name, sizeof name, STORE_LOG_NAME ".damaged-%" PRIu64, keep);
+        CHECK_EQ_INT(file_size(path_of(dir, name)), -1);
         close_loop(&s, &loop);
         buf_destroy(&b);
         rmrf(dir);
     }
 }
 
+/* A torn append (the first bytes of a frame, then the end of the file) is copied aside
+ * before it is cut. */
 static void test_cut_tail_is_copied_aside(void) {
-    for (size_t t = 0; t < CHECK_COUNT(zero_tails); t++) {
+    static const size_t torn[] = {3, 9, 40};
+    for (size_t t = 0; t < CHECK_COUNT(torn); t++) {
         char *dir = tmpdir("store");
         uint64_t off[11];
         make_log(dir, 10, off);
-        struct buf b = zero_tail_log(dir, off, zero_tails[t], false);
+        struct buf b = read_file(path_of(dir, STORE_LOG_NAME));
         uint64_t keep = off[10];
+        /* Frame 9 again, cut after torn[t] bytes: the file ends inside it. */
+        size_t n = torn[t];
+        CHECK(n < off[10] - off[9]);
+        buf_append(&b, b.ptr + off[9], n);
+        write_file(path_of(dir, STORE_LOG_NAME), b.ptr, b.len);
         uv_loop_t loop;
         uv_loop_init(&loop);
         struct store s;
         struct store_replay_info info;
         CHECK_EQ_INT(store_open(&s, &loop, dir, &always, on_notify), 0);
         CHECK_EQ_INT(store_replay(&s, NULL, NULL, &info), STORE_REPLAY_TRUNCATED);
+        CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)keep);
         /* What was cut was copied aside first, after the log's header. */
         char name[64];
         snprintf(name, sizeof name, STORE_LOG_NAME ".damaged-%" PRIu64, keep);
-        CHECK_EQ_INT(file_size(path_of(dir, name)), (long)(STORE_HEADER_SIZE + b.len - keep));
+        struct buf c = read_file(path_of(dir, name));
+        CHECK_EQ_UINT(c.len, STORE_HEADER_SIZE + n);
+        CHECK(memcmp(c.ptr + STORE_HEADER_SIZE, b.ptr + keep, n) == 0);
+        buf_destroy(&c);
         close_loop(&s, &loop);
         buf_destroy(&b);
         rmrf(dir);
@@ -519,6 +540,40 @@ static void test_torn_sector_tail(void) {
     CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_TRUNCATED);
     CHECK_EQ_UINT(info.records, 4);
     CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)off[4]);
+    close_loop(&s, &loop);
+    buf_destroy(&b);
+    rmrf(dir);
+}
+
+/* The same torn frame in preallocated space: 64 KiB of zeros after it. It is cut with
+ * them, and only the frame (as long as its header says) is copied aside. */
+static void test_torn_sector_tail_before_preallocated_zeros(void) {
+    char *dir = tmpdir("store");
+    uint64_t off[6];
+    make_log(dir, 5, off);
+    struct buf b = read_file(path_of(dir, STORE_LOG_NAME));
+    uint64_t boundary = (off[4] / 512 + 1) * 512;
+    memset(buf_reserve(&b, 1024), 0xa5, 1024);
+    buf_commit(&b, 1024);
+    uint32_t len = (uint32_t)(b.len - off[4] - STORE_FRAME_HEADER_SIZE);
+    memcpy(b.ptr + off[4] + 4, &len, 4);
+    memset(b.ptr + boundary, 0, b.len - boundary);
+    uint64_t frame_end = b.len;
+    memset(buf_reserve(&b, 65536), 0, 65536);
+    buf_commit(&b, 65536);
+    write_file(path_of(dir, STORE_LOG_NAME), b.ptr, b.len);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    struct store_replay_info info;
+    CHECK_EQ_INT(store_open(&s, &loop, dir, &always, on_notify), 0);
+    got_reset();
+    CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_TRUNCATED);
+    CHECK_EQ_UINT(info.records, 4);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)off[4]);
+    char name[64];
+    snprintf(name, sizeof name, STORE_LOG_NAME ".damaged-%" PRIu64, off[4]);
+    CHECK_EQ_INT(file_size(path_of(dir, name)), (long)(STORE_HEADER_SIZE + frame_end - off[4]));
     close_loop(&s, &loop);
     buf_destroy(&b);
     rmrf(dir);
@@ -1436,6 +1491,221 @@ static void test_a_version_1_log_is_read_and_keyed_by_compaction(void) {
     rmrf(dir);
 }
 
+/* ---- preallocation (store_prealloc) ---- */
+
+#define PRE_BYTES (64u << 10)
+
+/* Appends frames first..first+n-1 (payload_of, type 2) and runs the loop until all are synced. */
+static void append_synced(struct store *s, uv_loop_t *loop, uint64_t first, uint64_t n) {
+    uint64_t lsn = 0;
+    for (uint64_t i = first; i < first + n; i++) {
+        uint8_t p[300];
+        lsn = store_append(s, 2, p, payload_of(i, p));
+    }
+    uv_run(loop, UV_RUN_DEFAULT);
+    CHECK(store_is_acked(s, lsn));
+}
+
+/* Replays a copy of the log as it is now (a crash here) in a directory of its own:
+ * every frame so far, the zeros after them taken for its end. */
+static void check_crash_copy(const char *dir, uint64_t frames, uint64_t logical) {
+    char *crash = tmpdir("store-crash");
+    struct buf b = read_file(path_of(dir, STORE_LOG_NAME));
+    CHECK(b.len > logical);
+    write_file(path_of(crash, STORE_LOG_NAME), b.ptr, b.len);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    struct store_replay_info info;
+    CHECK_EQ_INT(store_open(&s, &loop, crash, &always, on_notify), 0);
+    got_reset();
+    CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_OK);
+    CHECK_EQ_UINT(got.n, frames);
+    for (uint64_t i = 0; i < frames; i++)
+        check_frame(i, 2, i);
+    CHECK_EQ_UINT(info.zero_bytes, b.len - logical);
+    CHECK_EQ_UINT(s.file_size, logical);
+    CHECK_EQ_INT(file_size(path_of(crash, STORE_LOG_NAME)), (long)logical);
+    close_loop(&s, &loop);
+    buf_destroy(&b);
+    rmrf(crash);
+}
+
+static void test_prealloc_keeps_zeros_ahead_and_close_cuts_them(void) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
+    store_prealloc(&s, PRE_BYTES - 100, 0); /* rounded up to 4 KiB */
+    CHECK_EQ_UINT(s.prealloc_bytes, PRE_BYTES);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    /* The log had caught up: the zeros start a gap past its end, on a 4 KiB boundary. */
+    uint64_t from = (STORE_HEADER_SIZE + (64u << 10) + 4095u) / 4096u * 4096u;
+    CHECK_EQ_UINT(s.prealloc_end, from + PRE_BYTES);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)(from + PRE_BYTES));
+    CHECK_EQ_UINT(s.stats_prealloc_bytes, PRE_BYTES);
+
+    /* Frames go to the log's end, not to the file's. */
+    append_synced(&s, &loop, 0, 100);
+    CHECK(s.file_size < from);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)(from + PRE_BYTES));
+    check_crash_copy(dir, 100, s.file_size);
+
+    /* Into the zeros, and past half of them: the next zeros follow the first. */
+    uint64_t n = 100;
+    while (s.file_size < from + PRE_BYTES / 2 + 4096) {
+        append_synced(&s, &loop, n, 50);
+        n += 50;
+    }
+    CHECK_EQ_UINT(s.prealloc_end, from + 2 * PRE_BYTES);
+    CHECK_EQ_UINT(s.stats_prealloc_bytes, 2 * PRE_BYTES);
+    check_crash_copy(dir, n, s.file_size);
+
+    /* A clean close leaves the log alone in the file. */
+    uint64_t logical = s.file_size;
+    close_loop(&s, &loop);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)logical);
+    uv_loop_init(&loop);
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
+    CHECK_EQ_UINT(got.n, n);
+    close_loop(&s, &loop);
+    rmrf(dir);
+}
+
+/* Outside "always" nobody waits for a sync: nothing is preallocated. */
+static void test_prealloc_is_for_always_only(void) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    struct store_opts o = always;
+    o.fsync = STORE_FSYNC_INTERVAL;
+    open_replay(&s, &loop, dir, &o, STORE_REPLAY_EMPTY);
+    store_prealloc(&s, PRE_BYTES, 0);
+    CHECK_EQ_UINT(s.prealloc_bytes, 0);
+    CHECK_EQ_INT(store_flush_sync(&s), 0);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), STORE_HEADER_SIZE);
+    close_loop(&s, &loop);
+    rmrf(dir);
+}
+
+/* A disk with less free than the zeros plus keep_free (the storage guard's margin): no
+ * zeros, appends as without, and the next try waits. */
+static void test_prealloc_keeps_the_guards_margin(void) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
+    store_prealloc(&s, PRE_BYTES, UINT64_MAX / 2);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_UINT(s.prealloc_end, 0);
+    CHECK(s.prealloc_failed);
+    CHECK(s.prealloc_retry_at > uv_now(&loop));
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), STORE_HEADER_SIZE);
+    append_synced(&s, &loop, 0, 10);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)s.file_size);
+    CHECK(s.prealloc_job == NULL);
+    close_loop(&s, &loop);
+    rmrf(dir);
+}
+
+/*
+ * While the zeros are being written, a batch that would reach them waits for them:
+ * the zeros never overwrite a frame. The job is held in the one-thread pool behind a
+ * blocker; the batch is not written, nor acknowledged, until it is done.
+ */
+static void test_a_batch_waits_for_the_zeros_it_would_reach(void) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
+    uv_sem_t sem;
+    uv_work_t blocker;
+    uv_sem_init(&sem, 0);
+    blocker.data = &sem;
+    uv_queue_work(&loop, &blocker, on_block, on_block_done);
+    store_prealloc(&s, PRE_BYTES, 0);
+    CHECK(s.prealloc_job != NULL);
+    uint64_t from = s.prealloc_from;
+    /* Frames up to the zeros' start are written at once. */
+    uint8_t p[300];
+    uint64_t n = 0, lsn = 0;
+    while (s.file_size + s.pending.len + 309 < from) {
+        lsn = store_append(&s, 2, p, payload_of(n, p));
+        n++;
+    }
+    uv_run(&loop, UV_RUN_NOWAIT);
+    CHECK(store_is_acked(&s, lsn));
+    /* One more, past it: it waits. */
+    uint64_t last = 0;
+    while (s.file_size + s.pending.len <= from) {
+        last = store_append(&s, 2, p, payload_of(n, p));
+        n++;
+    }
+    for (int i = 0; i < 5; i++)
+        uv_run(&loop, UV_RUN_NOWAIT);
+    CHECK(!store_is_acked(&s, last));
+    CHECK(s.file_size < from);
+    uv_sem_post(&sem);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_sem_destroy(&sem);
+    CHECK(store_is_acked(&s, last));
+    CHECK_EQ_UINT(s.prealloc_end, from + PRE_BYTES);
+    check_crash_copy(dir, n, s.file_size);
+    close_loop(&s, &loop);
+    rmrf(dir);
+}
+
+/* A failed batch cuts the file back: the zeros are gone with it, and forgotten. After
+ * the disk recovers the log goes on at its end, and zeros are written again. */
+static void test_a_failed_batch_forgets_the_zeros(void) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    struct store_opts o = always;
+    o.retry_ms = 1;
+    open_replay(&s, &loop, dir, &o, STORE_REPLAY_EMPTY);
+    store_prealloc(&s, PRE_BYTES, 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(s.prealloc_end > 0);
+    append_synced(&s, &loop, 0, 10);
+    uint64_t good = s.file_size;
+    uint32_t epoch = s.prealloc_epoch;
+
+    setenv("EVENTD_FAULT_FSYNC_AFTER", "0", 1);
+    setenv("EVENTD_FAULT_TIMES", "1", 1);
+    store_faults_rearm();
+    uint8_t p[300];
+    uint64_t lost = store_append(&s, 2, p, payload_of(99, p));
+    note_reset();
+    while (!note.errors)
+        uv_run(&loop, UV_RUN_ONCE);
+    CHECK(!store_is_acked(&s, lost));
+    CHECK_EQ_UINT(s.prealloc_end, 0);
+    CHECK(s.prealloc_epoch != epoch);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)good);
+    unsetenv("EVENTD_FAULT_FSYNC_AFTER");
+    unsetenv("EVENTD_FAULT_TIMES");
+    store_faults_rearm();
+
+    /* The disk is back: the next batch ends the episode, zeros follow. */
+    uint64_t after = 0;
+    for (uint64_t i = 10; i < 20; i++)
+        after = store_append(&s, 2, p, payload_of(i, p));
+    CHECK_EQ_INT(store_flush_sync(&s), 0);
+    CHECK(store_is_acked(&s, after));
+    CHECK_EQ_INT(store_failing(&s), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(s.prealloc_end > s.file_size);
+    check_crash_copy(dir, 20, s.file_size);
+    close_loop(&s, &loop);
+    rmrf(dir);
+}
+
 static const struct check_case cases[] = {
     CHECK_CASE(test_roundtrip),
     CHECK_CASE(test_frames_in_place_are_appends),
@@ -1444,10 +1714,11 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_one_slow_sync_keeps_the_loop),
     CHECK_CASE(test_gathering_joins_ready_input),
     CHECK_CASE(test_gathering_is_bounded),
-    CHECK_CASE(test_zero_tail_is_cut_as_torn),
+    CHECK_CASE(test_a_zero_tail_is_the_logs_end),
     CHECK_CASE(test_cut_tail_is_copied_aside),
     CHECK_CASE(test_flipped_bit_before_zeros_is_damage),
     CHECK_CASE(test_torn_sector_tail),
+    CHECK_CASE(test_torn_sector_tail_before_preallocated_zeros),
     CHECK_CASE(test_corrupt_bitflip),
     CHECK_CASE(test_undecodable_record_is_damage),
     CHECK_CASE(test_repair_moves_only_the_damaged_frame_aside),
@@ -1479,6 +1750,11 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_repair_applies_no_frame_from_inside_a_torn_append),
     CHECK_CASE(test_repair_after_a_damaged_length_keeps_every_intact_frame),
     CHECK_CASE(test_a_version_1_log_is_read_and_keyed_by_compaction),
+    CHECK_CASE(test_prealloc_keeps_zeros_ahead_and_close_cuts_them),
+    CHECK_CASE(test_prealloc_is_for_always_only),
+    CHECK_CASE(test_prealloc_keeps_the_guards_margin),
+    CHECK_CASE(test_a_batch_waits_for_the_zeros_it_would_reach),
+    CHECK_CASE(test_a_failed_batch_forgets_the_zeros),
 };
 
 int main(int argc, char **argv) {
