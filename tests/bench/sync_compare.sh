@@ -22,6 +22,10 @@
 #               the same binary pinned to one path: --loop-sync-max-us 0
 #               (every sync on the threadpool) or 10 s (every sync on the loop)
 #   head_batch  the same binary with --sched-batch (SCHED_BATCH)
+#   head_noprealloc, head_prealloc64m
+#               the same binary with --log-prealloc-bytes 0 (appends that grow
+#               the file, as before 2026-11-29) or 64 MiB (zeros written 16
+#               times less often than the default 4 MiB)
 #   threadpool, loop, loop_dsync, uring, uring_dsync
 #               the experiment commit SYNC_REF (built once into
 #               build-bench-sync-<ref>/), where EVENTD_SYNC picks how a batch
@@ -194,6 +198,8 @@ mech_cmd() {
     head_worker) echo "$HEAD_BIN EVENTD_LOOP_SYNC_MAX_US=0" ;;
     head_loop) echo "$HEAD_BIN EVENTD_LOOP_SYNC_MAX_US=10000000" ;;
     head_batch) echo "$HEAD_BIN EVENTD_SCHED_BATCH=true" ;;
+    head_noprealloc) echo "$HEAD_BIN EVENTD_LOG_PREALLOC_BYTES=0" ;;
+    head_prealloc64m) echo "$HEAD_BIN EVENTD_LOG_PREALLOC_BYTES=67108864" ;;
     threadpool | loop | loop_dsync | uring | uring_dsync)
         [[ -n $REF_BIN ]] || return 1
         echo "$REF_BIN EVENTD_SYNC=$1"
