@@ -99,7 +99,7 @@ int logfile_append(int fd, const void *ptr, size_t len, uint64_t off) {
     return logfile_write_at(fd, ptr, len, off);
 }
 
-int logfile_zero_fill(int fd, uint64_t off, uint64_t len) {
+static int zero_fill_fd(int fd, uint64_t off, uint64_t len) {
     static const uint8_t zeros[64 << 10];
     struct iovec iov[16];
     for (size_t i = 0; i < 16; i++)
@@ -127,6 +127,14 @@ int logfile_zero_fill(int fd, uint64_t off, uint64_t len) {
         if (errno != EINTR) return -errno;
     }
     return 0;
+}
+
+int logfile_zero_fill(const char *path, uint64_t off, uint64_t len) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    int err = zero_fill_fd(fd, off, len);
+    close(fd);
+    return err;
 }
 
 /*

@@ -38,10 +38,14 @@ int logfile_write_at(int fd, const void *ptr, size_t len, uint64_t off);
  * hits (ENOSPC). At an offset, not with O_APPEND: the file may run on past the log's end
  * with preallocated zeros (logfile_zero_fill). */
 int logfile_append(int fd, const void *ptr, size_t len, uint64_t off);
-/* Writes len zero bytes at off and fdatasyncs them: space the log's next frames overwrite
- * without changing the file's size or blocks, so that their fdatasync has no metadata to
- * commit (store.c). Not hit by the fault hooks: its failure costs speed, never data. */
-int logfile_zero_fill(int fd, uint64_t off, uint64_t len);
+/* Writes len zero bytes at off of the file at path and fdatasyncs them: space the log's
+ * next frames overwrite without changing the file's size or blocks, so that their
+ * fdatasync has no metadata to commit (store.c). The file is opened for this alone: a
+ * write-back error that its fdatasync reports is still reported to the log's own fd
+ * (each open file keeps its own error cursor), where a shared fd's sync would take it
+ * and leave the log's next fdatasync to succeed over lost frames. Not hit by the fault
+ * hooks: its failure costs speed, never data. */
+int logfile_zero_fill(const char *path, uint64_t off, uint64_t len);
 /* Bytes an unprivileged writer may still write to fd's file system (fstatvfs); 0 on error. */
 uint64_t logfile_free_bytes(int fd);
 /* fdatasync (data) or fsync (metadata), retried on EINTR; data syncs are what the hook hits (EIO).

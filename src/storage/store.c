@@ -297,6 +297,8 @@ static void recycle(struct store *s, struct store_batch *b) {
 
 static void prealloc_done(struct store *s, struct store_batch *b) {
     s->prealloc_job = NULL;
+    free(b->log_path);
+    b->log_path = NULL;
     if (b->err) {
         if (!s->prealloc_failed)
             LOG(b->err == -ENOSPC ? LOG_INFO : LOG_WARN,
@@ -423,7 +425,8 @@ static void start_prealloc(struct store *s) {
     uint64_t end = s->file_size + (s->job ? s->job->data.len : 0) + s->pending.len;
     if (s->prealloc_end >= end + s->prealloc_bytes / 2) return;
     struct store_batch *b = store_batch_new(&s->sync, JOB_PREALLOC);
-    b->fd = s->fd;
+    b->fd = s->fd; /* for its free space; the zeros go through a file of their own */
+    b->log_path = logfile_path(s->dir, STORE_LOG_NAME);
     b->start_size = s->prealloc_end > end ? s->prealloc_end : round_up_4k(end + PREALLOC_GAP);
     b->fill = s->prealloc_bytes;
     b->keep_free = s->prealloc_keep_free;

@@ -191,7 +191,7 @@ static void body(struct store_batch *b) {
     if (b->kind == JOB_PREALLOC) {
         b->err = logfile_free_bytes(b->fd) < b->fill + b->keep_free
                      ? -ENOSPC
-                     : logfile_zero_fill(b->fd, b->start_size, b->fill);
+                     : logfile_zero_fill(b->log_path, b->start_size, b->fill);
     } else if (b->kind == JOB_COMPACT) {
         b->cerr = logfile_write_all(b->compact_fd, b->cdata.ptr, b->cdata.len);
         b->cerr_op = "write";
