@@ -178,10 +178,12 @@ int store_open(struct store *s, uv_loop_t *loop, const char *dir, const struct s
 
 /*
  * Reads eventd.log from the start, checking every frame, and calls apply for
- * each. A missing or empty log is created with its header (EMPTY). A torn
- * tail (a frame running past end of file, or a bad last frame followed only
- * by zero bytes or nothing) is cut off with ftruncate and reported as
- * TRUNCATED. A bad frame with valid-looking data after it is CORRUPT, unless
+ * each. A missing or empty log is created with its header (EMPTY). Zeros from
+ * a frame's first byte to the end of the file end the log (preallocated
+ * space): they are cut, not copied (OK, info->zero_bytes). A torn tail (a
+ * frame running past end of file, or a bad last frame zero from a sector
+ * boundary inside it to the end) is copied aside, cut off with ftruncate and
+ * reported as TRUNCATED. A bad frame with valid-looking data after it is CORRUPT, unless
  * opts.repair: then everything from the bad frame on is moved to
  * eventd.log.damaged-<offset>, the log is cut there, and the result is
  * TRUNCATED. May be called again after a failed batch to rebuild state.
