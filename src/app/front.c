@@ -150,8 +150,14 @@ static void reply_metrics(struct handlers *h, struct http_request *req, struct h
         metrics_write_sample(b, "eventd_access_log_dropped_total", NULL, NULL,
                              (double)*h->log_dropped);
     }
-    metrics_write_gauge(b, "eventd_log_bytes", "Bytes in the log file (eventd.log).",
+    metrics_write_gauge(b, "eventd_log_bytes",
+                        "Bytes of the log (eventd.log up to its last frame; preallocated zeros "
+                        "may follow: eventd_log_prealloc_bytes).",
                         (double)ds.log_bytes);
+    metrics_write_gauge(b, "eventd_log_prealloc_bytes",
+                        "Zeros written past the log's end for its next frames "
+                        "(--log-prealloc-bytes, always mode): the file is this much larger.",
+                        (double)ds.prealloc_bytes);
     metrics_write_gauge(b, "eventd_log_live_bytes",
                         "Bytes of the live records' frames: what a compaction would keep.",
                         (double)ds.live_bytes);

@@ -649,6 +649,9 @@ uint64_t db_admin_token(const struct db *db, const char *name) {
 
 void db_stats(const struct db *db, struct db_stats *out) {
     out->log_bytes = db->store.file_size;
+    out->prealloc_bytes = db->store.prealloc_end > db->store.file_size
+                              ? db->store.prealloc_end - db->store.file_size
+                              : 0;
     out->live_bytes = db->index.live_bytes;
     memcpy(out->kind_count, db->index.kind_count, sizeof out->kind_count);
     memcpy(out->kind_bytes, db->index.kind_bytes, sizeof out->kind_bytes);

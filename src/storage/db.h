@@ -342,7 +342,8 @@ static inline uint32_t db_idem_ttl(const struct db *db) {
 
 /* The figures /metrics shows, read at once by db_stats. */
 struct db_stats {
-    uint64_t log_bytes;               /* the log file's size, bytes */
+    uint64_t log_bytes;               /* the log's size, bytes (up to its last frame) */
+    uint64_t prealloc_bytes;          /* zeros preallocated past it */
     uint64_t live_bytes;              /* the live records' frames: what compaction keeps */
     uint64_t kind_count[INDEX_KINDS]; /* live records by type */
     uint64_t kind_bytes[INDEX_KINDS]; /* their frames' bytes by type */

@@ -764,6 +764,8 @@ class Preallocation(Dir):
                             (self.file_size(d), end))
             with open(d.file(LOG), "rb") as f:
                 self.assertFalse(any(f.read()[end:]))
+            self.assertEqual(harness.request(srv.port, "GET", "/metrics").body.decode().count(
+                "\neventd_log_prealloc_bytes %d\n" % (self.file_size(d) - end)), 1)
             srv.send_signal(signal.SIGKILL)
             srv.wait(5)
         with self.server(d) as srv:
