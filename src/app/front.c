@@ -81,14 +81,8 @@ static void state_destroy(void *data, void *mem) {
     api_conn_destroy(&st->api_conn);
 }
 
-/* GET /metrics: the Prometheus text format (README "Metrics"). */
-static void reply_metrics(struct handlers *h, struct http_request *req, struct http_response *r) {
-    r->route = MR_METRICS;
-    if (req->method != HTTP_GET && req->method != HTTP_HEAD) {
-        http_response_error(r, ERR_METHOD_NOT_ALLOWED, NULL, NULL);
-        r->extra = "Allow: GET, HEAD\r\n";
-        return;
-    }
+/* The log's and the records' gauges of GET /metrics. */
+static void write_log_metrics(struct buf *b, const struct db_stats *ds) {
     static const char *const kinds[INDEX_KINDS] = {
         [REC_USER] = "user",
         [REC_THEME] = "theme",
@@ -98,6 +92,37 @@ static void reply_metrics(struct handlers *h, struct http_request *req, struct h
         [REC_ADMIN] = "admin_token",
         [REC_IDEM] = "idempotency_key",
     };
+    metrics_write_gauge(b, "eventd_log_bytes",
+                        "Bytes of the log (eventd.log up to its last frame; preallocated zeros "
+                        "may follow: eventd_log_prealloc_bytes).",
+                        (double)ds->log_bytes);
+    metrics_write_gauge(b, "eventd_log_prealloc_bytes",
+                        "Zeros written past the log's end for its next frames "
+                        "(--log-prealloc-bytes, always mode): the file is this much larger.",
+                        (double)ds->prealloc_bytes);
+    metrics_write_gauge(b, "eventd_log_live_bytes",
+                        "Bytes of the live records' frames: what a compaction would keep.",
+                        (double)ds->live_bytes);
+    metrics_write_head(b, "eventd_records", "gauge", "Live records, by kind.");
+    for (unsigned k = 0; k < INDEX_KINDS; k++)
+        if (kinds[k])
+            metrics_write_sample(b, "eventd_records", "kind", kinds[k], (double)ds->kind_count[k]);
+    metrics_write_head(b, "eventd_record_bytes", "gauge",
+                       "Bytes of the live records' frames, by kind.");
+    for (unsigned k = 0; k < INDEX_KINDS; k++)
+        if (kinds[k])
+            metrics_write_sample(b, "eventd_record_bytes", "kind", kinds[k],
+                                 (double)ds->kind_bytes[k]);
+}
+
+/* GET /metrics: the Prometheus text format (README "Metrics"). */
+static void reply_metrics(struct handlers *h, struct http_request *req, struct http_response *r) {
+    r->route = MR_METRICS;
+    if (req->method != HTTP_GET && req->method != HTTP_HEAD) {
+        http_response_error(r, ERR_METHOD_NOT_ALLOWED, NULL, NULL);
+        r->extra = "Allow: GET, HEAD\r\n";
+        return;
+    }
     struct buf *b = &r->body;
     buf_reset(b);
     r->content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -150,27 +175,7 @@ static void reply_metrics(struct handlers *h, struct http_request *req, struct h
         metrics_write_sample(b, "eventd_access_log_dropped_total", NULL, NULL,
                              (double)*h->log_dropped);
     }
-    metrics_write_gauge(b, "eventd_log_bytes",
-                        "Bytes of the log (eventd.log up to its last frame; preallocated zeros "
-                        "may follow: eventd_log_prealloc_bytes).",
-                        (double)ds.log_bytes);
-    metrics_write_gauge(b, "eventd_log_prealloc_bytes",
-                        "Zeros written past the log's end for its next frames "
-                        "(--log-prealloc-bytes, always mode): the file is this much larger.",
-                        (double)ds.prealloc_bytes);
-    metrics_write_gauge(b, "eventd_log_live_bytes",
-                        "Bytes of the live records' frames: what a compaction would keep.",
-                        (double)ds.live_bytes);
-    metrics_write_head(b, "eventd_records", "gauge", "Live records, by kind.");
-    for (unsigned k = 0; k < INDEX_KINDS; k++)
-        if (kinds[k])
-            metrics_write_sample(b, "eventd_records", "kind", kinds[k], (double)ds.kind_count[k]);
-    metrics_write_head(b, "eventd_record_bytes", "gauge",
-                       "Bytes of the live records' frames, by kind.");
-    for (unsigned k = 0; k < INDEX_KINDS; k++)
-        if (kinds[k])
-            metrics_write_sample(b, "eventd_record_bytes", "kind", kinds[k],
-                                 (double)ds.kind_bytes[k]);
+    write_log_metrics(b, &ds);
     metrics_write_head(b, "eventd_fsyncs_total", "counter",
                        "fdatasyncs of the log completed (compactions' included).");
     metrics_write_sample(b, "eventd_fsyncs_total", NULL, NULL, (double)ds.syncs);
