@@ -37,6 +37,7 @@
 #define COMPACT_CHUNK (1u << 20)     /* compaction data is written out in slices this big */
 #define PREALLOC_GAP (64u << 10)     /* zeros start this far past the log's end, when behind */
 #define PREALLOC_RETRY_MS 10000u     /* after a failed preallocation, the next one's delay */
+#define PREALLOC_CHUNK (1u << 20)    /* zeros one job writes, at most: what a batch may wait for */
 
 /* ---- jobs ---- */
 
@@ -412,10 +413,13 @@ static uint64_t round_up_4k(uint64_t n) {
 }
 
 /*
- * Preallocation (store_prealloc): the next zeros, when fewer than half of
- * prealloc_bytes are left past everything written or about to be. They go
- * on where the last ones ended, or a gap past the log's end when the log has
- * caught up (the frames of the gap are appended as without preallocation).
+ * Preallocation (store_prealloc): the next zeros, in jobs of at most
+ * PREALLOC_CHUNK (a batch that reaches zeros being written waits for one
+ * job, never for all of prealloc_bytes), while fewer than prealloc_bytes less
+ * one chunk (half, when they are a chunk or less) are left past everything
+ * written or about to be. They go on where the last ones ended, or a gap past
+ * the log's end when the log has caught up (the frames of the gap are
+ * appended as without preallocation).
  */
 static void start_prealloc(struct store *s) {
     if (!s->prealloc_bytes || s->prealloc_job || s->closing || s->failing || s->needs_cut ||
@@ -423,12 +427,15 @@ static void start_prealloc(struct store *s) {
         uv_now(s->loop) < s->prealloc_retry_at)
         return;
     uint64_t end = s->file_size + (s->job ? s->job->data.len : 0) + s->pending.len;
-    if (s->prealloc_end >= end + s->prealloc_bytes / 2) return;
+    uint64_t fill = s->prealloc_bytes < PREALLOC_CHUNK ? s->prealloc_bytes : PREALLOC_CHUNK;
+    uint64_t ahead = s->prealloc_bytes > PREALLOC_CHUNK ? s->prealloc_bytes - PREALLOC_CHUNK
+                                                        : s->prealloc_bytes / 2;
+    if (s->prealloc_end >= end + ahead) return;
     struct store_batch *b = store_batch_new(&s->sync, JOB_PREALLOC);
     b->fd = s->fd; /* for its free space; the zeros go through a file of their own */
     b->log_path = logfile_path(s->dir, STORE_LOG_NAME);
     b->start_size = s->prealloc_end > end ? s->prealloc_end : round_up_4k(end + PREALLOC_GAP);
-    b->fill = s->prealloc_bytes;
+    b->fill = fill;
     b->keep_free = s->prealloc_keep_free;
     b->epoch = s->prealloc_epoch;
     s->prealloc_from = b->start_size;

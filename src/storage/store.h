@@ -193,16 +193,17 @@ enum store_replay_status store_replay(struct store *s, store_apply_cb apply, voi
 
 /*
  * In "always" mode (other modes ignore it), from now on keeps about bytes
- * (rounded up to 4 KiB) of zeros written and synced past the log's end, a
- * job on the threadpool writing the next ones while half are left: frames
- * then overwrite blocks the file has already, so their fdatasync commits no
+ * (rounded up to 4 KiB) of zeros written and synced past the log's end, jobs
+ * on the threadpool writing the next ones 1 MiB at a time: frames then
+ * overwrite blocks the file has already, so their fdatasync commits no
  * metadata (file size, block allocation), which halved its time on the disks
- * measured (docs/BENCHMARKS.md). While a job writes, a batch that would
- * reach its zeros waits for it. store_close cuts the zeros off again, and
- * replay takes zeros at the end of the file for the log's end. 0 stops.
- * A job that would leave its disk less than keep_free (the storage guard's
- * margin) writes nothing; the next is tried later, as after a failure.
- * The server calls it when it starts serving; the command-line tools never.
+ * measured (docs/BENCHMARKS.md). While a job writes, a batch that would reach
+ * its zeros waits for it (one job: at most 1 MiB and a sync). store_close
+ * cuts the zeros off again, and replay takes zeros at the end of the file for
+ * the log's end. 0 stops. A job that would leave its disk less than keep_free
+ * (the storage guard's margin) writes nothing; the next is tried later, as
+ * after a failure. The server calls it when it starts serving; the
+ * command-line tools never.
  */
 void store_prealloc(struct store *s, uint64_t bytes, uint64_t keep_free);
 

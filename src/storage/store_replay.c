@@ -128,10 +128,11 @@ static int zero_tail_from(struct reader *r, uint64_t from, uint64_t *start) {
     return 0;
 }
 
-/* The offset of the first frame with a good checksum at or after off, or 0 if none. */
-static int next_frame(struct reader *r, uint64_t off, uint64_t *found) {
+/* The offset of the first frame with a good checksum at or after off and before limit,
+ * or 0 if none. */
+static int next_frame(struct reader *r, uint64_t off, uint64_t limit, uint64_t *found) {
     *found = 0;
-    for (; off + STORE_FRAME_HEADER_SIZE <= r->size; off++) {
+    for (; off < limit && off + STORE_FRAME_HEADER_SIZE <= r->size; off++) {
         const uint8_t *h = reader_at(r, off, STORE_FRAME_HEADER_SIZE);
         if (!h) return r->err;
         uint32_t crc = logfile_get_le32(h), len = logfile_get_le32(h + 4);
@@ -159,7 +160,7 @@ static int is_torn(struct replay *rp, uint64_t pos, uint64_t end, uint32_t len) 
          * frame's or an intact frame follows (then the length was damaged). */
         if (len > STORE_MAX_PAYLOAD) return 0;
         uint64_t next;
-        int err = next_frame(r, pos + 1, &next);
+        int err = next_frame(r, pos + 1, r->size, &next);
         return err < 0 ? err : next == 0;
     }
     /* Complete but with a bad checksum: torn only if zeros run to the end of
@@ -277,13 +278,15 @@ static int remove_cut(struct replay *rp, uint64_t *size) {
                             : c.end;
         int err = copy_aside(rp, c.off, copy, name, sizeof name);
         if (err) return err;
-        info->dropped_bytes += c.end - c.off;
-        LOG(LOG_WARN, "store: %s %" PRIu64 " bytes at offset %" PRIu64 " of %s/%s; copied to %s",
+        info->dropped_bytes += copy - c.off;
+        LOG(LOG_WARN,
+            "store: %s %" PRIu64 " bytes at offset %" PRIu64 " of %s/%s; copied to %s%s",
             c.end == rp->r.size && !rp->s->opts.repair ? "cut a torn append of" : "removed",
-            c.end - c.off, c.off, rp->s->dir, STORE_LOG_NAME, name);
+            copy - c.off, c.off, rp->s->dir, STORE_LOG_NAME, name,
+            copy < c.end ? " (the zeros after it cut, not copied)" : "");
         snprintf(info->message, sizeof info->message,
                  "%s/%s: removed %" PRIu64 " bytes at offset %" PRIu64 " (copied to %s)",
-                 rp->s->dir, STORE_LOG_NAME, c.end - c.off, c.off, name);
+                 rp->s->dir, STORE_LOG_NAME, copy - c.off, c.off, name);
     }
     if (rp->ncut == 1 && rp->cut[0].end == rp->r.size) {
         *size = rp->cut[0].off;
@@ -368,6 +371,7 @@ static enum store_replay_status check_header(struct replay *rp, int *err) {
 static int read_frame(struct replay *rp, uint64_t *pos, uint64_t *end, uint32_t *len) {
     struct reader *r = &rp->r;
     *end = 0;
+    rp->undecodable = false;
     const uint8_t *fh = reader_at(r, *pos, STORE_FRAME_HEADER_SIZE);
     if (!fh) {
         rp->why = "incomplete frame header";
@@ -413,15 +417,14 @@ static enum store_replay_status scan(struct replay *rp, int *err) {
         int rc = read_frame(rp, &pos, &end, &len);
         if (rc < 0) goto io;
         if (rc == 1) continue;
-        if (!rp->undecodable) {
-            uint64_t zeros;
-            if ((rc = zero_tail_from(r, pos, &zeros)) < 0) goto io;
-            if (zeros <= pos) {
-                /* Only zeros from here on: the end of the log. */
-                rp->zeros = r->size - pos;
-                r->size = pos;
-                break;
-            }
+        /* Where the zeros that end the file start: no frame starts there or after. */
+        uint64_t zeros;
+        if ((rc = zero_tail_from(r, pos, &zeros)) < 0) goto io;
+        if (!rp->undecodable && zeros <= pos) {
+            /* Only zeros from here on: the end of the log. */
+            rp->zeros = r->size - pos;
+            r->size = pos;
+            break;
         }
         rp->copy_end = 0;
         rc = rp->undecodable ? 0 : is_torn(rp, pos, end, len);
@@ -434,19 +437,22 @@ static enum store_replay_status scan(struct replay *rp, int *err) {
          * damaged part. A version 1 log (no key) trusts a length inside the
          * file: from there on, a payload's bytes could pass for a frame. */
         uint64_t next, from = r->key || !end || end > r->size ? pos + 1 : end;
-        if ((rc = next_frame(r, from, &next)) < 0) goto io;
+        if ((rc = next_frame(r, from, zeros, &next)) < 0) goto io;
+        /* What is damaged ends where the zeros start, or where its frame says it ends. */
+        uint64_t data_end = end <= r->size && end > zeros ? end : zeros;
         if (!rp->s->opts.repair) {
             info->bad_offset = pos;
             snprintf(info->message, sizeof info->message,
                      "%s/%s is damaged at offset %" PRIu64 " (%s), with %" PRIu64
                      " bytes after it; start with --repair to copy %s aside and keep %s",
-                     rp->s->dir, STORE_LOG_NAME, pos, rp->why, r->size - pos,
+                     rp->s->dir, STORE_LOG_NAME, pos, rp->why, data_end - pos,
                      next ? "the damaged bytes" : "them",
                      next ? "the intact records after them" : "the records before them");
             return STORE_REPLAY_CORRUPT;
         }
         LOG(LOG_WARN, "store: --repair: skipping damage at offset %" PRIu64 " of %s/%s (%s)", pos,
             rp->s->dir, STORE_LOG_NAME, rp->why);
+        if (!next) rp->copy_end = data_end; /* the zeros after it go uncopied */
         add_cut(rp, pos, next ? next : r->size);
         if (!next) break;
         pos = next;

@@ -630,6 +630,79 @@ static void test_undecodable_record_is_damage(void) {
     rmrf(dir);
 }
 
+/* Appends n zero bytes to dir's log: the zeros a killed server left past its end. */
+static void append_zeros(const char *dir, size_t n) {
+    struct buf b = read_file(path_of(dir, STORE_LOG_NAME));
+    memset(buf_reserve(&b, n), 0, n);
+    buf_commit(&b, n);
+    write_file(path_of(dir, STORE_LOG_NAME), b.ptr, b.len);
+    buf_destroy(&b);
+}
+
+/* --repair past undecodable frames, the last one followed by the zeros of a
+ * preallocation: each frame is moved aside, the zeros are cut without a copy. */
+static void test_repair_after_an_undecodable_frame_takes_zeros_for_the_end(void) {
+    char *dir = tmpdir("store");
+    uint64_t off[11];
+    make_log(dir, 10, off);
+    append_zeros(dir, 65536);
+    struct store_opts o = always;
+    o.repair = true;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    struct store_replay_info info;
+    CHECK_EQ_INT(store_open(&s, &loop, dir, &o, on_notify), 0);
+    got_reset();
+    got.fail_type = (int)(1 + 9 % 4); /* frames 1, 5 and 9 do not decode */
+    CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_TRUNCATED);
+    /* The last undecodable frame is cut with the zeros after it; only it is copied. */
+    CHECK_EQ_UINT(info.dropped_bytes, (off[2] - off[1]) + (off[6] - off[5]) + (off[10] - off[9]));
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)),
+                 (long)(off[10] - info.dropped_bytes));
+    char name[64];
+    snprintf(name, sizeof name, STORE_LOG_NAME ".damaged-%" PRIu64, off[9]);
+    CHECK_EQ_INT(file_size(path_of(dir, name)), (long)(STORE_HEADER_SIZE + off[10] - off[9]));
+    close_loop(&s, &loop);
+    rmrf(dir);
+}
+
+/* A flipped bit in the last frame, then preallocated zeros: damage (refused) whose size
+ * is the frame's, not the zeros'; --repair copies the frame alone aside. */
+static void test_damage_in_the_last_frame_before_zeros_is_the_frame(void) {
+    char *dir = tmpdir("store");
+    uint64_t off[11];
+    make_log(dir, 10, off);
+    struct buf b = read_file(path_of(dir, STORE_LOG_NAME));
+    b.ptr[off[9] + STORE_FRAME_HEADER_SIZE + 1] ^= 0x10;
+    write_file(path_of(dir, STORE_LOG_NAME), b.ptr, b.len);
+    buf_destroy(&b);
+    append_zeros(dir, 1 << 20);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    struct store_replay_info info;
+    CHECK_EQ_INT(store_open(&s, &loop, dir, &always, on_notify), 0);
+    CHECK_EQ_INT(store_replay(&s, NULL, NULL, &info), STORE_REPLAY_CORRUPT);
+    char want[64];
+    snprintf(want, sizeof want, "with %" PRIu64 " bytes after it", off[10] - off[9]);
+    CHECK(strstr(info.message, want) != NULL);
+    close_loop(&s, &loop);
+
+    struct store_opts o = always;
+    o.repair = true;
+    uv_loop_init(&loop);
+    CHECK_EQ_INT(store_open(&s, &loop, dir, &o, on_notify), 0);
+    CHECK_EQ_INT(store_replay(&s, NULL, NULL, &info), STORE_REPLAY_TRUNCATED);
+    CHECK_EQ_UINT(info.dropped_bytes, off[10] - off[9]);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)off[9]);
+    char name[64];
+    snprintf(name, sizeof name, STORE_LOG_NAME ".damaged-%" PRIu64, off[9]);
+    CHECK_EQ_INT(file_size(path_of(dir, name)), (long)(STORE_HEADER_SIZE + off[10] - off[9]));
+    close_loop(&s, &loop);
+    rmrf(dir);
+}
+
 /* Makes a log of 10 frames with frame 2 damaged; returns its bytes. */
 static struct buf damaged_log(const char *dir, uint64_t *off) {
     make_log(dir, 10, off);
@@ -1590,6 +1663,26 @@ static void test_prealloc_is_for_always_only(void) {
     rmrf(dir);
 }
 
+/* More than a chunk: jobs of 1 MiB each (a batch waits for one at most), until all but
+ * one chunk of the setting is ahead of the log. */
+static void test_prealloc_goes_a_chunk_at_a_time(void) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
+    store_prealloc(&s, 3u << 20, 0);
+    CHECK(s.prealloc_job != NULL);
+    CHECK_EQ_UINT(s.prealloc_job->fill, 1u << 20);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uint64_t from = (STORE_HEADER_SIZE + (64u << 10) + 4095u) / 4096u * 4096u;
+    CHECK_EQ_UINT(s.stats_prealloc_bytes, 2u << 20);
+    CHECK_EQ_UINT(s.prealloc_end, from + (2u << 20));
+    close_loop(&s, &loop);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), STORE_HEADER_SIZE);
+    rmrf(dir);
+}
+
 /* A disk with less free than the zeros plus keep_free (the storage guard's margin): no
  * zeros, appends as without, and the next try waits. */
 static void test_prealloc_keeps_the_guards_margin(void) {
@@ -1721,6 +1814,8 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_torn_sector_tail_before_preallocated_zeros),
     CHECK_CASE(test_corrupt_bitflip),
     CHECK_CASE(test_undecodable_record_is_damage),
+    CHECK_CASE(test_repair_after_an_undecodable_frame_takes_zeros_for_the_end),
+    CHECK_CASE(test_damage_in_the_last_frame_before_zeros_is_the_frame),
     CHECK_CASE(test_repair_moves_only_the_damaged_frame_aside),
     CHECK_CASE(test_repair_again_keeps_the_first_copy),
     CHECK_CASE(test_bad_magic_is_refused),
@@ -1752,6 +1847,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_a_version_1_log_is_read_and_keyed_by_compaction),
     CHECK_CASE(test_prealloc_keeps_zeros_ahead_and_close_cuts_them),
     CHECK_CASE(test_prealloc_is_for_always_only),
+    CHECK_CASE(test_prealloc_goes_a_chunk_at_a_time),
     CHECK_CASE(test_prealloc_keeps_the_guards_margin),
     CHECK_CASE(test_a_batch_waits_for_the_zeros_it_would_reach),
     CHECK_CASE(test_a_failed_batch_forgets_the_zeros),
