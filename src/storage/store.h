@@ -66,7 +66,8 @@ struct store_replay_info {
     uint64_t records;       /* frames applied */
     uint64_t bytes;         /* size of the valid log, header included */
     uint64_t dropped_bytes; /* TRUNCATED: bytes cut off the tail; repair: bytes moved aside */
-    uint64_t zero_bytes;    /* zeros that ended the file after the last frame: cut, not copied */
+    uint64_t zero_bytes;    /* zeros that ended the file (after the last frame, or after what
+                             * was cut): cut, not copied */
     uint64_t bad_offset;    /* CORRUPT: file offset of the first bad frame */
     char message[256];      /* human-readable outcome, names file and offset */
 };

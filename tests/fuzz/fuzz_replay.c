@@ -8,9 +8,11 @@
  *
  * Properties, besides no crash and no leak:
  *  - a readable file never gives STORE_REPLAY_IO;
- *  - CORRUPT leaves the file as it was; OK leaves it as it was and read all;
+ *  - CORRUPT leaves the file as it was; OK leaves it as it was and read all,
+ *    but for info.zero_bytes of zeros that ended it, which it cut;
  *  - TRUNCATED keeps exactly the first info.bytes bytes, and with --repair
- *    the rest is in eventd.log.damaged-<offset>, byte for byte;
+ *    the rest is in eventd.log.damaged-<offset>, byte for byte, but for the
+ *    info.zero_bytes of zeros that ended the file (cut, not copied);
  *  - whatever replay accepted (OK, EMPTY, TRUNCATED) replays again as OK
  *    with the same records and, after TRUNCATED, the same index (after OK
  *    and EMPTY the file is byte for byte what was replayed, and index_apply
@@ -91,12 +93,15 @@ static uint8_t *slurp(const char *path, size_t *len) {
 }
 
 /* Makes the store's log hold exactly p[0, n): its descriptor is O_APPEND. */
+/* At offset 0 with pwrite: the store's descriptor has no O_APPEND (the log may run on
+ * past its end with preallocated zeros), and its own offset is wherever it was left. */
 static void put_log(const uint8_t *p, size_t n) {
     if (ftruncate(store.fd, 0) < 0) fuzz_die("ftruncate %s", log_path);
-    while (n > 0) {
-        ssize_t w = write(store.fd, p, n);
+    for (off_t off = 0; n > 0;) {
+        ssize_t w = pwrite(store.fd, p, n, off);
         if (w <= 0) fuzz_die("write %s", log_path);
         p += w;
+        off += w;
         n -= (size_t)w;
     }
 }
@@ -181,13 +186,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         now = back;
     }
 
+    /* Zeros that ended the file may be cut without a copy: they must be zeros. */
+    if (info.zero_bytes > n) fuzz_die("replay %s cut %" PRIu64 " zeros of %zu bytes", names[st],
+                                      info.zero_bytes, n);
+    for (size_t i = n - info.zero_bytes; i < n; i++)
+        if (file[i]) fuzz_die("replay %s cut byte %zu (not a zero) uncopied", names[st], i);
     switch (st) {
     case STORE_REPLAY_CORRUPT:
-    case STORE_REPLAY_OK:
         if (now_len != n || memcmp(now, file, n) != 0)
-            fuzz_die("replay %s changed the file (%zu -> %zu bytes)", names[st], n, now_len);
-        if (st == STORE_REPLAY_OK && info.bytes != n)
-            fuzz_die("replay OK read %" PRIu64 " of %zu bytes", info.bytes, n);
+            fuzz_die("replay CORRUPT changed the file (%zu -> %zu bytes)", n, now_len);
+        break;
+    case STORE_REPLAY_OK:
+        if (info.bytes + info.zero_bytes != n || now_len != info.bytes ||
+            memcmp(now, file, now_len) != 0)
+            fuzz_die("replay OK kept %zu bytes (read %" PRIu64 ", %" PRIu64 " zeros) of %zu",
+                     now_len, info.bytes, info.zero_bytes, n);
         break;
     case STORE_REPLAY_EMPTY:
         if (n >= STORE_HEADER_SIZE) fuzz_die("replay EMPTY of a %zu-byte file", n);
@@ -197,9 +210,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (info.bytes != now_len || now_len >= n)
             fuzz_die("replay TRUNCATED kept %zu bytes (says %" PRIu64 ") of %zu", now_len,
                      info.bytes, n);
-        if (info.dropped_bytes != n - now_len)
-            fuzz_die("replay TRUNCATED says it dropped %" PRIu64 " bytes, not %zu",
-                     info.dropped_bytes, n - now_len);
+        if (info.dropped_bytes + info.zero_bytes != n - now_len)
+            fuzz_die("replay TRUNCATED says it dropped %" PRIu64 " bytes and %" PRIu64
+                     " zeros, not %zu",
+                     info.dropped_bytes, info.zero_bytes, n - now_len);
         break;
     default:
         break;
@@ -237,8 +251,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (off < first) first = off;
     }
     if (st == STORE_REPLAY_TRUNCATED) {
-        if (asides != n - now_len)
-            fuzz_die("%zu bytes copied aside, %zu removed", asides, n - now_len);
+        if (asides + info.zero_bytes != n - now_len)
+            fuzz_die("%zu bytes copied aside and %" PRIu64 " zeros not, %zu removed", asides,
+                     info.zero_bytes, n - now_len);
         if (memcmp(now, file, first) != 0) fuzz_die("the log before the first removal changed");
         if (!repair && first != now_len) fuzz_die("without --repair only a tail may be cut");
     }
