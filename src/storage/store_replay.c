@@ -280,8 +280,7 @@ static int remove_cut(struct replay *rp, uint64_t *size) {
         if (err) return err;
         info->dropped_bytes += copy - c.off;
         info->zero_bytes += c.end - copy; /* zeros, cut without a copy */
-        LOG(LOG_WARN,
-            "store: %s %" PRIu64 " bytes at offset %" PRIu64 " of %s/%s; copied to %s%s",
+        LOG(LOG_WARN, "store: %s %" PRIu64 " bytes at offset %" PRIu64 " of %s/%s; copied to %s%s",
             c.end == rp->r.size && !rp->s->opts.repair ? "cut a torn append of" : "removed",
             copy - c.off, c.off, rp->s->dir, STORE_LOG_NAME, name,
             copy < c.end ? " (the zeros after it cut, not copied)" : "");

@@ -187,8 +187,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
 
     /* Zeros that ended the file may be cut without a copy: they must be zeros. */
-    if (info.zero_bytes > n) fuzz_die("replay %s cut %" PRIu64 " zeros of %zu bytes", names[st],
-                                      info.zero_bytes, n);
+    if (info.zero_bytes > n)
+        fuzz_die("replay %s cut %" PRIu64 " zeros of %zu bytes", names[st], info.zero_bytes, n);
     for (size_t i = n - info.zero_bytes; i < n; i++)
         if (file[i]) fuzz_die("replay %s cut byte %zu (not a zero) uncopied", names[st], i);
     switch (st) {

@@ -658,8 +658,7 @@ static void test_repair_after_an_undecodable_frame_takes_zeros_for_the_end(void)
     CHECK_EQ_INT(store_replay(&s, collect, NULL, &info), STORE_REPLAY_TRUNCATED);
     /* The last undecodable frame is cut with the zeros after it; only it is copied. */
     CHECK_EQ_UINT(info.dropped_bytes, (off[2] - off[1]) + (off[6] - off[5]) + (off[10] - off[9]));
-    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)),
-                 (long)(off[10] - info.dropped_bytes));
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)(off[10] - info.dropped_bytes));
     char name[64];
     snprintf(name, sizeof name, STORE_LOG_NAME ".damaged-%" PRIu64, off[9]);
     CHECK_EQ_INT(file_size(path_of(dir, name)), (long)(STORE_HEADER_SIZE + off[10] - off[9]));
