@@ -418,7 +418,7 @@ static enum store_replay_status scan(struct replay *rp, int *err) {
         if (rc < 0) goto io;
         if (rc == 1) continue;
         /* Where the zeros that end the file start: no frame starts there or after. */
-        uint64_t zeros;
+        uint64_t zeros = r->size;
         if ((rc = zero_tail_from(r, pos, &zeros)) < 0) goto io;
         if (!rp->undecodable && zeros <= pos) {
             /* Only zeros from here on: the end of the log. */
