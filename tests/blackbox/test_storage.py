@@ -820,6 +820,48 @@ class Preallocation(Dir):
             st = os.statvfs(fs.path)
             self.assertGreaterEqual(st.f_bavail * st.f_frsize, 2097152)
 
+    def test_a_batch_caught_half_written_is_refused_and_repair_keeps_the_rest(self):
+        # What a copy taken while the server writes (or a power loss during a batch's sync)
+        # can leave over the zeros: frames, a hole of zeros from a frame's start to a sector
+        # boundary (pages the copy read before the write reached them), then the rest of the
+        # frames, then zeros (docs/STORAGE.md, "Preallocation").
+        d = self.mkdir()
+        key = add_user(d.path, "alice")
+        with self.server(d) as srv:
+            c = Client(srv.port, "alice", key)
+            recs = [c.must_create("theme", {"Name": "r%d" % i, "Status": "x" * 200})
+                    for i in range(30)]
+            c.close()
+            self.assertEqual(srv.stop(), 0)
+        with open(d.file(LOG), "rb") as f:
+            data = f.read()
+        fr = frames(data)
+        hole = fr[len(fr) // 2][0]
+        end = (hole // 512 + 2) * 512
+        nxt = [o for o, n, t in fr if o >= end][0]
+        self.assertLess(end, fr[-1][0])
+        with open(d.file(LOG), "wb") as f:
+            f.write(data[:hole] + b"\0" * (end - hole) + data[end:] + b"\0" * 65536)
+        rc, out, err, secs = run_expect_exit(serve_args(d.path), timeout=8)
+        self.assertEqual(rc, 1, (out, err))
+        self.assertIn("is damaged at offset %d (bad checksum)" % hole, err)
+        with self.server(d, "--repair") as srv:
+            self.assertRegex(srv.stderr_text(), r"(?m)^\S+ warn store: removed %d bytes at "
+                             r"offset %d of \S+; copied to eventd.log.damaged-%d$"
+                             % (nxt - hole, hole, hole))
+            # the last records (their frames after the hole) are kept
+            self.check_present(srv, key, recs[-3:])
+            self.assertEqual(srv.stop(), 0)
+        self.assertEqual(os.path.getsize(d.file(LOG + ".damaged-%d" % hole)), 16 + nxt - hole)
+
+    def check_present(self, srv, key, recs):
+        c = Client(srv.port, "alice", key)
+        try:
+            for r in recs:
+                self.assertEqual(c.must_get("theme", r["ID"]), r)
+        finally:
+            c.close()
+
 
 class FsyncModes(Dir):
     def test_interval_and_never_persist_on_sigterm(self):
