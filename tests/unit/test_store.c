@@ -238,12 +238,19 @@ static void test_torn_every_offset(void) {
         CHECK_EQ_INT(store_open(&s, &loop, dir, &always, on_notify), 0);
         got_reset();
         enum store_replay_status st = store_replay(&s, collect, NULL, &info);
-        CHECK_EQ_INT(st, cut == off[4] ? STORE_REPLAY_OK : STORE_REPLAY_TRUNCATED);
+        /* A cut inside the frame's checksum can leave only zero bytes of it (the frame key
+         * is random: 1 run in 256 for the first byte): those are the log's end, cut
+         * without a copy. */
+        bool zeros = true;
+        for (uint64_t i = off[4]; i < cut; i++)
+            zeros = zeros && orig.ptr[i] == 0;
+        CHECK_EQ_INT(st, zeros ? STORE_REPLAY_OK : STORE_REPLAY_TRUNCATED);
         CHECK_EQ_UINT(info.records, 4);
         CHECK_EQ_UINT(got.n, 4);
         for (uint64_t i = 0; i < 4; i++)
             check_frame(i, (uint8_t)(1 + i % 4), i);
-        CHECK_EQ_UINT(info.dropped_bytes, cut - off[4]);
+        CHECK_EQ_UINT(info.dropped_bytes, zeros ? 0 : cut - off[4]);
+        CHECK_EQ_UINT(info.zero_bytes, zeros ? cut - off[4] : 0);
         CHECK_EQ_UINT(info.bytes, off[4]);
         CHECK_EQ_UINT(s.file_size, off[4]);
         CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)off[4]);
