@@ -502,6 +502,118 @@ def record_frames(data):
     return [f for f in frames(data) if f[2] not in (17, 22)]
 
 
+class Preallocation(TornBase):
+    """--log-prealloc-bytes (docs/STORAGE.md, "Preallocation"): in always mode the server
+    keeps zeros written past the log's end, a kill -9 leaves them, the next start takes
+    them for the log's end, and a clean stop cuts them off."""
+
+    def file_size(self, d):
+        return os.path.getsize(d.file(LOG))
+
+    def test_zeros_ahead_survive_a_kill_and_a_clean_stop_cuts_them(self):
+        d = self.mkdir()
+        key = add_user(d.path, "alice")
+        with self.server(d, "--log-prealloc-bytes", "100000") as srv:
+            c = Client(srv.port, "alice", key)
+            recs = [c.must_create("theme", {"Name": "t%d" % i}) for i in range(30)]
+            c.close()
+            end = harness.log_bytes(srv.port)
+            # 100000 rounded up to 4 KiB, after a 64 KiB gap past the log's end at start
+            self.assertTrue(harness.wait_until(lambda: self.file_size(d) > end + 98304, 5.0),
+                            (self.file_size(d), end))
+            with open(d.file(LOG), "rb") as f:
+                self.assertFalse(any(f.read()[end:]))
+            self.assertEqual(harness.request(srv.port, "GET", "/metrics").body.decode().count(
+                "\neventd_log_prealloc_bytes %d\n" % (self.file_size(d) - end)), 1)
+            srv.send_signal(signal.SIGKILL)
+            srv.wait(5)
+        with self.server(d) as srv:
+            self.assertRegex(srv.stderr_text(), r"(?m)^\S+ info store: \S+ ended in \d+ zero "
+                             r"bytes at offset %d " % end)
+            self.assertNotRegex(srv.stderr_text(), r"(?m)^\S+ (warn|error) ")
+            c = Client(srv.port, "alice", key)
+            for r in recs:
+                self.assertEqual(c.must_get("theme", r["ID"]), r)
+            c.must_create("theme", {"Name": "after"})
+            c.close()
+            self.assertGreater(self.file_size(d), harness.log_bytes(srv.port))
+            self.assertEqual(srv.stop(), 0)
+        # the file ends with the log's last frame (the stop's reservations came after "after")
+        with open(d.file(LOG), "rb") as f:
+            log = f.read()
+        last = frames(log)[-1]
+        self.assertEqual(last[0] + 9 + last[1], len(log))
+        self.assertEqual(glob.glob(d.file(LOG + ".damaged-*")), [])
+
+    def test_none_outside_always_nor_with_0(self):
+        for args in (["--fsync", "interval"], ["--fsync", "never"],
+                     ["--log-prealloc-bytes", "0"]):
+            with self.subTest(args=args):
+                d = self.mkdir()
+                key = add_user(d.path, "alice")
+                with self.server(d, *args) as srv:
+                    c = Client(srv.port, "alice", key)
+                    for i in range(30):
+                        c.must_create("theme", {"Name": "t%d" % i})
+                    c.close()
+                    time.sleep(0.3)  # room for a job that should not run
+                    end = harness.log_bytes(srv.port)
+                    self.assertEqual(self.file_size(d), end)
+
+    def test_a_disk_without_room_for_them_keeps_the_guards_margin(self):
+        # A 4 MiB file system with a 2 MiB guard margin: one 1 MiB job of zeros fits above
+        # the margin, the next would eat into it.
+        fs = harness.Tmpfs("4m")
+        self.addCleanup(fs.close)
+        key = add_user(fs.path, "alice")
+        with harness.Server(data_dir=fs.path, extra_args=["--log-prealloc-bytes", "4194304",
+                                                        "--min-free-disk-bytes", "2097152"]) as srv:
+            c = Client(srv.port, "alice", key)
+            c.must_create("theme", {"Name": "t"})
+            c.close()
+            self.assertTrue(harness.wait_until(
+                lambda: "could not preallocate" in srv.stderr_text(), 5.0), srv.stderr_text())
+            self.assertRegex(srv.stderr_text(), r"(?m)^\S+ info store: could not preallocate "
+                             r"1048576 bytes at offset \d+ of \S+: the disk has too little free "
+                             r"space; appending without, trying again every 10 s$")
+            st = os.statvfs(fs.path)
+            self.assertGreaterEqual(st.f_bavail * st.f_frsize, 2097152)
+
+    def test_a_batch_caught_half_written_is_refused_and_repair_keeps_the_rest(self):
+        # What a copy taken while the server writes (or a power loss during a batch's sync)
+        # can leave over the zeros: frames, a hole of zeros from a frame's start to a sector
+        # boundary (pages the copy read before the write reached them), then the rest of the
+        # frames, then zeros (docs/STORAGE.md, "Preallocation").
+        d = self.mkdir()
+        key = add_user(d.path, "alice")
+        with self.server(d) as srv:
+            c = Client(srv.port, "alice", key)
+            recs = [c.must_create("theme", {"Name": "r%d" % i, "Status": "x" * 200})
+                    for i in range(30)]
+            c.close()
+            self.assertEqual(srv.stop(), 0)
+        with open(d.file(LOG), "rb") as f:
+            data = f.read()
+        fr = frames(data)
+        hole = fr[len(fr) // 2][0]
+        end = (hole // 512 + 2) * 512
+        nxt = [o for o, n, t in fr if o >= end][0]
+        self.assertLess(end, fr[-1][0])
+        with open(d.file(LOG), "wb") as f:
+            f.write(data[:hole] + b"\0" * (end - hole) + data[end:] + b"\0" * 65536)
+        rc, out, err, secs = run_expect_exit(serve_args(d.path), timeout=8)
+        self.assertEqual(rc, 1, (out, err))
+        self.assertIn("is damaged at offset %d (bad checksum)" % hole, err)
+        with self.server(d, "--repair") as srv:
+            self.assertRegex(srv.stderr_text(), r"(?m)^\S+ warn store: removed %d bytes at "
+                             r"offset %d of \S+; copied to eventd.log.damaged-%d$"
+                             % (nxt - hole, hole, hole))
+            # the last records (their frames after the hole) are kept
+            self.check(srv, key, recs[-3:])
+            self.assertEqual(srv.stop(), 0)
+        self.assertEqual(os.path.getsize(d.file(LOG + ".damaged-%d" % hole)), 16 + nxt - hole)
+
+
 class TornAndDamaged(TornBase):
     def test_partial_frame_header_appended(self):
         d = self.mkdir()
@@ -741,126 +853,6 @@ class Compaction(Dir):
                         self.assertEqual(snap[k], v, k)
             finally:
                 c.close()
-
-
-class Preallocation(Dir):
-    """--log-prealloc-bytes (docs/STORAGE.md, "Preallocation"): in always mode the server
-    keeps zeros written past the log's end, a kill -9 leaves them, the next start takes
-    them for the log's end, and a clean stop cuts them off."""
-
-    def file_size(self, d):
-        return os.path.getsize(d.file(LOG))
-
-    def test_zeros_ahead_survive_a_kill_and_a_clean_stop_cuts_them(self):
-        d = self.mkdir()
-        key = add_user(d.path, "alice")
-        with self.server(d, "--log-prealloc-bytes", "100000") as srv:
-            c = Client(srv.port, "alice", key)
-            recs = [c.must_create("theme", {"Name": "t%d" % i}) for i in range(30)]
-            c.close()
-            end = harness.log_bytes(srv.port)
-            # 100000 rounded up to 4 KiB, after a 64 KiB gap past the log's end at start
-            self.assertTrue(harness.wait_until(lambda: self.file_size(d) > end + 98304, 5.0),
-                            (self.file_size(d), end))
-            with open(d.file(LOG), "rb") as f:
-                self.assertFalse(any(f.read()[end:]))
-            self.assertEqual(harness.request(srv.port, "GET", "/metrics").body.decode().count(
-                "\neventd_log_prealloc_bytes %d\n" % (self.file_size(d) - end)), 1)
-            srv.send_signal(signal.SIGKILL)
-            srv.wait(5)
-        with self.server(d) as srv:
-            self.assertRegex(srv.stderr_text(), r"(?m)^\S+ info store: \S+ ended in \d+ zero "
-                             r"bytes at offset %d " % end)
-            self.assertNotRegex(srv.stderr_text(), r"(?m)^\S+ (warn|error) ")
-            c = Client(srv.port, "alice", key)
-            for r in recs:
-                self.assertEqual(c.must_get("theme", r["ID"]), r)
-            c.must_create("theme", {"Name": "after"})
-            c.close()
-            self.assertGreater(self.file_size(d), harness.log_bytes(srv.port))
-            self.assertEqual(srv.stop(), 0)
-        # the file ends with the log's last frame (the stop's reservations came after "after")
-        with open(d.file(LOG), "rb") as f:
-            log = f.read()
-        last = frames(log)[-1]
-        self.assertEqual(last[0] + 9 + last[1], len(log))
-        self.assertEqual(glob.glob(d.file(LOG + ".damaged-*")), [])
-
-    def test_none_outside_always_nor_with_0(self):
-        for args in (["--fsync", "interval"], ["--fsync", "never"],
-                     ["--log-prealloc-bytes", "0"]):
-            with self.subTest(args=args):
-                d = self.mkdir()
-                key = add_user(d.path, "alice")
-                with self.server(d, *args) as srv:
-                    c = Client(srv.port, "alice", key)
-                    for i in range(30):
-                        c.must_create("theme", {"Name": "t%d" % i})
-                    c.close()
-                    time.sleep(0.3)  # room for a job that should not run
-                    end = harness.log_bytes(srv.port)
-                    self.assertEqual(self.file_size(d), end)
-
-    def test_a_disk_without_room_for_them_keeps_the_guards_margin(self):
-        # A 4 MiB file system with a 2 MiB guard margin: one 1 MiB job of zeros fits above
-        # the margin, the next would eat into it.
-        fs = harness.Tmpfs("4m")
-        self.addCleanup(fs.close)
-        key = add_user(fs.path, "alice")
-        with harness.Server(data_dir=fs.path, extra_args=["--log-prealloc-bytes", "4194304",
-                                                        "--min-free-disk-bytes", "2097152"]) as srv:
-            c = Client(srv.port, "alice", key)
-            c.must_create("theme", {"Name": "t"})
-            c.close()
-            self.assertTrue(harness.wait_until(
-                lambda: "could not preallocate" in srv.stderr_text(), 5.0), srv.stderr_text())
-            self.assertRegex(srv.stderr_text(), r"(?m)^\S+ info store: could not preallocate "
-                             r"1048576 bytes at offset \d+ of \S+: the disk has too little free "
-                             r"space; appending without, trying again every 10 s$")
-            st = os.statvfs(fs.path)
-            self.assertGreaterEqual(st.f_bavail * st.f_frsize, 2097152)
-
-    def test_a_batch_caught_half_written_is_refused_and_repair_keeps_the_rest(self):
-        # What a copy taken while the server writes (or a power loss during a batch's sync)
-        # can leave over the zeros: frames, a hole of zeros from a frame's start to a sector
-        # boundary (pages the copy read before the write reached them), then the rest of the
-        # frames, then zeros (docs/STORAGE.md, "Preallocation").
-        d = self.mkdir()
-        key = add_user(d.path, "alice")
-        with self.server(d) as srv:
-            c = Client(srv.port, "alice", key)
-            recs = [c.must_create("theme", {"Name": "r%d" % i, "Status": "x" * 200})
-                    for i in range(30)]
-            c.close()
-            self.assertEqual(srv.stop(), 0)
-        with open(d.file(LOG), "rb") as f:
-            data = f.read()
-        fr = frames(data)
-        hole = fr[len(fr) // 2][0]
-        end = (hole // 512 + 2) * 512
-        nxt = [o for o, n, t in fr if o >= end][0]
-        self.assertLess(end, fr[-1][0])
-        with open(d.file(LOG), "wb") as f:
-            f.write(data[:hole] + b"\0" * (end - hole) + data[end:] + b"\0" * 65536)
-        rc, out, err, secs = run_expect_exit(serve_args(d.path), timeout=8)
-        self.assertEqual(rc, 1, (out, err))
-        self.assertIn("is damaged at offset %d (bad checksum)" % hole, err)
-        with self.server(d, "--repair") as srv:
-            self.assertRegex(srv.stderr_text(), r"(?m)^\S+ warn store: removed %d bytes at "
-                             r"offset %d of \S+; copied to eventd.log.damaged-%d$"
-                             % (nxt - hole, hole, hole))
-            # the last records (their frames after the hole) are kept
-            self.check_present(srv, key, recs[-3:])
-            self.assertEqual(srv.stop(), 0)
-        self.assertEqual(os.path.getsize(d.file(LOG + ".damaged-%d" % hole)), 16 + nxt - hole)
-
-    def check_present(self, srv, key, recs):
-        c = Client(srv.port, "alice", key)
-        try:
-            for r in recs:
-                self.assertEqual(c.must_get("theme", r["ID"]), r)
-        finally:
-            c.close()
 
 
 class FsyncModes(Dir):
