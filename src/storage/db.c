@@ -617,11 +617,12 @@ int db_compact_start(struct db *db, db_compact_cb cb, void *ctx) {
 void db_maybe_compact(struct db *db, double ratio, uint64_t min_bytes) {
     if (db->compacting || ratio <= 0 || store_failing(&db->store)) return;
     uint64_t size = db->store.file_size;
-    /* A version 1 log (frames without a key, logfile.h) is rewritten keyed at once
-     * (once: after a failure, the ratio decides as for any log). */
-    bool unkeyed = db->store.frame_key == 0 && db->compact_status == 0;
-    if (size < min_bytes && !unkeyed) return;
-    if (unkeyed || (double)size > ratio * (double)(db->index.live_bytes + STORE_HEADER_SIZE))
+    /* A log of an older format (logfile.h: version 1's frames have no key, version 2
+     * has no sync marks) is rewritten in this one at once (once: after a failure, the
+     * ratio decides as for any log). */
+    bool old = db->store.log_version < STORE_VERSION && db->compact_status == 0;
+    if (size < min_bytes && !old) return;
+    if (old || (double)size > ratio * (double)(db->index.live_bytes + STORE_HEADER_SIZE))
         db_compact_start(db, NULL, NULL);
 }
 

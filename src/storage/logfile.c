@@ -240,8 +240,9 @@ void logfile_header_put(uint8_t out[STORE_HEADER_SIZE], uint32_t key) {
     logfile_put_le32(out + 12, key);
 }
 
-bool logfile_header_key(const uint8_t h[STORE_HEADER_SIZE], uint32_t *key) {
+uint32_t logfile_header_key(const uint8_t h[STORE_HEADER_SIZE], uint32_t *key) {
     uint32_t version = logfile_get_le32(h + 8);
-    *key = version == STORE_VERSION ? logfile_get_le32(h + 12) : 0;
-    return version == STORE_VERSION || version == STORE_VERSION_UNKEYED;
+    if (version < STORE_VERSION_UNKEYED || version > STORE_VERSION) return 0;
+    *key = version == STORE_VERSION_UNKEYED ? 0 : logfile_get_le32(h + 12);
+    return version;
 }

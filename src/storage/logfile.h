@@ -19,11 +19,17 @@
 #define STORE_LOG_NAME "eventd.log"
 #define STORE_REPAIR_NAME STORE_LOG_NAME ".repair" /* a --repair rewrite before its rename */
 #define STORE_MAGIC "EVTDLOG\0"                    /* 8 bytes at offset 0 */
-#define STORE_VERSION 2u /* keyed frames; version 1 (key 0) is still read */
-#define STORE_VERSION_UNKEYED 1u
-#define STORE_HEADER_SIZE 16u         /* magic, u32 version, u32 frame key (0 in version 1) */
+#define STORE_VERSION 3u         /* keyed frames and sync marks; versions 1 and 2 are still read */
+#define STORE_VERSION_KEYED 2u   /* keyed frames, no sync marks */
+#define STORE_VERSION_UNKEYED 1u /* key 0 */
+#define STORE_HEADER_SIZE 16u    /* magic, u32 version, u32 frame key (0 in version 1) */
 #define STORE_FRAME_HEADER_SIZE 9u    /* u32 crc32c, u32 payload length, u8 type */
 #define STORE_MAX_PAYLOAD (64u << 20) /* larger lengths are damage, not records */
+/* A frame of the store's own (version 3): varint S, the log's first S bytes were durable
+ * (an fdatasync covering them had returned) before this frame was written. The first frame
+ * of a batch when S grew since the last one. Replay uses them to tell the never-synced
+ * tail a crash can leave with holes from damage (store_replay.c); records never see them. */
+#define STORE_FRAME_SYNCED 24u
 
 /* Test builds: (re)reads the EVENTD_FAULT_* hooks and restarts their counts. */
 void logfile_faults_rearm(void);
@@ -84,9 +90,9 @@ void logfile_frames_rekey(uint8_t *p, size_t len, uint32_t from, uint32_t to);
 uint32_t logfile_new_key(void);
 /* Writes the file header (magic, version, key) to out. */
 void logfile_header_put(uint8_t out[STORE_HEADER_SIZE], uint32_t key);
-/* Reads a file header's frame key into *key; false for a version this build cannot read
- * (the magic is checked apart). */
-bool logfile_header_key(const uint8_t h[STORE_HEADER_SIZE], uint32_t *key);
+/* Reads a file header's frame key into *key (0 in version 1); returns its version, or 0 for
+ * a version this build cannot read (the magic is checked apart). */
+uint32_t logfile_header_key(const uint8_t h[STORE_HEADER_SIZE], uint32_t *key);
 
 static inline void logfile_put_le32(uint8_t *p, uint32_t v) {
     p[0] = (uint8_t)v;

@@ -28,6 +28,7 @@
 
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/varint.h"
 #include "storage/logfile.h"
 #include "storage/store_internal.h"
 
@@ -268,6 +269,8 @@ static void switch_log(struct store *s, struct store_batch *b) {
     /* The writes held during the switch go to the new log: with its key. */
     logfile_frames_rekey((uint8_t *)s->pending.ptr, s->pending.len, s->frame_key, s->compact_key);
     s->frame_key = s->compact_key;
+    s->log_version = STORE_VERSION;
+    s->mark_size = STORE_HEADER_SIZE; /* its first batch says how much of it is durable */
     uint64_t size = s->compact_size + b->cdata.len;
     s->file_size = s->durable_size = size;
     s->written_lsn = s->durable_lsn = b->last_lsn;
@@ -578,6 +581,27 @@ fail:
     return err;
 }
 
+/*
+ * A batch's first frame is about to go into pending: in front of it, the sync
+ * mark (STORE_FRAME_SYNCED) saying how much of the log is durable, when that
+ * grew since the last mark. In "always" mode that is every batch (one frame of
+ * 10-13 bytes), in "interval" one batch after each sync. Replay takes a lost
+ * sector with intact frames after it for the unsynced tail of a crash unless a
+ * later mark says the log was durable past it (store_replay.c). Not while the
+ * compaction's switch holds the writes: they go to the new file, where this
+ * file's offsets mean nothing (switch_log starts its marks afresh). Marks carry
+ * no LSN and never reach the compaction's tail: only the file they describe.
+ */
+static void put_sync_mark(struct store *s) {
+    if (s->log_version < STORE_VERSION || s->durable_size <= s->mark_size || s->switching) return;
+    uint8_t v[VARINT_MAX];
+    size_t n = varint_put(v, s->durable_size);
+    uint8_t *f = (uint8_t *)buf_reserve(&s->pending, STORE_FRAME_HEADER_SIZE + n);
+    logfile_frame_put(f, s->frame_key, STORE_FRAME_SYNCED, v, n);
+    buf_commit(&s->pending, STORE_FRAME_HEADER_SIZE + n);
+    s->mark_size = s->durable_size;
+}
+
 /* The frame of n bytes at f, now in pending, is appended: its LSN. */
 static uint64_t appended(struct store *s, const uint8_t *f, size_t n) {
     if (s->compact_fd >= 0 && !s->switching && !s->compact_cancel) {
@@ -597,7 +621,10 @@ uint64_t store_append(struct store *s, uint8_t type, const void *payload, size_t
     assert(len <= STORE_MAX_PAYLOAD);
     frame_closed(s);
     size_t n = STORE_FRAME_HEADER_SIZE + len;
-    if (!s->pending.len) s->pending_since = store_clock_ns();
+    if (!s->pending.len) {
+        s->pending_since = store_clock_ns();
+        put_sync_mark(s);
+    }
     uint8_t *f = (uint8_t *)buf_reserve(&s->pending, n);
     logfile_frame_put(f, s->frame_key, type, payload, len);
     buf_commit(&s->pending, n);
@@ -607,7 +634,10 @@ uint64_t store_append(struct store *s, uint8_t type, const void *payload, size_t
 struct buf *store_frame_begin(struct store *s) {
     frame_closed(s);
     s->frame_open = true;
-    if (!s->pending.len) s->pending_since = store_clock_ns();
+    if (!s->pending.len) {
+        s->pending_since = store_clock_ns();
+        put_sync_mark(s);
+    }
     s->frame_at = s->pending.len;
     buf_reserve(&s->pending, STORE_FRAME_HEADER_SIZE);
     buf_commit(&s->pending, STORE_FRAME_HEADER_SIZE); /* the header, sealed by store_frame_end */

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/varint.h"
 #include "storage/logfile.h"
 #include "storage/store.h"
 
@@ -71,6 +72,7 @@ struct replay {
     uint64_t zeros;  /* bytes of zeros that ended the file after the last frame (cut, not copied) */
     const char *why; /* what was wrong with the last bad frame */
     bool undecodable; /* ... it had a good checksum but apply refused it */
+    bool unsynced;    /* the cut at the end is a crash's unsynced tail (unsynced_tail) */
 };
 
 /* The n bytes at file offset off, or NULL when the file ends first or a read fails. */
@@ -172,6 +174,62 @@ static int is_torn(struct replay *rp, uint64_t pos, uint64_t end, uint32_t len) 
     bool torn = zeros < end && sector < end;
     if (torn) rp->copy_end = end;
     return torn;
+}
+
+/* Whether the n bytes at p are all zero. */
+static bool all_zero(const uint8_t *p, size_t n) {
+    while (n && !p[n - 1])
+        n--;
+    return n == 0;
+}
+
+/*
+ * Step 3 in a log with sync marks (format 3), for a bad frame at pos that is
+ * not a torn append: is it in the tail no sync ever covered? A crash there
+ * leaves pages of the last writes on disk in any order (over preallocated
+ * zeros, or from a copy taken while a batch was written), so a sector the disk
+ * never got may have intact frames after it. It is that tail when
+ *   - a lost sector overlaps the frame: zeros from pos to the end of its sector,
+ *     or a whole sector of zeros that starts inside it (a crash leaves zeros,
+ *     it never flips a bit), and
+ *   - no intact sync mark after pos says that the log was durable past pos
+ *     (every batch written after a sync starts with one).
+ * 1 unsynced tail (rp->copy_end: where the zeros that end the file start), 0
+ * damage, or -errno. zeros is where those zeros start.
+ */
+static int unsynced_tail(struct replay *rp, uint64_t pos, uint64_t end, uint64_t zeros) {
+    struct reader *r = &rp->r;
+    uint64_t stop = end < r->size ? end : r->size;
+    bool lost = false;
+    for (uint64_t at = pos; at < stop && !lost; at = (at / SECTOR + 1) * SECTOR) {
+        uint64_t sector_end = (at / SECTOR + 1) * SECTOR;
+        if (sector_end > r->size) sector_end = r->size;
+        const uint8_t *p = reader_at(r, at, (size_t)(sector_end - at));
+        if (!p) return r->err;
+        lost = all_zero(p, (size_t)(sector_end - at));
+    }
+    if (!lost) return 0;
+    for (uint64_t off = pos + 1;;) {
+        uint64_t f;
+        int err = next_frame(r, off, zeros, &f);
+        if (err < 0) return err;
+        if (!f) break;
+        const uint8_t *h = reader_at(r, f, STORE_FRAME_HEADER_SIZE);
+        if (!h) return r->err;
+        uint32_t len = logfile_get_le32(h + 4);
+        uint8_t type = h[8];
+        const uint8_t *payload = reader_at(r, f + STORE_FRAME_HEADER_SIZE, len);
+        if (!payload) return r->err;
+        /* A mark past its own offset: a --repair rewrite moved it back, and synced
+         * the whole rewritten file, so all that is before it is durable. */
+        uint64_t synced;
+        if (type == STORE_FRAME_SYNCED && varint_get(payload, len, &synced) == len && len &&
+            (synced > f ? f : synced) > pos)
+            return 0; /* that sync returned before the mark was written: durable data */
+        off = f + STORE_FRAME_HEADER_SIZE + len;
+    }
+    rp->copy_end = zeros;
+    return 1;
 }
 
 /* Copies [off, end) to a new eventd.log.damaged-<off>[.N], synced, and names it in name. */
@@ -280,10 +338,15 @@ static int remove_cut(struct replay *rp, uint64_t *size) {
         if (err) return err;
         info->dropped_bytes += copy - c.off;
         info->zero_bytes += c.end - copy; /* zeros, cut without a copy */
-        LOG(LOG_WARN, "store: %s %" PRIu64 " bytes at offset %" PRIu64 " of %s/%s; copied to %s%s",
-            c.end == rp->r.size && !rp->s->opts.repair ? "cut a torn append of" : "removed",
-            copy - c.off, c.off, rp->s->dir, STORE_LOG_NAME, name,
-            copy < c.end ? " (the zeros after it cut, not copied)" : "");
+        bool tail = c.end == rp->r.size && (rp->unsynced || !rp->s->opts.repair);
+        LOG(LOG_WARN,
+            "store: %s %" PRIu64 " bytes at offset %" PRIu64 " of %s/%s%s; copied to %s%s",
+            !tail          ? "removed"
+            : rp->unsynced ? "cut an unsynced tail of"
+                           : "cut a torn append of",
+            copy - c.off, c.off, rp->s->dir, STORE_LOG_NAME,
+            tail && rp->unsynced ? " (a sector the disk never got, no sync mark after it)" : "",
+            name, copy < c.end ? " (the zeros after it cut, not copied)" : "");
         snprintf(info->message, sizeof info->message,
                  "%s/%s: removed %" PRIu64 " bytes at offset %" PRIu64 " (copied to %s)",
                  rp->s->dir, STORE_LOG_NAME, copy - c.off, c.off, name);
@@ -306,6 +369,7 @@ static enum store_replay_status short_header(struct replay *rp, int *err) {
     struct reader *r = &rp->r;
     uint8_t h[STORE_HEADER_SIZE];
     rp->s->frame_key = logfile_new_key();
+    rp->s->log_version = STORE_VERSION;
     logfile_header_put(h, rp->s->frame_key);
     const uint8_t *p = r->size ? reader_at(r, 0, (size_t)r->size) : NULL;
     if (r->size && !p) {
@@ -331,7 +395,7 @@ static enum store_replay_status short_header(struct replay *rp, int *err) {
     /* The log file may be new: make its name durable too. */
     if (!*err) *err = logfile_sync_dir(rp->s->dir);
     if (*err) return STORE_REPLAY_IO;
-    rp->s->file_size = rp->s->durable_size = STORE_HEADER_SIZE;
+    rp->s->file_size = rp->s->durable_size = rp->s->mark_size = STORE_HEADER_SIZE;
     rp->info->bytes = STORE_HEADER_SIZE;
     snprintf(rp->info->message, sizeof rp->info->message, "%s/%s: created a new log", rp->s->dir,
              STORE_LOG_NAME);
@@ -351,7 +415,7 @@ static enum store_replay_status check_header(struct replay *rp, int *err) {
                  "%s/%s is not an eventd log (bad magic at offset 0)", dir, STORE_LOG_NAME);
         return STORE_REPLAY_CORRUPT;
     }
-    if (logfile_header_key(h, &rp->r.key)) {
+    if ((rp->s->log_version = logfile_header_key(h, &rp->r.key))) {
         rp->s->frame_key = rp->r.key;
         return STORE_REPLAY_OK;
     }
@@ -391,6 +455,18 @@ static int read_frame(struct replay *rp, uint64_t *pos, uint64_t *end, uint32_t 
         rp->why = "bad checksum";
         return 0;
     }
+    if (type == STORE_FRAME_SYNCED && rp->s->log_version >= STORE_VERSION) {
+        /* The store's own, not a record's. (Its offset may lie past itself after a
+         * --repair rewrite moved it: unsynced_tail reads it as its own offset then.) */
+        uint64_t synced;
+        if (varint_get(f + STORE_FRAME_HEADER_SIZE, *len, &synced) != *len || *len == 0) {
+            rp->why = "sync mark that cannot be decoded";
+            rp->undecodable = true;
+            return 0;
+        }
+        *pos = *end;
+        return 1;
+    }
     if (rp->apply && rp->apply(rp->ctx, type, f + STORE_FRAME_HEADER_SIZE, *len) < 0) {
         /* A checksummed frame was fully written: never torn, never cut silently. */
         rp->why = "record that cannot be decoded";
@@ -428,6 +504,10 @@ static enum store_replay_status scan(struct replay *rp, int *err) {
         }
         rp->copy_end = 0;
         rc = rp->undecodable ? 0 : is_torn(rp, pos, end, len);
+        if (rc == 0 && !rp->undecodable && rp->s->log_version >= STORE_VERSION) {
+            rc = unsynced_tail(rp, pos, end, zeros);
+            rp->unsynced = rc == 1;
+        }
         if (rc < 0) goto io;
         if (rc == 1) {
             add_cut(rp, pos, r->size);
@@ -508,6 +588,9 @@ enum store_replay_status store_replay(struct store *s, store_apply_cb apply, voi
     /* Step 5. */
     if ((err = logfile_datasync(s->fd))) goto io;
     s->file_size = s->durable_size = info->bytes = size;
+    /* The next batch's sync mark says that all of this is durable (a mark of the
+     * header alone would say nothing). */
+    s->mark_size = STORE_HEADER_SIZE;
     goto out;
 io:
     snprintf(info->message, sizeof info->message, "%s/%s: %s", s->dir ? s->dir : "?",

@@ -498,8 +498,8 @@ def read_log(d):
 
 def record_frames(data):
     """The frames of records: not the reservations of ids (REC_NEXT_ID, 17) and of revs
-    (REC_REV_FLOOR, 22)."""
-    return [f for f in frames(data) if f[2] not in (17, 22)]
+    (REC_REV_FLOOR, 22), nor the store's sync marks (24)."""
+    return [f for f in frames(data) if f[2] not in (17, 22, SYNC_MARK)]
 
 
 class Preallocation(TornBase):
@@ -628,9 +628,10 @@ class TornAndDamaged(TornBase):
             self.assertEqual(srv.stop(), 0)
         after = read_log(d)
         self.assertEqual(after[:len(before)], before)
-        self.assertEqual([t for _, _, t in frames(after)[len(frames(before)):]], [17, 22, 17, 22],
+        self.assertEqual([t for _, _, t in frames(after)[len(frames(before)):]],
+                         [SYNC_MARK, 17, 22, SYNC_MARK, 17, 22],
                          "the torn bytes were not cut off (then the reservations of ids and "
-                         "revs, and their releases)")
+                         "revs, and their releases, each batch behind its sync mark)")
         self.assertEqual(damaged_copy(d.file(LOG + ".damaged-%d" % len(before)), before),
                          b"\xde\xad\xbe\xef\x07", "cut bytes are copied aside")
         self.write_and_restart(d, key, recs)
@@ -952,6 +953,17 @@ def _crc_table():
 _CRC_T = _crc_table()
 
 
+SYNC_MARK = 24  # the store's frame: varint S, the log's first S bytes were durable before it
+
+
+def varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    return bytes(out + bytes([v]))
+
+
 def crc32c(data, crc=0):
     crc ^= 0xFFFFFFFF
     for b in data:
@@ -960,9 +972,9 @@ def crc32c(data, crc=0):
 
 
 def frame_key(data):
-    """The frame key of a log image: in the header of format 2, 0 in format 1."""
+    """The frame key of a log image: in the header from format 2 on, 0 in format 1."""
     version, key = struct.unpack_from("<II", data, 8)
-    return key if version == 2 else 0
+    return key if version >= 2 else 0
 
 
 def frames(data):
@@ -1032,10 +1044,14 @@ class LogFormat(TornBase):
     def test_a_format_1_log_is_read_and_rewritten_keyed_at_once(self):
         d = self.mkdir()
         key, recs = self.populate(d, n=3)
-        data = bytearray(self.read(d))
-        fkey = frame_key(data)
-        for off, _, _ in frames(bytes(data)):  # the same log as eventd wrote it before keys
-            struct.pack_into("<I", data, off, struct.unpack_from("<I", data, off)[0] ^ fkey)
+        now = self.read(d)
+        fkey = frame_key(now)
+        # the same log as eventd wrote it before keys (and before sync marks)
+        data = bytearray(now[:16])
+        for off, n, typ in frames(now):
+            if typ != SYNC_MARK:
+                data += struct.pack("<I", struct.unpack_from("<I", now, off)[0] ^ fkey)
+                data += now[off + 4:off + 9 + n]
         struct.pack_into("<II", data, 8, 1, 0)
         self.write(d, bytes(data))
         self.assertEqual(len(frames(bytes(data))), len(frames(self.read(d))))
@@ -1045,7 +1061,7 @@ class LogFormat(TornBase):
             self.check(srv, key, recs)
             self.assertEqual(srv.stop(), 0)
         now = self.read(d)
-        self.assertEqual(struct.unpack_from("<I", now, 8)[0], 2)
+        self.assertEqual(struct.unpack_from("<I", now, 8)[0], 3)
         self.assertNotEqual(frame_key(now), 0)
         self.assertEqual(sum(9 + n for _, n, _ in frames(now)) + 16, len(now))
         with self.server(d) as srv:
@@ -1058,14 +1074,22 @@ class LogFormat(TornBase):
         data = self.read(d)
         self.assertEqual(data[:8], b"EVTDLOG\0")
         version, fkey = struct.unpack_from("<II", data, 8)
-        self.assertEqual(version, 2)
+        self.assertEqual(version, 3)
         self.assertNotEqual(fkey, 0, "a new log has a frame key")
         fr = frames(data)
         self.assertEqual(fr[-1][0] + 9 + fr[-1][1], len(data), "frames must cover the log")
         # user add: the reservations of ids (17) and revs (22), the user, their give-backs;
         # a server: the same around 3 themes; every change in a REC_REV frame (20):
         # varint rev, the inner type, its payload
-        self.assertEqual([t for _, _, t in fr], [17, 22, 20, 17, 22, 17, 22, 20, 20, 20, 17, 22])
+        self.assertEqual([t for _, _, t in fr if t != SYNC_MARK],
+                         [17, 22, 20, 17, 22, 17, 22, 20, 20, 20, 17, 22])
+        # every batch after the log's first starts with a sync mark: varint S, the bytes
+        # before it durable; in always mode the batch before it was synced, so S is
+        # the mark's own offset
+        marks = [(o, data[o + 9:o + 9 + n]) for o, n, t in fr if t == SYNC_MARK]
+        self.assertEqual(len(marks), 7, [t for _, _, t in fr])
+        for o, payload in marks:
+            self.assertEqual(payload, varint(o), "the mark at %d" % o)
         inner = [(data[o + 9], data[o + 10]) for o, _, t in fr if t == 20]
         self.assertEqual(inner, [(1, 1), (2, 2), (3, 2), (4, 2)])
 
@@ -1226,12 +1250,13 @@ class LogFormat(TornBase):
                 re.search(r"\boffset %d\b" % frame_off, l) and
                 "%s.damaged-%d" % (LOG, frame_off) in l]
         log = self.read(scratch)
-        # cut at frame_off; after it only the reservations the start appended (ids, revs),
-        # then the zeros it preallocated (it was killed: no clean stop cut them)
+        # cut at frame_off; after it only the reservations the start appended (ids, revs)
+        # behind their batch's sync mark, then the zeros it preallocated (it was killed:
+        # no clean stop cut them)
         after = [t for o, n, t in frames(log) if o >= frame_off]
         covered = frames(log)[-1][0] + 9 + frames(log)[-1][1] if frames(log) else 16
         if log[:frame_off] != bad[:frame_off] or any(log[covered:]) or \
-                after != [17, 22]:
+                after != [SYNC_MARK, 17, 22]:
             return ("%s: log is %d bytes, not cut at %d (then the two reservation frames)"
                     % (what, covered, frame_off))
         if not any(bad[frame_off:]):
@@ -1253,11 +1278,12 @@ class LogFormat(TornBase):
 
     def test_truncation_inside_last_two_frames_is_cut_and_copied_aside(self):
         d, key, recs, data = self.fixture()
-        fr = record_frames(data)
-        (o1, n1, _), (o2, n2, _) = fr[-2:]
-        cuts = [x for x in range(o1 + 1, len(data)) if x != o2]
+        o1 = record_frames(data)[-2][0]
+        # the last two records, and the sync mark that starts the last one's batch
+        starts = [o for o, _, _ in frames(data) if o >= o1]
+        cuts = [x for x in range(o1 + 1, len(data)) if x not in starts]
         wrong = self.sweep(cuts, lambda scratch, x: self.torn_error(
-            scratch, data[:x], o1 if x < o2 else o2, "cut at %d" % x))
+            scratch, data[:x], max(o for o in starts if o < x), "cut at %d" % x))
         self.assertFalse(wrong, "%d of %d truncations not handled as a torn append, e.g.:\n%s"
                          % (len(wrong), len(cuts), "\n".join(wrong[:8])))
 
@@ -1301,7 +1327,7 @@ class LogFormat(TornBase):
         self.assertEqual(glob.glob(d.file(LOG + ".damaged-*")), [])
         log = self.read(d)
         self.assertEqual(log[:off], data[:off])
-        self.assertEqual([t for o, n, t in frames(log) if o >= off][:2], [17, 22])
+        self.assertEqual([t for o, n, t in frames(log) if o >= off][:3], [SYNC_MARK, 17, 22])
 
     def test_last_frame_zero_from_an_unaligned_offset_refuses_start(self):
         # zeros that start inside a sector and reach the end of the file with no
@@ -1368,7 +1394,7 @@ class LogFormat(TornBase):
         d = self.mkdir()
         key, recs = self.populate(d, n=2)
         newer = bytearray(self.read(d))
-        struct.pack_into("<I", newer, 8, 3)
+        struct.pack_into("<I", newer, 8, 4)
         self.write(d, bytes(newer))
         msg = self.refused_exit_1(d)
         self.assertIn("newer", msg)
@@ -1422,7 +1448,7 @@ class LogFormat(TornBase):
         self.refused(d, "--repair")
         self.assertEqual(self.read(d)[:8], b"NOTALOG\0", "the file was touched")
         newer = bytearray(orig)
-        struct.pack_into("<I", newer, 8, 3)
+        struct.pack_into("<I", newer, 8, 4)
         self.write(d, bytes(newer))
         msg = self.refused(d)
         self.assertIn("newer", msg)

@@ -350,7 +350,7 @@ def replay_seeds(eventd):
     try:
         data = os.path.join(work, "data")
         with harness.Server(users=["alice", "bob"], data_dir=data,
-                            extra_args=["--fsync", "never"]) as srv:
+                            extra_args=["--fsync", "always"]) as srv:
             a = {"Authorization": harness.auth_header("alice", srv.keys["alice"])}
             b = {"Authorization": harness.auth_header("bob", srv.keys["bob"])}
 
@@ -366,6 +366,8 @@ def replay_seeds(eventd):
             x = call("POST", "/v2/theme", '{"Name":"gone"}')["Result"]["ID"]
             call("DELETE", "/v2/theme/%d" % x)
             call("POST", "/v2/address", '{"City":"Bergen","Lon":5.32,"Lat":60.39}', h=b)
+            call("POST", "/v2/address", json.dumps(  # spans a sector boundary
+                {k: k * (250 // len(k)) for k in ("Name", "Line1", "Line2", "Line3", "City")}))
             srv.stop()
         log = open(os.path.join(data, "eventd.log"), "rb").read()
         subprocess.run([eventd, "compact", "--data", data], check=True, capture_output=True)
@@ -374,6 +376,18 @@ def replay_seeds(eventd):
         shutil.rmtree(work, ignore_errors=True)
 
     mid = len(log) // 2
+    # where the batches start: their sync marks (frame type 24)
+    marks, off = [], 16
+    while off + 9 <= len(log):
+        marks += [off] if log[off + 8] == 24 else []
+        off += 9 + int.from_bytes(log[off + 4:off + 8], "little")
+    # as a kill -9 leaves it: the long theme's batch last (no stop's give-backs)
+    killed = log[:marks[-1]]
+
+    def hole(data, at):  # a sector the disk never got: zeros from at to its end
+        end = (at // 512 + 1) * 512
+        return data[:at] + b"\0" * (end - at) + data[end:]
+
     seeds = {
         "session": log,
         "compacted": compacted,
@@ -387,14 +401,17 @@ def replay_seeds(eventd):
         "bad_length_middle": log[:16 + 4] + b"\xff\xff\xff\x0f" + log[16 + 8:],
         "garbage_tail": log + b"garbage that is not a frame",
         "bad_magic": b"EVTDLOX\0" + log[8:],
-        "newer_version": log[:8] + b"\x02\0\0\0" + log[12:],
+        "newer_version": log[:8] + b"\x04\0\0\0" + log[12:],
+        "hole_middle": hole(log, mid) + b"\0" * 600,
+        "hole_last_batch": hole(killed, marks[-2]) + b"\0" * 600,
         "log_twice": log + log[16:],
     }
     for name, data in seeds.items():
         write("fuzz_replay", name, b"\0" + data)
         if name in ("session", "compacted", "log_twice"):
             write("fuzz_replay", name + "_fix_crc", b"\2" + data)
-        if name in ("flipped_middle", "bad_length_middle", "garbage_tail", "torn_tail"):
+        if name in ("flipped_middle", "bad_length_middle", "garbage_tail", "torn_tail",
+                    "hole_middle"):
             write("fuzz_replay", name + "_repair", b"\1" + data)
 
 

@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "common/log.h"
+#include "common/varint.h"
 #include "scratch_dir.h"
 #include "storage/store.h"
 #include "storage/store_internal.h"
@@ -267,6 +268,17 @@ static void test_torn_every_offset(void) {
 static void append_acked(struct store *s, uv_loop_t *loop, uint64_t i) {
     uint8_t p[300];
     uint64_t lsn = store_append(s, 4, p, payload_of(i, p));
+    uv_run(loop, UV_RUN_DEFAULT);
+    CHECK(store_is_acked(s, lsn));
+}
+
+/* Appends frames first..first+n-1 (payload_of, type 2) and runs the loop until all are synced. */
+static void append_synced(struct store *s, uv_loop_t *loop, uint64_t first, uint64_t n) {
+    uint64_t lsn = 0;
+    for (uint64_t i = first; i < first + n; i++) {
+        uint8_t p[300];
+        lsn = store_append(s, 2, p, payload_of(i, p));
+    }
     uv_run(loop, UV_RUN_DEFAULT);
     CHECK(store_is_acked(s, lsn));
 }
@@ -809,7 +821,7 @@ static void test_bad_magic_is_refused(void) {
 }
 
 static void test_newer_format_is_refused(void) {
-    check_bad_header(8, 3, "newer eventd (format 3)");
+    check_bad_header(8, 4, "newer eventd (format 4)");
 }
 
 /* A header torn while the log was created is rewritten. */
@@ -1570,20 +1582,289 @@ static void test_a_version_1_log_is_read_and_keyed_by_compaction(void) {
     rmrf(dir);
 }
 
+/* ---- sync marks (STORE_FRAME_SYNCED) ---- */
+
+/* The frames of an intact log image up to its zeros: offsets, types, each mark's S. */
+#define LIST_MAX 64
+struct frame_list {
+    size_t n;
+    uint64_t off[LIST_MAX + 1]; /* off[n]: where the frames end */
+    uint8_t type[LIST_MAX];
+    uint64_t synced[LIST_MAX]; /* a mark's S; 0 for other frames */
+};
+
+static void list_frames(const struct buf *b, struct frame_list *fl) {
+    const uint8_t *p = (const uint8_t *)b->ptr;
+    uint64_t off = STORE_HEADER_SIZE;
+    fl->n = 0;
+    while (off + STORE_FRAME_HEADER_SIZE <= b->len && (logfile_get_le32(p + off) || p[off + 8])) {
+        uint32_t len = logfile_get_le32(p + off + 4);
+        CHECK(fl->n < LIST_MAX && off + STORE_FRAME_HEADER_SIZE + len <= b->len);
+        fl->off[fl->n] = off;
+        fl->type[fl->n] = p[off + 8];
+        fl->synced[fl->n] = 0;
+        if (p[off + 8] == STORE_FRAME_SYNCED)
+            CHECK_EQ_UINT(varint_get(p + off + STORE_FRAME_HEADER_SIZE, len, &fl->synced[fl->n]),
+                          len);
+        fl->n++;
+        off += STORE_FRAME_HEADER_SIZE + len;
+    }
+    fl->off[fl->n] = off;
+}
+
+static size_t count_marks(const struct frame_list *fl) {
+    size_t n = 0;
+    for (size_t i = 0; i < fl->n; i++)
+        n += fl->type[i] == STORE_FRAME_SYNCED;
+    return n;
+}
+
+/* "always": every batch after the log's first starts with a mark saying that
+ * all before it is durable (its own offset); records never see the marks. In
+ * "never" a mark follows each sync, and batches in between carry none. */
+static void test_sync_marks_say_what_is_durable(void) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
+    append_synced(&s, &loop, 0, 3);
+    append_synced(&s, &loop, 3, 3);
+    append_synced(&s, &loop, 6, 1);
+    close_loop(&s, &loop);
+    struct buf b = read_file(path_of(dir, STORE_LOG_NAME));
+    struct frame_list fl;
+    list_frames(&b, &fl);
+    const uint8_t want[] = {2, 2, 2, STORE_FRAME_SYNCED, 2, 2, 2, STORE_FRAME_SYNCED, 2};
+    CHECK_EQ_UINT(fl.n, sizeof want);
+    for (size_t i = 0; i < fl.n; i++) {
+        CHECK_EQ_INT(fl.type[i], want[i]);
+        if (want[i] == STORE_FRAME_SYNCED) CHECK_EQ_UINT(fl.synced[i], fl.off[i]);
+    }
+    buf_destroy(&b);
+    /* Replay hands the records alone to apply; the next batch marks all it read. */
+    uv_loop_init(&loop);
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
+    CHECK_EQ_UINT(got.n, 7);
+    uint64_t replayed = s.file_size;
+    append_synced(&s, &loop, 7, 1);
+    close_loop(&s, &loop);
+    b = read_file(path_of(dir, STORE_LOG_NAME));
+    list_frames(&b, &fl);
+    CHECK_EQ_INT(fl.type[fl.n - 2], STORE_FRAME_SYNCED);
+    CHECK_EQ_UINT(fl.off[fl.n - 2], replayed);
+    CHECK_EQ_UINT(fl.synced[fl.n - 2], replayed);
+    buf_destroy(&b);
+    rmrf(dir);
+
+    dir = tmpdir("store");
+    uv_loop_init(&loop);
+    struct store_opts o = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 20};
+    open_replay(&s, &loop, dir, &o, STORE_REPLAY_EMPTY);
+    for (uint64_t i = 0; i < 4; i++) {
+        uint8_t p[300];
+        store_append(&s, 2, p, payload_of(i, p));
+        uv_run(&loop, UV_RUN_DEFAULT); /* one batch each, written, not synced */
+        if (i == 1) CHECK_EQ_INT(store_flush_sync(&s), 0);
+    }
+    uint64_t synced = s.durable_size;
+    close_loop(&s, &loop);
+    b = read_file(path_of(dir, STORE_LOG_NAME));
+    list_frames(&b, &fl);
+    const uint8_t never[] = {2, 2, STORE_FRAME_SYNCED, 2, 2};
+    CHECK_EQ_UINT(fl.n, sizeof never);
+    for (size_t i = 0; i < fl.n; i++)
+        CHECK_EQ_INT(fl.type[i], never[i]);
+    CHECK_EQ_UINT(synced, fl.off[2]); /* no sync between the flush and the close */
+    CHECK_EQ_UINT(fl.synced[2], fl.off[2]);
+    buf_destroy(&b);
+    rmrf(dir);
+}
+
+/*
+ * A crash image: the log in dir with zeros from at to the end of its sector
+ * (the disk never got that sector: bytes before at in it were on disk from an
+ * earlier write), and 1 MiB of preallocated zeros after it, replayed with opts
+ * o in a directory of its own. Returns that directory.
+ */
+static char *lost_sector_copy(const char *dir, uint64_t at, const struct store_opts *o,
+                              enum store_replay_status want, struct store_replay_info *info) {
+    char *crash = tmpdir("store-crash");
+    struct buf b = read_file(path_of(dir, STORE_LOG_NAME));
+    uint64_t end = (at / 512 + 1) * 512;
+    CHECK(end <= b.len);
+    memset(b.ptr + at, 0, end - at);
+    write_file(path_of(crash, STORE_LOG_NAME), b.ptr, b.len);
+    append_zeros(crash, 1 << 20);
+    buf_destroy(&b);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    CHECK_EQ_INT(store_open(&s, &loop, crash, o, on_notify), 0);
+    got_reset();
+    enum store_replay_status st = store_replay(&s, collect, NULL, info);
+    if (st != want) fprintf(stderr, "replay: %s\n", info->message);
+    CHECK_EQ_INT(st, want);
+    close_loop(&s, &loop);
+    return crash;
+}
+
+/* The frame that holds byte at (a frame's own first byte counts). */
+static size_t frame_at(const struct frame_list *fl, uint64_t at) {
+    size_t k = 0;
+    while (k + 1 < fl->n && fl->off[k + 1] <= at)
+        k++;
+    return k;
+}
+
+static size_t records_before(const struct frame_list *fl, size_t k) {
+    size_t n = 0;
+    for (size_t i = 0; i < k; i++)
+        n += fl->type[i] != STORE_FRAME_SYNCED;
+    return n;
+}
+
+/* A lost sector in the last batch, with intact frames of that batch after it (a
+ * power loss during its sync over preallocated zeros, or a copy taken during its
+ * write): no mark after it says it was durable, so it is the unsynced tail, cut
+ * at the frame that holds it and copied aside up to where the zeros start. Under a
+ * later batch's mark, the same hole is damage; --repair keeps the frames after it,
+ * and the rewritten log's moved marks read as before. */
+static void test_a_lost_sector_in_the_last_batch_is_an_unsynced_tail(void) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
+    append_synced(&s, &loop, 0, 3);
+    append_synced(&s, &loop, 3, 12);
+    close_loop(&s, &loop);
+    struct buf b = read_file(path_of(dir, STORE_LOG_NAME));
+    struct frame_list fl;
+    list_frames(&b, &fl);
+    buf_destroy(&b);
+    CHECK_EQ_INT(fl.type[3], STORE_FRAME_SYNCED);
+    /* The sector after the one the mark starts in, and the mark's own from the mark on. */
+    uint64_t holes[] = {(fl.off[3] / 512 + 1) * 512, fl.off[3]};
+    for (size_t i = 0; i < 2; i++) {
+        CHECK(holes[i] + 1024 < fl.off[fl.n]); /* intact frames after the hole */
+        size_t k = frame_at(&fl, holes[i]);
+        struct store_replay_info info;
+        char *crash = lost_sector_copy(dir, holes[i], &always, STORE_REPLAY_TRUNCATED, &info);
+        CHECK_EQ_UINT(got.n, records_before(&fl, k));
+        CHECK_EQ_UINT(info.dropped_bytes, fl.off[fl.n] - fl.off[k]);
+        CHECK_EQ_UINT(info.zero_bytes, 1 << 20);
+        CHECK_EQ_INT(file_size(path_of(crash, STORE_LOG_NAME)), (long)fl.off[k]);
+        char name[64];
+        snprintf(name, sizeof name, STORE_LOG_NAME ".damaged-%" PRIu64, fl.off[k]);
+        CHECK_EQ_INT(file_size(path_of(crash, name)),
+                     (long)(STORE_HEADER_SIZE + fl.off[fl.n] - fl.off[k]));
+        rmrf(crash);
+    }
+
+    /* A later batch: its mark says the hole's batch was durable. */
+    uv_loop_init(&loop);
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
+    append_synced(&s, &loop, 15, 1);
+    close_loop(&s, &loop);
+    struct store_replay_info info;
+    char *crash = lost_sector_copy(dir, holes[0], &always, STORE_REPLAY_CORRUPT, &info);
+    CHECK(strstr(info.message, "bad checksum") != NULL);
+    rmrf(crash);
+    struct store_opts o = always;
+    o.repair = true;
+    crash = lost_sector_copy(dir, holes[0], &o, STORE_REPLAY_TRUNCATED, &info);
+    size_t kept = 1; /* frame 15, and every frame the hole missed */
+    for (size_t i = 0; i < fl.n; i++)
+        kept += fl.type[i] != STORE_FRAME_SYNCED &&
+                (fl.off[i + 1] <= holes[0] || fl.off[i] >= holes[0] + 512);
+    CHECK(kept < 15);
+    CHECK_EQ_UINT(got.n, kept);
+    check_frame(got.n - 1, 2, 15);
+    uv_loop_init(&loop);
+    open_replay(&s, &loop, crash, &always, STORE_REPLAY_OK);
+    CHECK_EQ_UINT(got.n, kept);
+    close_loop(&s, &loop);
+    rmrf(crash);
+    rmrf(dir);
+}
+
+/* "never" (and "interval" alike): batches written after the last sync carry no mark
+ * past it, so a lost sector in any of them cuts the log there, with every later
+ * batch (the mode may lose them); once a sync covers them, it is damage. */
+static void test_a_lost_sector_after_the_last_sync_cuts_every_later_batch(void) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    struct store_opts o = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 20};
+    open_replay(&s, &loop, dir, &o, STORE_REPLAY_EMPTY);
+    for (uint64_t i = 0; i < 24; i++) {
+        uint8_t p[300];
+        store_append(&s, 2, p, payload_of(i, p));
+        uv_run(&loop, UV_RUN_DEFAULT); /* a batch each; synced after the first 2 */
+        if (i == 1) CHECK_EQ_INT(store_flush_sync(&s), 0);
+    }
+    close_loop(&s, &loop);
+    struct buf b = read_file(path_of(dir, STORE_LOG_NAME));
+    struct frame_list fl;
+    list_frames(&b, &fl);
+    buf_destroy(&b);
+    CHECK_EQ_UINT(count_marks(&fl), 1);
+    uint64_t sector = (fl.off[2] / 512 + 1) * 512;
+    size_t k = frame_at(&fl, sector);
+    struct store_replay_info info;
+    char *crash = lost_sector_copy(dir, sector, &o, STORE_REPLAY_TRUNCATED, &info);
+    CHECK_EQ_UINT(got.n, records_before(&fl, k));
+    CHECK_EQ_UINT(info.dropped_bytes, fl.off[fl.n] - fl.off[k]);
+    rmrf(crash);
+
+    uv_loop_init(&loop);
+    open_replay(&s, &loop, dir, &o, STORE_REPLAY_OK);
+    uint8_t p[300];
+    store_append(&s, 2, p, payload_of(24, p)); /* its mark: the whole log was durable */
+    CHECK_EQ_INT(store_flush_sync(&s), 0);
+    close_loop(&s, &loop);
+    crash = lost_sector_copy(dir, sector, &o, STORE_REPLAY_CORRUPT, &info);
+    rmrf(crash);
+    rmrf(dir);
+}
+
+/* A format 2 log has no marks and gets none: a lost sector with frames after it is
+ * damage there, where the same image in format 3 is an unsynced tail. */
+static void test_a_format_2_log_writes_no_marks(void) {
+    char *dir = tmpdir("store");
+    make_log(dir, 12, NULL);
+    struct buf b = read_file(path_of(dir, STORE_LOG_NAME));
+    logfile_put_le32((uint8_t *)b.ptr + 8, STORE_VERSION_KEYED);
+    write_file(path_of(dir, STORE_LOG_NAME), b.ptr, b.len);
+    buf_destroy(&b);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
+    CHECK_EQ_UINT(s.log_version, STORE_VERSION_KEYED);
+    append_synced(&s, &loop, 12, 2);
+    close_loop(&s, &loop);
+    b = read_file(path_of(dir, STORE_LOG_NAME));
+    struct frame_list fl;
+    list_frames(&b, &fl);
+    CHECK_EQ_UINT(fl.n, 14);
+    CHECK_EQ_UINT(count_marks(&fl), 0);
+    struct store_replay_info info;
+    char *crash = lost_sector_copy(dir, 512, &always, STORE_REPLAY_CORRUPT, &info);
+    rmrf(crash);
+    logfile_put_le32((uint8_t *)b.ptr + 8, STORE_VERSION);
+    write_file(path_of(dir, STORE_LOG_NAME), b.ptr, b.len);
+    buf_destroy(&b);
+    crash = lost_sector_copy(dir, 512, &always, STORE_REPLAY_TRUNCATED, &info);
+    rmrf(crash);
+    rmrf(dir);
+}
+
 /* ---- preallocation (store_prealloc) ---- */
 
 #define PRE_BYTES (64u << 10)
-
-/* Appends frames first..first+n-1 (payload_of, type 2) and runs the loop until all are synced. */
-static void append_synced(struct store *s, uv_loop_t *loop, uint64_t first, uint64_t n) {
-    uint64_t lsn = 0;
-    for (uint64_t i = first; i < first + n; i++) {
-        uint8_t p[300];
-        lsn = store_append(s, 2, p, payload_of(i, p));
-    }
-    uv_run(loop, UV_RUN_DEFAULT);
-    CHECK(store_is_acked(s, lsn));
-}
 
 /* Replays a copy of the log as it is now (a crash here) in a directory of its own:
  * every frame so far, the zeros after them taken for its end. */
@@ -1851,6 +2132,10 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_repair_applies_no_frame_from_inside_a_torn_append),
     CHECK_CASE(test_repair_after_a_damaged_length_keeps_every_intact_frame),
     CHECK_CASE(test_a_version_1_log_is_read_and_keyed_by_compaction),
+    CHECK_CASE(test_sync_marks_say_what_is_durable),
+    CHECK_CASE(test_a_lost_sector_in_the_last_batch_is_an_unsynced_tail),
+    CHECK_CASE(test_a_lost_sector_after_the_last_sync_cuts_every_later_batch),
+    CHECK_CASE(test_a_format_2_log_writes_no_marks),
     CHECK_CASE(test_prealloc_keeps_zeros_ahead_and_close_cuts_them),
     CHECK_CASE(test_prealloc_is_for_always_only),
     CHECK_CASE(test_prealloc_goes_a_chunk_at_a_time),
