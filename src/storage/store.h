@@ -185,9 +185,10 @@ int store_open(struct store *s, uv_loop_t *loop, const char *dir, const struct s
  * a frame's first byte to the end of the file end the log (preallocated
  * space): they are cut, not copied (OK, info->zero_bytes). A torn tail (a
  * frame running past end of file, or a bad last frame zero from a sector
- * boundary inside it to the end) is copied aside, cut off with ftruncate and
- * reported as TRUNCATED. A bad frame with valid-looking data after it is CORRUPT, unless
- * opts.repair: then everything from the bad frame on is moved to
+ * boundary inside it to the end), or in a format 3 log a lost sector that no later
+ * sync mark covers (the writes no sync covered, on disk in any order: store_replay.c),
+ * is copied aside, cut off with ftruncate and reported as TRUNCATED. A bad frame with valid-looking
+ * data after it is CORRUPT, unless opts.repair: then everything from the bad frame on is moved to
  * eventd.log.damaged-<offset>, the log is cut there, and the result is
  * TRUNCATED. May be called again after a failed batch to rebuild state.
  */

@@ -13,10 +13,14 @@
  *      what a crash can leave of the last, unsynced write: the file ends
  *      inside the frame, or the frame's bytes are zeros from a 512-byte
  *      sector boundary inside it to the end of the file (sectors the disk
- *      never got). Anything else is damage: a flipped bit, even in the last
- *      frame, a bad frame followed by zeros, a frame that does not decode.
- *   4. A torn append is copied aside (up to where the zeros after it start)
- *      and cut. Damage refuses to start; with --repair it is copied aside and
+ *      never got). In a format 3 log, a lost sector in the part of the log
+ *      that no sync covered (no sync mark after it says otherwise) is the
+ *      unsynced tail: a crash can leave those pages in any order, so intact
+ *      frames may follow it. Anything else is damage: a flipped bit, even in
+ *      the last frame, a bad frame followed by zeros, a hole under a later
+ *      mark, a frame that does not decode.
+ *   4. A torn append or an unsynced tail is copied aside (up to where the
+ *      zeros after it start) and cut. Damage refuses to start; with --repair it is copied aside and
  *      skipped, and replay goes on at the next intact frame, so the records
  *      after it are kept.
  *   5. The log is synced: the previous process may have died with pages
