@@ -1612,10 +1612,18 @@ static void list_frames(const struct buf *b, struct frame_list *fl) {
     fl->off[fl->n] = off;
 }
 
-static size_t count_marks(const struct frame_list *fl) {
+/* The frames of the log in dir, listed. */
+static void list_log(const char *dir, struct frame_list *fl) {
+    struct buf b = read_file(path_of(dir, STORE_LOG_NAME));
+    list_frames(&b, fl);
+    buf_destroy(&b);
+}
+
+/* Frames before frame k that are records (not marks). */
+static size_t records_before(const struct frame_list *fl, size_t k) {
     size_t n = 0;
-    for (size_t i = 0; i < fl->n; i++)
-        n += fl->type[i] == STORE_FRAME_SYNCED;
+    for (size_t i = 0; i < k; i++)
+        n += fl->type[i] != STORE_FRAME_SYNCED;
     return n;
 }
 
@@ -1632,16 +1640,14 @@ static void test_sync_marks_say_what_is_durable(void) {
     append_synced(&s, &loop, 3, 3);
     append_synced(&s, &loop, 6, 1);
     close_loop(&s, &loop);
-    struct buf b = read_file(path_of(dir, STORE_LOG_NAME));
     struct frame_list fl;
-    list_frames(&b, &fl);
+    list_log(dir, &fl);
     const uint8_t want[] = {2, 2, 2, STORE_FRAME_SYNCED, 2, 2, 2, STORE_FRAME_SYNCED, 2};
     CHECK_EQ_UINT(fl.n, sizeof want);
     for (size_t i = 0; i < fl.n; i++) {
         CHECK_EQ_INT(fl.type[i], want[i]);
         if (want[i] == STORE_FRAME_SYNCED) CHECK_EQ_UINT(fl.synced[i], fl.off[i]);
     }
-    buf_destroy(&b);
     /* Replay hands the records alone to apply; the next batch marks all it read. */
     uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
@@ -1649,12 +1655,10 @@ static void test_sync_marks_say_what_is_durable(void) {
     uint64_t replayed = s.file_size;
     append_synced(&s, &loop, 7, 1);
     close_loop(&s, &loop);
-    b = read_file(path_of(dir, STORE_LOG_NAME));
-    list_frames(&b, &fl);
+    list_log(dir, &fl);
     CHECK_EQ_INT(fl.type[fl.n - 2], STORE_FRAME_SYNCED);
     CHECK_EQ_UINT(fl.off[fl.n - 2], replayed);
     CHECK_EQ_UINT(fl.synced[fl.n - 2], replayed);
-    buf_destroy(&b);
     rmrf(dir);
 
     dir = tmpdir("store");
@@ -1669,15 +1673,13 @@ static void test_sync_marks_say_what_is_durable(void) {
     }
     uint64_t synced = s.durable_size;
     close_loop(&s, &loop);
-    b = read_file(path_of(dir, STORE_LOG_NAME));
-    list_frames(&b, &fl);
+    list_log(dir, &fl);
     const uint8_t never[] = {2, 2, STORE_FRAME_SYNCED, 2, 2};
     CHECK_EQ_UINT(fl.n, sizeof never);
     for (size_t i = 0; i < fl.n; i++)
         CHECK_EQ_INT(fl.type[i], never[i]);
     CHECK_EQ_UINT(synced, fl.off[2]); /* no sync between the flush and the close */
     CHECK_EQ_UINT(fl.synced[2], fl.off[2]);
-    buf_destroy(&b);
     rmrf(dir);
 }
 
@@ -1717,13 +1719,6 @@ static size_t frame_at(const struct frame_list *fl, uint64_t at) {
     return k;
 }
 
-static size_t records_before(const struct frame_list *fl, size_t k) {
-    size_t n = 0;
-    for (size_t i = 0; i < k; i++)
-        n += fl->type[i] != STORE_FRAME_SYNCED;
-    return n;
-}
-
 /* A lost sector in the last batch, with intact frames of that batch after it (a
  * power loss during its sync over preallocated zeros, or a copy taken during its
  * write): no mark after it says it was durable, so it is the unsynced tail, cut
@@ -1739,10 +1734,8 @@ static void test_a_lost_sector_in_the_last_batch_is_an_unsynced_tail(void) {
     append_synced(&s, &loop, 0, 3);
     append_synced(&s, &loop, 3, 12);
     close_loop(&s, &loop);
-    struct buf b = read_file(path_of(dir, STORE_LOG_NAME));
     struct frame_list fl;
-    list_frames(&b, &fl);
-    buf_destroy(&b);
+    list_log(dir, &fl);
     CHECK_EQ_INT(fl.type[3], STORE_FRAME_SYNCED);
     /* The sector after the one the mark starts in, and the mark's own from the mark on. */
     uint64_t holes[] = {(fl.off[3] / 512 + 1) * 512, fl.off[3]};
@@ -1806,11 +1799,9 @@ static void test_a_lost_sector_after_the_last_sync_cuts_every_later_batch(void) 
         if (i == 1) CHECK_EQ_INT(store_flush_sync(&s), 0);
     }
     close_loop(&s, &loop);
-    struct buf b = read_file(path_of(dir, STORE_LOG_NAME));
     struct frame_list fl;
-    list_frames(&b, &fl);
-    buf_destroy(&b);
-    CHECK_EQ_UINT(count_marks(&fl), 1);
+    list_log(dir, &fl);
+    CHECK_EQ_UINT(fl.n - records_before(&fl, fl.n), 1); /* one mark */
     uint64_t sector = (fl.off[2] / 512 + 1) * 512;
     size_t k = frame_at(&fl, sector);
     struct store_replay_info info;
@@ -1849,8 +1840,8 @@ static void test_a_format_2_log_writes_no_marks(void) {
     b = read_file(path_of(dir, STORE_LOG_NAME));
     struct frame_list fl;
     list_frames(&b, &fl);
+    CHECK_EQ_UINT(records_before(&fl, fl.n), 14); /* and no mark */
     CHECK_EQ_UINT(fl.n, 14);
-    CHECK_EQ_UINT(count_marks(&fl), 0);
     struct store_replay_info info;
     char *crash = lost_sector_copy(dir, 512, &always, STORE_REPLAY_CORRUPT, &info);
     rmrf(crash);
