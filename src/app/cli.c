@@ -336,7 +336,7 @@ int cli_export(struct db *db, const char *name) {
     struct buf out = BUF_INIT, scratch = BUF_INIT;
     uint8_t head[STORE_HEADER_SIZE];
     uint32_t key = logfile_new_key();
-    logfile_header_put(head, key);
+    logfile_header_put(head, STORE_VERSION_KEYED, key);
     buf_append(&out, head, sizeof head);
     put_frame(&out, &scratch, key, u);
     size_t count = 0;

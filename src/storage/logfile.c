@@ -234,9 +234,9 @@ uint32_t logfile_new_key(void) {
     return key;
 }
 
-void logfile_header_put(uint8_t out[STORE_HEADER_SIZE], uint32_t key) {
+void logfile_header_put(uint8_t out[STORE_HEADER_SIZE], uint32_t version, uint32_t key) {
     memcpy(out, STORE_MAGIC, 8);
-    logfile_put_le32(out + 8, key ? STORE_VERSION : STORE_VERSION_UNKEYED);
+    logfile_put_le32(out + 8, version);
     logfile_put_le32(out + 12, key);
 }
 

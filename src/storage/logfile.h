@@ -88,8 +88,10 @@ void logfile_frame_seal(uint8_t *out, uint32_t key, uint8_t type, size_t len);
 void logfile_frames_rekey(uint8_t *p, size_t len, uint32_t from, uint32_t to);
 /* A new frame key: random, never 0 (the key of version 1). */
 uint32_t logfile_new_key(void);
-/* Writes the file header (magic, version, key) to out. */
-void logfile_header_put(uint8_t out[STORE_HEADER_SIZE], uint32_t key);
+/* Writes the file header (magic, version, key) to out: a log's is STORE_VERSION, an
+ * export's STORE_VERSION_KEYED (it holds no sync marks, so eventd of format 2 reads
+ * it too), version 1's key 0. */
+void logfile_header_put(uint8_t out[STORE_HEADER_SIZE], uint32_t version, uint32_t key);
 /* Reads a file header's frame key into *key (0 in version 1); returns its version, or 0 for
  * a version this build cannot read (the magic is checked apart). */
 uint32_t logfile_header_key(const uint8_t h[STORE_HEADER_SIZE], uint32_t *key);

@@ -204,6 +204,7 @@ static void fail(struct store *s, struct store_batch *b, store_compact_cb *cb, i
         s->file_size = s->durable_size;
         s->written_lsn = s->acked_lsn = s->durable_lsn;
         buf_reset(&s->pending);
+        s->mark_size = STORE_HEADER_SIZE; /* the dropped frames may have held the last mark */
         s->pending_lsn = s->appended_lsn;
     } else {
         uint64_t last = s->pending.len ? s->pending_lsn : b->last_lsn;
@@ -755,7 +756,7 @@ int store_compact_begin(struct store *s) {
     s->compact_key = logfile_new_key();
     buf_reset(&s->compact_buf);
     uint8_t h[STORE_HEADER_SIZE];
-    logfile_header_put(h, s->compact_key);
+    logfile_header_put(h, STORE_VERSION, s->compact_key);
     buf_append(&s->compact_buf, h, sizeof h);
     return 0;
 }

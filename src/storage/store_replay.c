@@ -203,7 +203,13 @@ static bool all_zero(const uint8_t *p, size_t n) {
  */
 static int unsynced_tail(struct replay *rp, uint64_t pos, uint64_t end, uint64_t zeros) {
     struct reader *r = &rp->r;
-    uint64_t stop = end < r->size ? end : r->size;
+    /* The lost sector must be in the frame as far as the bytes can tell: not in the
+     * zeros that end the file, nor past the next intact frame (then what is damaged
+     * is the length, which a crash never flips). */
+    uint64_t stop = end < zeros ? end : zeros, next;
+    int err = next_frame(r, pos + 1, stop, &next);
+    if (err < 0) return err;
+    if (next) stop = next;
     bool lost = false;
     for (uint64_t at = pos; at < stop && !lost; at = (at / SECTOR + 1) * SECTOR) {
         uint64_t sector_end = (at / SECTOR + 1) * SECTOR;
@@ -215,7 +221,7 @@ static int unsynced_tail(struct replay *rp, uint64_t pos, uint64_t end, uint64_t
     if (!lost) return 0;
     for (uint64_t off = pos + 1;;) {
         uint64_t f;
-        int err = next_frame(r, off, zeros, &f);
+        err = next_frame(r, off, zeros, &f);
         if (err < 0) return err;
         if (!f) break;
         const uint8_t *h = reader_at(r, f, STORE_FRAME_HEADER_SIZE);
@@ -374,7 +380,7 @@ static enum store_replay_status short_header(struct replay *rp, int *err) {
     uint8_t h[STORE_HEADER_SIZE];
     rp->s->frame_key = logfile_new_key();
     rp->s->log_version = STORE_VERSION;
-    logfile_header_put(h, rp->s->frame_key);
+    logfile_header_put(h, STORE_VERSION, rp->s->frame_key);
     const uint8_t *p = r->size ? reader_at(r, 0, (size_t)r->size) : NULL;
     if (r->size && !p) {
         *err = r->err;
