@@ -36,19 +36,10 @@
 #define LAZY_WRITE_MS 2              /* interval/never: longest wait before writing */
 #define LAZY_WRITE_BYTES (64u << 10) /* ... or this much pending */
 #define COMPACT_CHUNK (1u << 20)     /* compaction data is written out in slices this big */
-#define PREALLOC_GAP (64u << 10)     /* zeros start this far past the log's end, when behind */
-#define PREALLOC_RETRY_MS 10000u     /* after a failed preallocation, the next one's delay */
-#define PREALLOC_CHUNK (1u << 20)    /* zeros one job writes, at most: what a batch may wait for */
 
 /* ---- jobs ---- */
 
 static void start_jobs(struct store *s);
-
-/* A cut or a new file: the zeros past the log's end are gone, or not known to be there. */
-static void prealloc_forget(struct store *s) {
-    s->prealloc_end = 0;
-    s->prealloc_epoch++;
-}
 
 /* The next batch would be a plain one, which may sync on the loop: nothing in flight,
  * frames pending, and no failure, cut, directory sync or compaction switch owed. */
@@ -197,7 +188,7 @@ static void pending_prepend(struct store *s, const struct buf *a, const struct b
  */
 static void fail(struct store *s, struct store_batch *b, store_compact_cb *cb, int *cb_status) {
     s->needs_cut = b->cut_err != 0;
-    prealloc_forget(s);
+    store_prealloc_forget(s);
     s->sync_wanted = false;
     uv_timer_stop(&s->interval_timer);
     if (s->opts.fsync == STORE_FSYNC_ALWAYS) {
@@ -229,6 +220,47 @@ static void fail(struct store *s, struct store_batch *b, store_compact_cb *cb, i
     episode_fail(s, b);
 }
 
+/*
+ * A batch's first frame is about to go into pending: in front of it, the sync
+ * mark (STORE_FRAME_SYNCED) saying how much of the log is durable, when that
+ * grew since the last mark. In "always" mode that is every batch (one frame of
+ * 10-13 bytes), in "interval" one batch after each sync. Replay takes a lost
+ * sector with intact frames after it for the unsynced tail of a crash unless a
+ * later mark says the log was durable past it (store_replay.c). Not while the
+ * compaction's switch holds the writes: they go to the new file, where this
+ * file's offsets mean nothing (switch_log starts its marks afresh). Marks carry
+ * no LSN and never reach the compaction's tail: only the file they describe.
+ */
+static void put_sync_mark(struct store *s) {
+    if (s->log_version < STORE_VERSION || s->durable_size <= s->mark_size || s->switching) return;
+    uint8_t v[VARINT_MAX];
+    size_t n = varint_put(v, s->durable_size);
+    uint64_t at = s->file_size + (s->job ? s->job->data.len : 0) + s->pending.len;
+    /* A mark has no LSN: a batch of marks alone covers no more LSNs than went before. */
+    if (!s->pending.len) s->pending_lsn = s->job ? s->job->last_lsn : s->written_lsn;
+    uint8_t *f = (uint8_t *)buf_reserve(&s->pending, STORE_FRAME_HEADER_SIZE + n);
+    logfile_frame_put(f, s->frame_key, STORE_FRAME_SYNCED, v, n);
+    buf_commit(&s->pending, STORE_FRAME_HEADER_SIZE + n);
+    s->mark_size = s->durable_size;
+    s->mark_end = at + STORE_FRAME_HEADER_SIZE + n;
+}
+
+/*
+ * "interval" and "never", after a sync (or a compaction's switch) that made
+ * more than marks durable: a mark of its own, written like any frame (the
+ * next interval's sync takes it; "never": the kernel's write-back), so that
+ * what the sync covered is under a mark even when no write follows. Without
+ * it, a sector an idle log lost later would pass for the unsynced tail. A
+ * sync of that mark alone adds none, so an idle server stays idle. "always"
+ * needs none: its next batch starts with one, and its close writes one.
+ */
+static void mark_after_sync(struct store *s) {
+    if (s->opts.fsync == STORE_FSYNC_ALWAYS || s->closing || s->durable_size <= s->mark_end) return;
+    if (!s->pending.len) s->pending_since = store_clock_ns();
+    put_sync_mark(s);
+    kick_lazily(s);
+}
+
 static void log_done(struct store *s, struct store_batch *b) {
     s->file_size += b->data.len;
     s->written_lsn = b->last_lsn;
@@ -247,6 +279,7 @@ static void log_done(struct store *s, struct store_batch *b) {
     episode_end(s);
     if (s->opts.fsync == STORE_FSYNC_ALWAYS) s->acked_lsn = s->durable_lsn;
     s->stats_batches++;
+    if (b->sync) mark_after_sync(s);
     arm_timer(s);
 }
 
@@ -266,12 +299,13 @@ static void switch_log(struct store *s, struct store_batch *b) {
     }
     s->fd = b->compact_fd;
     s->compact_fd = -1;
-    prealloc_forget(s);
+    store_prealloc_forget(s);
     /* The writes held during the switch go to the new log: with its key. */
     logfile_frames_rekey((uint8_t *)s->pending.ptr, s->pending.len, s->frame_key, s->compact_key);
     s->frame_key = s->compact_key;
     s->log_version = STORE_VERSION;
     s->mark_size = STORE_HEADER_SIZE; /* its first batch says how much of it is durable */
+    s->mark_end = 0;
     uint64_t size = s->compact_size + b->cdata.len;
     s->file_size = s->durable_size = size;
     s->written_lsn = s->durable_lsn = b->last_lsn;
@@ -289,6 +323,7 @@ static void switch_log(struct store *s, struct store_batch *b) {
         s->sync_wanted = true;
     }
     LOG(LOG_INFO, "store: compacted %s/%s to %" PRIu64 " bytes", s->dir, STORE_LOG_NAME, size);
+    mark_after_sync(s);
 }
 
 static void recycle(struct store *s, struct store_batch *b) {
@@ -300,29 +335,6 @@ static void recycle(struct store *s, struct store_batch *b) {
     }
 }
 
-static void prealloc_done(struct store *s, struct store_batch *b) {
-    s->prealloc_job = NULL;
-    free(b->log_path);
-    b->log_path = NULL;
-    if (b->err) {
-        if (!s->prealloc_failed)
-            LOG(b->err == -ENOSPC ? LOG_INFO : LOG_WARN,
-                "store: could not preallocate %" PRIu64 " bytes at offset %" PRIu64
-                " of %s/%s: %s; appending without, trying again every %u s",
-                b->fill, b->start_size, s->dir, STORE_LOG_NAME,
-                b->err == -ENOSPC ? "the disk has too little free space" : strerror(-b->err),
-                PREALLOC_RETRY_MS / 1000u);
-        s->prealloc_failed = true;
-        s->prealloc_retry_at = uv_now(s->loop) + PREALLOC_RETRY_MS;
-        return;
-    }
-    if (s->prealloc_failed)
-        LOG(LOG_INFO, "store: preallocating %s/%s again", s->dir, STORE_LOG_NAME);
-    s->prealloc_failed = false;
-    s->stats_prealloc_bytes += b->fill;
-    if (b->epoch == s->prealloc_epoch) s->prealloc_end = b->start_size + b->fill;
-}
-
 /* Applies a job's results on the loop; restart starts the next jobs. Returns
  * the log part's -errno (0 for compaction jobs). */
 static int job_finish(struct store *s, struct store_batch *b, bool restart) {
@@ -330,7 +342,7 @@ static int job_finish(struct store *s, struct store_batch *b, bool restart) {
     int cstatus = 0, err = 0;
 
     if (b->kind == JOB_PREALLOC) {
-        prealloc_done(s, b);
+        store_prealloc_done(s, b);
     } else if (b->kind == JOB_COMPACT) {
         s->compact_job = NULL;
         if (b->cerr) {
@@ -412,55 +424,6 @@ static void take_pending(struct store *s, struct store_batch *b) {
     s->sync_wanted = false;
 }
 
-static uint64_t round_up_4k(uint64_t n) {
-    return (n + 4095u) / 4096u * 4096u;
-}
-
-/*
- * Preallocation (store_prealloc): the next zeros, in jobs of at most
- * PREALLOC_CHUNK (a batch that reaches zeros being written waits for one
- * job, never for all of prealloc_bytes), while fewer than prealloc_bytes less
- * one chunk (half, when they are a chunk or less) are left past everything
- * written or about to be. They go on where the last ones ended, or a gap past
- * the log's end when the log has caught up (the frames of the gap are
- * appended as without preallocation).
- */
-static void start_prealloc(struct store *s) {
-    if (!s->prealloc_bytes || s->prealloc_job || s->closing || s->failing || s->needs_cut ||
-        s->compact_committing || s->switching || s->fd < 0 ||
-        uv_now(s->loop) < s->prealloc_retry_at)
-        return;
-    uint64_t end = s->file_size + (s->job ? s->job->data.len : 0) + s->pending.len;
-    uint64_t fill = s->prealloc_bytes < PREALLOC_CHUNK ? s->prealloc_bytes : PREALLOC_CHUNK;
-    uint64_t ahead = s->prealloc_bytes > PREALLOC_CHUNK ? s->prealloc_bytes - PREALLOC_CHUNK
-                                                        : s->prealloc_bytes / 2;
-    if (s->prealloc_end >= end + ahead) return;
-    struct store_batch *b = store_batch_new(&s->sync, JOB_PREALLOC);
-    b->fd = s->fd; /* for its free space; the zeros go through a file of their own */
-    b->log_path = logfile_path(s->dir, STORE_LOG_NAME);
-    b->start_size = s->prealloc_end > end ? s->prealloc_end : round_up_4k(end + PREALLOC_GAP);
-    b->fill = fill;
-    b->keep_free = s->prealloc_keep_free;
-    b->epoch = s->prealloc_epoch;
-    s->prealloc_from = b->start_size;
-    s->prealloc_job = b;
-    store_sync_submit(&s->sync, b); /* never on the loop (store_sync.c: plain batches only) */
-}
-
-/* While zeros are being written, nothing may be written where they go, nor cut (a cut
- * under the job leaves a hole: harmless, but no longer preallocated), nor the file
- * switched (the job writes to its fd). The job's end starts the jobs again. */
-static bool wait_for_prealloc(const struct store *s, bool commit) {
-    return s->prealloc_job && (commit || s->failing || s->needs_cut ||
-                               s->file_size + s->pending.len > s->prealloc_from);
-}
-
-void store_prealloc(struct store *s, uint64_t bytes, uint64_t keep_free) {
-    s->prealloc_bytes = s->opts.fsync == STORE_FSYNC_ALWAYS ? round_up_4k(bytes) : 0;
-    s->prealloc_keep_free = keep_free;
-    start_prealloc(s);
-}
-
 static void start_jobs(struct store *s) {
     if (s->compact_fd >= 0 && !s->switching && !s->compact_job && !s->compact_cancel &&
         s->compact_buf.len >= COMPACT_CHUNK) {
@@ -477,7 +440,7 @@ static void start_jobs(struct store *s) {
     struct store_batch *b;
     bool commit =
         s->compact_fd >= 0 && s->compact_committing && !s->compact_job && !s->compact_cancel;
-    if (wait_for_prealloc(s, commit)) return;
+    if (store_prealloc_blocks(s, commit)) return;
     if (commit) {
         /* The switch: the log chain is idle, so every frame appended so far is
          * either on disk in the old log or in this job, and also in the tail. */
@@ -495,13 +458,13 @@ static void start_jobs(struct store *s) {
         take_pending(s, b);
         s->retry_due = false;
     } else {
-        start_prealloc(s);
+        store_prealloc_start(s);
         return;
     }
     s->job = b;
     store_sync_submit(&s->sync, b);
     /* A plain batch may have run on the loop already: s->job is its successor or NULL. */
-    start_prealloc(s);
+    store_prealloc_start(s);
 }
 
 /* ---- open, append, flush, close ---- */
@@ -582,27 +545,6 @@ fail:
     return err;
 }
 
-/*
- * A batch's first frame is about to go into pending: in front of it, the sync
- * mark (STORE_FRAME_SYNCED) saying how much of the log is durable, when that
- * grew since the last mark. In "always" mode that is every batch (one frame of
- * 10-13 bytes), in "interval" one batch after each sync. Replay takes a lost
- * sector with intact frames after it for the unsynced tail of a crash unless a
- * later mark says the log was durable past it (store_replay.c). Not while the
- * compaction's switch holds the writes: they go to the new file, where this
- * file's offsets mean nothing (switch_log starts its marks afresh). Marks carry
- * no LSN and never reach the compaction's tail: only the file they describe.
- */
-static void put_sync_mark(struct store *s) {
-    if (s->log_version < STORE_VERSION || s->durable_size <= s->mark_size || s->switching) return;
-    uint8_t v[VARINT_MAX];
-    size_t n = varint_put(v, s->durable_size);
-    uint8_t *f = (uint8_t *)buf_reserve(&s->pending, STORE_FRAME_HEADER_SIZE + n);
-    logfile_frame_put(f, s->frame_key, STORE_FRAME_SYNCED, v, n);
-    buf_commit(&s->pending, STORE_FRAME_HEADER_SIZE + n);
-    s->mark_size = s->durable_size;
-}
-
 /* The frame of n bytes at f, now in pending, is appended: its LSN. */
 static uint64_t appended(struct store *s, const uint8_t *f, size_t n) {
     if (s->compact_fd >= 0 && !s->switching && !s->compact_cancel) {
@@ -661,7 +603,7 @@ uint64_t store_frame_end(struct store *s, uint8_t type, size_t *frame_bytes) {
 
 int store_flush_sync(struct store *s) {
     frame_closed(s);
-    /* Its zeros may go where this writes: let it finish first (wait_for_prealloc). */
+    /* Its zeros may go where this writes: let it finish first (store_prealloc_blocks). */
     if (s->prealloc_job) store_sync_wait(&s->sync, s->prealloc_job);
     /* A batch in flight that fails loses what was appended after it too. */
     if (s->job) {
@@ -684,19 +626,6 @@ int store_flush_sync(struct store *s) {
     return err;
 }
 
-/* At close: the zeros past the log's end go, so that the file at rest ends with the log.
- * Replay would take them for its end anyway. */
-static void prealloc_cut(struct store *s) {
-    struct stat st;
-    if (!s->prealloc_bytes || s->fd < 0 || fstat(s->fd, &st) < 0 ||
-        (uint64_t)st.st_size <= s->file_size)
-        return;
-    int err = logfile_cut(s->fd, s->file_size);
-    if (err)
-        LOG(LOG_WARN, "store: could not cut the preallocated zeros off %s/%s: %s", s->dir,
-            STORE_LOG_NAME, strerror(-err));
-}
-
 int store_close(struct store *s) {
     if (!s->dir) return 0;
     s->closing = true;
@@ -708,12 +637,18 @@ int store_close(struct store *s) {
     if (ccb) ccb(s, cstatus);
 
     int err = store_flush_sync(s);
+    if (!err && s->log_version >= STORE_VERSION && s->durable_size > s->mark_end) {
+        /* A last mark, synced: at rest, every frame is under one, so a sector the
+         * disk loses later is damage (store_replay.c), not an unsynced tail. */
+        put_sync_mark(s);
+        err = store_flush_sync(s);
+    }
     if (err && s->pending.len)
         LOG(LOG_ERROR, "store: %zu bytes of records could not be written to %s/%s: %s",
             s->pending.len, s->dir, STORE_LOG_NAME, strerror(-err));
     else
         err = 0; /* nothing appended is lost ("always" answered 503 for what failed) */
-    prealloc_cut(s);
+    store_prealloc_cut(s);
     uv_timer_stop(&s->interval_timer);
     uv_timer_stop(&s->lazy_timer);
     uv_timer_stop(&s->retry_timer);

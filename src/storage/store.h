@@ -113,6 +113,7 @@ struct store {
     uint32_t frame_key;        /* eventd.log's (logfile.h; 0: a version 1 log) */
     uint32_t log_version;      /* eventd.log's format (logfile.h): sync marks from 3 on */
     uint64_t mark_size;        /* the last sync mark framed for this file said this (0: none) */
+    uint64_t mark_end;         /* ... and ends at this offset of the file */
     uint64_t file_size;        /* bytes in eventd.log written by completed jobs */
     uint64_t durable_size;     /* bytes known to be on disk (fdatasync returned) */
     uint64_t appended_lsn;     /* last LSN handed out */

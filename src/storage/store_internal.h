@@ -74,4 +74,17 @@ struct store_batch *store_batch_new(struct store_sync *sy, enum job_kind kind);
 void store_batch_release(struct store_sync *sy, struct store_batch *b);
 void store_batch_free(struct store_batch *b);
 
+/* Preallocation (store_prealloc.c), for store.c. */
+struct store;
+/* A cut or a new file: the zeros past the log's end are gone, or not known to be there. */
+void store_prealloc_forget(struct store *s);
+/* Starts the job that writes the next zeros, when they are due and none is in flight. */
+void store_prealloc_start(struct store *s);
+/* Whether the next log job must wait for the zeros' job in flight (commit: a switch). */
+bool store_prealloc_blocks(const struct store *s, bool commit);
+/* A JOB_PREALLOC came back (loop thread). */
+void store_prealloc_done(struct store *s, struct store_batch *b);
+/* At close: cuts the zeros off, so that a log at rest ends with its last frame. */
+void store_prealloc_cut(struct store *s);
+
 #endif

@@ -406,6 +406,7 @@ static enum store_replay_status short_header(struct replay *rp, int *err) {
     if (!*err) *err = logfile_sync_dir(rp->s->dir);
     if (*err) return STORE_REPLAY_IO;
     rp->s->file_size = rp->s->durable_size = rp->s->mark_size = STORE_HEADER_SIZE;
+    rp->s->mark_end = STORE_HEADER_SIZE; /* nothing to cover yet */
     rp->info->bytes = STORE_HEADER_SIZE;
     snprintf(rp->info->message, sizeof rp->info->message, "%s/%s: created a new log", rp->s->dir,
              STORE_LOG_NAME);
@@ -601,6 +602,7 @@ enum store_replay_status store_replay(struct store *s, store_apply_cb apply, voi
     /* The next batch's sync mark says that all of this is durable (a mark of the
      * header alone would say nothing). */
     s->mark_size = STORE_HEADER_SIZE;
+    s->mark_end = size; /* a close or a sync marks what was read only with more after it */
     goto out;
 io:
     snprintf(info->message, sizeof info->message, "%s/%s: %s", s->dir ? s->dir : "?",

@@ -694,6 +694,36 @@ class Preallocation(TornBase):
             self.check(srv, key, before + [r for r in recs if r not in lost], lost)
             self.assertEqual(srv.stop(), 0)
 
+    def test_interval_marks_its_syncs_so_an_idle_logs_hole_is_damage(self):
+        # interval mode, synced, then idle: the mark written after the sync (and synced
+        # an interval later) says the writes before it were durable, so a sector lost
+        # among them is damage, refused, not a crash's unsynced tail (found by review:
+        # with no write after the sync, no mark covered it and the start cut it).
+        d = self.mkdir()
+        key, before = self.populate(d, n=3)
+        with self.server(d, "--fsync", "interval", "--fsync-interval-ms", "50") as srv:
+            c = Client(srv.port, "alice", key)
+            recs = [c.must_create("theme", {"Name": "i%02d" % i, "Status": "x" * 100})
+                    for i in range(20)]
+            c.close()
+            self.assertTrue(harness.wait_until(lambda: self.synced_marks(d), 5.0))
+            srv.send_signal(signal.SIGKILL)
+            srv.wait(5)
+        data = self.read(d)
+        hole = (len(data) // 2) // 512 * 512
+        self.assertLess(len(frames(data[:hole])), len(frames(data)) - 10)
+        self.write(d, data[:hole] + b"\0" * 512 + data[hole + 512:])
+        rc, out, err, secs = run_expect_exit(serve_args(d.path), timeout=8)
+        self.assertEqual(rc, 1, (out, err))
+        self.assertRegex(err, r"is damaged at offset \d+ \(bad checksum\)")
+
+    def synced_marks(self, d):
+        """The log ends with a mark saying that all before it is durable, after every
+        record frame ("i19" the last)."""
+        data = self.read(d)
+        o, n, t = frames(data)[-1]
+        return t == SYNC_MARK and data[o + 9:o + 9 + n] == varint(o) and b"i19" in data[:o]
+
 
 class TornAndDamaged(TornBase):
     def test_partial_frame_header_appended(self):
@@ -710,9 +740,10 @@ class TornAndDamaged(TornBase):
         after = read_log(d)
         self.assertEqual(after[:len(before)], before)
         self.assertEqual([t for _, _, t in frames(after)[len(frames(before)):]],
-                         [SYNC_MARK, 17, 22, SYNC_MARK, 17, 22],
+                         [SYNC_MARK, 17, 22, SYNC_MARK, 17, 22, SYNC_MARK],
                          "the torn bytes were not cut off (then the reservations of ids and "
-                         "revs, and their releases, each batch behind its sync mark)")
+                         "revs, and their releases, each batch behind its sync mark, and the "
+                         "stop's mark)")
         self.assertEqual(damaged_copy(d.file(LOG + ".damaged-%d" % len(before)), before),
                          b"\xde\xad\xbe\xef\x07", "cut bytes are copied aside")
         self.write_and_restart(d, key, recs)
@@ -1162,11 +1193,14 @@ class LogFormat(TornBase):
         # varint rev, the inner type, its payload
         self.assertEqual([t for _, _, t in fr if t != SYNC_MARK],
                          [17, 22, 20, 17, 22, 17, 22, 20, 20, 20, 17, 22])
-        # every batch after the log's first starts with a sync mark: varint S, the bytes
-        # before it durable; in always mode the batch before it was synced, so S is
-        # the mark's own offset
+        # every batch after the log's first starts with a sync mark (M), and each clean
+        # stop ends the log with one: varint S, the bytes before it durable; in always
+        # mode the batch before it was synced, so S is the mark's own offset
+        M = SYNC_MARK
+        self.assertEqual([t for _, _, t in fr],
+                         [17, 22, M, 20, M, 17, 22, M,  # user add
+                          M, 17, 22, M, 20, M, 20, M, 20, M, 17, 22, M])  # the server
         marks = [(o, data[o + 9:o + 9 + n]) for o, n, t in fr if t == SYNC_MARK]
-        self.assertEqual(len(marks), 7, [t for _, _, t in fr])
         for o, payload in marks:
             self.assertEqual(payload, varint(o), "the mark at %d" % o)
         inner = [(data[o + 9], data[o + 10]) for o, _, t in fr if t == 20]

@@ -126,7 +126,20 @@ static void close_loop(struct store *s, uv_loop_t *loop) {
     CHECK_EQ_INT(uv_loop_close(loop), 0);
 }
 
-/* Writes n frames (types 1..4 cycling) with store_flush_sync; returns frame offsets. */
+/* The close's last sync mark at off, of the log in dir, cut off: the log as a crash right
+ * after its last batch leaves it. */
+static void cut_close_mark(const char *dir, uint64_t off) {
+    struct buf b = read_file(path_of(dir, STORE_LOG_NAME));
+    CHECK(b.len > off);
+    CHECK_EQ_INT((uint8_t)b.ptr[off + 8], STORE_FRAME_SYNCED);
+    CHECK_EQ_UINT(b.len,
+                  off + STORE_FRAME_HEADER_SIZE + logfile_get_le32((uint8_t *)b.ptr + off + 4));
+    CHECK_EQ_INT(truncate(path_of(dir, STORE_LOG_NAME), (off_t)off), 0);
+    buf_destroy(&b);
+}
+
+/* Writes n frames (types 1..4 cycling) with store_flush_sync, in one batch, and
+ * cuts the close's mark off; returns frame offsets. */
 static void make_log(const char *dir, uint64_t n, uint64_t *offsets) {
     uv_loop_t loop;
     uv_loop_init(&loop);
@@ -144,7 +157,51 @@ static void make_log(const char *dir, uint64_t n, uint64_t *offsets) {
     CHECK_EQ_INT(store_flush_sync(&s), 0);
     CHECK_EQ_UINT(s.file_size, off);
     close_loop(&s, &loop);
+    if (n) cut_close_mark(dir, off);
     CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)off);
+}
+
+/* The frames of an intact log image up to its zeros: offsets, types, each mark's S. */
+#define LIST_MAX 64
+struct frame_list {
+    size_t n;
+    uint64_t off[LIST_MAX + 1]; /* off[n]: where the frames end */
+    uint8_t type[LIST_MAX];
+    uint64_t synced[LIST_MAX]; /* a mark's S; 0 for other frames */
+};
+
+static void list_frames(const struct buf *b, struct frame_list *fl) {
+    const uint8_t *p = (const uint8_t *)b->ptr;
+    uint64_t off = STORE_HEADER_SIZE;
+    fl->n = 0;
+    while (off + STORE_FRAME_HEADER_SIZE <= b->len && (logfile_get_le32(p + off) || p[off + 8])) {
+        uint32_t len = logfile_get_le32(p + off + 4);
+        CHECK(fl->n < LIST_MAX && off + STORE_FRAME_HEADER_SIZE + len <= b->len);
+        fl->off[fl->n] = off;
+        fl->type[fl->n] = p[off + 8];
+        fl->synced[fl->n] = 0;
+        if (p[off + 8] == STORE_FRAME_SYNCED)
+            CHECK_EQ_UINT(varint_get(p + off + STORE_FRAME_HEADER_SIZE, len, &fl->synced[fl->n]),
+                          len);
+        fl->n++;
+        off += STORE_FRAME_HEADER_SIZE + len;
+    }
+    fl->off[fl->n] = off;
+}
+
+/* The frames of the log in dir, listed. */
+static void list_log(const char *dir, struct frame_list *fl) {
+    struct buf b = read_file(path_of(dir, STORE_LOG_NAME));
+    list_frames(&b, fl);
+    buf_destroy(&b);
+}
+
+/* Frames before frame k that are records (not marks). */
+static size_t records_before(const struct frame_list *fl, size_t k) {
+    size_t n = 0;
+    for (size_t i = 0; i < k; i++)
+        n += fl->type[i] != STORE_FRAME_SYNCED;
+    return n;
 }
 
 /* ---- tests ---- */
@@ -991,12 +1048,21 @@ static void test_interval_acks_at_once_and_syncs_on_its_timer(void) {
     open_replay(&s, &loop, dir, &o, STORE_REPLAY_EMPTY);
     uint64_t lsn = store_append(&s, 1, "abc", 3);
     CHECK(store_is_acked(&s, lsn)); /* at once outside "always" */
-    uv_run(&loop, UV_RUN_DEFAULT);  /* runs until the interval sync is done */
+    uv_run(&loop, UV_RUN_DEFAULT);  /* runs until the interval syncs are done */
     CHECK_EQ_UINT(s.written_lsn, lsn);
     CHECK_EQ_UINT(s.durable_lsn, lsn);
     CHECK_EQ_UINT(s.durable_size, s.file_size);
-    CHECK_EQ_UINT(s.stats_syncs, 1);
+    /* The sync of the frame, then a sync mark saying so, written and synced an interval
+     * later; a sync of that mark alone adds none, so the store is idle then. */
+    CHECK_EQ_UINT(s.stats_syncs, 2);
+    uint64_t size = s.file_size;
     close_loop(&s, &loop);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)size); /* no close mark */
+    struct frame_list fl;
+    list_log(dir, &fl);
+    CHECK_EQ_UINT(fl.n, 2);
+    CHECK_EQ_INT(fl.type[1], STORE_FRAME_SYNCED);
+    CHECK_EQ_UINT(fl.synced[1], fl.off[1]);
     check_replays(dir, 1);
     rmrf(dir);
 }
@@ -1028,9 +1094,9 @@ static void test_interval_writes_on_the_loop_and_syncs_on_a_worker(void) {
     uint64_t lsn = interval_write(&s, &loop, dir, 60000000000u);
     CHECK(s.sync.sync_ns > 0);
     CHECK(s.job == NULL);
-    uv_run(&loop, UV_RUN_DEFAULT); /* runs until the interval sync is done */
+    uv_run(&loop, UV_RUN_DEFAULT); /* runs until the interval syncs are done */
     CHECK_EQ_UINT(s.durable_lsn, lsn);
-    CHECK_EQ_UINT(s.stats_syncs, 1);
+    CHECK_EQ_UINT(s.stats_syncs, 2); /* the frame's, and its sync mark's */
     CHECK_EQ_UINT(s.sync.stats_loop_syncs, 0);
     close_loop(&s, &loop);
     check_replays(dir, 1);
@@ -1584,52 +1650,10 @@ static void test_a_version_1_log_is_read_and_keyed_by_compaction(void) {
 
 /* ---- sync marks (STORE_FRAME_SYNCED) ---- */
 
-/* The frames of an intact log image up to its zeros: offsets, types, each mark's S. */
-#define LIST_MAX 64
-struct frame_list {
-    size_t n;
-    uint64_t off[LIST_MAX + 1]; /* off[n]: where the frames end */
-    uint8_t type[LIST_MAX];
-    uint64_t synced[LIST_MAX]; /* a mark's S; 0 for other frames */
-};
-
-static void list_frames(const struct buf *b, struct frame_list *fl) {
-    const uint8_t *p = (const uint8_t *)b->ptr;
-    uint64_t off = STORE_HEADER_SIZE;
-    fl->n = 0;
-    while (off + STORE_FRAME_HEADER_SIZE <= b->len && (logfile_get_le32(p + off) || p[off + 8])) {
-        uint32_t len = logfile_get_le32(p + off + 4);
-        CHECK(fl->n < LIST_MAX && off + STORE_FRAME_HEADER_SIZE + len <= b->len);
-        fl->off[fl->n] = off;
-        fl->type[fl->n] = p[off + 8];
-        fl->synced[fl->n] = 0;
-        if (p[off + 8] == STORE_FRAME_SYNCED)
-            CHECK_EQ_UINT(varint_get(p + off + STORE_FRAME_HEADER_SIZE, len, &fl->synced[fl->n]),
-                          len);
-        fl->n++;
-        off += STORE_FRAME_HEADER_SIZE + len;
-    }
-    fl->off[fl->n] = off;
-}
-
-/* The frames of the log in dir, listed. */
-static void list_log(const char *dir, struct frame_list *fl) {
-    struct buf b = read_file(path_of(dir, STORE_LOG_NAME));
-    list_frames(&b, fl);
-    buf_destroy(&b);
-}
-
-/* Frames before frame k that are records (not marks). */
-static size_t records_before(const struct frame_list *fl, size_t k) {
-    size_t n = 0;
-    for (size_t i = 0; i < k; i++)
-        n += fl->type[i] != STORE_FRAME_SYNCED;
-    return n;
-}
-
 /* "always": every batch after the log's first starts with a mark saying that
- * all before it is durable (its own offset); records never see the marks. In
- * "never" a mark follows each sync, and batches in between carry none. */
+ * all before it is durable (its own offset), and a close ends the log with one;
+ * records never see the marks. In "never" a mark follows each sync (a flush's),
+ * batches in between carry none, and the close's sync gets one. */
 static void test_sync_marks_say_what_is_durable(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
@@ -1642,7 +1666,8 @@ static void test_sync_marks_say_what_is_durable(void) {
     close_loop(&s, &loop);
     struct frame_list fl;
     list_log(dir, &fl);
-    const uint8_t want[] = {2, 2, 2, STORE_FRAME_SYNCED, 2, 2, 2, STORE_FRAME_SYNCED, 2};
+    const uint8_t want[] = {
+        2, 2, 2, STORE_FRAME_SYNCED, 2, 2, 2, STORE_FRAME_SYNCED, 2, STORE_FRAME_SYNCED};
     CHECK_EQ_UINT(fl.n, sizeof want);
     for (size_t i = 0; i < fl.n; i++) {
         CHECK_EQ_INT(fl.type[i], want[i]);
@@ -1656,9 +1681,16 @@ static void test_sync_marks_say_what_is_durable(void) {
     append_synced(&s, &loop, 7, 1);
     close_loop(&s, &loop);
     list_log(dir, &fl);
-    CHECK_EQ_INT(fl.type[fl.n - 2], STORE_FRAME_SYNCED);
-    CHECK_EQ_UINT(fl.off[fl.n - 2], replayed);
-    CHECK_EQ_UINT(fl.synced[fl.n - 2], replayed);
+    CHECK_EQ_INT(fl.type[fl.n - 3], STORE_FRAME_SYNCED);
+    CHECK_EQ_UINT(fl.off[fl.n - 3], replayed);
+    CHECK_EQ_UINT(fl.synced[fl.n - 3], replayed);
+    CHECK_EQ_UINT(fl.synced[fl.n - 1], fl.off[fl.n - 1]);
+    /* A session that appends nothing writes nothing, not even a mark. */
+    uv_loop_init(&loop);
+    open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
+    uint64_t size = s.file_size;
+    close_loop(&s, &loop);
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)size);
     rmrf(dir);
 
     dir = tmpdir("store");
@@ -1674,12 +1706,13 @@ static void test_sync_marks_say_what_is_durable(void) {
     uint64_t synced = s.durable_size;
     close_loop(&s, &loop);
     list_log(dir, &fl);
-    const uint8_t never[] = {2, 2, STORE_FRAME_SYNCED, 2, 2};
+    const uint8_t never[] = {2, 2, STORE_FRAME_SYNCED, 2, 2, STORE_FRAME_SYNCED};
     CHECK_EQ_UINT(fl.n, sizeof never);
     for (size_t i = 0; i < fl.n; i++)
         CHECK_EQ_INT(fl.type[i], never[i]);
     CHECK_EQ_UINT(synced, fl.off[2]); /* no sync between the flush and the close */
     CHECK_EQ_UINT(fl.synced[2], fl.off[2]);
+    CHECK_EQ_UINT(fl.synced[5], fl.off[5]);
     rmrf(dir);
 }
 
@@ -1739,10 +1772,15 @@ static void test_a_lost_sector_in_the_last_batch_is_an_unsynced_tail(void) {
     CHECK_EQ_INT(fl.type[3], STORE_FRAME_SYNCED);
     /* The sector after the one the mark starts in, and the mark's own from the mark on. */
     uint64_t holes[] = {(fl.off[3] / 512 + 1) * 512, fl.off[3]};
+    /* At rest after a clean close, whose mark covers the last batch: damage. */
+    struct store_replay_info info;
+    rmrf(lost_sector_copy(dir, holes[0], &always, STORE_REPLAY_CORRUPT, &info));
+    /* As a crash during the last batch's sync leaves it: no close, no mark after it. */
+    cut_close_mark(dir, fl.off[fl.n - 1]);
+    list_log(dir, &fl);
     for (size_t i = 0; i < 2; i++) {
         CHECK(holes[i] + 1024 < fl.off[fl.n]); /* intact frames after the hole */
         size_t k = frame_at(&fl, holes[i]);
-        struct store_replay_info info;
         char *crash = lost_sector_copy(dir, holes[i], &always, STORE_REPLAY_TRUNCATED, &info);
         CHECK_EQ_UINT(got.n, records_before(&fl, k));
         CHECK_EQ_UINT(info.dropped_bytes, fl.off[fl.n] - fl.off[k]);
@@ -1760,7 +1798,6 @@ static void test_a_lost_sector_in_the_last_batch_is_an_unsynced_tail(void) {
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
     append_synced(&s, &loop, 15, 1);
     close_loop(&s, &loop);
-    struct store_replay_info info;
     char *crash = lost_sector_copy(dir, holes[0], &always, STORE_REPLAY_CORRUPT, &info);
     CHECK(strstr(info.message, "bad checksum") != NULL);
     rmrf(crash);
@@ -1801,7 +1838,9 @@ static void test_a_lost_sector_after_the_last_sync_cuts_every_later_batch(void) 
     close_loop(&s, &loop);
     struct frame_list fl;
     list_log(dir, &fl);
-    CHECK_EQ_UINT(fl.n - records_before(&fl, fl.n), 1); /* one mark */
+    cut_close_mark(dir, fl.off[fl.n - 1]); /* a crash instead of the close */
+    list_log(dir, &fl);
+    CHECK_EQ_UINT(fl.n - records_before(&fl, fl.n), 1); /* the flush's mark */
     uint64_t sector = (fl.off[2] / 512 + 1) * 512;
     size_t k = frame_at(&fl, sector);
     struct store_replay_info info;
@@ -1967,10 +2006,12 @@ static void test_prealloc_keeps_zeros_ahead_and_close_cuts_them(void) {
     CHECK_EQ_UINT(s.stats_prealloc_bytes, 2 * PRE_BYTES);
     check_crash_copy(dir, n, s.file_size);
 
-    /* A clean close leaves the log alone in the file. */
+    /* A clean close leaves the log alone in the file, ended by its last sync mark. */
     uint64_t logical = s.file_size;
     close_loop(&s, &loop);
-    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)logical);
+    uint8_t v[VARINT_MAX];
+    CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)),
+                 (long)(logical + STORE_FRAME_HEADER_SIZE + varint_put(v, logical)));
     uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
     CHECK_EQ_UINT(got.n, n);
