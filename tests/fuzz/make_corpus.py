@@ -381,8 +381,9 @@ def replay_seeds(eventd):
     while off + 9 <= len(log):
         marks += [off] if log[off + 8] == 24 else []
         off += 9 + int.from_bytes(log[off + 4:off + 8], "little")
-    # as a kill -9 leaves it: the long theme's batch last (no stop's give-backs)
-    killed = log[:marks[-1]]
+    # as a kill -9 leaves it: the long address's batch last (no stop's give-backs, nor
+    # its closing mark)
+    killed = log[:marks[-2]]
 
     def hole(data, at):  # a sector the disk never got: zeros from at to its end
         end = (at // 512 + 1) * 512
@@ -403,7 +404,7 @@ def replay_seeds(eventd):
         "bad_magic": b"EVTDLOX\0" + log[8:],
         "newer_version": log[:8] + b"\x04\0\0\0" + log[12:],
         "hole_middle": hole(log, mid) + b"\0" * 600,
-        "hole_last_batch": hole(killed, marks[-2]) + b"\0" * 600,
+        "hole_last_batch": hole(killed, marks[-3]) + b"\0" * 600,
         "log_twice": log + log[16:],
     }
     for name, data in seeds.items():
