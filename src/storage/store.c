@@ -233,13 +233,12 @@ static void fail(struct store *s, struct store_batch *b, store_compact_cb *cb, i
  */
 static void put_sync_mark(struct store *s) {
     if (s->log_version < STORE_VERSION || s->durable_size <= s->mark_size || s->switching) return;
-    uint8_t v[VARINT_MAX];
-    size_t n = varint_put(v, s->durable_size);
     uint64_t at = s->file_size + (s->job ? s->job->data.len : 0) + s->pending.len;
     /* A mark has no LSN: a batch of marks alone covers no more LSNs than went before. */
     if (!s->pending.len) s->pending_lsn = s->job ? s->job->last_lsn : s->written_lsn;
-    uint8_t *f = (uint8_t *)buf_reserve(&s->pending, STORE_FRAME_HEADER_SIZE + n);
-    logfile_frame_put(f, s->frame_key, STORE_FRAME_SYNCED, v, n);
+    uint8_t *f = (uint8_t *)buf_reserve(&s->pending, STORE_FRAME_HEADER_SIZE + VARINT_MAX);
+    size_t n = varint_put(f + STORE_FRAME_HEADER_SIZE, s->durable_size);
+    logfile_frame_seal(f, s->frame_key, STORE_FRAME_SYNCED, n);
     buf_commit(&s->pending, STORE_FRAME_HEADER_SIZE + n);
     s->mark_size = s->durable_size;
     s->mark_end = at + STORE_FRAME_HEADER_SIZE + n;
