@@ -196,6 +196,7 @@ static void fail(struct store *s, struct store_batch *b, store_compact_cb *cb, i
         s->written_lsn = s->acked_lsn = s->durable_lsn;
         buf_reset(&s->pending);
         s->mark_size = STORE_HEADER_SIZE; /* the dropped frames may have held the last mark */
+        if (s->mark_end > s->durable_size) s->mark_end = 0; /* ... so a close marks again */
         s->pending_lsn = s->appended_lsn;
     } else {
         uint64_t last = s->pending.len ? s->pending_lsn : b->last_lsn;

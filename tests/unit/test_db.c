@@ -1470,7 +1470,10 @@ static void fault_during_compaction(const struct store_opts *o, const char *var,
         if (!first) first = last;
         lsn = db_put(&db, theme(last, "t"));
     }
-    RUN_UNTIL(&loop, db.store.durable_lsn >= lsn && !db.store.job);
+    /* interval: the sync's own mark too, written and synced (store.c, mark_after_sync): else
+     * its writes race the commit. */
+    RUN_UNTIL(&loop, db.store.durable_lsn >= lsn && !db.store.job && !db.store.pending.len &&
+                         db.store.file_size == db.store.durable_size);
     compacted_calls = 0;
     CHECK_EQ_INT(db_compact_start(&db, on_compacted_count, NULL), 0);
     if (at_commit)

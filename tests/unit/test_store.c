@@ -1946,6 +1946,26 @@ static void test_the_batch_after_a_failed_one_has_its_mark(void) {
     rmrf(f.dir);
 }
 
+/* A clean close while a failed batch's episode goes on (the close's flush is its first
+ * good attempt) still ends the log with a mark: the failed batch took the last mark
+ * with it, so "first" would be under none (review of 726d4b2). */
+static void test_a_close_after_a_failed_batch_marks_the_log(void) {
+    struct fault f;
+    fault_open(&f);
+    fault_fail_batch(&f, NULL, NULL);
+    unsetenv("EVENTD_FAULT_FSYNC_AFTER");
+    store_faults_rearm();
+    log_threshold = f.saved;
+    close_loop(&f.s, &f.loop);
+    struct frame_list fl;
+    list_log(f.dir, &fl);
+    CHECK_EQ_UINT(fl.n, 2);
+    CHECK_EQ_INT(fl.type[fl.n - 1], STORE_FRAME_SYNCED);
+    CHECK_EQ_UINT(fl.off[fl.n - 1], f.good);
+    CHECK_EQ_UINT(fl.synced[fl.n - 1], f.good);
+    rmrf(f.dir);
+}
+
 /* ---- preallocation (store_prealloc) ---- */
 
 #define PRE_BYTES (64u << 10)
@@ -2224,6 +2244,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_a_format_2_log_writes_no_marks),
     CHECK_CASE(test_a_damaged_length_before_zeros_is_no_lost_sector),
     CHECK_CASE(test_the_batch_after_a_failed_one_has_its_mark),
+    CHECK_CASE(test_a_close_after_a_failed_batch_marks_the_log),
     CHECK_CASE(test_prealloc_keeps_zeros_ahead_and_close_cuts_them),
     CHECK_CASE(test_prealloc_is_for_always_only),
     CHECK_CASE(test_prealloc_goes_a_chunk_at_a_time),
