@@ -209,10 +209,12 @@ static void fail(struct store *s, struct store_batch *b, store_compact_cb *cb, i
             s->file_size = s->durable_size;
             s->written_lsn = s->durable_lsn;
         } else {
-            /* never: the write landed; only its sync (an id reservation) is owed */
-            s->file_size += b->data.len;
-            s->written_lsn = b->last_lsn;
-            s->sync_wanted = true;
+            /* never: the write landed, but after a failed sync the kernel may hold its
+             * pages clean and unwritten, and a later sync succeeds without them. So the
+             * batch (an id reservation, which must be durable before its ids are used)
+             * is written again where it was, and the retry's sync covers it. Earlier
+             * unsynced batches are not kept: "never" may lose those. */
+            pending_prepend(s, NULL, &b->data);
         }
         if (s->pending.len) s->pending_lsn = last;
     }

@@ -1243,6 +1243,39 @@ static void test_flush_sync_fails_while_the_disk_fails(void) {
     fault_close(&f);
 }
 
+/* "never": a batch whose sync failed is written again where it was, not taken for
+ * written: after the error the kernel may have dropped its pages unwritten, and the
+ * retry's sync would succeed without them (an id reservation taken for durable). */
+static void test_never_writes_a_batch_whose_sync_failed_again(void) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct store s;
+    struct store_opts o = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 20, .retry_ms = 1};
+    open_replay(&s, &loop, dir, &o, STORE_REPLAY_EMPTY);
+    store_append(&s, 1, "one", 3);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uint64_t before = s.file_size;
+    setenv("EVENTD_FAULT_FSYNC_AFTER", "0", 1);
+    store_faults_rearm();
+    enum log_level saved = log_threshold;
+    log_threshold = LOG_OFF;
+    uint64_t two = store_append(&s, 1, "two", 3);
+    CHECK_EQ_INT(store_flush_sync(&s), -EIO);
+    CHECK_EQ_UINT(s.file_size, before);
+    CHECK_EQ_UINT(s.pending.len, STORE_FRAME_HEADER_SIZE + 3);
+    CHECK(s.written_lsn < two);
+    unsetenv("EVENTD_FAULT_FSYNC_AFTER");
+    store_faults_rearm();
+    CHECK_EQ_INT(store_flush_sync(&s), 0);
+    CHECK_EQ_UINT(s.durable_lsn, two);
+    CHECK_EQ_UINT(s.file_size, before + STORE_FRAME_HEADER_SIZE + 3);
+    log_threshold = saved;
+    close_loop(&s, &loop);
+    check_replays(dir, 2);
+    rmrf(dir);
+}
+
 static void test_a_successful_probe_ends_the_failing_episode(void) {
     struct fault f;
     fault_open(&f);
@@ -2228,6 +2261,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_failed_sync_makes_the_store_failing),
     CHECK_CASE(test_flush_sync_fails_while_the_disk_fails),
     CHECK_CASE(test_a_successful_probe_ends_the_failing_episode),
+    CHECK_CASE(test_never_writes_a_batch_whose_sync_failed_again),
     CHECK_CASE(test_loop_thread_batch_fails_in_one_turn),
     CHECK_CASE(test_flush_sync_reports_a_failed_probe_in_flight),
     CHECK_CASE(test_compaction),
