@@ -27,8 +27,10 @@
 #define STORE_MAX_PAYLOAD (64u << 20) /* larger lengths are damage, not records */
 /* A frame of the store's own (version 3): varint S, the log's first S bytes were durable
  * (an fdatasync covering them had returned) before this frame was written. The first frame
- * of a batch when S grew since the last one. Replay uses them to tell the never-synced
- * tail a crash can leave with holes from damage (store_replay.c); records never see them. */
+ * of a batch when S grew since the last one ("always"), a frame of its own after a sync
+ * ("interval", "never"), and the last of a cleanly closed log (store.c). Replay uses them
+ * to tell the never-synced tail a crash can leave from damage (store_replay.c); records
+ * never see them. */
 #define STORE_FRAME_SYNCED 24u
 
 /* Test builds: (re)reads the EVENTD_FAULT_* hooks and restarts their counts. */

@@ -227,7 +227,9 @@ static void fail(struct store *s, struct store_batch *b, store_compact_cb *cb, i
  * A batch's first frame is about to go into pending: in front of it, the sync
  * mark (STORE_FRAME_SYNCED) saying how much of the log is durable, when that
  * grew since the last mark. In "always" mode that is every batch (one frame of
- * 10-13 bytes), in "interval" one batch after each sync. Replay takes a lost
+ * 10-13 bytes); in "interval" and "never" mark_after_sync writes the marks, and
+ * a batch starts with one only when none followed the last sync (after a
+ * start, or a failed batch). store_close writes the last one. Replay takes a lost
  * sector with intact frames after it for the unsynced tail of a crash unless a
  * later mark says the log was durable past it (store_replay.c). Not while the
  * compaction's switch holds the writes: they go to the new file, where this

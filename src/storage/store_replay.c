@@ -20,9 +20,9 @@
  *      the last frame, a bad frame followed by zeros, a hole under a later
  *      mark, a frame that does not decode.
  *   4. A torn append or an unsynced tail is copied aside (up to where the
- *      zeros after it start) and cut. Damage refuses to start; with --repair it is copied aside and
- *      skipped, and replay goes on at the next intact frame, so the records
- *      after it are kept.
+ *      zeros after it start) and cut. Damage refuses to start; with --repair
+ *      it is copied aside and skipped, and replay goes on at the next intact
+ *      frame, so the records after it are kept.
  *   5. The log is synced: the previous process may have died with pages
  *      still in the cache, and what we now call durable must be on disk.
  *
@@ -197,7 +197,8 @@ static bool all_zero(const uint8_t *p, size_t n) {
  *     or a whole sector of zeros that starts inside it (a crash leaves zeros,
  *     it never flips a bit), and
  *   - no intact sync mark after pos says that the log was durable past pos
- *     (every batch written after a sync starts with one).
+ *     (a mark starts every batch written after an "always" sync, follows an
+ *     "interval" or "never" sync, and ends a cleanly closed log).
  * 1 unsynced tail (rp->copy_end: where the zeros that end the file start), 0
  * damage, or -errno. zeros is where those zeros start.
  */
