@@ -665,17 +665,9 @@ class Preallocation(TornBase):
         # interval mode, no sync during the run: a lost sector among the writes after the
         # start's (written back out of order by a power loss) cuts the log at its frame,
         # with every later write; what the last sync covered stays.
-        d = self.mkdir()
-        key, before = self.populate(d, n=3)
-        with self.server(d, "--fsync", "interval", "--fsync-interval-ms", "600000") as srv:
-            c = Client(srv.port, "alice", key)
-            recs = [c.must_create("theme", {"Name": "i%02d" % i, "Status": "x" * 100})
-                    for i in range(20)]
-            c.close()
-            time.sleep(0.2)  # written (interval holds a batch up to 2 ms), never synced
-            srv.send_signal(signal.SIGKILL)
-            srv.wait(5)
-        data = self.read(d)
+        # written (interval holds a batch up to 2 ms), never synced
+        d, key, before, recs, data = self.interval_killed(
+            "600000", lambda d: time.sleep(0.2) or True)
         self.assertTrue(all(data.find(r["Name"].encode()) > 0 for r in recs))
         fr = frames(data)
         # the last mark: after the start's syncs (the log it replayed, its reservations of
@@ -699,23 +691,29 @@ class Preallocation(TornBase):
         # an interval later) says the writes before it were durable, so a sector lost
         # among them is damage, refused, not a crash's unsynced tail (found by review:
         # with no write after the sync, no mark covered it and the start cut it).
-        d = self.mkdir()
-        key, before = self.populate(d, n=3)
-        with self.server(d, "--fsync", "interval", "--fsync-interval-ms", "50") as srv:
-            c = Client(srv.port, "alice", key)
-            recs = [c.must_create("theme", {"Name": "i%02d" % i, "Status": "x" * 100})
-                    for i in range(20)]
-            c.close()
-            self.assertTrue(harness.wait_until(lambda: self.synced_marks(d), 5.0))
-            srv.send_signal(signal.SIGKILL)
-            srv.wait(5)
-        data = self.read(d)
+        d, key, before, recs, data = self.interval_killed(
+            "50", lambda d: harness.wait_until(lambda: self.synced_marks(d), 5.0))
         hole = (len(data) // 2) // 512 * 512
         self.assertLess(len(frames(data[:hole])), len(frames(data)) - 10)
         self.write(d, data[:hole] + b"\0" * 512 + data[hole + 512:])
         rc, out, err, secs = run_expect_exit(serve_args(d.path), timeout=8)
         self.assertEqual(rc, 1, (out, err))
         self.assertRegex(err, r"is damaged at offset \d+ \(bad checksum\)")
+
+    def interval_killed(self, interval_ms, ready):
+        """A log of 3 themes, then 20 made by an interval server, killed with -9 once
+        ready(d) is true: (dir, key, the 3, the 20, the log's bytes)."""
+        d = self.mkdir()
+        key, before = self.populate(d, n=3)
+        with self.server(d, "--fsync", "interval", "--fsync-interval-ms", interval_ms) as srv:
+            c = Client(srv.port, "alice", key)
+            recs = [c.must_create("theme", {"Name": "i%02d" % i, "Status": "x" * 100})
+                    for i in range(20)]
+            c.close()
+            self.assertTrue(ready(d))
+            srv.send_signal(signal.SIGKILL)
+            srv.wait(5)
+        return d, key, before, recs, self.read(d)
 
     def synced_marks(self, d):
         """The log ends with a mark saying that all before it is durable, after every
