@@ -109,8 +109,10 @@ static const struct store_opts always = {.fsync = STORE_FSYNC_ALWAYS,
                                          .fsync_interval_ms = 1000,
                                          .loop_sync_max_us = STORE_LOOP_SYNC_MAX_US};
 
+/* A session: inits loop, opens the store in dir on it and replays, expecting want. */
 static void open_replay(struct store *s, uv_loop_t *loop, const char *dir,
                         const struct store_opts *o, enum store_replay_status want) {
+    uv_loop_init(loop);
     CHECK_EQ_INT(store_open(s, loop, dir, o, on_notify), 0);
     struct store_replay_info info;
     note_reset(); /* LSNs start again with every session */
@@ -142,7 +144,6 @@ static void cut_close_mark(const char *dir, uint64_t off) {
  * cuts the close's mark off; returns frame offsets. */
 static void make_log(const char *dir, uint64_t n, uint64_t *offsets) {
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     uint64_t off = STORE_HEADER_SIZE;
@@ -212,7 +213,6 @@ static void test_roundtrip(void) {
     make_log(dir, 1000, off);
 
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
     CHECK_EQ_UINT(got.n, 1000);
@@ -232,7 +232,6 @@ static void test_roundtrip(void) {
     CHECK_EQ_UINT(note.last_lsn, lsn);
     close_loop(&s, &loop);
 
-    uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
     CHECK_EQ_UINT(got.n, 1001);
     check_frame(1000, 4, 1000);
@@ -245,7 +244,6 @@ static void test_roundtrip(void) {
 static void test_frames_in_place_are_appends(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     uint64_t off = STORE_HEADER_SIZE;
@@ -269,7 +267,6 @@ static void test_frames_in_place_are_appends(void) {
     CHECK_EQ_UINT(s.file_size, off);
     close_loop(&s, &loop);
 
-    uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
     CHECK_EQ_UINT(got.n, 50);
     for (uint64_t i = 0; i < 50; i++)
@@ -349,7 +346,6 @@ static void append_synced(struct store *s, uv_loop_t *loop, uint64_t first, uint
 static void test_sync_time_is_measured_on_the_loop(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     s.sync.loop_sync_max_ns = 1; /* every sync is slow: batches go to the threadpool */
@@ -407,7 +403,6 @@ static void on_input(uv_poll_t *h, int status, int events) {
  * holding one byte of input that on_input watches. */
 static void gather_setup(struct store *s, uv_loop_t *loop, const char *dir, uint64_t sync_ns,
                          bool drain) {
-    uv_loop_init(loop);
     open_replay(s, loop, dir, &always, STORE_REPLAY_EMPTY);
     uv_run(loop, UV_RUN_DEFAULT);            /* nothing of the open still in flight */
     s->sync.loop_sync_max_ns = 60000000000u; /* the loop path, whatever this disk's speed */
@@ -453,7 +448,6 @@ static void test_gathering_is_bounded(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
     struct store s;
-    uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     uv_run(&loop, UV_RUN_DEFAULT);
     s.sync.loop_sync_max_ns = 60000000000u;
@@ -887,7 +881,6 @@ static void test_torn_header_is_rewritten(void) {
     make_log(dir, 3, NULL);
     write_file(path_of(dir, STORE_LOG_NAME), "EVTD", 4);
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), STORE_HEADER_SIZE);
@@ -968,7 +961,6 @@ static void on_feed(uv_idle_t *h) {
 static void test_appends_of_one_turn_are_one_batch(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     note_reset();
@@ -985,7 +977,6 @@ static void test_appends_of_one_turn_are_one_batch(void) {
     CHECK_EQ_INT(note.last_status, 0);
     close_loop(&s, &loop);
 
-    uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
     CHECK_EQ_UINT(got.n, 500);
     for (uint64_t i = 0; i < 500; i++)
@@ -998,7 +989,6 @@ static void test_appends_of_one_turn_are_one_batch(void) {
 static void test_batches_form_while_one_is_in_flight(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     note_reset();
@@ -1020,7 +1010,6 @@ static void test_batches_form_while_one_is_in_flight(void) {
     CHECK(note.calls <= batches);
     close_loop(&s, &loop);
 
-    uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
     CHECK_EQ_UINT(got.n, 2000);
     for (uint64_t i = 0; i < 2000; i++)
@@ -1032,7 +1021,6 @@ static void test_batches_form_while_one_is_in_flight(void) {
 /* Replays dir and checks it holds n frames. */
 static void check_replays(const char *dir, size_t n) {
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
     CHECK_EQ_UINT(got.n, n);
@@ -1042,7 +1030,6 @@ static void check_replays(const char *dir, size_t n) {
 static void test_interval_acks_at_once_and_syncs_on_its_timer(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     struct store_opts o = {.fsync = STORE_FSYNC_INTERVAL, .fsync_interval_ms = 20};
     open_replay(&s, &loop, dir, &o, STORE_REPLAY_EMPTY);
@@ -1074,7 +1061,6 @@ static uint64_t interval_write(struct store *s, uv_loop_t *loop, const char *dir
     static const struct store_opts o = {.fsync = STORE_FSYNC_INTERVAL,
                                         .fsync_interval_ms = 20,
                                         .loop_sync_max_us = STORE_LOOP_SYNC_MAX_US};
-    uv_loop_init(loop);
     open_replay(s, loop, dir, &o, STORE_REPLAY_EMPTY);
     uv_run(loop, UV_RUN_DEFAULT); /* nothing of the open still in flight */
     s->sync.loop_sync_max_ns = loop_sync_max_ns;
@@ -1118,7 +1104,6 @@ static void test_interval_writes_on_a_worker_without_the_loop_path(void) {
 static void test_never_syncs_only_on_a_flush(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     struct store_opts o = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 20};
     open_replay(&s, &loop, dir, &o, STORE_REPLAY_EMPTY);
@@ -1162,7 +1147,6 @@ struct fault {
 
 static void fault_open(struct fault *f) {
     f->dir = tmpdir("store");
-    uv_loop_init(&f->loop);
     setenv("EVENTD_FAULT_FSYNC_AFTER", "1", 1);
     open_replay(&f->s, &f->loop, f->dir, &always, STORE_REPLAY_EMPTY);
     store_faults_rearm(); /* count from here: the new log's header was synced */
@@ -1192,7 +1176,6 @@ static void fault_close(struct fault *f) {
     log_threshold = f->saved;
     close_loop(&f->s, &f->loop);
 
-    uv_loop_init(&f->loop);
     open_replay(&f->s, &f->loop, f->dir, &always, STORE_REPLAY_OK);
     CHECK_EQ_UINT(got.n, 1);
     CHECK_EQ_STR(got.payload[0].ptr, "first");
@@ -1249,7 +1232,6 @@ static void test_flush_sync_fails_while_the_disk_fails(void) {
 static void test_never_writes_a_batch_whose_sync_failed_again(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     struct store_opts o = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 20, .retry_ms = 1};
     open_replay(&s, &loop, dir, &o, STORE_REPLAY_EMPTY);
@@ -1351,7 +1333,6 @@ static void on_compact(struct store *s, int status) {
 static void compact_run(bool big) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     for (int i = 0; i < 5; i++)
@@ -1400,7 +1381,6 @@ static void compact_run(bool big) {
     uv_run(&loop, UV_RUN_DEFAULT);
     close_loop(&s, &loop);
 
-    uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
     size_t k = 0;
     for (uint64_t i = 0; i < n; i++) {
@@ -1424,7 +1404,6 @@ static void test_compaction(void) {
 /* Opens a fresh "never" store in dir holding one frame, "a". */
 static void open_never_with_a(struct store *s, uv_loop_t *loop, const char *dir) {
     static const struct store_opts never = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 1000};
-    uv_loop_init(loop);
     open_replay(s, loop, dir, &never, STORE_REPLAY_EMPTY);
     store_append(s, 1, "a", 1);
     uv_run(loop, UV_RUN_DEFAULT);
@@ -1443,7 +1422,6 @@ static void test_compaction_abort_removes_its_file(void) {
     CHECK_EQ_INT(store_compact_commit(&s, on_compact), -ECANCELED);
     close_loop(&s, &loop);
 
-    uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
     CHECK_EQ_UINT(got.n, 1);
     CHECK_EQ_STR(got.payload[0].ptr, "a");
@@ -1482,7 +1460,6 @@ static void test_compaction_sync_failure_keeps_the_log(void) {
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK_EQ_INT(uv_loop_close(&loop), 0);
 
-    uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
     CHECK_EQ_UINT(got.n, 2);
     CHECK_EQ_STR(got.payload[0].ptr, "a");
@@ -1502,7 +1479,6 @@ static void test_compaction_sync_failure_keeps_the_log(void) {
 static void test_a_failed_directory_sync_after_the_rename_acks_only_what_the_old_log_holds(void) {
     char *dir = tmpdir("store"), *lost = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     store_append(&s, 1, "a", 1);
@@ -1543,7 +1519,6 @@ static void test_a_failed_directory_sync_after_the_rename_acks_only_what_the_old
     /* The power loss before a directory sync succeeded: the old log is back. */
     struct store old;
     uv_loop_t old_loop;
-    uv_loop_init(&old_loop);
     open_replay(&old, &old_loop, lost, &always, STORE_REPLAY_OK);
     CHECK_EQ_UINT(got.n, 2);
     CHECK_EQ_STR(got.payload[0].ptr, "a");
@@ -1556,7 +1531,6 @@ static void test_a_failed_directory_sync_after_the_rename_acks_only_what_the_old
     CHECK(!s.dir_unsynced);
     CHECK(store_is_acked(&s, v));
     close_loop(&s, &loop);
-    uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
     CHECK_EQ_UINT(got.n, 3);
     CHECK_EQ_STR(got.payload[0].ptr, "a");
@@ -1579,7 +1553,6 @@ static void test_a_failed_directory_sync_after_the_rename_acks_only_what_the_old
 static void torn_with_inner_frame(bool repair) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     CHECK(s.frame_key != 0);
@@ -1595,7 +1568,6 @@ static void torn_with_inner_frame(bool repair) {
     CHECK_EQ_INT(truncate(path_of(dir, STORE_LOG_NAME), (off_t)(outer + 9 + 60)), 0);
     struct store_opts o = always;
     o.repair = repair;
-    uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &o, STORE_REPLAY_TRUNCATED);
     CHECK_EQ_UINT(got.n, 1);
     CHECK_EQ_STR(got.payload[0].ptr, "first");
@@ -1624,7 +1596,6 @@ static void test_repair_after_a_damaged_length_keeps_every_intact_frame(void) {
     struct store_opts o = always;
     o.repair = true;
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &o, STORE_REPLAY_TRUNCATED);
     CHECK_EQ_UINT(got.n, 9);
@@ -1646,7 +1617,6 @@ static void test_a_version_1_log_is_read_and_keyed_by_compaction(void) {
     logfile_frame_put(image + STORE_HEADER_SIZE + STORE_FRAME_HEADER_SIZE + 3, 0, 1, "two", 3);
     write_file(path_of(dir, STORE_LOG_NAME), image, sizeof image);
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
     CHECK_EQ_UINT(got.n, 2);
@@ -1671,7 +1641,6 @@ static void test_a_version_1_log_is_read_and_keyed_by_compaction(void) {
     struct buf now = read_file(path_of(dir, STORE_LOG_NAME));
     CHECK_EQ_INT(logfile_get_le32((const uint8_t *)now.ptr + 8), STORE_VERSION);
     buf_destroy(&now);
-    uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
     const char *want[] = {"one", "two", "four", "three", "five", "six"};
     CHECK_EQ_UINT(got.n, 6);
@@ -1690,7 +1659,6 @@ static void test_a_version_1_log_is_read_and_keyed_by_compaction(void) {
 static void test_sync_marks_say_what_is_durable(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     append_synced(&s, &loop, 0, 3);
@@ -1707,7 +1675,6 @@ static void test_sync_marks_say_what_is_durable(void) {
         if (want[i] == STORE_FRAME_SYNCED) CHECK_EQ_UINT(fl.synced[i], fl.off[i]);
     }
     /* Replay hands the records alone to apply; the next batch marks all it read. */
-    uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
     CHECK_EQ_UINT(got.n, 7);
     uint64_t replayed = s.file_size;
@@ -1719,7 +1686,6 @@ static void test_sync_marks_say_what_is_durable(void) {
     CHECK_EQ_UINT(fl.synced[fl.n - 3], replayed);
     CHECK_EQ_UINT(fl.synced[fl.n - 1], fl.off[fl.n - 1]);
     /* A session that appends nothing writes nothing, not even a mark. */
-    uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
     uint64_t size = s.file_size;
     close_loop(&s, &loop);
@@ -1727,7 +1693,6 @@ static void test_sync_marks_say_what_is_durable(void) {
     rmrf(dir);
 
     dir = tmpdir("store");
-    uv_loop_init(&loop);
     struct store_opts o = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 20};
     open_replay(&s, &loop, dir, &o, STORE_REPLAY_EMPTY);
     for (uint64_t i = 0; i < 4; i++) {
@@ -1794,7 +1759,6 @@ static size_t frame_at(const struct frame_list *fl, uint64_t at) {
 static void test_a_lost_sector_in_the_last_batch_is_an_unsynced_tail(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     append_synced(&s, &loop, 0, 3);
@@ -1827,7 +1791,6 @@ static void test_a_lost_sector_in_the_last_batch_is_an_unsynced_tail(void) {
     }
 
     /* A later batch: its mark says the hole's batch was durable. */
-    uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
     append_synced(&s, &loop, 15, 1);
     close_loop(&s, &loop);
@@ -1844,7 +1807,6 @@ static void test_a_lost_sector_in_the_last_batch_is_an_unsynced_tail(void) {
     CHECK(kept < 15);
     CHECK_EQ_UINT(got.n, kept);
     check_frame(got.n - 1, 2, 15);
-    uv_loop_init(&loop);
     open_replay(&s, &loop, crash, &always, STORE_REPLAY_OK);
     CHECK_EQ_UINT(got.n, kept);
     close_loop(&s, &loop);
@@ -1858,7 +1820,6 @@ static void test_a_lost_sector_in_the_last_batch_is_an_unsynced_tail(void) {
 static void test_a_lost_sector_after_the_last_sync_cuts_every_later_batch(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     struct store_opts o = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 20};
     open_replay(&s, &loop, dir, &o, STORE_REPLAY_EMPTY);
@@ -1882,7 +1843,6 @@ static void test_a_lost_sector_after_the_last_sync_cuts_every_later_batch(void) 
     CHECK_EQ_UINT(info.dropped_bytes, fl.off[fl.n] - fl.off[k]);
     rmrf(crash);
 
-    uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &o, STORE_REPLAY_OK);
     uint8_t p[300];
     store_append(&s, 2, p, payload_of(24, p)); /* its mark: the whole log was durable */
@@ -1903,7 +1863,6 @@ static void test_a_format_2_log_writes_no_marks(void) {
     write_file(path_of(dir, STORE_LOG_NAME), b.ptr, b.len);
     buf_destroy(&b);
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
     CHECK_EQ_UINT(s.log_version, STORE_VERSION_KEYED);
@@ -1932,7 +1891,6 @@ static void test_a_format_2_log_writes_no_marks(void) {
 static void test_a_damaged_length_before_zeros_is_no_lost_sector(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     append_synced(&s, &loop, 0, 3);
@@ -2031,7 +1989,6 @@ static void check_crash_copy(const char *dir, uint64_t frames, uint64_t logical)
 static void test_prealloc_keeps_zeros_ahead_and_close_cuts_them(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     store_prealloc(&s, PRE_BYTES - 100, 0); /* rounded up to 4 KiB */
@@ -2065,7 +2022,6 @@ static void test_prealloc_keeps_zeros_ahead_and_close_cuts_them(void) {
     uint8_t v[VARINT_MAX];
     CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)),
                  (long)(logical + STORE_FRAME_HEADER_SIZE + varint_put(v, logical)));
-    uv_loop_init(&loop);
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_OK);
     CHECK_EQ_UINT(got.n, n);
     close_loop(&s, &loop);
@@ -2076,7 +2032,6 @@ static void test_prealloc_keeps_zeros_ahead_and_close_cuts_them(void) {
 static void test_prealloc_is_for_always_only(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     struct store_opts o = always;
     o.fsync = STORE_FSYNC_INTERVAL;
@@ -2094,7 +2049,6 @@ static void test_prealloc_is_for_always_only(void) {
 static void test_prealloc_goes_a_chunk_at_a_time(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     store_prealloc(&s, 3u << 20, 0);
@@ -2114,7 +2068,6 @@ static void test_prealloc_goes_a_chunk_at_a_time(void) {
 static void test_prealloc_keeps_the_guards_margin(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     store_prealloc(&s, PRE_BYTES, UINT64_MAX / 2);
@@ -2138,7 +2091,6 @@ static void test_prealloc_keeps_the_guards_margin(void) {
 static void test_a_batch_waits_for_the_zeros_it_would_reach(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     open_replay(&s, &loop, dir, &always, STORE_REPLAY_EMPTY);
     uv_sem_t sem;
@@ -2183,7 +2135,6 @@ static void test_a_batch_waits_for_the_zeros_it_would_reach(void) {
 static void test_a_failed_batch_forgets_the_zeros(void) {
     char *dir = tmpdir("store");
     uv_loop_t loop;
-    uv_loop_init(&loop);
     struct store s;
     struct store_opts o = always;
     o.retry_ms = 1;
