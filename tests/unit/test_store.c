@@ -1652,6 +1652,17 @@ static void test_a_version_1_log_is_read_and_keyed_by_compaction(void) {
 
 /* ---- sync marks (STORE_FRAME_SYNCED) ---- */
 
+/* "never": frames 0..n-1 (type 2), a batch each, written, not synced, but for a flush
+ * after the first two. */
+static void never_batches(struct store *s, uv_loop_t *loop, uint64_t n) {
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t p[300];
+        store_append(s, 2, p, payload_of(i, p));
+        uv_run(loop, UV_RUN_DEFAULT);
+        if (i == 1) CHECK_EQ_INT(store_flush_sync(s), 0);
+    }
+}
+
 /* "always": every batch after the log's first starts with a mark saying that
  * all before it is durable (its own offset), and a close ends the log with one;
  * records never see the marks. In "never" a mark follows each sync (a flush's),
@@ -1695,12 +1706,7 @@ static void test_sync_marks_say_what_is_durable(void) {
     dir = tmpdir("store");
     struct store_opts o = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 20};
     open_replay(&s, &loop, dir, &o, STORE_REPLAY_EMPTY);
-    for (uint64_t i = 0; i < 4; i++) {
-        uint8_t p[300];
-        store_append(&s, 2, p, payload_of(i, p));
-        uv_run(&loop, UV_RUN_DEFAULT); /* one batch each, written, not synced */
-        if (i == 1) CHECK_EQ_INT(store_flush_sync(&s), 0);
-    }
+    never_batches(&s, &loop, 4);
     uint64_t synced = s.durable_size;
     close_loop(&s, &loop);
     list_log(dir, &fl);
@@ -1823,12 +1829,7 @@ static void test_a_lost_sector_after_the_last_sync_cuts_every_later_batch(void) 
     struct store s;
     struct store_opts o = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 20};
     open_replay(&s, &loop, dir, &o, STORE_REPLAY_EMPTY);
-    for (uint64_t i = 0; i < 24; i++) {
-        uint8_t p[300];
-        store_append(&s, 2, p, payload_of(i, p));
-        uv_run(&loop, UV_RUN_DEFAULT); /* a batch each; synced after the first 2 */
-        if (i == 1) CHECK_EQ_INT(store_flush_sync(&s), 0);
-    }
+    never_batches(&s, &loop, 24);
     close_loop(&s, &loop);
     struct frame_list fl;
     list_log(dir, &fl);
