@@ -117,6 +117,7 @@ struct db_settings app_db_settings(const struct config *cfg, struct metrics *met
     return (struct db_settings){
         .store_opts = {.fsync = store_fsync_of(cfg->fsync),
                        .fsync_interval_ms = cfg->fsync_interval_ms,
+                       .max_unsynced_bytes = cfg->fsync_max_unsynced_bytes,
                        .loop_sync_max_us = cfg->loop_sync_max_us,
                        .repair = cfg->repair,
                        .retry_ms = cfg->storage_retry_ms,

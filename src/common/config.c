@@ -39,6 +39,7 @@ const struct config config_defaults = {
     .changes_max_waiters_total = 500,
     .fsync = CONFIG_FSYNC_ALWAYS,
     .fsync_interval_ms = 1000,
+    .fsync_max_unsynced_bytes = 32u << 20,
     .loop_sync_max_us = 2000,
     .log_prealloc_bytes = 4u << 20,
     .storage_retry_ms = 1000,
@@ -173,6 +174,10 @@ static const struct opt opts[] = {
      "always | interval | never: when a write is acknowledged"},
     {"fsync-interval-ms", "EVENTD_FSYNC_INTERVAL_MS", OPT_U32, OFF(fsync_interval_ms), 1, 3600000,
      "interval mode: ms between fdatasyncs"},
+    {"fsync-max-unsynced-bytes", "EVENTD_FSYNC_MAX_UNSYNCED_BYTES", OPT_U32,
+     OFF(fsync_max_unsynced_bytes), 65536, 1073741824,
+     "interval and never: bytes written since the last fdatasync that are kept in memory, to "
+     "write them again if a sync fails; reaching this makes a sync"},
     {"loop-sync-max-us", "EVENTD_LOOP_SYNC_MAX_US", OPT_U32, OFF(loop_sync_max_us), 0, 10000000,
      "always mode: fdatasync on the event loop while syncs average under this, us; slower ones "
      "run on a worker thread, so that a slow disk cannot hold up reads (0: always the worker)"},

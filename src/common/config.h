@@ -55,6 +55,7 @@ struct config {
     uint32_t changes_max_waiters_total; /* held feed calls in all */
     uint32_t fsync;                     /* enum config_fsync */
     uint32_t fsync_interval_ms;
+    uint32_t fsync_max_unsynced_bytes;
     uint32_t loop_sync_max_us;
     /* always mode: zeros kept written past the log's end */
     uint32_t log_prealloc_bytes;

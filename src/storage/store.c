@@ -183,8 +183,11 @@ static void pending_prepend(struct store *s, const struct buf *a, const struct b
  * A batch failed. In "always" nothing after the last durable LSN was
  * acknowledged: it is dropped and reported lost. In "interval" and "never"
  * it may have been acknowledged, so every frame stays in memory and is
- * written again by the retries. needs_cut says that the file could not be
- * cut back; until it is, nothing more is written.
+ * written again by the retries: after a failed sync, every frame since the
+ * last good one (kept in unsynced), since the kernel may have dropped their
+ * pages unwritten and a later sync would succeed without them. needs_cut
+ * says that the file could not be cut back; until it is, nothing more is
+ * written.
  */
 static void fail(struct store *s, struct store_batch *b, store_compact_cb *cb, int *cb_status) {
     s->needs_cut = b->cut_err != 0;
@@ -203,17 +206,14 @@ static void fail(struct store *s, struct store_batch *b, store_compact_cb *cb, i
         if (b->write_failed) {
             pending_prepend(s, NULL, &b->data);
         } else if (b->sync_cut_size < b->start_size + b->data.len) {
-            /* interval: the failed sync cut the file back to its durable size */
+            /* The failed sync cut the file back to its durable size. */
             pending_prepend(s, &s->unsynced, &b->data);
             buf_reset(&s->unsynced);
             s->file_size = s->durable_size;
             s->written_lsn = s->durable_lsn;
         } else {
-            /* never: the write landed, but after a failed sync the kernel may hold its
-             * pages clean and unwritten, and a later sync succeeds without them. So the
-             * batch (an id reservation, which must be durable before its ids are used)
-             * is written again where it was, and the retry's sync covers it. Earlier
-             * unsynced batches are not kept: "never" may lose those. */
+            /* The close's last sync, which cuts nothing (take_pending): what it wrote
+             * stays in the file, for the page cache to write back if it still can. */
             pending_prepend(s, NULL, &b->data);
         }
         if (s->pending.len) s->pending_lsn = last;
@@ -276,9 +276,14 @@ static void log_done(struct store *s, struct store_batch *b) {
         metrics_observe_fsync(s->opts.metrics, b->sync_ns);
         if (b->sync_dir) s->dir_unsynced = false;
         buf_reset(&s->unsynced);
-    } else if (s->opts.fsync == STORE_FSYNC_INTERVAL) {
-        /* Kept until synced: a failed sync writes it again. */
+    } else if (s->opts.fsync != STORE_FSYNC_ALWAYS) {
+        /* Kept until synced: a failed sync writes it again. Bounded: reaching
+         * max_unsynced_bytes makes the next job sync (in "never" too). */
         buf_append(&s->unsynced, b->data.ptr, b->data.len);
+        if (s->unsynced.len >= s->opts.max_unsynced_bytes) {
+            s->sync_wanted = true;
+            kick(s);
+        }
     }
     episode_end(s);
     if (s->opts.fsync == STORE_FSYNC_ALWAYS) s->acked_lsn = s->durable_lsn;
@@ -314,7 +319,7 @@ static void switch_log(struct store *s, struct store_batch *b) {
     s->file_size = s->durable_size = size;
     s->written_lsn = s->durable_lsn = b->last_lsn;
     if (s->acked_lsn < s->durable_lsn) s->acked_lsn = s->durable_lsn;
-    /* interval's copy of the old log's unsynced frames: the new log holds them,
+    /* The copy of the old log's unsynced frames: the new log holds them,
      * synced. Kept, a failed sync would write them again after newer frames. */
     buf_reset(&s->unsynced);
     s->compact_size = 0;
@@ -416,9 +421,13 @@ static void take_pending(struct store *s, struct store_batch *b) {
     s->spare = (struct buf)BUF_INIT;
     b->start_size = s->file_size;
     b->cut_first = s->needs_cut;
-    /* "never" keeps no copy of unsynced frames, so a failed sync cuts nothing there. */
-    b->sync_cut_size =
-        s->opts.fsync == STORE_FSYNC_NEVER ? s->file_size + b->data.len : s->durable_size;
+    /* A failed sync cuts the file back to what is durable: the frames after it are
+     * in memory (unsynced), and the retries write them again. Not the close's: no
+     * retry would follow, and the page cache may still write back what it has
+     * ("always" cuts it too: nothing after its durable size was acknowledged). */
+    b->sync_cut_size = s->closing && s->opts.fsync != STORE_FSYNC_ALWAYS
+                           ? s->file_size + b->data.len
+                           : s->durable_size;
     b->sync = s->opts.fsync == STORE_FSYNC_ALWAYS || s->sync_wanted || s->dir_unsynced;
     b->sync_dir = s->dir_unsynced;
     /* A retry proves the disk works again: it syncs, and with nothing to write
@@ -486,6 +495,7 @@ int store_open(struct store *s, uv_loop_t *loop, const char *dir, const struct s
         s->opts.loop_sync_max_us = STORE_LOOP_SYNC_MAX_US;
     }
     if (!s->opts.fsync_interval_ms) s->opts.fsync_interval_ms = 1;
+    if (!s->opts.max_unsynced_bytes) s->opts.max_unsynced_bytes = STORE_MAX_UNSYNCED_BYTES;
     if (!s->opts.retry_ms) s->opts.retry_ms = 1000;
     s->on_notify = on_notify;
     s->lock_fd = s->fd = s->compact_fd = -1;

@@ -42,10 +42,14 @@ enum store_fsync { STORE_FSYNC_ALWAYS, STORE_FSYNC_INTERVAL, STORE_FSYNC_NEVER }
 
 /* The default of store_opts.loop_sync_max_us (eventd's --loop-sync-max-us). */
 #define STORE_LOOP_SYNC_MAX_US 2000u
+/* The default of store_opts.max_unsynced_bytes (eventd's --fsync-max-unsynced-bytes). */
+#define STORE_MAX_UNSYNCED_BYTES (32u << 20)
 
 struct store_opts {
     enum store_fsync fsync;
     uint32_t fsync_interval_ms; /* interval mode: ms between fdatasyncs */
+    uint32_t max_unsynced_bytes; /* interval and never: written but unsynced bytes kept in
+                                  * memory; reaching this makes a sync (0: the default) */
     uint32_t loop_sync_max_us;  /* the loop writes (always mode: and syncs) the log itself while
                                  * that averages under this (0: always on a worker thread) */
     bool repair;                /* replay: move damaged data aside instead of refusing */
@@ -153,7 +157,7 @@ struct store {
     uint64_t fail_count;             /* failed attempts in this episode */
     uint64_t fail_since;             /* uv_now() when it began */
     uv_timer_t retry_timer;          /* while failing: the next attempt */
-    struct buf unsynced;             /* interval: frames written since the last sync */
+    struct buf unsynced;             /* interval, never: frames written since the last sync */
     uint64_t pending_since;          /* store_clock_ns() of the first frame in pending */
     size_t frame_at;                 /* store_frame_begin: where its frame starts in pending */
     bool frame_open;                 /* between store_frame_begin and store_frame_end */

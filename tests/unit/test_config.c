@@ -19,6 +19,7 @@ static void test_defaults(void) {
     CHECK_EQ_INT((int)c.max_body_bytes, 1048576);
     CHECK_EQ_INT((int)c.fsync, CONFIG_FSYNC_ALWAYS);
     CHECK_EQ_INT((int)c.loop_sync_max_us, 2000);
+    CHECK_EQ_INT((int)c.fsync_max_unsynced_bytes, 32 << 20);
     CHECK_EQ_INT((int)c.idle_sweep_ms, 1000);
     CHECK(c.demo_user);
 }
@@ -57,6 +58,7 @@ static void test_rejects(void) {
         {"--max-body-bytes", "-5"}, {"--max-pipeline", "0"},  {"--fsync", "sometimes"},
         {"--base-path", "v2"},      {"--base-path", "/v2/"},  {"--compact-ratio", "x"},
         {"--log-level", "loud"},    {"--repair=maybe", NULL}, {"--loop-sync-max-us", "10000001"},
+        {"--fsync-max-unsynced-bytes", "65535"},
         {"--idle-sweep-ms", "0"},   {"--compact-ratio", "1"}, {"--compact-ratio", "0.001"},
         {"--compact-ratio", "1.49"}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)

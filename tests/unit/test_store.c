@@ -1226,36 +1226,81 @@ static void test_flush_sync_fails_while_the_disk_fails(void) {
     fault_close(&f);
 }
 
-/* "never": a batch whose sync failed is written again where it was, not taken for
- * written: after the error the kernel may have dropped its pages unwritten, and the
- * retry's sync would succeed without them (an id reservation taken for durable). */
-static void test_never_writes_a_batch_whose_sync_failed_again(void) {
+/* "never": after a failed sync the kernel may have dropped, unwritten, the pages of
+ * every batch written since the last good sync, and the retry's sync would succeed
+ * without them: an id reservation behind a hole of zeros, cut as an unsynced tail
+ * after a crash and its ids handed out again. So the file is cut back to its last
+ * sync and every frame since is written again, from memory, as in "interval". */
+static void test_never_writes_every_frame_since_the_last_sync_again(void) {
     char *dir = tmpdir("store");
+    char path[1024];
+    snprintf(path, sizeof path, "%s", path_of(dir, STORE_LOG_NAME));
     uv_loop_t loop;
     struct store s;
     struct store_opts o = {.fsync = STORE_FSYNC_NEVER, .fsync_interval_ms = 20, .retry_ms = 1};
     open_replay(&s, &loop, dir, &o, STORE_REPLAY_EMPTY);
     store_append(&s, 1, "one", 3);
     uv_run(&loop, UV_RUN_DEFAULT);
-    uint64_t before = s.file_size;
+    uint64_t durable = s.durable_size, frame = STORE_FRAME_HEADER_SIZE + 3;
+    CHECK_EQ_UINT(s.file_size, durable + frame); /* "one": written, not synced */
     setenv("EVENTD_FAULT_FSYNC_AFTER", "0", 1);
     store_faults_rearm();
     enum log_level saved = log_threshold;
     log_threshold = LOG_OFF;
     uint64_t two = store_append(&s, 1, "two", 3);
     CHECK_EQ_INT(store_flush_sync(&s), -EIO);
-    CHECK_EQ_UINT(s.file_size, before);
-    CHECK_EQ_UINT(s.pending.len, STORE_FRAME_HEADER_SIZE + 3);
+    CHECK_EQ_UINT(s.file_size, durable);
+    CHECK_EQ_UINT(s.pending.len, 2 * frame); /* "one" and "two", to be written again */
     CHECK(s.written_lsn < two);
+    /* The pages the failed sync dropped: zeros where "one" was, if it is still there. */
+    if (file_size(path) > (long)durable) {
+        int fd = open(path, O_WRONLY);
+        CHECK(fd >= 0);
+        static const char zeros[STORE_FRAME_HEADER_SIZE + 3];
+        CHECK_EQ_INT(pwrite(fd, zeros, sizeof zeros, (off_t)durable), (long)sizeof zeros);
+        close(fd);
+    }
     unsetenv("EVENTD_FAULT_FSYNC_AFTER");
     store_faults_rearm();
     CHECK_EQ_INT(store_flush_sync(&s), 0);
     CHECK_EQ_UINT(s.durable_lsn, two);
-    CHECK_EQ_UINT(s.file_size, before + STORE_FRAME_HEADER_SIZE + 3);
+    CHECK_EQ_UINT(s.file_size, durable + 2 * frame);
     log_threshold = saved;
     close_loop(&s, &loop);
     check_replays(dir, 2);
     rmrf(dir);
+}
+
+/* "interval" and "never" keep what they wrote since their last sync in memory: reaching
+ * max_unsynced_bytes makes a sync, so that memory is bounded however long the interval
+ * ("never": however long between id reservations). */
+static void unsynced_is_bounded(enum store_fsync mode) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
+    struct store s;
+    struct store_opts o = {.fsync = mode, .fsync_interval_ms = 3600000, .max_unsynced_bytes = 1000};
+    open_replay(&s, &loop, dir, &o, STORE_REPLAY_EMPTY);
+    char payload[90] = {0};
+    uint64_t last = 0;
+    for (int i = 0; i < 30; i++) {
+        last = store_append(&s, 1, payload, sizeof payload);
+        while (s.written_lsn < last) /* a batch each */
+            uv_run(&loop, UV_RUN_ONCE);
+        CHECK(s.unsynced.len < 1000 + sizeof payload + STORE_FRAME_HEADER_SIZE + 16);
+    }
+    while (s.job)
+        uv_run(&loop, UV_RUN_ONCE);
+    CHECK(s.stats_syncs >= 2); /* 30 frames of 96+ bytes: a sync every 11 at most */
+    CHECK(s.durable_lsn >= last - 11);
+    CHECK(s.unsynced.len < 1000);
+    close_loop(&s, &loop);
+    check_replays(dir, 30);
+    rmrf(dir);
+}
+
+static void test_unsynced_bytes_are_bounded(void) {
+    unsynced_is_bounded(STORE_FSYNC_NEVER);
+    unsynced_is_bounded(STORE_FSYNC_INTERVAL);
 }
 
 static void test_a_successful_probe_ends_the_failing_episode(void) {
@@ -2213,7 +2258,8 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_failed_sync_makes_the_store_failing),
     CHECK_CASE(test_flush_sync_fails_while_the_disk_fails),
     CHECK_CASE(test_a_successful_probe_ends_the_failing_episode),
-    CHECK_CASE(test_never_writes_a_batch_whose_sync_failed_again),
+    CHECK_CASE(test_never_writes_every_frame_since_the_last_sync_again),
+    CHECK_CASE(test_unsynced_bytes_are_bounded),
     CHECK_CASE(test_loop_thread_batch_fails_in_one_turn),
     CHECK_CASE(test_flush_sync_reports_a_failed_probe_in_flight),
     CHECK_CASE(test_compaction),
