@@ -47,15 +47,15 @@ enum store_fsync { STORE_FSYNC_ALWAYS, STORE_FSYNC_INTERVAL, STORE_FSYNC_NEVER }
 
 struct store_opts {
     enum store_fsync fsync;
-    uint32_t fsync_interval_ms; /* interval mode: ms between fdatasyncs */
+    uint32_t fsync_interval_ms;  /* interval mode: ms between fdatasyncs */
     uint32_t max_unsynced_bytes; /* interval and never: written but unsynced bytes kept in
                                   * memory; reaching this makes a sync (0: the default) */
-    uint32_t loop_sync_max_us;  /* the loop writes (always mode: and syncs) the log itself while
-                                 * that averages under this (0: always on a worker thread) */
-    bool repair;                /* replay: move damaged data aside instead of refusing */
-    uint32_t retry_ms;          /* while the disk refuses writes: ms between retries (0: 1000) */
-    struct metrics *metrics;    /* each log batch's fdatasync time goes here; NULL: nowhere.
-                                 * Borrowed: must outlive the store */
+    uint32_t loop_sync_max_us;   /* the loop writes (always mode: and syncs) the log itself while
+                                  * that averages under this (0: always on a worker thread) */
+    bool repair;                 /* replay: move damaged data aside instead of refusing */
+    uint32_t retry_ms;           /* while the disk refuses writes: ms between retries (0: 1000) */
+    struct metrics *metrics;     /* each log batch's fdatasync time goes here; NULL: nowhere.
+                                  * Borrowed: must outlive the store */
 };
 
 enum store_replay_status {

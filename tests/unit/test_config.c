@@ -53,14 +53,23 @@ static void test_env_and_precedence(void) {
 
 static void test_rejects(void) {
     struct config c;
-    char *bad[][2] = {
-        {"--bogus", "1"},           {"--listen", "nohost"},   {"--listen", "h:70000"},
-        {"--max-body-bytes", "-5"}, {"--max-pipeline", "0"},  {"--fsync", "sometimes"},
-        {"--base-path", "v2"},      {"--base-path", "/v2/"},  {"--compact-ratio", "x"},
-        {"--log-level", "loud"},    {"--repair=maybe", NULL}, {"--loop-sync-max-us", "10000001"},
-        {"--fsync-max-unsynced-bytes", "65535"},
-        {"--idle-sweep-ms", "0"},   {"--compact-ratio", "1"}, {"--compact-ratio", "0.001"},
-        {"--compact-ratio", "1.49"}};
+    char *bad[][2] = {{"--bogus", "1"},
+                      {"--listen", "nohost"},
+                      {"--listen", "h:70000"},
+                      {"--max-body-bytes", "-5"},
+                      {"--max-pipeline", "0"},
+                      {"--fsync", "sometimes"},
+                      {"--base-path", "v2"},
+                      {"--base-path", "/v2/"},
+                      {"--compact-ratio", "x"},
+                      {"--log-level", "loud"},
+                      {"--repair=maybe", NULL},
+                      {"--loop-sync-max-us", "10000001"},
+                      {"--idle-sweep-ms", "0"},
+                      {"--compact-ratio", "1"},
+                      {"--compact-ratio", "0.001"},
+                      {"--compact-ratio", "1.49"},
+                      {"--fsync-max-unsynced-bytes", "65535"}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         CHECK_EQ_INT(parse(&c, bad[i][1] ? 2 : 1, bad[i]), -1);
     /* 0 (never) and 1.5 are fine: below 1.5 compaction ran in a loop. */
