@@ -206,15 +206,12 @@ static void fail(struct store *s, struct store_batch *b, store_compact_cb *cb, i
         if (b->write_failed) {
             pending_prepend(s, NULL, &b->data);
         } else if (b->sync_cut_size < b->start_size + b->data.len) {
-            /* The failed sync cut the file back to its durable size. */
+            /* The failed sync cut the file back to its durable size (a probe, with
+             * nothing written since the last good sync, cuts nothing). */
             pending_prepend(s, &s->unsynced, &b->data);
             buf_reset(&s->unsynced);
             s->file_size = s->durable_size;
             s->written_lsn = s->durable_lsn;
-        } else {
-            /* The close's last sync, which cuts nothing (take_pending): what it wrote
-             * stays in the file, for the page cache to write back if it still can. */
-            pending_prepend(s, NULL, &b->data);
         }
         if (s->pending.len) s->pending_lsn = last;
     }
@@ -421,13 +418,11 @@ static void take_pending(struct store *s, struct store_batch *b) {
     s->spare = (struct buf)BUF_INIT;
     b->start_size = s->file_size;
     b->cut_first = s->needs_cut;
-    /* A failed sync cuts the file back to what is durable: the frames after it are
-     * in memory (unsynced), and the retries write them again. Not the close's: no
-     * retry would follow, and the page cache may still write back what it has
-     * ("always" cuts it too: nothing after its durable size was acknowledged). */
-    b->sync_cut_size = s->closing && s->opts.fsync != STORE_FSYNC_ALWAYS
-                           ? s->file_size + b->data.len
-                           : s->durable_size;
+    /* A failed sync cuts the file back to what is durable: after the error the kernel
+     * may have dropped the pages since, marked clean, so they are never written back and
+     * read as written only until evicted. "interval" and "never" keep those frames in
+     * memory (unsynced), and the retries write them again. */
+    b->sync_cut_size = s->durable_size;
     b->sync = s->opts.fsync == STORE_FSYNC_ALWAYS || s->sync_wanted || s->dir_unsynced;
     b->sync_dir = s->dir_unsynced;
     /* A retry proves the disk works again: it syncs, and with nothing to write
@@ -651,6 +646,11 @@ int store_close(struct store *s) {
     if (ccb) ccb(s, cstatus);
 
     int err = store_flush_sync(s);
+    if (err && s->opts.fsync != STORE_FSYNC_ALWAYS && s->pending.len) {
+        /* As the retry timer would: the failed sync cut the file back to the last good
+         * one, and pending holds every frame since; one more attempt writes them. */
+        err = store_flush_sync(s);
+    }
     if (!err && s->log_version >= STORE_VERSION && s->durable_size > s->mark_end) {
         /* A last mark, synced: at rest, every frame is under one, so a sector the
          * disk loses later is damage (store_replay.c), not an unsynced tail. */

@@ -1495,12 +1495,12 @@ static void test_compaction_sync_failure_keeps_the_log(void) {
     CHECK_EQ_INT(cmp.status, -EIO);
     CHECK(!store_compacting(&s));
     CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME ".compact")), -1);
-    /* "b" went to the old log unsynced ("never", acknowledged); the final sync fails, but
-     * "never" keeps what it wrote: the page cache has it, and nothing else would. */
+    /* "b" went to the old log unsynced ("never", acknowledged). The disk recovers: the
+     * close's sync takes "a" and "b". */
     CHECK_EQ_INT(s.written_lsn, 2); /* "a", then "b" */
-    CHECK_EQ_INT(store_close(&s), 0);
     unsetenv("EVENTD_FAULT_FSYNC_AFTER");
     store_faults_rearm();
+    CHECK_EQ_INT(store_close(&s), 0);
     log_threshold = saved;
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK_EQ_INT(uv_loop_close(&loop), 0);
@@ -1511,6 +1511,58 @@ static void test_compaction_sync_failure_keeps_the_log(void) {
     CHECK_EQ_STR(got.payload[1].ptr, "b");
     close_loop(&s, &loop);
     rmrf(dir);
+}
+
+/*
+ * "interval" and "never": a stop whose last sync fails. The failed sync cut the log
+ * back to its last good one (after the error the kernel may hold the pages since
+ * clean and unwritten: left in the file, they would read back until evicted, under
+ * the next run's marks, and a later start would refuse the hole as damage). The
+ * close tries once more, as the retry timer would: failures times 1, the disk
+ * recovers and keeps both records; times 0 (every sync fails), the close reports
+ * -EIO and the log is what the last good sync covered, with no hole.
+ */
+static void close_with_failing_sync(enum store_fsync mode, const char *times) {
+    char *dir = tmpdir("store");
+    uv_loop_t loop;
+    struct store s;
+    struct store_opts o = {.fsync = mode, .fsync_interval_ms = 3600000, .retry_ms = 1};
+    open_replay(&s, &loop, dir, &o, STORE_REPLAY_EMPTY);
+    store_append(&s, 1, "one", 3);
+    CHECK_EQ_INT(store_flush_sync(&s), 0);
+    uint64_t durable = s.durable_size;
+    uint64_t two = store_append(&s, 1, "two", 3);
+    while (s.written_lsn < two)
+        uv_run(&loop, UV_RUN_ONCE);
+    CHECK(s.file_size > durable); /* "two": written, not synced */
+    setenv("EVENTD_FAULT_FSYNC_AFTER", "0", 1);
+    if (*times) setenv("EVENTD_FAULT_TIMES", times, 1);
+    store_faults_rearm();
+    enum log_level saved = log_threshold;
+    log_threshold = LOG_OFF;
+    int rc = store_close(&s);
+    unsetenv("EVENTD_FAULT_FSYNC_AFTER");
+    unsetenv("EVENTD_FAULT_TIMES");
+    store_faults_rearm();
+    log_threshold = saved;
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+    if (*times) {
+        CHECK_EQ_INT(rc, 0);
+        check_replays(dir, 2);
+    } else {
+        CHECK_EQ_INT(rc, -EIO);
+        CHECK_EQ_INT(file_size(path_of(dir, STORE_LOG_NAME)), (long)durable);
+        check_replays(dir, 1);
+    }
+    rmrf(dir);
+}
+
+static void test_a_close_whose_sync_fails_cuts_and_tries_again(void) {
+    close_with_failing_sync(STORE_FSYNC_INTERVAL, "1");
+    close_with_failing_sync(STORE_FSYNC_NEVER, "1");
+    close_with_failing_sync(STORE_FSYNC_INTERVAL, "");
+    close_with_failing_sync(STORE_FSYNC_NEVER, "");
 }
 
 /*
@@ -2265,6 +2317,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_compaction),
     CHECK_CASE(test_compaction_abort_removes_its_file),
     CHECK_CASE(test_compaction_sync_failure_keeps_the_log),
+    CHECK_CASE(test_a_close_whose_sync_fails_cuts_and_tries_again),
     CHECK_CASE(test_a_failed_directory_sync_after_the_rename_acks_only_what_the_old_log_holds),
     CHECK_CASE(test_a_torn_append_holding_a_frame_is_cut),
     CHECK_CASE(test_repair_applies_no_frame_from_inside_a_torn_append),
