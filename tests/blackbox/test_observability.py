@@ -7,6 +7,7 @@ Python 3 standard library only; every wait is bounded.
 
 import json
 import re
+import time
 import unittest
 
 from harness import (Server, auth_header, build_request, connect, read_response, request,
@@ -124,6 +125,35 @@ class MetricsTests(unittest.TestCase):
                 s = samples(scrape(srv.port))
                 self.assertEqual(s[total] - before[total], 3)
                 self.assertEqual(s[on_loop] - before[on_loop], want)
+
+    def test_never_syncs_when_its_unsynced_bytes_reach_the_limit(self):
+        # "never" syncs only its id reservations (one per 32,768 creates), unless what it
+        # wrote since its last sync reaches --fsync-max-unsynced-bytes: 24 creates of 4 KB
+        # pass 64 KiB and make one sync (at least); under the default 32 MiB, none.
+        total = ("eventd_fsyncs_total", "")
+        for limit, synced in (("65536", True), (None, False)):
+            args = ["--fsync", "never", "--max-string-bytes", "4000"]
+            if limit:
+                args += ["--fsync-max-unsynced-bytes", limit]
+            with self.subTest(limit=limit), Server(users=["alice"], extra_args=args) as srv:
+                h = {"Authorization": auth_header("alice", srv.keys["alice"])}
+                body = {"Theme": {"Name": "n" * 4000}}
+                self.assertEqual(request(srv.port, "POST", "/v2/theme", body=body,
+                                         headers=h).status, 200)  # the first reservation
+                time.sleep(0.2)
+                before = samples(scrape(srv.port))[total]
+                for _ in range(24):
+                    self.assertEqual(request(srv.port, "POST", "/v2/theme", body=body,
+                                             headers=h).status, 200)
+                deadline = time.monotonic() + 5
+                after = samples(scrape(srv.port))[total]
+                while synced and after == before and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    after = samples(scrape(srv.port))[total]
+                if not synced:
+                    time.sleep(0.2)  # a sync, had there been one, would show by now
+                    after = samples(scrape(srv.port))[total]
+                self.assertEqual(after > before, synced, (before, after))
 
     def test_failed_signin_counts_as_signin_failed(self):
         with Server() as srv:
