@@ -39,6 +39,8 @@ FAST_RETRY_MS = 50
 EPISODE_RETRY_MS = 100
 MAX_STRING = 65535
 BIG = "b" * 20000          # a value no page slack can hold: its write needs new blocks
+NEVER_SYNC_BYTES = 65536   # never's --fsync-max-unsynced-bytes here (its least)
+NEVER_PAD = "p" * 40000    # provoke's PUT and POST carry it: together past NEVER_SYNC_BYTES
 ERROR_LINE = re.compile(r"^\S+ error ", re.M)
 RECOVERED_LINE = re.compile(r"^\S+ \w+ .*storage recovered after (\d+) failed attempts", re.M)
 WRAP = {"theme": "Theme", "address": "Address", "event": "Event"}
@@ -90,6 +92,10 @@ class FaultBase(unittest.TestCase):
                 "--shutdown-timeout-ms", "1000", "--min-free-disk-bytes", "0"]
         if self.mode == "interval":
             args += ["--fsync-interval-ms", "20"]
+        if self.mode == "never":
+            # never syncs its id reservations, and when what it wrote since its last
+            # sync reaches this: provoke's writes pass it (NEVER_PAD)
+            args += ["--fsync-max-unsynced-bytes", str(NEVER_SYNC_BYTES)]
         srv = harness.Server(data_dir=self.dir, extra_args=args, env=env)
         try:
             srv.start()
@@ -198,6 +204,7 @@ class FaultBase(unittest.TestCase):
         if self.fault == "disk_full":
             self.fs.fill()
         big = BIG if self.fault == "disk_full" else None
+        pad = NEVER_PAD if self.mode == "never" else ""
         if self.mode == "always":
             if trigger == "create":
                 r = self.create(c, "theme", {"Name": big or "C"})
@@ -208,9 +215,9 @@ class FaultBase(unittest.TestCase):
             self.assert_storage_error(r, "the write that met the failure:")
             return
         # one send, so all three are answered before their batch goes out
-        ops = [("PUT", "theme", self.ids["A"], {"Name": "A2", "Status": "a1"}),
+        ops = [("PUT", "theme", self.ids["A"], {"Name": "A2" + pad, "Status": "a1"}),
                ("DELETE", "address", self.ids["D"], None),
-               ("POST", "theme", None, {"Name": big or "C"})]
+               ("POST", "theme", None, {"Name": big or "C" + pad})]
         s = harness.connect(srv.port, timeout=3)
         try:
             wire = b""
@@ -406,7 +413,12 @@ class IntervalDiskFull(Matrix, FaultBase):
     MODE, FAULT = "interval", "disk_full"
 
 
-# --fsync never makes no data sync while serving: no fsync fault to inject.
+# --fsync never syncs while serving when its unsynced bytes reach --fsync-max-unsynced-bytes
+# (and for its id reservations): provoke's writes pass it, and that sync fails.
+class NeverFsyncEio(Matrix, FaultBase):
+    MODE, FAULT = "never", "fsync_eio"
+
+
 class NeverWriteEnospc(Matrix, FaultBase):
     MODE, FAULT = "never", "write_enospc"
 
