@@ -155,6 +155,13 @@ void *arena_alloc(struct arena *a, size_t n) {
     return p;
 }
 
+size_t arena_size(const struct arena *a) {
+    size_t n = 0;
+    for (const struct arena_block *b = a->head; b; b = b->next)
+        n += b->size;
+    return n;
+}
+
 char *arena_strndup(struct arena *a, const char *ptr, size_t len) {
     char *p = arena_alloc(a, len + 1);
     memcpy(p, ptr, len);

@@ -92,6 +92,8 @@ void arena_destroy(struct arena *a);
 void arena_reset(struct arena *a);
 /* Memory valid until arena_reset or arena_destroy. */
 void *arena_alloc(struct arena *a, size_t n);
+/* Bytes the arena holds from the heap now (its blocks' sizes). */
+size_t arena_size(const struct arena *a);
 char *arena_strndup(struct arena *a, const char *ptr, size_t len);
 
 /* Little helpers shared by the codec modules. */

@@ -669,6 +669,24 @@ static void test_written_from_the_decoder(void) {
     CHECK(d.decimals == UINT32_C(1) << ADDR_LON); /* not for a zero */
 }
 
+/* A skipped value (an output-only field) nested deep costs memory in proportion
+ * to its depth, not to the square of it: yajl grows its state stack 128 bytes at
+ * a time, and the arena keeps every block until the request ends (review,
+ * 2026-11-29: a Logo of 400,000 '[' took 600 MB, a 1 MiB body of them 4 GB). */
+static void test_a_deep_skipped_value_costs_its_depth(void) {
+    enum { DEPTH = 200000 };
+    static char body[2 * DEPTH + 64];
+    int n = snprintf(body, sizeof body, "{\"Theme\":{\"Logo\":");
+    memset(body + n, '[', DEPTH);
+    memset(body + n + DEPTH, ']', DEPTH);
+    snprintf(body + n + 2 * DEPTH, sizeof body - (size_t)n - 2 * DEPTH, ",\"Name\":\"x\"}}");
+    struct json_decoder d;
+    CHECK_EQ_INT(decode(&d, &record_theme, body, 4096), 0);
+    CHECK_EQ_STR(d.vals[THEME_NAME].s.ptr, "x");
+    /* The stack is DEPTH bytes; its copies, doubling, add less than that again. */
+    CHECK(arena_size(&arena) < 4 * (size_t)DEPTH);
+}
+
 /* A token a chunk leaves open is refused once longer than any value may be
  * written (json_tokens), before yajl buffers it whole; up to that, nothing
  * changes (review, 2026-11-29: a 1 MiB string held 2 MiB per connection). */
@@ -732,6 +750,7 @@ static void test_tokens_scan(void) {
 
 static const struct check_case cases[] = {
     CHECK_CASE(test_a_long_open_token_is_refused_before_the_body_ends),
+    CHECK_CASE(test_a_deep_skipped_value_costs_its_depth),
     CHECK_CASE(test_tokens_scan),
     CHECK_CASE(test_every_chunk_size),
     CHECK_CASE(test_bare_object),
