@@ -45,6 +45,10 @@ function(eventd_llhttp_props target)
     target_include_directories(${target} SYSTEM PRIVATE ${LLHTTP_SRC_DIR} ${LLHTTP_INCLUDE_DIR})
     set_target_properties(${target} PROPERTIES C_STANDARD 99 POSITION_INDEPENDENT_CODE ON)
     target_compile_options(${target} PRIVATE -w)
+    # Strict mode: a CR not followed by LF (after a header line, the headers' end, a
+    # chunk size, the last chunk) and bare LF line ends are errors, not skipped
+    # (a review, 2026-11-29, smuggled "\r\n\rX" past the lenient build).
+    target_compile_definitions(${target} PRIVATE LLHTTP_STRICT_MODE=1)
 endfunction()
 if(EVENTD_LLHTTP_DISPATCH)
     add_library(llhttp_sse42_raw OBJECT ${CMAKE_CURRENT_LIST_DIR}/llhttp_sse42.c)

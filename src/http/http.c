@@ -10,13 +10,15 @@
  * values) may arrive in several pieces when a read ends inside one, which is
  * why the few headers we keep are appended to buffers rather than pointed at.
  *
- * Framing rules that llhttp 8 (as Debian builds it, not in strict mode)
- * leaves to us, each answered 400 because a front proxy may read the
- * request differently (RFC 9112 sections 2.2, 3.2, 5.1, 5.2, 6.1, 7.1):
- * a missing (HTTP/1.1) or repeated Host, a Host value outside the URI host
- * grammar, a repeated Authorization, whitespace before a header colon, an
- * obs-fold, any Transfer-Encoding but one "chunked" line in HTTP/1.1, and a
- * chunk's data not followed by CRLF (llhttp skips those two bytes unseen).
+ * Framing rules that llhttp 8 leaves to us, even in strict mode (deps.cmake
+ * builds it so: its lenient build took CR and any byte for a line's end), each
+ * answered 400 because a front proxy may read the request differently
+ * (RFC 9112 sections 2.2, 3.2, 5.1, 5.2, 6.1, 7.1): a missing (HTTP/1.1) or
+ * repeated Host, a Host value outside the URI host grammar, a repeated
+ * Authorization, whitespace before a header colon, an obs-fold, any
+ * Transfer-Encoding but one "chunked" line in HTTP/1.1, a chunk's data not
+ * followed by CRLF (llhttp skips those two bytes unseen), and a bare LF ending
+ * the request line or the headers (llhttp takes it for CRLF there).
  * An obs-fold shows as a gap between two pieces of one header value, so the
  * end of the last piece is kept, and carried to the next read when the piece
  * ended the read. The chunk terminator is found the same way: it is the two
@@ -111,7 +113,7 @@ static int on_message_begin(llhttp_t *ll) {
     r->cur_header = H_OTHER;
     p->name_len = p->value_len = 0;
     p->n_host = p->n_auth = p->n_te = 0;
-    p->te_chunked = p->bad_field = p->version_done = p->value_open = false;
+    p->te_chunked = p->bad_field = p->version_done = p->value_open = p->cr_next = false;
     p->in_gap = p->gap_lf = false;
     p->crlf_left = 0;
     p->name_kind = H_OTHER;
@@ -134,6 +136,10 @@ static int on_url(llhttp_t *ll, const char *at, size_t n) {
     if (p->req.kept->target.len + n > p->limits->max_header_bytes)
         return stop(p, ERR_HEADERS_TOO_LARGE);
     buf_append(&p->req.kept->target, at, n);
+    /* A target ended by the line's end, not a space: HTTP/0.9, no version.
+     * Strict llhttp waits for a byte after its LF before it says so (and
+     * on_url_complete runs): answered here, not after the header timeout. */
+    if (at + n < p->seg_end && (at[n] == '\r' || at[n] == '\n')) return stop(p, ERR_VERSION);
     return 0;
 }
 
@@ -144,8 +150,21 @@ static int on_url_complete(llhttp_t *ll) {
     return 0;
 }
 
+static int on_version(llhttp_t *ll, const char *at, size_t n) {
+    P(ll)->version_end = at + n;
+    return 0;
+}
+
+/* The byte after the version must be CR: llhttp 8 (strict too) takes a bare LF
+ * there for the line's end, which a front proxy may read otherwise (RFC 9112
+ * 2.2). It is the next segment's first byte when the version ended this one. */
 static int on_version_complete(llhttp_t *ll) {
-    P(ll)->version_done = true;
+    struct http_parser *p = P(ll);
+    p->version_done = true;
+    if (p->version_end == p->seg_end)
+        p->cr_next = true;
+    else if (*p->version_end != '\r')
+        return stop_why(p, ERR_BAD_REQUEST, "a request line not ended by CRLF");
     return 0;
 }
 
@@ -572,6 +591,7 @@ void http_parser_init(struct http_parser *p, const struct http_limits *limits,
         settings.on_method = on_method;
         settings.on_url = on_url;
         settings.on_url_complete = on_url_complete;
+        settings.on_version = on_version;
         settings.on_version_complete = on_version_complete;
         settings.on_chunk_header = on_chunk_header;
         settings.on_chunk_complete = on_chunk_complete;
@@ -603,7 +623,7 @@ void http_parser_reset(struct http_parser *p) {
     p->internal_pause = PAUSE_NONE;
     p->in_message = p->in_headers = false;
     /* What a segment of the last request may have left for the next one. */
-    p->value_open = p->in_gap = false;
+    p->value_open = p->in_gap = p->cr_next = false;
     p->crlf_left = 0;
 }
 
@@ -615,8 +635,8 @@ void http_parser_destroy(struct http_parser *p) {
     }
 }
 
-enum http_status http_parser_execute(struct http_parser *p, const char *ptr, size_t len,
-                                     size_t *consumed) {
+static enum http_status execute(struct http_parser *p, const char *ptr, size_t len,
+                                size_t *consumed) {
     size_t off = 0;
     for (;;) {
         bool head = p->in_headers; /* were the bytes of this segment head bytes? */
@@ -624,6 +644,15 @@ enum http_status http_parser_execute(struct http_parser *p, const char *ptr, siz
         /* A header value or a chunk terminator that the last segment ended
          * in goes on at the start of this one. */
         if (p->value_open) p->value_end = p->value_end == p->seg_end ? ptr + off : NULL;
+        if (p->cr_next && off < len) {
+            p->cr_next = false;
+            if (ptr[off] != '\r') {
+                p->error = ERR_BAD_REQUEST;
+                p->why = "a request line not ended by CRLF";
+                *consumed = off;
+                return HTTP_ERROR;
+            }
+        }
         p->seg_start = ptr + off;
         p->seg_end = ptr + len;
         llhttp_errno_t e = llhttp_execute(&p->ll, ptr + off, len - off);
@@ -659,6 +688,14 @@ enum http_status http_parser_execute(struct http_parser *p, const char *ptr, siz
         if (e == HPE_PAUSED && p->internal_pause != PAUSE_NONE) {
             uint8_t what = p->internal_pause;
             p->internal_pause = PAUSE_NONE;
+            /* The headers end with an empty line, CRLF: llhttp 8 (strict too) also
+             * takes a bare LF there. off is just past that line's LF. */
+            if (what == PAUSE_HEADERS && (off >= 2 ? ptr[off - 2] : p->prev_byte) != '\r') {
+                p->error = ERR_BAD_REQUEST;
+                p->why = "headers not ended by an empty line of CRLF";
+                *consumed = off;
+                return HTTP_ERROR;
+            }
             if (what == PAUSE_HEADERS && p->ev->on_headers(p->owner, &p->req)) {
                 p->error = ERR_NONE; /* the owner has answered */
                 *consumed = off;
@@ -687,6 +724,13 @@ enum http_status http_parser_execute(struct http_parser *p, const char *ptr, siz
         }
         return HTTP_ERROR;
     }
+}
+
+enum http_status http_parser_execute(struct http_parser *p, const char *ptr, size_t len,
+                                     size_t *consumed) {
+    enum http_status st = execute(p, ptr, len, consumed);
+    if (*consumed) p->prev_byte = ptr[*consumed - 1];
+    return st;
 }
 
 void http_parser_resume(struct http_parser *p) {

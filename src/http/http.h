@@ -150,6 +150,9 @@ struct http_parser {
     bool bad_field;               /* a header name or Host value broke the grammar */
     uint8_t host_state;           /* HOST_*: where in the Host value we are */
     bool version_done;            /* the request line's version was well formed */
+    bool cr_next;                 /* the next segment's first byte must end the request line */
+    char prev_byte;               /* the byte before the next segment (the last one consumed) */
+    const char *version_end;      /* where the version's last piece ended (on_version) */
     /* Contiguity of one header value across pieces: a gap is an obs-fold. */
     bool value_open;      /* a piece of the current value has been seen */
     bool in_gap;          /* between a header's name and its value's first piece */

@@ -169,6 +169,23 @@ class SmugglingTests(Hostile):
                                     b"XX0\r\n\r\n"), 400, "bad_request",
                      "chunk data followed by XX: ")
 
+    def test_chunk_size_line_ended_by_cr_and_another_byte(self):
+        # llhttp 8 in its default (lenient) build took CR and any byte for a line's end
+        # (review, 2026-11-29); eventd builds it in strict mode.
+        self.refused(self.post_head(b"Transfer-Encoding: chunked\r\n\r\n16\rX" + BODY +
+                                    b"\r\n0\r\n\r\n"), 400, "bad_request",
+                     "chunk size ended by CR, X: ")
+
+    def test_chunk_extension_ended_by_cr_and_another_byte(self):
+        self.refused(self.post_head(b"Transfer-Encoding: chunked\r\n\r\n16;a=b\rX" + BODY +
+                                    b"\r\n0\r\n\r\n"), 400, "bad_request",
+                     "chunk extension ended by CR, X: ")
+
+    def test_last_chunk_ended_by_cr_and_another_byte(self):
+        self.refused(self.post_head(b"Transfer-Encoding: chunked\r\n\r\n16\r\n" + BODY +
+                                    b"\r\n0\r\n\rX"), 400, "bad_request",
+                     "last chunk ended by CR, X: ")
+
     def test_chunk_data_crlf_checked_across_reads(self):
         # The same check when the terminator is split over two reads.
         data = self.post_head(b"Transfer-Encoding: chunked\r\n\r\n16\r\n" + BODY + b"\r")
@@ -195,6 +212,49 @@ class LineTests(Hostile):
     def test_bare_lf_after_a_header(self):
         self.refused(b"GET /healthz HTTP/1.1\r\nHost: x\nX-A: y\r\n\r\n", 400, "bad_request",
                      "bare LF after a header: ")
+
+    def test_bare_lf_after_the_request_line(self):
+        # llhttp 8 takes a bare LF after the version for the line's end, even in
+        # strict mode (review, 2026-11-29); eventd checks that byte.
+        self.refused(b"GET /healthz HTTP/1.1\nHost: x\r\n\r\n", 400, "bad_request",
+                     "bare LF after the request line: ")
+
+    def test_bare_lf_ending_the_headers(self):
+        self.refused(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\n", 400, "bad_request",
+                     "headers ended by a bare LF: ")
+
+    def test_cr_and_another_byte_ending_the_headers(self):
+        # "\r\n\rX": the lenient build ended the headers and dropped the X, so a
+        # request could follow that a front proxy took for a header line.
+        self.refused(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\rX", 400, "bad_request",
+                     "headers ended by CR, X: ")
+
+    def split(self, first, second):
+        """Sends first, waits until the server has read it, sends second; returns
+        the answer and the socket."""
+        s = connect(self.port)
+        s.sendall(first)
+        wait_server_read(self.port, [s])
+        s.sendall(second)
+        return read_response(s), s
+
+    def test_line_ends_checked_across_reads(self):
+        # The byte after the version, and the LF ending the headers, each the first
+        # byte of a read of their own: CR and CRLF are fine, a bare LF is not.
+        for first, second, status in (
+                (b"GET /healthz HTTP/1.1", b"\nHost: x\r\n\r\n", 400),
+                (b"GET /healthz HTTP/1.1", b"\r\nHost: x\r\n\r\n", 200),
+                (b"GET /healthz HTTP/1.1\r\nHost: x\r\n", b"\n", 400),
+                (b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r", b"\n", 200)):
+            ctx = "%r then %r: " % (first[-6:], second[:6])
+            r, s = self.split(first, second)
+            try:
+                self.assertResp(r, status, "bad_request" if status == 400 else None, ctx=ctx)
+                if status == 400:
+                    self.assertClosed(s, ctx=ctx)
+            finally:
+                s.close()
+        self.assertServes("split line ends: ")
 
     def test_bare_cr_after_request_line(self):
         # A well-formed version followed by a bare CR is malformed (400), not
@@ -702,6 +762,30 @@ class LongJsonValueTests(unittest.TestCase):
             finally:
                 for s in socks:
                     s.close()
+
+
+class DeepSkippedValueTests(unittest.TestCase):
+    """An output-only field (a theme's Logo) is read past, not kept, but yajl
+    still stacks each '[' it holds: 400,000 of them took the server 600 MB,
+    a 1 MiB body of them 4 GB, as the request arena kept every copy of that
+    stack (review, 2026-11-29). Now its cost follows the depth."""
+
+    def test_a_logo_of_400000_brackets_costs_little(self):
+        if sanitized_binary():
+            self.skipTest("RSS is not measurable under AddressSanitizer (shadow memory, "
+                          "quarantine); the plain build runs this test")
+        with Server(users=["alice"]) as srv:
+            auth = auth_header("alice", srv.keys["alice"])
+            body = b'{"Theme":{"Name":"deep","Logo":' + b"[" * 400000 + b"]" * 400000 + b"}}"
+            request(srv.port, "GET", "/healthz")
+            before = vm_rss(srv.proc.pid) // 1024
+            r = request(srv.port, "POST", "/v2/theme", body=body,
+                        headers={"Authorization": auth}, timeout=30)
+            growth = vm_rss(srv.proc.pid) // 1024 - before
+            self.assertEqual(r.status, 200, repr(r))
+            self.assertEqual(r.json()["Result"]["Logo"], "")
+            self.assertLess(growth, 16 * 1024, "a Logo of 400,000 '[' grew the server by %d KiB"
+                            % growth)
 
 
 class PipelinedAnswerBufferTests(unittest.TestCase):
