@@ -73,6 +73,33 @@ static void test_cut_at_every_byte(void) {
     }
 }
 
+/* Line ends llhttp's lenient build took, and two even its strict build takes (a bare
+ * LF after the version, a bare LF ending the headers): refused at every cut into two
+ * reads, before anything of the request is seen as complete. */
+static void test_bad_line_ends_refused_at_every_cut(void) {
+    static const char *bad[] = {
+        "GET /a HTTP/1.1\nHost: a\r\n\r\n",
+        "GET /a HTTP/1.1\r\nHost: a\r\n\n",
+        "GET /a HTTP/1.1\r\nHost: a\r\n\rXGET /b HTTP/1.1\r\nHost: a\r\n\r\n",
+        "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2\rXhi\r\n0\r\n\r\n",
+        "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\rX",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        size_t n = strlen(bad[i]);
+        for (size_t cut = 0; cut <= n; cut++) {
+            struct seen s = {0};
+            struct http_parser p;
+            http_parser_init(&p, &lim, &ev, &s);
+            enum http_status st = feed(&p, bad[i], cut);
+            if (st == HTTP_OK) st = feed(&p, bad[i] + cut, n - cut);
+            CHECK_EQ_INT(st, HTTP_ERROR);
+            CHECK_EQ_INT(p.error, ERR_BAD_REQUEST);
+            CHECK_EQ_INT(s.completes, 0);
+            http_parser_destroy(&p);
+        }
+    }
+}
+
 static void test_one_byte_per_read(void) {
     size_t n = strlen(req);
     struct seen s = {0};
@@ -297,12 +324,19 @@ static void test_request_ids_count_in_hex(void) {
 }
 
 static const struct check_case cases[] = {
-    CHECK_CASE(test_cut_at_every_byte), CHECK_CASE(test_one_byte_per_read),
-    CHECK_CASE(test_pipelined),         CHECK_CASE(test_headers_too_large),
-    CHECK_CASE(test_body_too_large),    CHECK_CASE(test_garbage),
-    CHECK_CASE(test_reset_after_error), CHECK_CASE(test_length_and_chunked),
-    CHECK_CASE(test_response_head),     CHECK_CASE(test_head_limit_exact),
-    CHECK_CASE(test_kept_names),        CHECK_CASE(test_request_ids_count_in_hex),
+    CHECK_CASE(test_cut_at_every_byte),
+    CHECK_CASE(test_bad_line_ends_refused_at_every_cut),
+    CHECK_CASE(test_one_byte_per_read),
+    CHECK_CASE(test_pipelined),
+    CHECK_CASE(test_headers_too_large),
+    CHECK_CASE(test_body_too_large),
+    CHECK_CASE(test_garbage),
+    CHECK_CASE(test_reset_after_error),
+    CHECK_CASE(test_length_and_chunked),
+    CHECK_CASE(test_response_head),
+    CHECK_CASE(test_head_limit_exact),
+    CHECK_CASE(test_kept_names),
+    CHECK_CASE(test_request_ids_count_in_hex),
 };
 
 int main(int argc, char **argv) {
