@@ -553,6 +553,61 @@ class Preallocation(TornBase):
         self.assertEqual(last[0] + 9 + last[1], len(log))
         self.assertEqual(glob.glob(d.file(LOG + ".damaged-*")), [])
 
+    def test_a_copy_taken_while_writing_without_preallocation_starts(self):
+        # docs/STORAGE.md "Operating notes": a running server's log copied with cp is a
+        # crash image when --log-prealloc-bytes is 0, since the reader stops at the file's
+        # end, never in zeros ahead of the writer (review, 2026-11-29: with them, a slow
+        # copier read zeros, then later frames under a sync mark past them, and the copy
+        # was refused as damaged). Three slow copies (4 KiB a millisecond, up to the size
+        # at their start) while four writers create themes: each starts, and holds every
+        # theme acknowledged before it began, as acknowledged.
+        d = self.mkdir()
+        key = add_user(d.path, "alice")
+        acked, lock, stop = [], threading.Lock(), threading.Event()
+
+        def writer(n):
+            c = Client(srv.port, "alice", key)
+            for i in range(3000):
+                if stop.is_set():
+                    break
+                r = c.must_create("theme", {"Name": "w%d-%d" % (n, i)})
+                with lock:
+                    acked.append(r)
+            c.close()
+
+        copies = []
+        with self.server(d, "--log-prealloc-bytes", "0") as srv:
+            ths = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+            for t in ths:
+                t.start()
+            try:
+                for _ in range(3):
+                    time.sleep(0.2)
+                    with lock:
+                        before = list(acked)
+                    out = self.mkdir()
+                    with open(d.file(LOG), "rb") as src, open(out.file(LOG), "wb") as dst:
+                        end = os.fstat(src.fileno()).st_size
+                        while src.tell() < end:
+                            b = src.read(4096)
+                            if not b:
+                                break
+                            dst.write(b)
+                            time.sleep(0.001)
+                    copies.append((out, before))
+            finally:
+                stop.set()
+                for t in ths:
+                    t.join(30)
+        self.assertTrue(all(before for _, before in copies), "no theme before a copy")
+        for out, before in copies:
+            with self.server(out) as srv:  # a start refused would raise here
+                c = Client(srv.port, "alice", key)
+                got = {r["ID"]: r for r in c.list_all("theme", limit=500, max_pages=1000)}
+                c.close()
+                for r in before:
+                    self.assertEqual(got.get(r["ID"]), r)
+
     def test_none_outside_always_nor_with_0(self):
         for args in (["--fsync", "interval"], ["--fsync", "never"],
                      ["--log-prealloc-bytes", "0"]):
