@@ -13,6 +13,7 @@
 #include "common/varint.h"
 #include "storage/auth.h"
 #include "storage/logfile.h"
+#include "storage/store.h"
 
 static int save(struct db *db) {
     int rc = db_sync_now(db);
@@ -248,6 +249,27 @@ int cli_compact(struct db *db, const struct config *cfg) {
     db_stats(db, &after);
     printf("compacted %s/%s: %llu -> %llu bytes\n", cfg->data_dir, STORE_LOG_NAME,
            (unsigned long long)before.log_bytes, (unsigned long long)after.log_bytes);
+    return 0;
+}
+
+int cli_backup(const char *dir, const char *out) {
+    struct store_copy_stats st;
+    int rc = store_copy_log(dir, out, &st);
+    if (rc == -EEXIST) {
+        fprintf(stderr, "eventd: %s exists: a backup goes to a new file\n", out);
+        return 1;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "eventd: backup of %s/%s to %s failed: %s\n", dir, STORE_LOG_NAME, out,
+                rc == -EINVAL            ? "not an eventd log"
+                : rc == -EPROTONOSUPPORT ? "a newer log format than this eventd reads"
+                                         : strerror(-rc));
+        return 1;
+    }
+    printf("backed up %s/%s to %s: %llu bytes, %llu frames (start a server on a directory "
+           "holding it as %s)\n",
+           dir, STORE_LOG_NAME, out, (unsigned long long)st.bytes, (unsigned long long)st.frames,
+           STORE_LOG_NAME);
     return 0;
 }
 

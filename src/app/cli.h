@@ -33,6 +33,8 @@ int cli_export(struct db *db, const char *name);
 int cli_import(struct db *db);
 /* eventd compact: rewrites the log to its live records. */
 int cli_compact(struct db *db, const struct config *cfg);
+/* eventd backup FILE: a copy of dir's log, a server running or not (store_copy_log). */
+int cli_backup(const char *dir, const char *out);
 /* eventd admin token NAME: a new admin API token (replacing one of that name),
  * printed once; eventd admin revoke NAME: the token stops working. */
 int cli_admin_token(struct db *db, const char *verb, const char *name);

@@ -40,11 +40,13 @@ static void usage(FILE *out) {
         "  eventd compact [--data DIR]          rewrite the log to its live records\n"
         "  eventd export --user NAME [--data DIR] > FILE   a user and its records, to stdout\n"
         "  eventd import [--data DIR] < FILE    add an exported user and its records\n"
+        "  eventd backup FILE [--data DIR]      copy the log to FILE (new), consistent while a\n"
+        "                                       server writes it; start on it as DIR/eventd.log\n"
         "  eventd --help | --version\n\n"
         "The user, admin, export and import commands work on a stopped server's data\n"
         "directory under its --node-id (user and admin also through a running server's\n"
         "admin socket, DATA/admin.sock). compact needs a stopped server (a running one\n"
-        "compacts online: kill -USR1).\n\n",
+        "compacts online: kill -USR1). backup works with the server running or not.\n\n",
         EVENTD_VERSION);
     config_usage(out);
 }
@@ -118,12 +120,30 @@ static bool usage_ok(const char *cmd, int npos, const char **pos) {
         fprintf(stderr, "eventd: --max-records and --max-bytes go with eventd user limits NAME\n");
         return false;
     }
+    if (!strcmp(cmd, "backup") && npos != 1) {
+        fprintf(stderr, "eventd: usage: eventd backup FILE [--data DIR]\n");
+        return false;
+    }
     if (!strcmp(cmd, "admin") &&
         (npos != 2 || (strcmp(pos[0], "token") && strcmp(pos[0], "revoke")))) {
         fprintf(stderr, "eventd: usage: eventd admin token|revoke NAME\n");
         return false;
     }
     return true;
+}
+
+static bool known_command(const char *cmd) {
+    static const char *const cmds[] = {"serve",  "user",   "compact", "admin",
+                                       "export", "import", "backup"};
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
+        if (!strcmp(cmd, cmds[i])) return true;
+    return false;
+}
+
+/* The words a command takes after its name (user add NAME, backup FILE). */
+static int max_words(const char *cmd) {
+    if (!strcmp(cmd, "user") || !strcmp(cmd, "admin")) return 3;
+    return !strcmp(cmd, "backup") ? 1 : 0;
 }
 
 int main(int argc, char **argv) {
@@ -144,8 +164,7 @@ int main(int argc, char **argv) {
         cmd = argv[1];
         first = 2;
     }
-    if (strcmp(cmd, "serve") && strcmp(cmd, "user") && strcmp(cmd, "compact") &&
-        strcmp(cmd, "admin") && strcmp(cmd, "export") && strcmp(cmd, "import")) {
+    if (!known_command(cmd)) {
         fprintf(stderr, "eventd: unknown command '%s' (see --help)\n", cmd);
         return 2;
     }
@@ -166,8 +185,7 @@ int main(int argc, char **argv) {
     struct config cfg;
     const char *pos[4];
     int npos;
-    int rc = config_parse(&cfg, argc - first, argv + first, pos,
-                          !strcmp(cmd, "user") || !strcmp(cmd, "admin") ? 3 : 0, &npos);
+    int rc = config_parse(&cfg, argc - first, argv + first, pos, max_words(cmd), &npos);
     if (rc == 1) {
         usage(stdout);
         return 0;
@@ -185,6 +203,8 @@ int main(int argc, char **argv) {
         return 1;
     }
 
+    /* backup only reads the log: no lock, a running server keeps writing it. */
+    if (!strcmp(cmd, "backup")) return cli_backup(cfg.data_dir, pos[0]);
     /* A peer that closes early must cost an EPIPE on that socket, not the process. */
     signal(SIGPIPE, SIG_IGN);
     /* SIGUSR1 asks a server to compact; before its handler exists (replay) and after

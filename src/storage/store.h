@@ -294,4 +294,18 @@ static inline size_t store_compact_backlog(const struct store *s) {
  */
 int store_close(struct store *s);
 
+/* What store_copy_log copied: the log's first bytes (whole frames), and its frames. */
+struct store_copy_stats {
+    uint64_t bytes, frames;
+};
+/*
+ * Copies dir's log to out_path (created; it must not exist) while a server may be
+ * writing it: every frame checked as it is read, one not intact yet read again for a
+ * while, the copy ended at the first that stays so. The copy is a prefix of the log cut
+ * at a frame's end, which a server starts on as it is (eventd backup; store_copy.c).
+ * Returns 0 or -errno (-EINVAL: not a log; -EPROTONOSUPPORT: a newer format); no file
+ * is left at out_path on failure.
+ */
+int store_copy_log(const char *dir, const char *out_path, struct store_copy_stats *st);
+
 #endif

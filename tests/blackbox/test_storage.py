@@ -608,6 +608,76 @@ class Preallocation(TornBase):
                 for r in before:
                     self.assertEqual(got.get(r["ID"]), r)
 
+    def test_backup_while_writing_starts_as_it_is(self):
+        # eventd backup (docs/STORAGE.md "Operating notes"): the copy a plain cp of a
+        # preallocating server cannot be. Five backups while four writers create themes,
+        # preallocation on (always's default): each is a prefix cut at a frame's end, so
+        # a server starts on it with no warning at all, and holds every theme
+        # acknowledged before its backup began, as acknowledged.
+        d = self.mkdir()
+        key = add_user(d.path, "alice")
+        acked, lock, stop = [], threading.Lock(), threading.Event()
+
+        def writer(n):
+            c = Client(srv.port, "alice", key)
+            for i in range(3000):
+                if stop.is_set():
+                    break
+                r = c.must_create("theme", {"Name": "w%d-%d" % (n, i)})
+                with lock:
+                    acked.append(r)
+            c.close()
+
+        copies = []
+        with self.server(d) as srv:
+            ths = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+            for t in ths:
+                t.start()
+            try:
+                for _ in range(5):
+                    time.sleep(0.15)
+                    with lock:
+                        before = list(acked)
+                    out = self.mkdir()
+                    cp = run_cli(["backup", out.file(LOG), "--data", d.path])
+                    self.assertEqual(cp.returncode, 0, (cp.stdout, cp.stderr))
+                    self.assertRegex(cp.stdout, r"^backed up \S+ to \S+: \d+ bytes, \d+ frames")
+                    copies.append((out, before))
+            finally:
+                stop.set()
+                for t in ths:
+                    t.join(30)
+            # Not over a file that exists: exit 1, the file as it was.
+            with open(copies[0][0].file(LOG), "rb") as f:
+                first = f.read()
+            cp = run_cli(["backup", copies[0][0].file(LOG), "--data", d.path])
+            self.assertEqual(cp.returncode, 1, (cp.stdout, cp.stderr))
+            self.assertIn("exists: a backup goes to a new file", cp.stderr)
+            with open(copies[0][0].file(LOG), "rb") as f:
+                self.assertEqual(f.read(), first)
+        self.assertTrue(all(before for _, before in copies), "no theme before a backup")
+        for out, before in copies:
+            with self.server(out) as srv:
+                self.assertNotRegex(srv.stderr_text(), r"(?m)^\S+ (warn|error) ")
+                c = Client(srv.port, "alice", key)
+                got = {r["ID"]: r for r in c.list_all("theme", limit=500, max_pages=1000)}
+                c.close()
+                for r in before:
+                    self.assertEqual(got.get(r["ID"]), r)
+
+    def test_backup_refuses_what_is_not_a_log(self):
+        d = self.mkdir()
+        with open(d.file(LOG), "wb") as f:
+            f.write(b"not a log at all, just some bytes")
+        out = self.mkdir()
+        cp = run_cli(["backup", out.file("copy"), "--data", d.path])
+        self.assertEqual(cp.returncode, 1, (cp.stdout, cp.stderr))
+        self.assertIn("not an eventd log", cp.stderr)
+        self.assertFalse(os.path.exists(out.file("copy")))
+        cp = run_cli(["backup", "--data", d.path])
+        self.assertEqual(cp.returncode, 2, (cp.stdout, cp.stderr))
+        self.assertIn("usage: eventd backup FILE", cp.stderr)
+
     def test_none_outside_always_nor_with_0(self):
         for args in (["--fsync", "interval"], ["--fsync", "never"],
                      ["--log-prealloc-bytes", "0"]):

@@ -1,0 +1,155 @@
+/*
+ * store_copy: a copy of the log that a server may be writing (eventd backup;
+ * docs/STORAGE.md, "Operating notes").
+ *
+ * A plain copy (cp) of a preallocating server's log can read the zeros ahead
+ * of the writer, then, in its later reads, batches written after them: a
+ * start refuses that copy, since a hole under a later sync mark is what a
+ * disk that lost synced sectors leaves too. Here every frame is checked as it
+ * is read, in order, and one that is not intact yet is read again a few times
+ * (the writer may be in the middle of it) before the copy ends there. So the
+ * copy is always a prefix of the log, cut at a frame's end: the log as it was
+ * at some moment of the copy, which a server starts on as it is.
+ *
+ * Reads only: it takes no lock, and the server keeps writing meanwhile. The
+ * log it copies is the file the name held when the copy began; a compaction
+ * that replaces it during the copy leaves that file whole, and the copy ends
+ * at that file's end.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/buf.h"
+#include "storage/logfile.h"
+#include "storage/store.h"
+
+enum {
+    COPY_CHUNK = 1 << 20, /* bytes read at a time */
+    COPY_TRIES = 20,      /* reads of a frame that is not intact before the copy ends there */
+    COPY_WAIT_MS = 5,     /* between them: 100 ms in all, many batches of a busy server */
+};
+
+/* The bytes [off, off + n) of the log, read with pread into win; short at the file's end. */
+struct window {
+    struct buf b;
+    uint64_t off; /* of b's first byte in the file */
+};
+
+static int fill(int fd, struct window *w, uint64_t off, size_t n) {
+    buf_reset(&w->b);
+    w->off = off;
+    char *p = buf_reserve(&w->b, n);
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, p + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -errno;
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    buf_commit(&w->b, got);
+    return 0;
+}
+
+/* Bytes of the window from off on (0 when off is outside it). */
+static size_t have(const struct window *w, uint64_t off) {
+    return off >= w->off && off - w->off <= w->b.len ? (size_t)(w->b.len - (off - w->off)) : 0;
+}
+
+/* The whole frame at off, when it is intact: its size (header and payload); 0 when not. */
+static int frame_at(int fd, struct window *w, uint32_t key, uint64_t off, size_t *size) {
+    *size = 0;
+    if (have(w, off) < STORE_FRAME_HEADER_SIZE) {
+        int err = fill(fd, w, off, COPY_CHUNK);
+        if (err) return err;
+        if (have(w, off) < STORE_FRAME_HEADER_SIZE) return 0;
+    }
+    const uint8_t *f = (const uint8_t *)w->b.ptr + (off - w->off);
+    uint32_t len = logfile_get_le32(f + 4);
+    if (len > STORE_MAX_PAYLOAD) return 0;
+    size_t need = STORE_FRAME_HEADER_SIZE + len;
+    if (have(w, off) < need) {
+        int err = fill(fd, w, off, need > COPY_CHUNK ? need : COPY_CHUNK);
+        if (err) return err;
+        if (have(w, off) < need) return 0;
+        f = (const uint8_t *)w->b.ptr;
+    }
+    if (logfile_frame_check(key, f, len) == logfile_get_le32(f)) *size = need;
+    return 0;
+}
+
+static void wait_ms(long ms) {
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = ms * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+    }
+}
+
+/* Copies the frames of fd's log from its header on into out; 0 or -errno. */
+static int copy_frames(int fd, int out, struct store_copy_stats *st) {
+    uint8_t h[STORE_HEADER_SIZE];
+    struct window w = {.b = BUF_INIT};
+    struct buf pending = BUF_INIT;
+    int err = fill(fd, &w, 0, COPY_CHUNK);
+    if (err) goto done;
+    uint32_t key = 0;
+    if (have(&w, 0) < STORE_HEADER_SIZE || memcmp(w.b.ptr, STORE_MAGIC, 8) != 0) {
+        err = -EINVAL; /* not a log */
+        goto done;
+    }
+    memcpy(h, w.b.ptr, sizeof h);
+    if (!logfile_header_key(h, &key)) {
+        err = -EPROTONOSUPPORT; /* a newer format */
+        goto done;
+    }
+    buf_append(&pending, h, sizeof h);
+    uint64_t off = STORE_HEADER_SIZE;
+    for (;;) {
+        size_t size = 0;
+        for (int tries = 0; !err && !size && tries < COPY_TRIES; tries++) {
+            if (tries) {
+                wait_ms(COPY_WAIT_MS);
+                buf_reset(&w.b); /* read it again */
+            }
+            err = frame_at(fd, &w, key, off, &size);
+        }
+        if (err || !size) break; /* the end of the log, as of now */
+        buf_append(&pending, w.b.ptr + (off - w.off), size);
+        off += size;
+        st->frames++;
+        if (pending.len >= COPY_CHUNK) {
+            err = logfile_write_all(out, pending.ptr, pending.len);
+            buf_reset(&pending);
+        }
+    }
+    if (!err) err = logfile_write_all(out, pending.ptr, pending.len);
+    st->bytes = off;
+done:
+    buf_destroy(&pending);
+    buf_destroy(&w.b);
+    return err;
+}
+
+int store_copy_log(const char *dir, const char *out_path, struct store_copy_stats *st) {
+    memset(st, 0, sizeof *st);
+    char *path = logfile_path(dir, STORE_LOG_NAME);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    free(path);
+    if (fd < 0) return -errno;
+    int out = open(out_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (out < 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    int err = copy_frames(fd, out, st);
+    if (!err) err = logfile_sync(out, false);
+    if (close(out) < 0 && !err) err = -errno;
+    close(fd);
+    if (err) unlink(out_path); /* no partial copy left behind to be taken for a backup */
+    return err;
+}
