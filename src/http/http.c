@@ -565,6 +565,9 @@ static int on_chunk_extension(llhttp_t *ll, const char *at, size_t n) {
 static int on_message_complete(llhttp_t *ll) {
     struct http_parser *p = P(ll);
     p->in_message = false;
+    /* A chunked body ends with the empty line after its trailers: execute checks
+     * that it is CRLF before the owner hears of the request. */
+    if (p->te_chunked) return pause_here(p, PAUSE_CHUNKED_END);
     return p->ev->on_complete(p->owner, &p->req) ? HPE_PAUSED : 0;
 }
 
@@ -688,13 +691,24 @@ static enum http_status execute(struct http_parser *p, const char *ptr, size_t l
         if (e == HPE_PAUSED && p->internal_pause != PAUSE_NONE) {
             uint8_t what = p->internal_pause;
             p->internal_pause = PAUSE_NONE;
-            /* The headers end with an empty line, CRLF: llhttp 8 (strict too) also
-             * takes a bare LF there. off is just past that line's LF. */
-            if (what == PAUSE_HEADERS && (off >= 2 ? ptr[off - 2] : p->prev_byte) != '\r') {
+            /* The headers, and a chunked body's trailers, end with an empty line,
+             * CRLF: llhttp 8 (strict too) also takes a bare LF there. off is just
+             * past that line's LF. */
+            if ((off >= 2 ? ptr[off - 2] : p->prev_byte) != '\r') {
                 p->error = ERR_BAD_REQUEST;
-                p->why = "headers not ended by an empty line of CRLF";
+                p->why = what == PAUSE_HEADERS
+                             ? "headers not ended by an empty line of CRLF"
+                             : "a chunked body not ended by an empty line of CRLF";
                 *consumed = off;
                 return HTTP_ERROR;
+            }
+            if (what == PAUSE_CHUNKED_END) {
+                if (p->ev->on_complete(p->owner, &p->req)) {
+                    *consumed = off;
+                    return HTTP_PAUSED; /* llhttp stays paused, as the owner asked */
+                }
+                llhttp_resume(&p->ll);
+                continue;
             }
             if (what == PAUSE_HEADERS && p->ev->on_headers(p->owner, &p->req)) {
                 p->error = ERR_NONE; /* the owner has answered */

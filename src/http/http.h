@@ -124,7 +124,7 @@ struct http_events {
 
 enum http_status { HTTP_OK, HTTP_PAUSED, HTTP_ERROR };
 
-enum { PAUSE_NONE, PAUSE_HEADERS };
+enum { PAUSE_NONE, PAUSE_HEADERS, PAUSE_CHUNKED_END };
 
 struct http_parser {
     llhttp_t ll;

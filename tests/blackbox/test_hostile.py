@@ -181,6 +181,15 @@ class SmugglingTests(Hostile):
                                     b"\r\n0\r\n\r\n"), 400, "bad_request",
                      "chunk extension ended by CR, X: ")
 
+    def test_chunked_body_ended_by_a_bare_lf(self):
+        # The empty line after the last chunk (and its trailers) must be CRLF: with a
+        # bare LF, llhttp 8 ended the body there, and the bytes after it were a second
+        # request, which a proxy insisting on CRLF took for more trailer (review,
+        # 2026-11-29; `refused` checks the smuggled request is never answered).
+        for tail in (b"0\r\n\n", b"0\r\nT: 1\r\n\n"):
+            self.refused(self.post_head(b"Transfer-Encoding: chunked\r\n\r\n") + tail, 400,
+                         "bad_request", "chunked body ended by %r: " % tail)
+
     def test_last_chunk_ended_by_cr_and_another_byte(self):
         self.refused(self.post_head(b"Transfer-Encoding: chunked\r\n\r\n16\r\n" + BODY +
                                     b"\r\n0\r\n\rX"), 400, "bad_request",
