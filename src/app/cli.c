@@ -259,6 +259,14 @@ int cli_backup(const char *dir, const char *out) {
         fprintf(stderr, "eventd: %s exists: a backup goes to a new file\n", out);
         return 1;
     }
+    if (rc == -EBADMSG) {
+        fprintf(stderr,
+                "eventd: %s/%s has intact frames after offset %llu, where the copy would end: "
+                "damage, or the unsynced tail of a crash; a start of the server on it says which "
+                "(and --repair if it refuses), or copy the file as it is (no backup written)\n",
+                dir, STORE_LOG_NAME, (unsigned long long)st.bytes);
+        return 1;
+    }
     if (rc < 0) {
         fprintf(stderr, "eventd: backup of %s/%s to %s failed: %s\n", dir, STORE_LOG_NAME, out,
                 rc == -EINVAL            ? "not an eventd log"

@@ -6,10 +6,15 @@
  * of the writer, then, in its later reads, batches written after them: a
  * start refuses that copy, since a hole under a later sync mark is what a
  * disk that lost synced sectors leaves too. Here every frame is checked as it
- * is read, in order, and one that is not intact yet is read again a few times
- * (the writer may be in the middle of it) before the copy ends there. So the
- * copy is always a prefix of the log, cut at a frame's end: the log as it was
- * at some moment of the copy, which a server starts on as it is.
+ * is read, in order, and one that is not intact yet is read again after a
+ * short wait (the writer may be in the middle of it), for 100 ms in all over
+ * the copy (a busy server would otherwise be followed for as long as it
+ * writes); then the copy ends there. So the copy is always a prefix of the
+ * log, cut at a frame's end: the log as it was at some moment of the copy,
+ * which a server starts on as it is. Where it ends, the bytes after are the
+ * writer's next frame, zeros or the file's end; intact frames after a bad one
+ * are damage (or a crash's unsynced tail), which only a start of the server
+ * can judge: the backup fails then, rather than drop them unsaid.
  *
  * Reads only: it takes no lock, and the server keeps writing meanwhile. The
  * log it copies is the file the name held when the copy began; a compaction
@@ -30,8 +35,9 @@
 
 enum {
     COPY_CHUNK = 1 << 20, /* bytes read at a time */
-    COPY_TRIES = 20,      /* reads of a frame that is not intact before the copy ends there */
-    COPY_WAIT_MS = 5,     /* between them: 100 ms in all, many batches of a busy server */
+    COPY_WAITS = 20,      /* waits in all for frames not intact yet: then the copy ends */
+    COPY_WAIT_MS = 5,     /* each: 100 ms in all, many batches of a busy server */
+    COPY_SCAN = 4 << 20,  /* bytes after the end looked through for intact frames */
 };
 
 /* The bytes [off, off + n) of the log, read with pread into win; short at the file's end. */
@@ -89,7 +95,28 @@ static void wait_ms(long ms) {
     }
 }
 
-/* Copies the frames of fd's log from its header on into out; 0 or -errno. */
+/* Whether an intact frame starts in (off, off + COPY_SCAN): *at, else 0. Runs of zero
+ * bytes are skipped (the file's preallocated end). */
+static int intact_after(int fd, struct window *w, uint32_t key, uint64_t off, uint64_t *at) {
+    *at = 0;
+    int err = fill(fd, w, off + 1, COPY_SCAN);
+    if (err) return err;
+    const uint8_t *p = (const uint8_t *)w->b.ptr;
+    size_t n = w->b.len;
+    for (size_t i = 0; i + STORE_FRAME_HEADER_SIZE <= n; i++) {
+        if (!p[i] && !memcmp(p + i, p + i + 1, STORE_FRAME_HEADER_SIZE - 1)) continue;
+        uint32_t len = logfile_get_le32(p + i + 4);
+        if (len > n - i - STORE_FRAME_HEADER_SIZE) continue;
+        if (logfile_frame_check(key, p + i, len) == logfile_get_le32(p + i)) {
+            *at = off + 1 + i;
+            return 0;
+        }
+    }
+    return 0;
+}
+
+/* Copies the frames of fd's log from its header on into out; 0 or -errno
+ * (-EBADMSG: intact frames follow the first bad one, at st->bytes). */
 static int copy_frames(int fd, int out, struct store_copy_stats *st) {
     uint8_t h[STORE_HEADER_SIZE];
     struct window w = {.b = BUF_INIT};
@@ -108,29 +135,56 @@ static int copy_frames(int fd, int out, struct store_copy_stats *st) {
     }
     buf_append(&pending, h, sizeof h);
     uint64_t off = STORE_HEADER_SIZE;
+    int waits = 0;
     for (;;) {
         size_t size = 0;
-        for (int tries = 0; !err && !size && tries < COPY_TRIES; tries++) {
-            if (tries) {
-                wait_ms(COPY_WAIT_MS);
-                buf_reset(&w.b); /* read it again */
-            }
+        err = frame_at(fd, &w, key, off, &size);
+        while (!err && !size && waits < COPY_WAITS) {
+            wait_ms(COPY_WAIT_MS);
+            waits++;
+            buf_reset(&w.b); /* read it again */
             err = frame_at(fd, &w, key, off, &size);
         }
-        if (err || !size) break; /* the end of the log, as of now */
+        if (!err && !size) {
+            /* The end, unless intact frames follow: then read this one afresh (a
+             * writer writes in order: what came before them is there now). */
+            uint64_t at;
+            err = intact_after(fd, &w, key, off, &at);
+            if (!err && at) {
+                buf_reset(&w.b);
+                err = frame_at(fd, &w, key, off, &size);
+                if (!err && !size) err = -EBADMSG;
+            }
+        }
+        if (err || !size) break;
         buf_append(&pending, w.b.ptr + (off - w.off), size);
         off += size;
         st->frames++;
         if (pending.len >= COPY_CHUNK) {
             err = logfile_write_all(out, pending.ptr, pending.len);
             buf_reset(&pending);
+            if (err) break;
         }
     }
-    if (!err) err = logfile_write_all(out, pending.ptr, pending.len);
     st->bytes = off;
+    if (!err) err = logfile_write_all(out, pending.ptr, pending.len);
 done:
     buf_destroy(&pending);
     buf_destroy(&w.b);
+    return err;
+}
+
+/* fsyncs the directory that holds path, so that its name is durable too. */
+static int sync_parent(const char *path) {
+    char *d = strdup(path);
+    if (!d) return -ENOMEM;
+    char *slash = strrchr(d, '/');
+    if (!slash)
+        strcpy(d, ".");
+    else
+        slash[slash == d] = 0; /* "/name": the root, "/" */
+    int err = logfile_sync_dir(d);
+    free(d);
     return err;
 }
 
@@ -140,16 +194,31 @@ int store_copy_log(const char *dir, const char *out_path, struct store_copy_stat
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     free(path);
     if (fd < 0) return -errno;
-    int out = open(out_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (out < 0) {
-        int err = -errno;
+    /* Written under a name of its own, and linked to out_path when complete: a copy
+     * stopped half-way (a signal, a full disk) is never taken for a backup. link, not
+     * rename: it fails when out_path exists, never replacing a file. */
+    size_t n = strlen(out_path) + 32;
+    char *tmp = malloc(n);
+    if (!tmp) {
         close(fd);
-        return err;
+        return -ENOMEM;
     }
-    int err = copy_frames(fd, out, st);
+    snprintf(tmp, n, "%s.partial-%ld", out_path, (long)getpid());
+    int err = access(out_path, F_OK) == 0 ? -EEXIST : 0;
+    int out = err ? -1 : open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (!err && out < 0) err = -errno;
+    if (!err) err = copy_frames(fd, out, st);
     if (!err) err = logfile_sync(out, false);
-    if (close(out) < 0 && !err) err = -errno;
+    if (out >= 0 && close(out) < 0 && !err) err = -errno;
+    if (!err && link(tmp, out_path) < 0) {
+        err = -errno;
+        /* A file system without hard links: a rename, which the check above guards. */
+        if ((err == -EPERM || err == -EOPNOTSUPP) && access(out_path, F_OK) != 0)
+            err = rename(tmp, out_path) < 0 ? -errno : 0;
+    }
+    if (out >= 0) unlink(tmp);
+    if (!err) err = sync_parent(out_path);
+    free(tmp);
     close(fd);
-    if (err) unlink(out_path); /* no partial copy left behind to be taken for a backup */
     return err;
 }
