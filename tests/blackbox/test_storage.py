@@ -553,60 +553,76 @@ class Preallocation(TornBase):
         self.assertEqual(last[0] + 9 + last[1], len(log))
         self.assertEqual(glob.glob(d.file(LOG + ".damaged-*")), [])
 
-    def test_a_copy_taken_while_writing_without_preallocation_starts(self):
-        # docs/STORAGE.md "Operating notes": a running server's log copied with cp is a
-        # crash image when --log-prealloc-bytes is 0, since the reader stops at the file's
-        # end, never in zeros ahead of the writer (review, 2026-11-29: with them, a slow
-        # copier read zeros, then later frames under a sync mark past them, and the copy
-        # was refused as damaged). Three slow copies (4 KiB a millisecond, up to the size
-        # at their start) while four writers create themes: each starts, and holds every
-        # theme acknowledged before it began, as acknowledged.
+    def copies_under_writers(self, n, pause, copy, *args):
+        """Starts a server on a new directory with args, four writers creating themes,
+        and makes n copies of its log, pause seconds apart, with copy(data_dir, out_dir).
+        Returns (alice's key, [(out_dir, themes acknowledged before that copy began)])."""
         d = self.mkdir()
         key = add_user(d.path, "alice")
-        acked, lock, stop = [], threading.Lock(), threading.Event()
+        acked, lock, stop, copies = [], threading.Lock(), threading.Event(), []
 
-        def writer(n):
+        def writer(w):
             c = Client(srv.port, "alice", key)
             for i in range(3000):
                 if stop.is_set():
                     break
-                r = c.must_create("theme", {"Name": "w%d-%d" % (n, i)})
+                r = c.must_create("theme", {"Name": "w%d-%d" % (w, i)})
                 with lock:
                     acked.append(r)
             c.close()
 
-        copies = []
-        with self.server(d, "--log-prealloc-bytes", "0") as srv:
-            ths = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+        with self.server(d, *args) as srv:
+            ths = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
             for t in ths:
                 t.start()
             try:
-                for _ in range(3):
-                    time.sleep(0.2)
+                for _ in range(n):
+                    time.sleep(pause)
                     with lock:
                         before = list(acked)
                     out = self.mkdir()
-                    with open(d.file(LOG), "rb") as src, open(out.file(LOG), "wb") as dst:
-                        end = os.fstat(src.fileno()).st_size
-                        while src.tell() < end:
-                            b = src.read(4096)
-                            if not b:
-                                break
-                            dst.write(b)
-                            time.sleep(0.001)
+                    copy(d, out)
                     copies.append((out, before))
             finally:
                 stop.set()
                 for t in ths:
                     t.join(30)
         self.assertTrue(all(before for _, before in copies), "no theme before a copy")
+        return key, copies
+
+    def assert_copy_holds(self, out, before, key, quiet):
+        """A server starts on out (a refused start raises) and holds every theme of
+        before as acknowledged; quiet: with no warning line."""
+        with self.server(out) as srv:
+            if quiet:
+                self.assertNotRegex(srv.stderr_text(), r"(?m)^\S+ (warn|error) ")
+            c = Client(srv.port, "alice", key)
+            got = {r["ID"]: r for r in c.list_all("theme", limit=500, max_pages=1000)}
+            c.close()
+            for r in before:
+                self.assertEqual(got.get(r["ID"]), r)
+
+    def test_a_copy_taken_while_writing_without_preallocation_starts(self):
+        # docs/STORAGE.md "Operating notes": a running server's log copied with cp is a
+        # crash image when --log-prealloc-bytes is 0, since the reader stops at the file's
+        # end, never in zeros ahead of the writer (review, 2026-11-29: with them, a slow
+        # copier read zeros, then later frames under a sync mark past them, and the copy
+        # was refused as damaged). Three slow copies (4 KiB a millisecond, up to the size
+        # at their start) while four writers create themes: each starts (cutting a torn
+        # append, perhaps), and holds every theme acknowledged before it began.
+        def slow_cp(d, out):
+            with open(d.file(LOG), "rb") as src, open(out.file(LOG), "wb") as dst:
+                end = os.fstat(src.fileno()).st_size
+                while src.tell() < end:
+                    b = src.read(4096)
+                    if not b:
+                        break
+                    dst.write(b)
+                    time.sleep(0.001)
+
+        key, copies = self.copies_under_writers(3, 0.2, slow_cp, "--log-prealloc-bytes", "0")
         for out, before in copies:
-            with self.server(out) as srv:  # a start refused would raise here
-                c = Client(srv.port, "alice", key)
-                got = {r["ID"]: r for r in c.list_all("theme", limit=500, max_pages=1000)}
-                c.close()
-                for r in before:
-                    self.assertEqual(got.get(r["ID"]), r)
+            self.assert_copy_holds(out, before, key, quiet=False)
 
     def test_backup_while_writing_starts_as_it_is(self):
         # eventd backup (docs/STORAGE.md "Operating notes"): the copy a plain cp of a
@@ -614,56 +630,22 @@ class Preallocation(TornBase):
         # preallocation on (always's default): each is a prefix cut at a frame's end, so
         # a server starts on it with no warning at all, and holds every theme
         # acknowledged before its backup began, as acknowledged.
-        d = self.mkdir()
-        key = add_user(d.path, "alice")
-        acked, lock, stop = [], threading.Lock(), threading.Event()
+        def backup(d, out):
+            cp = run_cli(["backup", out.file(LOG), "--data", d.path])
+            self.assertEqual(cp.returncode, 0, (cp.stdout, cp.stderr))
+            self.assertRegex(cp.stdout, r"^backed up \S+ to \S+: \d+ bytes, \d+ frames")
 
-        def writer(n):
-            c = Client(srv.port, "alice", key)
-            for i in range(3000):
-                if stop.is_set():
-                    break
-                r = c.must_create("theme", {"Name": "w%d-%d" % (n, i)})
-                with lock:
-                    acked.append(r)
-            c.close()
-
-        copies = []
-        with self.server(d) as srv:
-            ths = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
-            for t in ths:
-                t.start()
-            try:
-                for _ in range(5):
-                    time.sleep(0.15)
-                    with lock:
-                        before = list(acked)
-                    out = self.mkdir()
-                    cp = run_cli(["backup", out.file(LOG), "--data", d.path])
-                    self.assertEqual(cp.returncode, 0, (cp.stdout, cp.stderr))
-                    self.assertRegex(cp.stdout, r"^backed up \S+ to \S+: \d+ bytes, \d+ frames")
-                    copies.append((out, before))
-            finally:
-                stop.set()
-                for t in ths:
-                    t.join(30)
-            # Not over a file that exists: exit 1, the file as it was.
-            with open(copies[0][0].file(LOG), "rb") as f:
-                first = f.read()
-            cp = run_cli(["backup", copies[0][0].file(LOG), "--data", d.path])
-            self.assertEqual(cp.returncode, 1, (cp.stdout, cp.stderr))
-            self.assertIn("exists: a backup goes to a new file", cp.stderr)
-            with open(copies[0][0].file(LOG), "rb") as f:
-                self.assertEqual(f.read(), first)
-        self.assertTrue(all(before for _, before in copies), "no theme before a backup")
+        key, copies = self.copies_under_writers(5, 0.15, backup)
+        # Not over a file that exists: exit 1, the file as it was.
+        with open(copies[0][0].file(LOG), "rb") as f:
+            first = f.read()
+        cp = run_cli(["backup", copies[0][0].file(LOG), "--data", copies[0][0].path])
+        self.assertEqual(cp.returncode, 1, (cp.stdout, cp.stderr))
+        self.assertIn("exists: a backup goes to a new file", cp.stderr)
+        with open(copies[0][0].file(LOG), "rb") as f:
+            self.assertEqual(f.read(), first)
         for out, before in copies:
-            with self.server(out) as srv:
-                self.assertNotRegex(srv.stderr_text(), r"(?m)^\S+ (warn|error) ")
-                c = Client(srv.port, "alice", key)
-                got = {r["ID"]: r for r in c.list_all("theme", limit=500, max_pages=1000)}
-                c.close()
-                for r in before:
-                    self.assertEqual(got.get(r["ID"]), r)
+            self.assert_copy_holds(out, before, key, quiet=True)
 
     def test_backup_ends_while_writes_go_on(self):
         # A backup waits 100 ms in all for frames not intact yet, then ends: it does not
