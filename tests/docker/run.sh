@@ -9,7 +9,10 @@
 #      the image's HEALTHCHECK to pass, creates records with the demo user's key
 #      (written to /data/demo-user.key, since the container's stdout is no
 #      terminal), stops it with podman stop (exit code must be 0);
-#   4. a second container on the same volume reads the records back.
+#   4. a second container on the same volume reads the records back;
+#   5. a third listens where its command says;
+#   6. a fourth, on a new volume holding only the backup that "eventd backup"
+#      made inside the first while it served, reads the records back too.
 #
 # Every failure fails the script: nothing is skipped. Needs root and the packages
 # deps/install.sh --test installs (podman, runc, netavark, iptables, debootstrap).
@@ -30,6 +33,8 @@ VOLUME=eventd-test-data
 C1=eventd-test-1
 C2=eventd-test-2
 C3=eventd-test-3
+C4=eventd-test-4
+BACKUP_VOLUME=eventd-test-backup
 # Bounds for every wait below.
 HEALTH_WAIT_S=60
 STOP_TIMEOUT_S=20 # > --drain-ms 5 s + --shutdown-timeout-ms 10 s (compose: 20s)
@@ -85,8 +90,8 @@ export DISABLE_HC_SYSTEMD=true
 pm() { podman --root "$WORK/storage" --runroot "$RUN/storage" --storage-driver overlay "$@"; }
 
 cleanup() {
-    pm rm -f -t 0 "$C1" "$C2" "$C3" >/dev/null 2>&1 || true
-    pm volume rm -f "$VOLUME" >/dev/null 2>&1 || true
+    pm rm -f -t 0 "$C1" "$C2" "$C3" "$C4" >/dev/null 2>&1 || true
+    pm volume rm -f "$VOLUME" "$BACKUP_VOLUME" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 cleanup
@@ -162,7 +167,8 @@ log "build: image $((image_size / 1000000)) MB, base $((base_size / 1000000)) MB
 # --- 3. first container -------------------------------------------------------
 pm volume create "$VOLUME" >/dev/null
 
-# start NAME [PORT ARGS...]: runs the image on the volume with its port (8080,
+# start NAME [PORT ARGS...]: runs the image on the volume ($START_VOLUME, else
+# $VOLUME) with its port (8080,
 # or PORT when ARGS, the command, make it listen there) published on a free
 # loopback port, waits until the image's HEALTHCHECK passes; prints the address.
 start() {
@@ -170,7 +176,7 @@ start() {
     shift $(($# < 2 ? $# : 2))
     # Hardened as docker/compose.yaml runs the shards: a read-only root (no
     # tmpfs either), no capability, no privilege gained.
-    pm run -d --pull=never --name "$name" -v "$VOLUME:/data" -p "127.0.0.1::$inner" \
+    pm run -d --pull=never --name "$name" -v "${START_VOLUME:-$VOLUME}:/data" -p "127.0.0.1::$inner" \
         --read-only --read-only-tmpfs=false --cap-drop ALL --security-opt no-new-privileges \
         -e EVENTD_SCHED_BATCH=true "$IMAGE" "$@" \
         >/dev/null || fail "podman run $name failed"
@@ -216,6 +222,12 @@ if grep -qF "$key" <<<"$log1"; then fail "the demo key appears in the container 
 
 python3 tests/docker/records.py create "http://$addr" "$key" "$WORK/records.json" ||
     fail "creating records through $addr failed"
+# A backup while it serves, as docker/README.md says to make one.
+pm exec "$C1" eventd backup /data/backup.log >"$WORK/backup.out" ||
+    fail "eventd backup in $C1 failed"
+grep -q '^backed up /data/eventd.log to /data/backup.log: ' "$WORK/backup.out" ||
+    fail "eventd backup said: $(cat "$WORK/backup.out")"
+[ "$(stat -c '%a %u' "$mnt/backup.log")" = "600 10001" ] || fail "backup.log is not 0600 uid 10001"
 stop "$C1"
 
 # --- 4. second container, same volume ------------------------------------------
@@ -235,4 +247,16 @@ log "$C3: healthy, listening on $addr"
 python3 tests/docker/records.py check "http://$addr" "$key" "$WORK/records.json" ||
     fail "reading the records back through $addr failed"
 stop "$C3"
+
+# --- 6. a fourth, on a volume holding only the backup ----------------------------
+pm volume create "$BACKUP_VOLUME" >/dev/null
+bmnt=$(pm volume inspect --format '{{.Mountpoint}}' "$BACKUP_VOLUME")
+install -o 10001 -g 10001 -m 0600 "$mnt/backup.log" "$bmnt/eventd.log"
+chown 10001:10001 "$bmnt"
+log "run: $C4 on a new volume holding only the backup"
+addr=$(START_VOLUME=$BACKUP_VOLUME start "$C4")
+log "$C4: healthy, listening on $addr"
+python3 tests/docker/records.py check "http://$addr" "$key" "$WORK/records.json" ||
+    fail "reading the records back from the backup through $addr failed"
+stop "$C4"
 log "passed"
