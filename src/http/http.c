@@ -638,6 +638,15 @@ void http_parser_destroy(struct http_parser *p) {
     }
 }
 
+/* A framing error found here, not by llhttp: the bytes up to off were parsed. */
+static enum http_status refuse(struct http_parser *p, const char *why, size_t off,
+                               size_t *consumed) {
+    p->error = ERR_BAD_REQUEST;
+    p->why = why;
+    *consumed = off;
+    return HTTP_ERROR;
+}
+
 static enum http_status execute(struct http_parser *p, const char *ptr, size_t len,
                                 size_t *consumed) {
     size_t off = 0;
@@ -649,12 +658,8 @@ static enum http_status execute(struct http_parser *p, const char *ptr, size_t l
         if (p->value_open) p->value_end = p->value_end == p->seg_end ? ptr + off : NULL;
         if (p->cr_next && off < len) {
             p->cr_next = false;
-            if (ptr[off] != '\r') {
-                p->error = ERR_BAD_REQUEST;
-                p->why = "a request line not ended by CRLF";
-                *consumed = off;
-                return HTTP_ERROR;
-            }
+            if (ptr[off] != '\r')
+                return refuse(p, "a request line not ended by CRLF", off, consumed);
         }
         p->seg_start = ptr + off;
         p->seg_end = ptr + len;
@@ -667,12 +672,8 @@ static enum http_status execute(struct http_parser *p, const char *ptr, size_t l
         p->gap_from = NULL;
         if (e == HPE_OK && p->crlf_left) {
             /* The segment ended inside a terminator: check its part here. */
-            if (!check_crlf(p, p->crlf_at ? p->crlf_at : p->seg_start, ptr + off)) {
-                p->error = ERR_BAD_REQUEST;
-                p->why = "a chunk's data not followed by CRLF";
-                *consumed = off;
-                return HTTP_ERROR;
-            }
+            if (!check_crlf(p, p->crlf_at ? p->crlf_at : p->seg_start, ptr + off))
+                return refuse(p, "a chunk's data not followed by CRLF", off, consumed);
             p->crlf_at = NULL;
         }
         if (head)
@@ -694,14 +695,12 @@ static enum http_status execute(struct http_parser *p, const char *ptr, size_t l
             /* The headers, and a chunked body's trailers, end with an empty line,
              * CRLF: llhttp 8 (strict too) also takes a bare LF there. off is just
              * past that line's LF. */
-            if ((off >= 2 ? ptr[off - 2] : p->prev_byte) != '\r') {
-                p->error = ERR_BAD_REQUEST;
-                p->why = what == PAUSE_HEADERS
-                             ? "headers not ended by an empty line of CRLF"
-                             : "a chunked body not ended by an empty line of CRLF";
-                *consumed = off;
-                return HTTP_ERROR;
-            }
+            if ((off >= 2 ? ptr[off - 2] : p->prev_byte) != '\r')
+                return refuse(p,
+                              what == PAUSE_HEADERS
+                                  ? "headers not ended by an empty line of CRLF"
+                                  : "a chunked body not ended by an empty line of CRLF",
+                              off, consumed);
             if (what == PAUSE_CHUNKED_END) {
                 if (p->ev->on_complete(p->owner, &p->req)) {
                     *consumed = off;

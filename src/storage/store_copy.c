@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include "common/buf.h"
 #include "storage/logfile.h"
@@ -89,12 +89,6 @@ static int frame_at(int fd, struct window *w, uint32_t key, uint64_t off, size_t
     return 0;
 }
 
-static void wait_ms(long ms) {
-    struct timespec ts = {.tv_sec = 0, .tv_nsec = ms * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
-    }
-}
-
 /* Whether an intact frame starts in (off, off + COPY_SCAN): *at, else 0. Runs of zero
  * bytes are skipped (the file's preallocated end). */
 static int intact_after(int fd, struct window *w, uint32_t key, uint64_t off, uint64_t *at) {
@@ -140,7 +134,7 @@ static int copy_frames(int fd, int out, struct store_copy_stats *st) {
         size_t size = 0;
         err = frame_at(fd, &w, key, off, &size);
         while (!err && !size && waits < COPY_WAITS) {
-            wait_ms(COPY_WAIT_MS);
+            uv_sleep(COPY_WAIT_MS);
             waits++;
             buf_reset(&w.b); /* read it again */
             err = frame_at(fd, &w, key, off, &size);
@@ -176,8 +170,7 @@ done:
 
 /* fsyncs the directory that holds path, so that its name is durable too. */
 static int sync_parent(const char *path) {
-    char *d = strdup(path);
-    if (!d) return -ENOMEM;
+    char *d = xstrdup(path);
     char *slash = strrchr(d, '/');
     if (!slash)
         strcpy(d, ".");
@@ -198,11 +191,7 @@ int store_copy_log(const char *dir, const char *out_path, struct store_copy_stat
      * stopped half-way (a signal, a full disk) is never taken for a backup. link, not
      * rename: it fails when out_path exists, never replacing a file. */
     size_t n = strlen(out_path) + 32;
-    char *tmp = malloc(n);
-    if (!tmp) {
-        close(fd);
-        return -ENOMEM;
-    }
+    char *tmp = xmalloc(n);
     snprintf(tmp, n, "%s.partial-%ld", out_path, (long)getpid());
     int err = access(out_path, F_OK) == 0 ? -EEXIST : 0;
     int out = err ? -1 : open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
