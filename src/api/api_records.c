@@ -631,7 +631,7 @@ enum server_headers_result api_headers(struct handlers *h, struct api_conn *c, s
     if (st->route.action == ACT_CREATE || st->route.action == ACT_UPDATE) {
         arena_reset(&c->arena);
         json_decoder_begin(&st->dec, record_kind(st->route.type), &c->arena,
-                           h->set.max_string_bytes);
+                           h->set.max_string_bytes, h->set.max_json_depth);
         st->decoding = true;
         st->body_left = req->content_length;
     }

@@ -288,6 +288,7 @@ struct handlers_settings app_handlers_settings(const struct config *cfg, const c
     return (struct handlers_settings){
         .base_path = cfg->base_path,
         .max_string_bytes = cfg->max_string_bytes,
+        .max_json_depth = cfg->max_json_depth,
         .list_default = cfg->list_default,
         .list_max = cfg->list_max,
         .list_max_bytes = cfg->list_max_bytes,

@@ -47,6 +47,7 @@ struct config {
     uint32_t linger_ms;           /* a connection closing after an error reads this long at most */
     uint32_t linger_bytes;        /* ... and discards at most this many bytes */
     uint32_t max_string_bytes;    /* longest text field value, bytes of UTF-8 */
+    uint32_t max_json_depth;      /* deepest nesting of a /v2 body's arrays and objects */
     uint32_t list_default;        /* page size of list calls without ?limit */
     uint32_t list_max;            /* largest ?limit */
     uint32_t list_max_bytes;      /* a page ends once its body is past this size */

@@ -29,6 +29,7 @@
 struct handlers_settings {
     const char *base_path;              /* "/v2"; must outlive the handlers (config strings do) */
     uint32_t max_string_bytes;          /* longest text field value, bytes */
+    uint32_t max_json_depth;            /* deepest nesting of a body's arrays and objects */
     uint32_t list_default;              /* page size without ?limit */
     uint32_t list_max;                  /* largest ?limit */
     uint32_t list_max_bytes;            /* a page ends once its body is past this size */

@@ -70,6 +70,7 @@ struct json_decoder {
     const struct kind_desc *kind;
     const struct field_lookup *names; /* kind's */
     uint32_t max_string;              /* bytes */
+    uint32_t max_depth;               /* deepest nesting of maps and arrays (--max-json-depth) */
     uint64_t fed;                     /* body bytes fed before the current chunk */
     int depth;                        /* nesting of maps and arrays */
     int fields_depth;                 /* depth of the map holding the fields, 0 until known */
@@ -121,9 +122,14 @@ struct json_decoder {
  * field tables, or a chunk given to json_decoder_feed_held: valid until the
  * arena is reset, or for the last, as long as that chunk. err_field lives in
  * arena or the tables.
+ *
+ * Maps and arrays nest at most max_depth deep (the body's own object is depth
+ * 1; at least 2), skipped values included: yajl stacks each level, so without
+ * a bound a body of '[' held twice its size per connection until it ended.
+ * One level more is refused (ERR_INVALID_JSON) at its opening byte.
  */
 void json_decoder_begin(struct json_decoder *d, const struct kind_desc *k, struct arena *arena,
-                        uint32_t max_string);
+                        uint32_t max_string, uint32_t max_depth);
 /* Feeds one chunk (not kept after the call). Returns 0, or -1 once an error
  * is known (d->err etc.). */
 int json_decoder_feed(struct json_decoder *d, const char *ptr, size_t len);

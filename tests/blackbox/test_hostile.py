@@ -22,7 +22,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import (  # noqa: E402
     ConnectionClosed, HarnessError, Server, auth_header, build_request, connect, exchange, find_id,
-    parse_response_bytes, read_response, request, wait_closed, wait_server_read, wait_until)
+    parse_response_bytes, read_response, request, send_raw, wait_closed, wait_server_read,
+    wait_until)
 from test_connections import sanitized_binary, vm_rss  # noqa: E402
 from test_http_core import Base, SharedServer, try_send  # noqa: E402
 
@@ -777,9 +778,13 @@ class DeepSkippedValueTests(unittest.TestCase):
     """An output-only field (a theme's Logo) is read past, not kept, but yajl
     still stacks each '[' it holds: 400,000 of them took the server 600 MB,
     a 1 MiB body of them 4 GB, as the request arena kept every copy of that
-    stack (review, 2026-11-29). Now its cost follows the depth."""
+    stack (review, 2026-11-29). Doubling the arena's blocks made the cost
+    follow the depth, still about 2 MiB per connection for a 1 MiB body of '['
+    left one byte short (a later review: 100 connections of one account, 201
+    MiB, held until --request-timeout-ms). Now nesting past --max-json-depth
+    (64) is refused at the level that goes past it."""
 
-    def test_a_logo_of_400000_brackets_costs_little(self):
+    def test_a_logo_of_400000_brackets_is_refused_and_costs_little(self):
         if sanitized_binary():
             self.skipTest("RSS is not measurable under AddressSanitizer (shadow memory, "
                           "quarantine); the plain build runs this test")
@@ -791,10 +796,56 @@ class DeepSkippedValueTests(unittest.TestCase):
             r = request(srv.port, "POST", "/v2/theme", body=body,
                         headers={"Authorization": auth}, timeout=30)
             growth = vm_rss(srv.proc.pid) // 1024 - before
-            self.assertEqual(r.status, 200, repr(r))
-            self.assertEqual(r.json()["Result"]["Logo"], "")
+            self.assertEqual(r.status, 400, repr(r))
+            self.assertEqual(r.json()["Error"]["Code"], "invalid_json")
+            self.assertIn("--max-json-depth", r.json()["Error"]["Message"])
             self.assertLess(growth, 16 * 1024, "a Logo of 400,000 '[' grew the server by %d KiB"
                             % growth)
+
+    def test_held_deep_bodies_cost_no_more_than_plain_ones(self):
+        """60 connections each send a 1 MiB body of '[' in a Logo, one byte short,
+        and wait: before, the server held about 1.8 MiB for each (105 MiB in all,
+        measured); now 3 MiB in all."""
+        if sanitized_binary():
+            self.skipTest("RSS is not measurable under AddressSanitizer (shadow memory, "
+                          "quarantine); the plain build runs this test")
+        with Server(users=["alice"]) as srv:
+            auth = auth_header("alice", srv.keys["alice"])
+            body = b'{"Theme":{"Name":"deep","Logo":' + b"[" * ((1 << 20) - 64)
+            head = build_request("POST", "/v2/theme", headers={
+                "Authorization": auth, "Content-Length": str(len(body) + 1)})
+            request(srv.port, "GET", "/healthz")
+            before = vm_rss(srv.proc.pid) // 1024
+            socks = []
+            try:
+                for _ in range(60):
+                    s = connect(srv.port, timeout=20)
+                    socks.append(s)
+                    send_raw(s, head + body[:64 << 10])
+                    try:
+                        s.sendall(body[64 << 10:])
+                    except OSError:
+                        pass  # refused and closed: what the fix does
+                time.sleep(1)
+                growth = vm_rss(srv.proc.pid) // 1024 - before
+            finally:
+                for s in socks:
+                    s.close()
+            self.assertLess(growth, 24 * 1024, "60 held bodies of '[' grew the server by %d KiB"
+                            % growth)
+
+    def test_the_depth_is_a_setting(self):
+        with Server(users=["alice"], extra_args=["--max-json-depth", "4"]) as srv:
+            auth = {"Authorization": auth_header("alice", srv.keys["alice"])}
+            ok = request(srv.port, "POST", "/v2/theme", headers=auth,
+                         body=b'{"Theme":{"Name":"x","Logo":[{"a":1}]}}')
+            self.assertEqual(ok.status, 200, repr(ok))
+            deep = request(srv.port, "POST", "/v2/theme", headers=auth,
+                           body=b'{"Theme":{"Name":"x","Logo":[{"a":[]}]}}')
+            self.assertEqual(deep.status, 400, repr(deep))
+            self.assertEqual(deep.json()["Error"]["Code"], "invalid_json")
+            self.assertIn("deeper than 4 levels at byte 34 (--max-json-depth)",
+                          deep.json()["Error"]["Message"])
 
 
 class PipelinedAnswerBufferTests(unittest.TestCase):

@@ -206,6 +206,7 @@ static void svc_start(void) {
      * (EVENTD_TEST_PWHASH_FAST, set in LLVMFuzzerInitialize). */
     struct handlers_settings lim = {.base_path = cfg.base_path,
                                     .max_string_bytes = cfg.max_string_bytes,
+                                    .max_json_depth = cfg.max_json_depth,
                                     .list_default = cfg.list_default,
                                     .list_max = cfg.list_max,
                                     .site = true,

@@ -50,7 +50,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 static int decode(struct json_decoder *d, struct arena *a, const struct kind_desc *k,
                   uint32_t max_string, const char *p, size_t n, size_t max_piece, uint64_t seed) {
     arena_reset(a);
-    json_decoder_begin(d, k, a, max_string);
+    json_decoder_begin(d, k, a, max_string, 64); /* --max-json-depth's default */
     int rc = 0;
     uint64_t rng = seed * 0x9E3779B97F4A7C15ull + 1;
     for (size_t off = 0; off < n && rc == 0;) {

@@ -63,7 +63,7 @@ static size_t mutate(const char *src, size_t n, char *out, size_t cap) {
 static int decode(struct arena *a, struct json_decoder *d, const struct kind_desc *k, const char *b,
                   size_t n, bool random_chunks) {
     arena_reset(a);
-    json_decoder_begin(d, k, a, 255);
+    json_decoder_begin(d, k, a, 255, 64);
     int rc = 0;
     for (size_t off = 0; off < n && rc == 0;) {
         size_t step = random_chunks ? 1 + next() % 17 : n;

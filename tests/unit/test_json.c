@@ -7,12 +7,13 @@
 #include "core/json.h"
 
 static struct arena arena;
+static uint32_t depth_max = 64; /* --max-json-depth's default */
 
 /* Decodes body fed in chunks of `step` bytes; returns 0 or -1. */
 static int decode(struct json_decoder *d, const struct kind_desc *k, const char *body,
                   size_t step) {
     arena_reset(&arena);
-    json_decoder_begin(d, k, &arena, 255);
+    json_decoder_begin(d, k, &arena, 255, depth_max);
     size_t n = strlen(body);
     int rc = 0;
     for (size_t off = 0; off < n && rc == 0; off += step)
@@ -584,7 +585,7 @@ static void test_held_chunk_strings_stay_in_place(void) {
     const char body[] =
         "{\"Address\":{\"Name\":\"Venue 7\",\"Line1\":\"a\\\"b\",\"City\":\"Lyon\"}}";
     arena_reset(&arena);
-    json_decoder_begin(&d, &record_address, &arena, 255);
+    json_decoder_begin(&d, &record_address, &arena, 255, depth_max);
     CHECK_EQ_INT(json_decoder_feed_held(&d, body, strlen(body)), 0);
     CHECK_EQ_INT(json_decoder_finish(&d), 0);
     json_decoder_end(&d);
@@ -606,7 +607,7 @@ static void test_held_last_chunk_after_any_split(void) {
      * read buffer's bytes may be; strings from it, or split across the two, were copied. */
     for (size_t at = 1; at < n; at++) {
         arena_reset(&arena);
-        json_decoder_begin(&d, &record_address, &arena, 255);
+        json_decoder_begin(&d, &record_address, &arena, 255, depth_max);
         memcpy(first, body, at);
         memcpy(last, body + at, n - at);
         CHECK_EQ_INT(json_decoder_feed(&d, first, at), 0);
@@ -673,6 +674,10 @@ static void test_written_from_the_decoder(void) {
  * to its depth, not to the square of it: yajl grows its state stack 128 bytes at
  * a time, and the arena keeps every block until the request ends (review,
  * 2026-11-29: a Logo of 400,000 '[' took 600 MB, a 1 MiB body of them 4 GB). */
+/* A body nesting past --max-json-depth, skipped values included, is refused at
+ * the level that goes past it, before yajl stacks that level: a skipped Logo of
+ * 1 MiB of '[' held about 2 MiB per connection while its body came (review,
+ * 2026-11-29: 100 such connections of one account, 201 MiB). */
 static void test_a_deep_skipped_value_costs_its_depth(void) {
     enum { DEPTH = 200000 };
     static char body[2 * DEPTH + 64];
@@ -681,10 +686,44 @@ static void test_a_deep_skipped_value_costs_its_depth(void) {
     memset(body + n + DEPTH, ']', DEPTH);
     snprintf(body + n + 2 * DEPTH, sizeof body - (size_t)n - 2 * DEPTH, ",\"Name\":\"x\"}}");
     struct json_decoder d;
-    CHECK_EQ_INT(decode(&d, &record_theme, body, 4096), 0);
-    CHECK_EQ_STR(d.vals[THEME_NAME].s.ptr, "x");
-    /* The stack is DEPTH bytes; its copies, doubling, add less than that again. */
-    CHECK(arena_size(&arena) < 4 * (size_t)DEPTH);
+    arena_reset(&arena);
+    size_t before = arena_size(&arena);
+    json_decoder_begin(&d, &record_theme, &arena, 255, depth_max);
+    size_t off = 0;
+    while (off < strlen(body) && json_decoder_feed(&d, body + off, 4096) == 0)
+        off += 4096;
+    CHECK_EQ_INT(off, 0); /* refused within the first chunk */
+    CHECK_EQ_INT(d.err, ERR_INVALID_JSON);
+    CHECK(strstr(d.err_msg, "deeper than 64 levels at byte 79 (--max-json-depth)") != NULL);
+    /* yajl's stack of 64 levels fits in the decoder's own room: the arena gave nothing. */
+    CHECK_EQ_UINT(arena_size(&arena), before);
+    json_decoder_end(&d);
+}
+
+/* The depth counts every map and array, the body's own object as 1: 64 levels
+ * in all are taken, a 65th is refused at its byte however the body is split. */
+static void test_nesting_up_to_the_depth_limit(void) {
+    static char body[512];
+    for (int extra = 0; extra <= 1; extra++) {
+        int levels = 62 + extra; /* under {"Theme":{ ... */
+        int n = snprintf(body, sizeof body, "{\"Theme\":{\"Name\":\"x\",\"Logo\":");
+        for (int i = 0; i < levels; i++) /* {"a":[{"a":[... */
+            n += snprintf(body + n, sizeof body - (size_t)n, "%s", i % 2 ? "[" : "{\"a\":");
+        for (int i = levels - 1; i >= 0; i--)
+            body[n++] = i % 2 ? ']' : '}';
+        snprintf(body + n, sizeof body - (size_t)n, "}}");
+        for (size_t step = 1; step <= strlen(body); step *= 3) {
+            struct json_decoder d;
+            int rc = decode(&d, &record_theme, body, step);
+            CHECK_EQ_INT(rc, extra ? -1 : 0);
+            if (!extra) {
+                CHECK_EQ_STR(d.vals[THEME_NAME].s.ptr, "x");
+                continue;
+            }
+            CHECK_EQ_INT(d.err, ERR_INVALID_JSON);
+            CHECK(strstr(d.err_msg, "deeper than 64 levels") != NULL);
+        }
+    }
 }
 
 /* A token a chunk leaves open is refused once longer than any value may be
@@ -699,7 +738,7 @@ static void test_a_long_open_token_is_refused_before_the_body_ends(void) {
     memset(body + n, 'a', 30000);
     snprintf(body + n + 30000, sizeof body - (size_t)n - 30000, "\"}}");
     arena_reset(&arena);
-    json_decoder_begin(&d, &record_theme, &arena, 255);
+    json_decoder_begin(&d, &record_theme, &arena, 255, depth_max);
     size_t off = 0, len = strlen(body);
     while (off < len && json_decoder_feed(&d, body + off, 1000) == 0)
         off += 1000;
@@ -751,6 +790,7 @@ static void test_tokens_scan(void) {
 static const struct check_case cases[] = {
     CHECK_CASE(test_a_long_open_token_is_refused_before_the_body_ends),
     CHECK_CASE(test_a_deep_skipped_value_costs_its_depth),
+    CHECK_CASE(test_nesting_up_to_the_depth_limit),
     CHECK_CASE(test_tokens_scan),
     CHECK_CASE(test_every_chunk_size),
     CHECK_CASE(test_bare_object),
