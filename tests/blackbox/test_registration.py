@@ -25,7 +25,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from apiclient import HOST, ErrorAsserts, Resp  # noqa: E402
-from test_accounts import JSON_T, PASSWORD, call, hidden_csrf, signin_json, uname  # noqa: E402
+from test_accounts import (  # noqa: E402
+    JSON_T, PASSWORD, Browser, call, hidden_csrf, signin_json, uname)
 
 TRUST = ("--trusted-proxies", "127.0.0.1")
 
@@ -277,6 +278,49 @@ class SigninsUnderAFlood(Base):
         self.assertTrue(flooding, "the flood ended before the sign-ins: %r" % flood.counts)
         self.assertEqual(statuses, [200] * self.SIGNINS, flood.counts)
         self.assertGreater(flood.counts.get(429, 0), 0, flood.counts)  # the flood was held back
+
+
+class PasswordChangeShare(Base):
+    """A password change is two hashes: the current password's check, then the new
+    one's. Only the check counted toward its address's share of the sign-in queue
+    (an eighth, at least 2, in flight): once it was done, the second hash waited in
+    the queue uncounted, so an address changing passwords held up to twice its
+    share (review, 2026-11-29). A change now counts until its second hash is done."""
+    server_args = ("--pwhash-concurrency", "1", "--pwhash-queue", "16")  # an address: 2
+    server_env = {"EVENTD_TEST_PWHASH_FAST": "0"}
+    NEW = "another long passphrase"
+
+    def test_a_changes_second_hash_counts_toward_its_address(self):
+        addr = "198.51.100.99"
+        browsers = []
+        for i in range(2):
+            b = Browser(self.port(), xff="198.51.100.%d" % (90 + i))
+            b.register_json(uname("pc"))  # 201 or it raises; signed in
+            b.xff = addr
+            browsers.append(b)
+        third = uname("pc")
+        self.assertStatus(register_json(self.port(), third, "198.51.100.92"), 201)
+        lane = 'lane="signin"'
+        done = metric(self.port(), "eventd_password_hashes_total", lane)
+        answers = []
+        threads = [threading.Thread(target=lambda b=b: answers.append(b.post_json(
+            "/user/password", {"current_password": PASSWORD, "password": self.NEW})))
+            for b in browsers]
+        for t in threads:
+            t.start()
+        try:
+            # One check done: the other runs, and the first change's new hash waits.
+            self.assertTrue(harness.wait_until(
+                lambda: metric(self.port(), "eventd_password_hashes_total", lane) > done,
+                30, interval=0.002))
+            busy = metric(self.port(), "eventd_password_hashes_total", lane) == done + 1
+            r = signin_json(self.port(), third, xff=addr)
+        finally:
+            for t in threads:
+                t.join(timeout=60)
+        self.assertTrue(busy, "the second check ended before the sign-in: hashes too fast")
+        self.assertStatus(r, 429)
+        self.assertEqual(sorted(a.status for a in answers), [200, 200])
 
 
 class TakenNameCost(Base):
