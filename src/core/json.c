@@ -459,8 +459,9 @@ static __attribute__((noinline)) int map_key(struct json_decoder *d, const char 
         if (n == d->name_len && memcmp(k, d->kind->name, n) == 0)
             return fail(d, ERR_DUPLICATE_FIELD, d->kind->name, "%s appears twice", d->kind->name);
         size_t shown = echo_len(k, n);
-        /* Named in Field too, as any unknown field (README); not when it is no text. */
-        const char *name = shown || !n ? arena_strndup(d->arena, k, shown) : NULL;
+        /* Named in Field too, as any unknown field (README); not when it is no text,
+         * nor the empty key (Field is a non-empty name: docs/openapi.json FieldName). */
+        const char *name = shown ? arena_strndup(d->arena, k, shown) : NULL;
         return fail(d, ERR_UNKNOWN_FIELD, name,
                     "only the %s object may stand at the top level; found \"%.*s\"%s",
                     d->kind->name, (int)shown, k, shown < n ? " (cut)" : "");
@@ -496,9 +497,10 @@ static __attribute__((noinline)) int map_key(struct json_decoder *d, const char 
         return fail(d, ERR_UNKNOWN_FIELD, NULL,
                     "%s has no such field (a key of %zu bytes that is not UTF-8 text without NUL)",
                     d->kind->name, n);
-    const char *name = arena_strndup(d->arena, k, shown);
-    return fail(d, ERR_UNKNOWN_FIELD, name, "%s has no field \"%s\"%s", d->kind->name, name,
-                shown < n ? " (cut)" : "");
+    /* The empty key is echoed in the message only: Field is a non-empty name. */
+    const char *name = shown ? arena_strndup(d->arena, k, shown) : NULL;
+    return fail(d, ERR_UNKNOWN_FIELD, name, "%s has no field \"%.*s\"%s", d->kind->name, (int)shown,
+                k, shown < n ? " (cut)" : "");
 }
 
 /* A field's key seen for the first time inside the wrapper (the common
