@@ -87,8 +87,16 @@ static const char *type_word(uint8_t t) {
     }
 }
 
+/* ID holding anything but a positive integer: the handler answers it (a
+ * create ignores ID whatever it holds; an update refuses it, invalid_field). */
+static int id_not_an_id(struct json_decoder *d) {
+    d->has_id = true;
+    d->id_invalid = true;
+    return 1;
+}
+
 static int wrong_type(struct json_decoder *d) {
-    if (d->field == JF_ID) return fail(d, ERR_INVALID_FIELD, "ID", "ID must be a positive integer");
+    if (d->field == JF_ID) return id_not_an_id(d);
     const struct field *f = &d->kind->fields[d->field];
     return fail(d, ERR_INVALID_FIELD, f->name, "%s must be %s", f->name, type_word(f->type));
 }
@@ -105,6 +113,7 @@ static int before_value(struct json_decoder *d, bool is_container) {
         return 1;
     }
     if (d->field == JF_IGNORED) return 2;
+    if (d->field == JF_ID && is_container) return id_not_an_id(d) + 1; /* skipped */
     return 1;
 }
 
@@ -333,11 +342,7 @@ static bool word_is(const char *s, size_t n, const char *w) {
 static __attribute__((noinline)) int string_value(struct json_decoder *d, const char *s, size_t n) {
     int b = scalar_start(d);
     if (b != 1) return b;
-    if (d->field == JF_ID) {
-        d->has_id = true;
-        d->id_invalid = true; /* an integer, not a string of digits */
-        return 1;
-    }
+    if (d->field == JF_ID) return id_not_an_id(d); /* an integer, not a string of digits */
     const struct field *f = &d->kind->fields[d->field];
     switch (f->type) {
     case FT_STR: {

@@ -58,5 +58,38 @@ class EmptyKey(Base):
         self.assertNotIn("Field", err, r.describe())
 
 
+class IdInBody(Base):
+    """ID on create is response-only: ignored whatever it holds (a typed client
+    sends 0 for a new record, a copied record its old id), as README says; it
+    refused true, {} and [] but took "x", 0 and -1. On update it must be the
+    path id, a positive integer, whatever else it holds is 400 naming it."""
+
+    ODD = ['true', 'false', '{}', '{"a":[1]}', '[]', '"x"', '"7"', '0', '-1', '1.5', '1e3', 'null']
+
+    def test_create_ignores_any_id(self):
+        for kind in ("theme", "address"):
+            for v in self.ODD + ['987654321']:
+                with self.subTest(kind=kind, id=v):
+                    body = '{"%s":{"ID":%s,"Status":"active"}}' % (kind.capitalize(), v)
+                    r = self.c.call("POST", "/v2/" + kind, body)
+                    self.assertEqual(r.status, 200, r.describe())
+                    rec = r.json()["Result"]
+                    self.assertNotEqual(rec["ID"], 987654321)
+                    self.assertEqual(self.c.must_get(kind, rec["ID"]), rec)
+
+    def test_update_refuses_an_id_that_is_not_one(self):
+        tid = self.c.must_create("theme", {"Name": "kept"})["ID"]
+        for v in self.ODD[:-1]:
+            with self.subTest(id=v):
+                r = self.c.call("PUT", "/v2/theme/%d" % tid, '{"Theme":{"ID":%s,"Name":"no"}}' % v)
+                err = self.assertErr(r, 400, "invalid_field")
+                self.assertEqual(err["Field"], "ID", r.describe())
+        self.assertEqual(self.c.must_get("theme", tid)["Name"], "kept")
+        r = self.c.call("PUT", "/v2/theme/%d" % tid, '{"Theme":{"ID":null,"Name":"n"}}')
+        self.assertEqual(r.status, 204, r.describe())
+        r = self.c.call("PUT", "/v2/theme/%d" % tid, '{"Theme":{"ID":%d,"Name":"m"}}' % (tid + 1))
+        self.assertErr(r, 400, "id_mismatch")
+
+
 if __name__ == "__main__":
     unittest.main()
