@@ -32,7 +32,16 @@
 
 /* What the header being parsed is (cur_header, name_kind). H_NAME_SPLIT: a
  * name that came in pieces, classified once complete. */
-enum { H_OTHER, H_AUTHORIZATION, H_EXPECT, H_HOST, H_TRANSFER_ENCODING, H_FIELD, H_NAME_SPLIT };
+enum {
+    H_OTHER,
+    H_AUTHORIZATION,
+    H_EXPECT,
+    H_HOST,
+    H_TRANSFER_ENCODING,
+    H_CONTENT_ENCODING,
+    H_FIELD,
+    H_NAME_SPLIT
+};
 
 /* The kept headers (enum http_field), by lower-case name. */
 static const struct {
@@ -113,7 +122,7 @@ static int on_message_begin(llhttp_t *ll) {
     r->cur_header = H_OTHER;
     p->name_len = p->value_len = 0;
     p->n_host = p->n_auth = p->n_te = 0;
-    p->te_chunked = p->bad_field = p->version_done = p->value_open = p->cr_next = false;
+    p->te_chunked = p->coded = p->bad_field = p->version_done = p->value_open = p->cr_next = false;
     p->in_gap = p->gap_lf = false;
     p->crlf_left = 0;
     p->name_kind = H_OTHER;
@@ -232,6 +241,8 @@ static uint8_t classify(const char *s, size_t n, uint8_t *field) {
     case 15:
         *field = c == 'x' ? HF_FORWARDED_FOR : HF_IDEMPOTENCY_KEY;
         break;
+    case 16:
+        return NAME_IS(s, n, "content-encoding") ? H_CONTENT_ENCODING : H_OTHER;
     case 17:
         return NAME_IS(s, n, "transfer-encoding") ? H_TRANSFER_ENCODING : H_OTHER;
     default:
@@ -320,6 +331,7 @@ static int on_header_field_complete(llhttp_t *ll) {
         if (p->n_te < 2) p->n_te++;
         /* fall through */
     case H_EXPECT:
+    case H_CONTENT_ENCODING:
         p->value_len = p->value_trim = 0;
         break;
     default:
@@ -413,7 +425,8 @@ static int on_header_value(llhttp_t *ll, const char *at, size_t n) {
         if (h->fields.len + n > p->limits->max_header_bytes) return stop(p, ERR_HEADERS_TOO_LARGE);
         buf_append(&h->fields, at, n);
         h->len[p->cur_field] += (uint32_t)n;
-    } else if (r->cur_header == H_EXPECT || r->cur_header == H_TRANSFER_ENCODING) {
+    } else if (r->cur_header == H_EXPECT || r->cur_header == H_TRANSFER_ENCODING ||
+               r->cur_header == H_CONTENT_ENCODING) {
         keep_value(p, at, n);
     } else if (r->cur_header == H_HOST) {
         struct http_kept *h = r->kept;
@@ -444,6 +457,9 @@ static int on_header_value_complete(llhttp_t *ll) {
         if (value_is(p, "100-continue")) r->expect_continue = true;
     } else if (r->cur_header == H_TRANSFER_ENCODING) {
         p->te_chunked = value_is(p, "chunked");
+    } else if (r->cur_header == H_CONTENT_ENCODING) {
+        /* No content coding is decoded: only "identity" (or nothing) is the body as sent. */
+        if (p->value_trim && !value_is(p, "identity")) p->coded = true;
     } else if (r->cur_header == H_FIELD || r->cur_header == H_HOST) {
         /* llhttp leaves the trailing whitespace in the value. */
         struct http_kept *h = r->kept;
@@ -512,6 +528,8 @@ static int on_headers_complete(llhttp_t *ll) {
         return stop_why(p, ERR_BAD_REQUEST,
                         "Transfer-Encoding other than one \"chunked\" line in HTTP/1.1");
     if (split_target(r) < 0) return stop_why(p, ERR_BAD_REQUEST, "a malformed request target");
+    /* RFC 9110 15.5.16: a body in a content coding the server does not decode is 415. */
+    if (p->coded && r->has_body) return stop(p, ERR_MEDIA_TYPE);
 
     if (r->content_length > p->limits->max_body_bytes) return stop(p, ERR_BODY_TOO_LARGE);
     /* The owner hears of the headers in execute, once their size is known. */

@@ -147,6 +147,7 @@ struct http_parser {
     uint8_t n_host, n_auth, n_te; /* field lines seen, saturating at 2 */
     uint8_t cur_field;            /* enum http_field of a kept header being parsed */
     bool te_chunked;              /* the Transfer-Encoding value is exactly "chunked" */
+    bool coded;                   /* a Content-Encoding other than "identity" came */
     bool bad_field;               /* a header name or Host value broke the grammar */
     uint8_t host_state;           /* HOST_*: where in the Host value we are */
     bool version_done;            /* the request line's version was well formed */

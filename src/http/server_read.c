@@ -224,7 +224,14 @@ void conn_answer_error(struct conn *c) {
             snprintf(msg, sizeof msg, "malformed HTTP request: %s", p->why);
         else
             msg[0] = '\0';
-        http_response_error(r, p->error, NULL, msg[0] ? msg : NULL);
+        if (p->error == ERR_MEDIA_TYPE) { /* only the parser's own: a Content-Encoding */
+            http_response_error(r, p->error, "Content-Encoding",
+                                "request bodies are read as sent: send it without a "
+                                "Content-Encoding (or \"identity\")");
+            r->extra = "Accept-Encoding: identity\r\n"; /* RFC 9110 12.5.3 */
+        } else {
+            http_response_error(r, p->error, NULL, msg[0] ? msg : NULL);
+        }
     }
     r->close = true;
     *state_at(c, c->count - 1) = SLOT_READY;

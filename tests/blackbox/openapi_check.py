@@ -50,14 +50,14 @@ SRC_DIR = os.path.join(os.path.dirname(DOC_PATH), "..", "src")
 # The response headers eventd itself defines (each written by its own code in src/): an
 # answer that carries one must document it, so a header the server starts to send (or
 # sends on an answer it was not meant for) fails the suites until the document says so.
-SERVER_HEADERS = ("Allow", "Content-Security-Policy", "ETag", "Idempotent-Replayed", "Location",
+SERVER_HEADERS = ("Accept-Encoding", "Allow", "Content-Security-Policy", "ETag", "Idempotent-Replayed", "Location",
                   "Referrer-Policy", "Retry-After", "WWW-Authenticate", "X-Changes-Cursor",
                   "X-Content-Type-Options", "X-Request-ID")
 # Framing and caching headers, and the request headers src/ names: not checked (Content-Type
 # is checked against the response's content; Cache-Control and Set-Cookie are documented
 # where they matter, and left free elsewhere).
 FREE_HEADERS = ("Cache-Control", "Connection", "Content-Length", "Content-Type", "Date",
-                "Expect", "Set-Cookie", "Transfer-Encoding")
+                "Content-Encoding", "Expect", "Set-Cookie", "Transfer-Encoding")
 
 
 class Mismatch(AssertionError):

@@ -3,6 +3,7 @@
 at the edges of the field rules: each case here was found answering other
 than README or the contract says."""
 
+import gzip
 import os
 import sys
 import unittest
@@ -89,6 +90,45 @@ class IdInBody(Base):
         self.assertEqual(r.status, 204, r.describe())
         r = self.c.call("PUT", "/v2/theme/%d" % tid, '{"Theme":{"ID":%d,"Name":"m"}}' % (tid + 1))
         self.assertErr(r, 400, "id_mismatch")
+
+
+class ContentEncoding(Base):
+    """Bodies are read as sent: a body in a content coding (a client library
+    that compresses) was parsed as JSON and answered "malformed JSON at byte
+    1". RFC 9110 15.5.16: 415, naming the header, with Accept-Encoding."""
+
+    def count(self):
+        return len(self.c.list("theme", "limit=500").json()["Result"]["Items"])
+
+    def assert_refused(self, r):
+        err = self.assertErr(r, 415, "unsupported_media_type")
+        self.assertEqual(err["Field"], "Content-Encoding", r.describe())
+        self.assertEqual(r.header("Accept-Encoding"), "identity", r.describe())
+        self.assertEqual(r.header("Connection"), "close", r.describe())
+
+    def test_a_coded_body_is_415(self):
+        before = self.count()
+        body = gzip.compress(b'{"Theme":{"Name":"zipped"}}')
+        for coding in ("gzip", "GZIP", "br", "deflate", "identity, gzip", "x"):
+            with self.subTest(coding=coding):
+                r = self.c.call("POST", "/v2/theme", body, headers={"Content-Encoding": coding})
+                self.assert_refused(r)
+        tid = self.c.must_create("theme", {"Name": "plain"})["ID"]
+        r = self.c.call("PUT", "/v2/theme/%d" % tid, body, headers={"Content-Encoding": "gzip"})
+        self.assert_refused(r)
+        r = self.c.call("POST", "/signin", body, headers={"Content-Encoding": "gzip"}, auth=False)
+        self.assert_refused(r)
+        self.assertEqual(self.count(), before + 1)
+        self.assertEqual(self.c.must_get("theme", tid)["Name"], "plain")
+
+    def test_identity_or_no_body_is_served(self):
+        for coding in ("identity", "Identity ", ""):
+            with self.subTest(coding=coding):
+                r = self.c.call("POST", "/v2/theme", '{"Theme":{"Name":"as sent"}}',
+                                headers={"Content-Encoding": coding})
+                self.assertEqual(r.status, 200, r.describe())
+        r = self.c.call("GET", "/v2/theme", headers={"Content-Encoding": "gzip"})
+        self.assertEqual(r.status, 200, r.describe())
 
 
 if __name__ == "__main__":
