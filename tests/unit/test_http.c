@@ -83,11 +83,10 @@ static void test_bad_line_ends_refused_at_every_cut(void) {
         "GET /a HTTP/1.1\r\nHost: a\r\n\rXGET /b HTTP/1.1\r\nHost: a\r\n\r\n",
         "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2\rXhi\r\n0\r\n\r\n",
         "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\rX",
-        "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\nGET /b "
-        "HTTP/1.1\r\n"
-        "Host: a\r\n\r\n",
-        "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nT: 1\r\n\nGET /b "
-        "HTTP/1.1\r\nHost: a\r\n\r\n",
+        ("POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\nGET /b "
+         "HTTP/1.1\r\nHost: a\r\n\r\n"),
+        ("POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nT: 1\r\n\nGET /b "
+         "HTTP/1.1\r\nHost: a\r\n\r\n"),
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         size_t n = strlen(bad[i]);
