@@ -138,6 +138,19 @@ bool account_body_begin(struct account_body *b, struct http_request *req, struct
     memset(&b->tok, 0, sizeof b->tok);
     b->json_depth = 0;
     b->json_field = -1;
+    /* One media type: a list (one line naming two, or two lines, which the
+     * parser joins with ", ") is refused. A balancer that places a
+     * registration by its username may read the body by another type of the
+     * list than this first one (HAProxy's req.hdr takes a list's items one by
+     * one): a form read here, a JSON "username" read there, and the name
+     * would be created on a shard that is not its own (review, 2026-11-29). */
+    if (memchr(ct.ptr, ',', ct.len)) {
+        http_response_error(r, ERR_MEDIA_TYPE, NULL,
+                            "send one Content-Type: application/x-www-form-urlencoded or "
+                            "application/json");
+        b->kind = BODY_NONE;
+        return false;
+    }
     if (ct.len >= 33 && strncasecmp(ct.ptr, "application/x-www-form-urlencoded", 33) == 0) {
         b->kind = BODY_FORM;
         return true;

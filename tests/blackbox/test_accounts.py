@@ -519,6 +519,37 @@ class Json(Base):
         r = self.browser().send("POST", "/register", b"username=x", "text/plain")
         self.assertErr(r, 415, "unsupported_media_type")
 
+    def test_a_content_type_list_is_415_and_registers_nobody(self):
+        """A body whose type is a list (one line naming two, or two lines) is
+        refused whole. A balancer placing the registration by its username
+        read the JSON body's (HAProxy takes any item of the list), while a form
+        of another name hid in a JSON string: that name was created on a shard
+        not its own (review, 2026-11-29)."""
+        for lines in ([FORM + ", " + JSON_T], [FORM, JSON_T], [JSON_T + ", " + FORM]):
+            with self.subTest(lines=lines):
+                b, name = self.browser(), uname("ct")
+                form = urllib.parse.urlencode({
+                    "username": name, "password": PASSWORD, "password_confirm": PASSWORD,
+                    "csrf": b.page_csrf("/register")})
+                body = json.dumps({"a": "&%s&" % form, "username": uname("cover")}).encode()
+                c = http.client.HTTPConnection(HOST, self.port(), timeout=10)
+                try:
+                    c.putrequest("POST", "/register")
+                    c.putheader("Cookie", "; ".join("%s=%s" % kv for kv in b.jar.items()))
+                    for line in lines:
+                        c.putheader("Content-Type", line)
+                    c.putheader("Content-Length", str(len(body)))
+                    c.endheaders(body)
+                    resp = c.getresponse()
+                    r = Resp("POST", "/register", body, resp.status, resp.getheaders(),
+                             resp.read())
+                finally:
+                    c.close()
+                self.assertErr(r, 415, "unsupported_media_type")
+                # The name is still free (a sign-in would count a failure here).
+                self.assertStatus(b.post_json("/register", {"username": name,
+                                                            "password": PASSWORD}), 201)
+
     def test_bad_username_is_400_naming_username(self):
         r = self.browser().post_json("/register", {"username": "no spaces", "password": PASSWORD})
         self.assertErr(r, 400, "invalid_field", "username")

@@ -737,6 +737,49 @@ class LoadBalancer(unittest.TestCase):
                     self.assertEqual(status, 400, data)
                     self.assertEqual(json.loads(data)["Error"]["Field"], "username")
 
+    def test_a_content_type_list_registers_nobody_on_another_shard(self):
+        """A registration whose Content-Type is a list: HAProxy read its body
+        as JSON (req.hdr matched the list's second item) and placed it by the
+        JSON "username", eventd read a form (the first item) whose username,
+        hidden in a JSON string, was another name: that name was created on
+        the first name's shard, a second time if it had registered already
+        (review, 2026-11-29). Refused now, 415, at the balancer and by eventd."""
+        cover, u = sorted(self.users.items())[0]
+        names = placement(CFG, ["ct-list-%d" % i for i in range(30)])
+        name = sorted(n for n, node in names.items() if node != u["node"])[0]
+        # The form's CSRF pair, from the cover name's shard (placed by the cookie).
+        c = http.client.HTTPConnection(HOST, self.lb.port, timeout=10)
+        try:
+            c.request("GET", "/register", headers={"Cookie": "eventd_session=%s:x" % cover})
+            r = c.getresponse()
+            page = r.read().decode()
+            jar = re.search(r"eventd_csrf=([^;]+)", r.getheader("Set-Cookie")).group(1)
+        finally:
+            c.close()
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+        form = "username=%s&password=%s&password_confirm=%s&csrf=%s" % (
+            name, PASSWORD.replace(" ", "+"), PASSWORD.replace(" ", "+"), csrf)
+        body = json.dumps({"a": "&%s&" % form, "username": cover}).encode()
+        for lines in (["application/x-www-form-urlencoded, application/json"],
+                      ["application/x-www-form-urlencoded", "application/json"]):
+            with self.subTest(lines=lines):
+                c = http.client.HTTPConnection(HOST, self.lb.port, timeout=30)
+                try:
+                    c.putrequest("POST", "/register")
+                    c.putheader("Cookie", "eventd_csrf=" + jar)
+                    for line in lines:
+                        c.putheader("Content-Type", line)
+                    c.putheader("Content-Length", str(len(body)))
+                    c.endheaders(body)
+                    r = c.getresponse()
+                    status, data = r.status, r.read()
+                finally:
+                    c.close()
+                self.assertEqual(status, 415, data)
+                for n, s in self.shards.items():
+                    status, _, _ = call(s.port, "GET", "/admin/users/%s" % name, bearer=s.token)
+                    self.assertEqual(status, 404, (name, "shard %d" % n))
+
     def test_a_percent_encoded_username_reaches_its_shard(self):
         name, u = sorted(self.users.items())[0]
         enc = "".join("%%%02X" % ord(ch) for ch in name)
