@@ -91,6 +91,9 @@ static int fail(struct form *f, enum form_err err, int field) {
     case FORM_NUL:
         snprintf(f->err_msg, sizeof f->err_msg, "%s: holds a NUL byte", name);
         break;
+    case FORM_SEMICOLON:
+        snprintf(f->err_msg, sizeof f->err_msg, "the form holds a ';' (send it as %%3B)");
+        break;
     case FORM_UNKNOWN: /* form_unknown */
     case FORM_OK:
         break;
@@ -167,6 +170,10 @@ static int byte(struct form *f, unsigned char c) {
         return put(f, (char)(f->esc_hi << 4 | v));
     }
     if (c == '&') return end_pair(f);
+    /* A balancer may read a raw ';' as '&' (HAProxy's req.body_param does):
+     * "x=1;username=a&username=b" was a's there and b's here, and b was
+     * created on a's shard (review, 2026-11-29). */
+    if (c == ';') return fail(f, FORM_SEMICOLON, -1);
     f->pair_started = true;
     if (c == '%') {
         f->esc = 1;

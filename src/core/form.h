@@ -13,8 +13,10 @@
  * The first error wins and sticks: a value longer than its field's limit
  * (reported as soon as it is passed), a '%' not followed by two hex digits
  * (anywhere in the body: the body is malformed), a wanted field given
- * twice, a value that is not strict UTF-8, or a NUL byte in a value. The
- * total body limit is the caller's.
+ * twice, a value that is not strict UTF-8, a NUL byte in a value, or a ';'
+ * not percent-encoded (anywhere: HAProxy's req.body_param, which places a
+ * registration by its username, reads ';' as '&', and a browser encodes it
+ * as %3B). The total body limit is the caller's.
  *
  * Pure: no I/O, no allocation.
  */
@@ -45,6 +47,7 @@ enum form_err {
     FORM_NOT_UTF8,   /* a value that is not strict UTF-8 */
     FORM_NUL,        /* a NUL byte in a value */
     FORM_UNKNOWN,    /* strict: a field the table does not have */
+    FORM_SEMICOLON,  /* a ';' not percent-encoded */
 };
 
 struct form {

@@ -780,6 +780,35 @@ class LoadBalancer(unittest.TestCase):
                     status, _, _ = call(s.port, "GET", "/admin/users/%s" % name, bearer=s.token)
                     self.assertEqual(status, 404, (name, "shard %d" % n))
 
+    def test_a_semicolon_in_a_form_registers_nobody_on_another_shard(self):
+        """HAProxy's req.body_param reads ';' as '&': "x=1;username=COVER&
+        username=NAME" was placed on COVER's shard, and eventd, which read
+        only '&', created NAME there (review, 2026-11-29). eventd refuses a
+        raw ';' in a form now (400)."""
+        cover, u = sorted(self.users.items())[0]
+        names = placement(CFG, ["semi-%d" % i for i in range(30)])
+        name = sorted(n for n, node in names.items() if node != u["node"])[0]
+        c = http.client.HTTPConnection(HOST, self.lb.port, timeout=10)
+        try:
+            c.request("GET", "/register", headers={"Cookie": "eventd_session=%s:x" % cover})
+            r = c.getresponse()
+            page = r.read().decode()
+            jar = re.search(r"eventd_csrf=([^;]+)", r.getheader("Set-Cookie")).group(1)
+        finally:
+            c.close()
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+        pw = PASSWORD.replace(" ", "+")
+        body = ("x=1;username=%s&username=%s&password=%s&password_confirm=%s&csrf=%s" % (
+            cover, name, pw, pw, csrf)).encode()
+        status, data = self.send("POST", "/register?semi", {
+            "Content-Type": "application/x-www-form-urlencoded", "Cookie": "eventd_csrf=" + jar},
+            body)
+        self.assertEqual(status, 400, data)
+        self.assertEqual(self.lb.routed_to("semi"), u["node"])  # placed by the cover name
+        for n, s in self.shards.items():
+            status, _, _ = call(s.port, "GET", "/admin/users/%s" % name, bearer=s.token)
+            self.assertEqual(status, 404, (name, "shard %d" % n))
+
     def test_a_percent_encoded_username_reaches_its_shard(self):
         name, u = sorted(self.users.items())[0]
         enc = "".join("%%%02X" % ord(ch) for ch in name)
