@@ -24,22 +24,33 @@ const char *site_cookie_name(const struct handlers *h, enum site_cookie c) {
     return c == SITE_COOKIE_SESSION ? "eventd_session" : "eventd_csrf";
 }
 
+/*
+ * The cookie's value, or "" when it is missing or named twice: with two, a
+ * balancer placing the request by one (HAProxy refuses two it sees, but reads
+ * a quoted value, a="x;eventd_session=...", as one cookie where this reads
+ * three) could send it to a shard where this one holds the other (review,
+ * 2026-11-29).
+ */
 struct slice site_cookie(const struct handlers *h, const struct http_request *req,
                          enum site_cookie which) {
     const char *name = site_cookie_name(h, which);
-    struct slice c = http_request_field(req, HF_COOKIE);
+    struct slice c = http_request_field(req, HF_COOKIE), found = {"", 0};
     size_t nl = strlen(name);
+    bool seen = false;
     const char *p = c.ptr, *end = c.ptr + c.len;
     while (p < end) {
         while (p < end && (*p == ' ' || *p == ';'))
             p++;
         const char *semi = memchr(p, ';', (size_t)(end - p));
         const char *stop = semi ? semi : end;
-        if ((size_t)(stop - p) > nl && memcmp(p, name, nl) == 0 && p[nl] == '=')
-            return (struct slice){p + nl + 1, (size_t)(stop - p - nl - 1)};
+        if ((size_t)(stop - p) > nl && memcmp(p, name, nl) == 0 && p[nl] == '=') {
+            if (seen) return (struct slice){"", 0};
+            seen = true;
+            found = (struct slice){p + nl + 1, (size_t)(stop - p - nl - 1)};
+        }
         p = stop;
     }
-    return (struct slice){"", 0};
+    return found;
 }
 
 void site_set_cookie(struct handlers *h, struct http_response *r, enum site_cookie c,

@@ -122,6 +122,23 @@ class HostPrefix(Base):
 
 
 class PlainNames(Base):
+    def test_a_session_cookie_named_twice_is_no_session(self):
+        """HAProxy reads a quoted value as one cookie where eventd reads three
+        (review, 2026-11-29): it placed this by "other" while eventd took the
+        first session. Named twice, it is no session, as HAProxy's own rule."""
+        b, _ = self.signed_in()
+        mine = b.jar[SESSION]
+        self.assertStatus(user_api_json(self.port, mine), 200)
+        for cookie in ('a="x;%s=%s;y"; %s=other:zz' % (SESSION, mine, SESSION),
+                       "%s=%s; %s=%s" % (SESSION, mine, SESSION, mine),
+                       "%s=other:zz; %s=%s" % (SESSION, SESSION, mine)):
+            with self.subTest(cookie=cookie):
+                r = call(self.port, "GET", "/user/api", headers={"Cookie": cookie, "Accept": JSON_T})
+                self.assertStatus(r, 401)
+        r = call(self.port, "GET", "/user/api",
+                 headers={"Cookie": "a=1; %s=%s; b=2" % (SESSION, mine), "Accept": JSON_T})
+        self.assertStatus(r, 200)
+
     def test_without_cookie_secure_the_names_are_unprefixed(self):
         r = Browser(self.port).get("/register")
         self.assertIn(CSRF_COOKIE, parse_set_cookies(r), r.describe())
