@@ -40,9 +40,16 @@ PACKAGES=$RUNTIME
 [ "$MODE" = test ] && PACKAGES="$RUNTIME $TEST"
 
 # The browser test's playwright-core, pinned by tests/browser/package-lock.json, and the
-# OpenAPI lint's Redocly CLI, pinned by tests/openapi/package-lock.json.
+# OpenAPI lint's Redocly CLI, pinned by tests/openapi/package-lock.json. Their locks ask
+# for Node.js 20.19 or later (Redocly: 20.19+ or 22.12+); Debian 12's own nodejs is 18,
+# which npm ci only warns about: say so here, before a test fails on it.
 npm_step() {
     [ "$MODE" = test ] || return 0
+    if ! node -e 'const [a, b] = process.versions.node.split(".").map(Number);
+                  process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)'; then
+        echo "deps: warning: Node.js $(node --version) is older than 20.19, which the pinned" \
+            "@redocly/cli and playwright-core need (install Node.js 20.19+ or 22.12+)" >&2
+    fi
     "$(dirname "$0")/../tests/browser/install.sh"
     "$(dirname "$0")/../tests/openapi/install.sh"
 }
