@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""HAProxy's user-space instructions per GET /v2/theme/:id, counted by
+"""HAProxy's user-space instructions per GET /v2/theme/:id (or OP), counted by
 callgrind, for each HAProxy configuration given (docs/BENCHMARKS.md, "Where
 the shipped file's CPU goes"). Unlike lb_compare.sh's CPU time, the count
 does not move with the machine's load (repeats within 0.1 %), so variants of
@@ -18,7 +18,8 @@ the shipped file's defaults).
     tests/bench/lb_icount.py docker/haproxy.cfg /tmp/variant/haproxy.cfg ...
     MINIMAL=1 tests/bench/lb_icount.py ...   also lb_compare.sh's minimal config
 
-Environment: EVENTD_BIN (build-bench/eventd), N (500), USERS (30), KEEP (a
+Environment: EVENTD_BIN (build-bench/eventd), N (500), USERS (30), OP (get;
+post: POST /v2/theme; post_key: the same with an Idempotency-Key of its own), KEEP (a
 directory to keep each configuration's dump in, cfgI.callgrind, I counting
 from 0 with the minimal config first).
 The counts are user space only: the kernel's side (the same syscalls for
@@ -33,6 +34,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 EV = os.environ.get("EVENTD_BIN", os.path.join(ROOT, "build-bench", "eventd"))
 N = int(os.environ.get("N", "500"))
+OP = os.environ.get("OP", "get")
+if OP not in ("get", "post", "post_key"):
+    sys.exit("OP: get, post or post_key")
 USERS = int(os.environ.get("USERS", "30"))
 
 
@@ -143,10 +147,21 @@ def count(work, i, cfg, env, creds):
             for j in range(k):
                 cred, tid = creds[j % len(creds)]
                 c = conns[j % 4]
-                c.request("GET", "/v2/theme/%d" % tid, headers={"Authorization": "Basic " + cred})
+                h = {"Authorization": "Basic " + cred}
+                if OP == "get":
+                    c.request("GET", "/v2/theme/%d" % tid, headers=h)
+                else:
+                    h["Content-Type"] = "application/json"
+                    if OP == "post_key":
+                        send.seq += 1
+                        h["Idempotency-Key"] = "icount-%d-%d-%d" % (os.getpid(), i, send.seq)
+                    c.request("POST", "/v2/theme", headers=h,
+                              body='{"Theme":{"Name":"lb %d","PageBackgroundRGB":"A0B1C2"}}' % j)
                 r = c.getresponse()
                 r.read()
                 assert r.status == 200, (r.status, cfg)
+
+        send.seq = 0
 
         send(200)
         subprocess.run(["callgrind_control", "-z", str(hp.pid)], capture_output=True, check=True)
