@@ -455,6 +455,13 @@ def self_test():
     expect(False, "an unlisted method answering 200", "PATCH", "/v2/theme", 200, J, good)
     expect(True, "a connection-level answer anywhere", "PATCH", "/v2/theme", 400, J,
            err("bad_request"))
+    coded = dict(J, **{"Accept-Encoding": "identity"})
+    expect(True, "a coded body's 415 on an unlisted path", "POST", "/v2/nothing", 415, coded,
+           err("unsupported_media_type"))
+    expect(True, "a coded body's 415 for an unlisted method", "PATCH", "/v2/theme", 415, coded,
+           err("unsupported_media_type"))
+    expect(False, "a coded body's 415 without Accept-Encoding", "POST", "/v2/nothing", 415, J,
+           err("unsupported_media_type"))
     expect(True, "HEAD: headers, no body", "HEAD", "/v2/theme/2", 200, JE, b"", head=True)
     expect(True, "the base path moves the API", "GET", "/api/theme/2", 200, JE, good,
            base_path="/api")

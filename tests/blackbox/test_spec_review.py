@@ -121,6 +121,18 @@ class ContentEncoding(Base):
         self.assertEqual(self.count(), before + 1)
         self.assertEqual(self.c.must_get("theme", tid)["Name"], "plain")
 
+    def test_a_coded_body_is_415_on_any_path_and_method(self):
+        """The 415 comes before routing, as 400 and 413 do: a path or a method the
+        document does not list gets it too, so the contract lists it among the
+        connection-level answers (x-eventd-any-path), which the harness's check of
+        every answer reads; it refused these as off-contract (a 404 or 405 was due)."""
+        body = gzip.compress(b'{"Theme":{}}')
+        for method, path in (("POST", "/v2/nothing"), ("POST", "/nowhere"),
+                             ("PATCH", "/v2/theme"), ("OPTIONS", "/healthz")):
+            with self.subTest(method=method, path=path):
+                r = self.c.call(method, path, body, headers={"Content-Encoding": "gzip"})
+                self.assert_refused(r)
+
     def test_identity_or_no_body_is_served(self):
         for coding in ("identity", "Identity ", ""):
             with self.subTest(coding=coding):
