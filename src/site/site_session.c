@@ -25,11 +25,13 @@ const char *site_cookie_name(const struct handlers *h, enum site_cookie c) {
 }
 
 /*
- * The cookie's value, or "" when it is missing or named twice: with two, a
- * balancer placing the request by one (HAProxy refuses two it sees, but reads
- * a quoted value, a="x;eventd_session=...", as one cookie where this reads
- * three) could send it to a shard where this one holds the other (review,
- * 2026-11-29).
+ * The cookie's value, or "" when it is missing. A session cookie named twice
+ * is "" too: a balancer placing the request by one (HAProxy refuses two it
+ * sees, but reads a quoted value, a="x;eventd_session=...", as one cookie
+ * where this reads three) could send it to a shard where this one holds the
+ * other (review, 2026-11-29). The CSRF cookie, which no balancer reads, is
+ * the first one: refusing a second would lock a browser holding one it
+ * cannot replace (another Path or Domain) out of every form.
  */
 struct slice site_cookie(const struct handlers *h, const struct http_request *req,
                          enum site_cookie which) {
@@ -44,7 +46,7 @@ struct slice site_cookie(const struct handlers *h, const struct http_request *re
         const char *semi = memchr(p, ';', (size_t)(end - p));
         const char *stop = semi ? semi : end;
         if ((size_t)(stop - p) > nl && memcmp(p, name, nl) == 0 && p[nl] == '=') {
-            if (seen) return (struct slice){"", 0};
+            if (seen) return which == SITE_COOKIE_SESSION ? (struct slice){"", 0} : found;
             seen = true;
             found = (struct slice){p + nl + 1, (size_t)(stop - p - nl - 1)};
         }

@@ -172,6 +172,17 @@ class CsrfSecret(Base):
                                        "password_confirm": PASSWORD, "csrf": token_a})
         self.assertStatus(r, 403)
 
+    def test_a_second_csrf_cookie_after_the_first_keeps_forms_working(self):
+        """A browser may hold a second one it cannot replace (another Path or
+        Domain): the first, the one the server set, still counts."""
+        b = Browser(self.port)
+        token = b.page_csrf("/register")
+        cookie = "%s=%s; %s=%s" % (CSRF_COOKIE, b.jar[CSRF_COOKIE], CSRF_COOKIE, PLANTED)
+        body = form_body({"username": uname(), "password": PASSWORD,
+                          "password_confirm": PASSWORD, "csrf": token})
+        r = b.send("POST", "/register", body, FORM, headers={"Cookie": cookie}, jar=False)
+        self.assertStatus(r, 303)
+
     def test_the_issued_pair_registers(self):
         self.assertStatus(Browser(self.port).register_form(uname()), 303)
 
