@@ -19,7 +19,8 @@
 #                     ROWS: a variant of the shipped file, to compare the two
 #                     in one run)
 # and for each, the operations of OPS: get (GET /v2/theme/:id), put, post
-# (POST /v2/theme), post_key (POST with an Idempotency-Key of its own).
+# (POST /v2/theme), post_key (POST with an Idempotency-Key of its own), post_nonce
+# (post_key's requests with the key under a header nobody reads: its control).
 # Every server (eventd, nginx, HAProxy) is pinned to CPU BENCH_SERVER_CPU,
 # wrk (-t1) to BENCH_CLIENT_CPU. Every eventd runs with --fsync interval.
 # HAProxy's request log is off in every row (the shipped file is copied with
