@@ -8,6 +8,7 @@
  * they stay short next to the whole table.
  */
 #include "storage/index.h"
+#include "storage/index_internal.h"
 
 #include <sodium.h>
 #include <stdio.h>
@@ -37,13 +38,6 @@ static uint64_t *bytes_of(struct owner *o, uint8_t type) {
     return type == REC_IDEM ? &o->idem_bytes : NULL;
 }
 
-static inline uint64_t mix(uint64_t x) {
-    x ^= x >> 33;
-    x *= UINT64_C(0xff51afd7ed558ccd);
-    x ^= x >> 33;
-    return x;
-}
-
 #define SHARD_MIN_CAP 16
 
 /*
@@ -57,8 +51,7 @@ static bool shard_allocated(const struct index_shard *sh) {
     return sh->slots != no_slots;
 }
 static const struct owner no_owners[1];
-static const struct name_entry no_names[1];
-#define TABLE_MIN_CAP 64 /* owners and names, once allocated */
+#define TABLE_MIN_CAP 64 /* owners, once allocated */
 
 /*
  * Where an id lives: runs of ID_RUN consecutive ids share a shard and sit in
@@ -86,8 +79,7 @@ void index_init(struct index *ix) {
     }
     ix->owners_cap = 1; /* the owner and name tables too start as shared empty ones */
     ix->owners = (struct owner *)no_owners;
-    ix->names = (struct name_table){(struct name_entry *)no_names, 1, 0};
-    ix->keys = (struct name_table){(struct name_entry *)no_names, 1, 0};
+    names_init(ix);
     ix->next_id = 1;
     ix->acked_rev = UINT64_MAX;
     randombytes_buf(ix->name_key, sizeof ix->name_key);
@@ -118,8 +110,7 @@ void index_destroy(struct index *ix) {
         free(ix->owners[i].changes.v);
     }
     if (ix->owners != no_owners) free(ix->owners);
-    if (ix->names.slots != no_names) free(ix->names.slots);
-    if (ix->keys.slots != no_names) free(ix->keys.slots);
+    names_destroy(ix);
     free(ix->foreign.ids);
     memset(ix, 0, sizeof *ix);
 }
@@ -351,96 +342,8 @@ static void link_event(struct index *ix, const struct record *ev) {
     set_link(ix, record_ref(ev, EVENT_ADDRESS_ID), REC_ADDRESS, ev->id, UINT64_MAX);
 }
 
-/* ---- users by name, idempotency keys by user and key ---- */
-
-/*
- * Two tables of ids by the hash of a name: users by name, and REC_IDEM
- * records by (user, key). Open addressing with the hash kept beside the id,
- * so that probing and growing never touch a record (a cache miss each); a
- * match is confirmed on the record. 16 bytes a slot, at a load of at most
- * one half.
- */
-#define NAME_GONE UINT64_MAX /* a deleted entry */
-
-_Static_assert(sizeof((struct index *)0)->name_key == crypto_shorthash_KEYBYTES, "name_key");
-
-/* SipHash-2-4 of the name under the index's secret key, then the user's seed: nobody can
- * aim names at one probe run without the key. */
-static uint64_t name_hash(const struct index *ix, uint64_t seed, const char *p, size_t n) {
-    uint64_t h;
-    crypto_shorthash((unsigned char *)&h, (const unsigned char *)p, n, ix->name_key);
-    return h ^ seed;
-}
-
-static struct name_table *table_of(struct index *ix, uint8_t type) {
-    return type == REC_USER ? &ix->names : &ix->keys;
-}
-
-/* The name a record is filed under in its table. */
-static union value name_of(const struct record *r) {
-    return record_get(r, r->type == REC_USER ? USER_NAME : IDEM_KEY);
-}
-
-static uint64_t name_seed(uint8_t type, uint64_t user_id) {
-    return type == REC_USER ? 0 : mix(user_id);
-}
-
-/* The slot holding a record of this type, user (REC_IDEM) and name, or NULL. */
-static struct name_entry *name_slot(const struct index *ix, uint8_t type, uint64_t user_id,
-                                    const char *p, size_t n) {
-    const struct name_table *t = table_of((struct index *)ix, type);
-    uint64_t h = name_hash(ix, name_seed(type, user_id), p, n);
-    size_t mask = t->cap - 1;
-    for (size_t i = h & mask;; i = (i + 1) & mask) {
-        struct name_entry *e = &t->slots[i];
-        if (e->id == 0) return NULL;
-        if (e->id == NAME_GONE || e->hash != h) continue;
-        const struct record *u = index_get(ix, e->id);
-        if (!u || u->type != type || (type != REC_USER && u->user_id != user_id)) continue;
-        union value v = name_of(u);
-        if (v.s.len == n && memcmp(v.s.ptr, p, n) == 0) return e;
-    }
-}
-
-/* Files (id, h) in t, which has room. */
-static void name_place(struct name_table *t, uint64_t id, uint64_t h) {
-    size_t mask = t->cap - 1, i = h & mask;
-    while (t->slots[i].id && t->slots[i].id != NAME_GONE)
-        i = (i + 1) & mask;
-    if (!t->slots[i].id) t->used++;
-    t->slots[i] = (struct name_entry){id, h};
-}
-
-static void name_insert(struct index *ix, const struct record *u) {
-    struct name_table *t = table_of(ix, u->type);
-    if ((t->used + 1) * 2 > t->cap) {
-        struct name_entry *old = t->slots;
-        size_t old_cap = t->cap;
-        t->cap = old_cap < TABLE_MIN_CAP ? TABLE_MIN_CAP : old_cap * 2;
-        t->slots = xcalloc(t->cap, sizeof *t->slots);
-        t->used = 0;
-        for (size_t i = 0; i < old_cap; i++)
-            if (old[i].id && old[i].id != NAME_GONE) name_place(t, old[i].id, old[i].hash);
-        if (old != no_names) free(old);
-    }
-    union value v = name_of(u);
-    name_place(t, u->id, name_hash(ix, name_seed(u->type, u->user_id), v.s.ptr, v.s.len));
-}
-
-static void name_remove(struct index *ix, const struct record *u) {
-    union value v = name_of(u);
-    struct name_entry *e = name_slot(ix, u->type, u->user_id, v.s.ptr, v.s.len);
-    if (e && e->id == u->id) e->id = NAME_GONE;
-}
-
 static bool named(uint8_t type) {
     return type == REC_USER || type == REC_IDEM;
-}
-
-const struct record *index_idem_get(const struct index *ix, uint64_t user_id, const char *ptr,
-                                    size_t len) {
-    struct name_entry *e = name_slot(ix, REC_IDEM, user_id, ptr, len);
-    return e ? index_get(ix, e->id) : NULL;
 }
 
 void index_put(struct index *ix, struct record *r) {
@@ -562,11 +465,6 @@ struct record *index_remove(struct index *ix, uint64_t id) {
     ix->count--;
     if (r->type == REC_EVENT) ix->events--;
     return r;
-}
-
-const struct record *index_user_by_name(const struct index *ix, const char *ptr, size_t len) {
-    struct name_entry *e = name_slot(ix, REC_USER, 0, ptr, len);
-    return e ? index_get(ix, e->id) : NULL;
 }
 
 const struct id_list *index_owned(const struct index *ix, uint64_t user_id, uint8_t type) {

@@ -49,7 +49,11 @@ struct index_shard {
     uint32_t used;  /* live + tombstones */
 };
 
-/* Ids by the hash of a name (index.c): users by name, idempotency keys by user and key. */
+/* Ids by the hash of a name (index.c): users by name, idempotency keys by user and key.
+ * Each is NAME_SHARDS tables by the hash's top bits, as the id table is split, so that
+ * growing one rehashes a 256th of the names: a single table of two million keys stopped
+ * the loop for 50 ms when it doubled (tests/bench/bench_keys.c). */
+#define NAME_SHARDS 256
 struct name_entry {
     uint64_t id;   /* 0 empty */
     uint64_t hash; /* of the name (and user) */
@@ -58,14 +62,15 @@ struct name_table {
     struct name_entry *slots;
     size_t cap;  /* power of two */
     size_t used; /* live + deleted marks */
+    size_t live;
 };
 
 struct index {
     struct index_shard shards[INDEX_SHARDS];
-    size_t count;            /* live records */
-    size_t events;           /* live events: without any, no EventID needs relinking */
-    struct name_table names; /* users by name */
-    struct name_table keys;  /* REC_IDEM records by user and key */
+    size_t count;                         /* live records */
+    size_t events;                        /* live events: without any, no EventID needs relinking */
+    struct name_table names[NAME_SHARDS]; /* users by name */
+    struct name_table keys[NAME_SHARDS];  /* REC_IDEM records by user and key */
     /* The name tables' SipHash key, drawn at index_init: names and idempotency keys are
      * chosen by clients, and with a hash they could compute they could choose names that
      * share one probe run and make every insert and lookup in it slow. */

@@ -436,7 +436,8 @@ static void test_many_users_churn(void) {
         for (uint64_t id = 1; id <= 300; id += 7)
             CHECK_EQ_INT(index_delete(&ix, id), 0);
     }
-    CHECK(ix.names.used * 2 <= ix.names.cap);
+    for (int i = 0; i < NAME_SHARDS; i++)
+        CHECK(ix.names[i].used * 2 <= ix.names[i].cap);
     index_destroy(&ix);
 }
 
@@ -906,10 +907,42 @@ static void test_idem_memory_per_key(void) {
     index_destroy(&ix);
 }
 
+/* Keys expire and come anew: the tables must be sized by the keys kept, not by
+ * every key ever filed (they doubled on deleted marks alone), and each shard
+ * finds its own after any churn. */
+static void test_idem_key_churn_keeps_the_tables_small(void) {
+    enum { N = 200000, LIVE = 1000 };
+    struct index ix;
+    index_init(&ix);
+    index_put(&ix, user(1, "alice", "h"));
+    char key[40];
+    for (uint64_t i = 0; i < N; i++) {
+        snprintf(key, sizeof key, "k-%08llx", (unsigned long long)i);
+        index_put(&ix, idem(100 + i, 1, key, 10));
+        if (i >= LIVE) CHECK_EQ_INT(index_delete(&ix, 100 + i - LIVE), 0);
+    }
+    size_t cap = 0, live = 0;
+    for (int i = 0; i < NAME_SHARDS; i++) {
+        cap += ix.keys[i].cap;
+        live += ix.keys[i].live;
+        CHECK(ix.keys[i].used * 2 <= ix.keys[i].cap);
+    }
+    CHECK_EQ_UINT(live, LIVE);
+    CHECK(cap <= (size_t)NAME_SHARDS * 64); /* a few times LIVE; N before */
+    for (uint64_t i = N - LIVE; i < N; i += 97) {
+        snprintf(key, sizeof key, "k-%08llx", (unsigned long long)i);
+        CHECK_EQ_UINT(index_idem_get(&ix, 1, key, strlen(key))->id, 100 + i);
+    }
+    snprintf(key, sizeof key, "k-%08llx", (unsigned long long)(N - LIVE - 1));
+    CHECK(index_idem_get(&ix, 1, key, strlen(key)) == NULL);
+    index_destroy(&ix);
+}
+
 static const struct check_case cases[] = {
     CHECK_CASE(test_idem_keys_by_user_and_key),
     CHECK_CASE(test_apply_keyed_frame),
     CHECK_CASE(test_idem_memory_per_key),
+    CHECK_CASE(test_idem_key_churn_keeps_the_tables_small),
     CHECK_CASE(test_empty_index),
     CHECK_CASE(test_reserve),
     CHECK_CASE(test_put_get),

@@ -1,0 +1,83 @@
+/*
+ * bench_keys: the longest single insert while an index grows to N
+ * idempotency keys (and N users), the pause a table's resizing puts on the
+ * event loop: every request waits for it. Prints, for each kind, the
+ * inserts' total time, the longest one and the number over 1 ms.
+ *
+ *   bench_keys [N]        (default 2000000)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "storage/index.h"
+#include "storage/record.h"
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static struct record *idem(uint64_t id, uint64_t user, const char *key) {
+    union value v[RECORD_MAX_FIELDS];
+    record_defaults(&record_idem, v);
+    v[IDEM_KEY].s.ptr = key;
+    v[IDEM_KEY].s.len = (uint32_t)strlen(key);
+    v[IDEM_REQUEST_HASH].s.ptr = "0123456789abcdef0123456789abcdef";
+    v[IDEM_REQUEST_HASH].s.len = IDEM_HASH_BYTES;
+    v[IDEM_CREATED].i = 1764000000;
+    v[IDEM_STATUS].i = 200;
+    v[IDEM_ANSWER].s.ptr = "{}";
+    v[IDEM_ANSWER].s.len = 2;
+    return record_build(&record_idem, id, user, v);
+}
+
+static struct record *user(uint64_t id, const char *name) {
+    union value v[RECORD_MAX_FIELDS];
+    record_defaults(&record_user, v);
+    v[USER_NAME].s.ptr = name;
+    v[USER_NAME].s.len = (uint32_t)strlen(name);
+    return record_build(&record_user, id, 0, v);
+}
+
+static void report(const char *what, size_t n, double total, double worst, size_t over) {
+    printf("%-6s %9zu inserts: %8.0f ms in all, %6.2f us each; longest %8.3f ms; %zu over 1 ms\n",
+           what, n, total / 1e3, total / (double)n, worst / 1e3, over);
+}
+
+int main(int argc, char **argv) {
+    size_t n = argc > 1 ? strtoul(argv[1], NULL, 10) : 2000000;
+    struct index ix;
+    index_init(&ix);
+    char name[48];
+    double total = 0, worst = 0;
+    size_t over = 0;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "user%zu", i);
+        struct record *r = user(1 + i, name);
+        double t0 = now_us();
+        index_put(&ix, r);
+        double t = now_us() - t0;
+        total += t;
+        worst = t > worst ? t : worst;
+        over += t > 1000;
+    }
+    report("users", n, total, worst, over);
+    total = worst = 0;
+    over = 0;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "%08zx-0000-4000-8000-000000000000", i);
+        struct record *r = idem(n + 1 + i, 1 + i % 1000, name);
+        double t0 = now_us();
+        index_put(&ix, r);
+        double t = now_us() - t0;
+        total += t;
+        worst = t > worst ? t : worst;
+        over += t > 1000;
+    }
+    report("keys", n, total, worst, over);
+    index_destroy(&ix);
+    return 0;
+}
