@@ -737,17 +737,13 @@ class LoadBalancer(unittest.TestCase):
                     self.assertEqual(status, 400, data)
                     self.assertEqual(json.loads(data)["Error"]["Field"], "username")
 
-    def test_a_content_type_list_registers_nobody_on_another_shard(self):
-        """A registration whose Content-Type is a list: HAProxy read its body
-        as JSON (req.hdr matched the list's second item) and placed it by the
-        JSON "username", eventd read a form (the first item) whose username,
-        hidden in a JSON string, was another name: that name was created on
-        the first name's shard, a second time if it had registered already
-        (review, 2026-11-29). Refused now, 415, at the balancer and by eventd."""
+    def cover_and_name(self, prefix):
+        """(cover, name, csrf cookie, csrf field): a registered user, a new name
+        placed on another shard than cover's, and a registration form's CSRF
+        pair from cover's shard (the balancer places the page by the cookie)."""
         cover, u = sorted(self.users.items())[0]
-        names = placement(CFG, ["ct-list-%d" % i for i in range(30)])
+        names = placement(CFG, ["%s-%d" % (prefix, i) for i in range(30)])
         name = sorted(n for n, node in names.items() if node != u["node"])[0]
-        # The form's CSRF pair, from the cover name's shard (placed by the cookie).
         c = http.client.HTTPConnection(HOST, self.lb.port, timeout=10)
         try:
             c.request("GET", "/register", headers={"Cookie": "eventd_session=%s:x" % cover})
@@ -756,7 +752,16 @@ class LoadBalancer(unittest.TestCase):
             jar = re.search(r"eventd_csrf=([^;]+)", r.getheader("Set-Cookie")).group(1)
         finally:
             c.close()
-        csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+        return cover, name, jar, re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+
+    def test_a_content_type_list_registers_nobody_on_another_shard(self):
+        """A registration whose Content-Type is a list: HAProxy read its body
+        as JSON (req.hdr matched the list's second item) and placed it by the
+        JSON "username", eventd read a form (the first item) whose username,
+        hidden in a JSON string, was another name: that name was created on
+        the first name's shard, a second time if it had registered already
+        (review, 2026-11-29). Refused now, 415, at the balancer and by eventd."""
+        cover, name, jar, csrf = self.cover_and_name("ct-list")
         form = "username=%s&password=%s&password_confirm=%s&csrf=%s" % (
             name, PASSWORD.replace(" ", "+"), PASSWORD.replace(" ", "+"), csrf)
         body = json.dumps({"a": "&%s&" % form, "username": cover}).encode()
@@ -785,18 +790,8 @@ class LoadBalancer(unittest.TestCase):
         username=NAME" was placed on COVER's shard, and eventd, which read
         only '&', created NAME there (review, 2026-11-29). eventd refuses a
         raw ';' in a form now (400)."""
-        cover, u = sorted(self.users.items())[0]
-        names = placement(CFG, ["semi-%d" % i for i in range(30)])
-        name = sorted(n for n, node in names.items() if node != u["node"])[0]
-        c = http.client.HTTPConnection(HOST, self.lb.port, timeout=10)
-        try:
-            c.request("GET", "/register", headers={"Cookie": "eventd_session=%s:x" % cover})
-            r = c.getresponse()
-            page = r.read().decode()
-            jar = re.search(r"eventd_csrf=([^;]+)", r.getheader("Set-Cookie")).group(1)
-        finally:
-            c.close()
-        csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+        cover, name, jar, csrf = self.cover_and_name("semi")
+        u = self.users[cover]
         pw = PASSWORD.replace(" ", "+")
         body = ("x=1;username=%s&username=%s&password=%s&password_confirm=%s&csrf=%s" % (
             cover, name, pw, pw, csrf)).encode()
