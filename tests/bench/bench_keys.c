@@ -42,42 +42,43 @@ static struct record *user(uint64_t id, const char *name) {
     return record_build(&record_user, id, 0, v);
 }
 
-static void report(const char *what, size_t n, double total, double worst, size_t over) {
+/* Files n records made by make(i) into ix, timing each insert; prints the figures. */
+static void timed_puts(struct index *ix, const char *what, size_t n,
+                       struct record *(*make)(size_t i, size_t n)) {
+    double total = 0, worst = 0;
+    size_t over = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct record *r = make(i, n);
+        double t0 = now_us();
+        index_put(ix, r);
+        double t = now_us() - t0;
+        total += t;
+        worst = t > worst ? t : worst;
+        over += t > 1000;
+    }
     printf("%-6s %9zu inserts: %8.0f ms in all, %6.2f us each; longest %8.3f ms; %zu over 1 ms\n",
            what, n, total / 1e3, total / (double)n, worst / 1e3, over);
+}
+
+static struct record *nth_user(size_t i, size_t n) {
+    (void)n;
+    char name[48];
+    snprintf(name, sizeof name, "user%zu", i);
+    return user(1 + i, name);
+}
+
+static struct record *nth_key(size_t i, size_t n) {
+    char key[48];
+    snprintf(key, sizeof key, "%08zx-0000-4000-8000-000000000000", i);
+    return idem(n + 1 + i, 1 + i % 1000, key);
 }
 
 int main(int argc, char **argv) {
     size_t n = argc > 1 ? strtoul(argv[1], NULL, 10) : 2000000;
     struct index ix;
     index_init(&ix);
-    char name[48];
-    double total = 0, worst = 0;
-    size_t over = 0;
-    for (size_t i = 0; i < n; i++) {
-        snprintf(name, sizeof name, "user%zu", i);
-        struct record *r = user(1 + i, name);
-        double t0 = now_us();
-        index_put(&ix, r);
-        double t = now_us() - t0;
-        total += t;
-        worst = t > worst ? t : worst;
-        over += t > 1000;
-    }
-    report("users", n, total, worst, over);
-    total = worst = 0;
-    over = 0;
-    for (size_t i = 0; i < n; i++) {
-        snprintf(name, sizeof name, "%08zx-0000-4000-8000-000000000000", i);
-        struct record *r = idem(n + 1 + i, 1 + i % 1000, name);
-        double t0 = now_us();
-        index_put(&ix, r);
-        double t = now_us() - t0;
-        total += t;
-        worst = t > worst ? t : worst;
-        over += t > 1000;
-    }
-    report("keys", n, total, worst, over);
+    timed_puts(&ix, "users", n, nth_user);
+    timed_puts(&ix, "keys", n, nth_key);
     index_destroy(&ix);
     return 0;
 }
