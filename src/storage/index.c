@@ -51,7 +51,7 @@ static bool shard_allocated(const struct index_shard *sh) {
     return sh->slots != no_slots;
 }
 static const struct owner no_owners[1];
-#define TABLE_MIN_CAP 64 /* owners, once allocated */
+#define OWNER_MIN_CAP 8 /* an owner table shard, once allocated */
 
 /*
  * Where an id lives: runs of ID_RUN consecutive ids share a shard and sit in
@@ -77,8 +77,8 @@ void index_init(struct index *ix) {
         ix->shards[i].cap = SHARD_MIN_CAP;
         ix->shards[i].slots = (struct index_slot *)no_slots; /* never written: see no_slots */
     }
-    ix->owners_cap = 1; /* the owner and name tables too start as shared empty ones */
-    ix->owners = (struct owner *)no_owners;
+    for (int i = 0; i < OWNER_SHARDS; i++) /* the owner and name tables too start empty */
+        ix->owners[i] = (struct owner_table){(struct owner *)no_owners, 1, 0};
     names_init(ix);
     ix->next_id = 1;
     ix->acked_rev = UINT64_MAX;
@@ -104,12 +104,15 @@ void index_destroy(struct index *ix) {
     for (int i = 0; i < INDEX_SHARDS; i++)
         if (shard_allocated(&ix->shards[i])) table_free(ix->shards[i].slots, ix->shards[i].cap);
     free(ix->scratch);
-    for (size_t i = 0; i < ix->owners_cap; i++) {
-        for (int k = 0; k <= REC_KIND_MAX; k++)
-            free(ix->owners[i].lists[k].ids);
-        free(ix->owners[i].changes.v);
+    for (int t = 0; t < OWNER_SHARDS; t++) {
+        struct owner_table *ot = &ix->owners[t];
+        for (size_t i = 0; i < ot->cap; i++) {
+            for (int k = 0; k <= REC_KIND_MAX; k++)
+                free(ot->slots[i].lists[k].ids);
+            free(ot->slots[i].changes.v);
+        }
+        if (ot->slots != no_owners) free(ot->slots);
     }
-    if (ix->owners != no_owners) free(ix->owners);
     names_destroy(ix);
     free(ix->foreign.ids);
     memset(ix, 0, sizeof *ix);
@@ -256,31 +259,34 @@ static struct record *get_mut(struct index *ix, uint64_t id) {
     return found ? sl->r : NULL;
 }
 
+/* The user's entry (its shard: the hash's top bits; its slot: the low ones). */
 static struct owner *owner_get(struct index *ix, uint64_t user_id, bool create) {
-    size_t mask = ix->owners_cap - 1, i = mix(user_id) & mask;
-    while (ix->owners[i].user_id) {
-        if (ix->owners[i].user_id == user_id) return &ix->owners[i];
+    uint64_t h = mix(user_id);
+    struct owner_table *t = &ix->owners[h >> 56];
+    size_t mask = t->cap - 1, i = h & mask;
+    while (t->slots[i].user_id) {
+        if (t->slots[i].user_id == user_id) return &t->slots[i];
         i = (i + 1) & mask;
     }
     if (!create) return NULL;
-    if ((ix->owners_count + 1) * 2 > ix->owners_cap) {
-        struct owner *old = ix->owners;
-        size_t old_cap = ix->owners_cap;
-        ix->owners_cap = old_cap < TABLE_MIN_CAP ? TABLE_MIN_CAP : old_cap * 2;
-        ix->owners = xcalloc(ix->owners_cap, sizeof *ix->owners);
+    if ((t->count + 1) * 2 > t->cap) {
+        struct owner *old = t->slots;
+        size_t old_cap = t->cap;
+        t->cap = old_cap < OWNER_MIN_CAP ? OWNER_MIN_CAP : old_cap * 2;
+        t->slots = xcalloc(t->cap, sizeof *t->slots);
         for (size_t j = 0; j < old_cap; j++) {
             if (!old[j].user_id) continue;
-            size_t k = mix(old[j].user_id) & (ix->owners_cap - 1);
-            while (ix->owners[k].user_id)
-                k = (k + 1) & (ix->owners_cap - 1);
-            ix->owners[k] = old[j];
+            size_t k = mix(old[j].user_id) & (t->cap - 1);
+            while (t->slots[k].user_id)
+                k = (k + 1) & (t->cap - 1);
+            t->slots[k] = old[j];
         }
         if (old != no_owners) free(old);
         return owner_get(ix, user_id, true);
     }
-    ix->owners[i].user_id = user_id;
-    ix->owners_count++;
-    return &ix->owners[i];
+    t->slots[i].user_id = user_id;
+    t->count++;
+    return &t->slots[i];
 }
 
 static void list_insert(struct id_list *l, uint64_t id) {

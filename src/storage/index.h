@@ -54,6 +54,7 @@ struct index_shard {
  * growing one rehashes a 256th of the names: a single table of two million keys stopped
  * the loop for 50 ms when it doubled (tests/bench/bench_keys.c). */
 #define NAME_SHARDS 256
+#define OWNER_SHARDS 256
 struct name_entry {
     uint64_t id;   /* 0 empty */
     uint64_t hash; /* of the name (and user) */
@@ -75,9 +76,13 @@ struct index {
      * chosen by clients, and with a hash they could compute they could choose names that
      * share one probe run and make every insert and lookup in it slow. */
     unsigned char name_key[16];
-    struct owner *owners; /* by user id, open addressing */
-    size_t owners_cap;
-    size_t owners_count;
+    /* Users' lists, quotas and change feeds by user id, open addressing, in
+     * OWNER_SHARDS tables by the id's hash (each grown on its own, as the id table). */
+    struct owner_table {
+        struct owner *slots;
+        size_t cap;
+        size_t count;
+    } owners[OWNER_SHARDS];
     uint64_t next_id;   /* above every id of this node seen; never goes down */
     uint64_t id_floor;  /* replay: the last REC_NEXT_ID frame (ids below it may be taken) */
     uint64_t rev_floor; /* replay: the last REC_REV_FLOOR frame (revs up to it may be taken) */

@@ -1,7 +1,8 @@
 /*
- * bench_keys: the longest single insert while an index grows to N
- * idempotency keys (and N users), the pause a table's resizing puts on the
- * event loop: every request waits for it. Prints, for each kind, the
+ * bench_keys: the longest single insert while an index grows to N users
+ * (by name), N idempotency keys, then N keys of N users of their own (the
+ * owners' table), the pause a table's resizing puts on the event loop:
+ * every request waits for it. Prints, for each kind, the
  * inserts' total time, the longest one and the number over 1 ms.
  *
  *   bench_keys [N]        (default 2000000)
@@ -73,12 +74,20 @@ static struct record *nth_key(size_t i, size_t n) {
     return idem(n + 1 + i, 1 + i % 1000, key);
 }
 
+/* A key of a user of its own: every insert files a new owner (user id) too. */
+static struct record *nth_owner(size_t i, size_t n) {
+    char key[48];
+    snprintf(key, sizeof key, "o%zx", i);
+    return idem(2 * n + 1 + i, 1000000000 + i, key);
+}
+
 int main(int argc, char **argv) {
     size_t n = argc > 1 ? strtoul(argv[1], NULL, 10) : 2000000;
     struct index ix;
     index_init(&ix);
     timed_puts(&ix, "users", n, nth_user);
     timed_puts(&ix, "keys", n, nth_key);
+    timed_puts(&ix, "owners", n, nth_owner);
     index_destroy(&ix);
     return 0;
 }
