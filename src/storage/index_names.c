@@ -114,14 +114,19 @@ void name_insert(struct index *ix, const struct record *u) {
     name_place(t, u->id, h);
 }
 
+/* Takes out u's own entry, by its id: with two records of one name (an import may hold
+ * two keys alike), a search by name would find the other's and leave u's live for good. */
 void name_remove(struct index *ix, const struct record *u) {
     union value v = name_of(u);
     uint64_t h = name_hash(ix, name_seed(u->type, u->user_id), v.s.ptr, v.s.len);
     struct name_table *t = table_of(ix, u->type, h);
-    struct name_entry *e = name_find(ix, t, h, u->type, u->user_id, v.s.ptr, v.s.len);
-    if (e && e->id == u->id) {
-        e->id = NAME_GONE;
-        t->live--;
+    size_t mask = t->cap - 1;
+    for (size_t i = h & mask; t->slots[i].id; i = (i + 1) & mask) {
+        if (t->slots[i].id == u->id && t->slots[i].hash == h) {
+            t->slots[i].id = NAME_GONE;
+            t->live--;
+            return;
+        }
     }
 }
 

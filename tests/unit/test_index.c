@@ -938,11 +938,36 @@ static void test_idem_key_churn_keeps_the_tables_small(void) {
     index_destroy(&ix);
 }
 
+/* Two records of one name (an import may hold two keys alike): deleting either takes
+ * out its own entry, so that the shards' live counts fall back to nothing. */
+static void test_duplicate_names_leave_no_entry(void) {
+    struct index ix;
+    index_init(&ix);
+    index_put(&ix, idem(10, 1, "k", 10));
+    index_put(&ix, idem(11, 1, "k", 10));
+    index_put(&ix, user(20, "ann", "h"));
+    index_put(&ix, user(21, "ann", "h"));
+    CHECK_EQ_INT(index_delete(&ix, 11), 0); /* the second: the search meets the first's entry */
+    CHECK_EQ_INT(index_delete(&ix, 21), 0);
+    CHECK_EQ_UINT(index_idem_get(&ix, 1, "k", 1)->id, 10);
+    CHECK_EQ_UINT(index_user_by_name(&ix, "ann", 3)->id, 20);
+    CHECK_EQ_INT(index_delete(&ix, 10), 0);
+    CHECK_EQ_INT(index_delete(&ix, 20), 0);
+    size_t live = 0;
+    for (int i = 0; i < NAME_SHARDS; i++)
+        live += ix.keys[i].live + ix.names[i].live;
+    CHECK_EQ_UINT(live, 0);
+    CHECK(index_idem_get(&ix, 1, "k", 1) == NULL);
+    CHECK(index_user_by_name(&ix, "ann", 3) == NULL);
+    index_destroy(&ix);
+}
+
 static const struct check_case cases[] = {
     CHECK_CASE(test_idem_keys_by_user_and_key),
     CHECK_CASE(test_apply_keyed_frame),
     CHECK_CASE(test_idem_memory_per_key),
     CHECK_CASE(test_idem_key_churn_keeps_the_tables_small),
+    CHECK_CASE(test_duplicate_names_leave_no_entry),
     CHECK_CASE(test_empty_index),
     CHECK_CASE(test_reserve),
     CHECK_CASE(test_put_get),
