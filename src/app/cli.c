@@ -462,6 +462,29 @@ static int by_id(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+static int by_key(const void *a, const void *b) {
+    union value x = record_get(*(struct record *const *)a, IDEM_KEY),
+                y = record_get(*(struct record *const *)b, IDEM_KEY);
+    int c = memcmp(x.s.ptr, y.s.ptr, x.s.len < y.s.len ? x.s.len : y.s.len);
+    return c ? c : (x.s.len > y.s.len) - (x.s.len < y.s.len);
+}
+
+/* The id of an Idempotency-Key whose key another of the export's has too, or 0:
+ * the API keeps one record a key (a replay could answer with either). */
+static uint64_t key_twice(struct record **recs, size_t n) {
+    struct record **keys = xcalloc(n, sizeof *keys);
+    size_t nk = 0;
+    for (size_t i = 0; i < n; i++)
+        if (recs[i]->type == REC_IDEM) keys[nk++] = recs[i];
+    qsort(keys, nk, sizeof *keys, by_key);
+    uint64_t twice = 0;
+    for (size_t i = 1; i < nk && !twice; i++)
+        if (!by_key(&keys[i - 1], &keys[i])) /* the later of the two: qsort is not stable */
+            twice = keys[i]->id > keys[i - 1]->id ? keys[i]->id : keys[i - 1]->id;
+    free(keys);
+    return twice;
+}
+
 /*
  * What the API would have refused, or what would harm this node, in a
  * decoded export: an export is checked as any other input. Returns NULL, or
@@ -510,6 +533,10 @@ static const char *check_import(const struct db *db, struct record **recs, size_
     for (size_t i = 1; i < n && !why[0]; i++)
         if (ids[i].id == ids[i - 1].id)
             snprintf(why, len, "holds id %llu twice", (unsigned long long)ids[i].id);
+    uint64_t twice = why[0] ? 0 : key_twice(recs, n);
+    if (twice)
+        snprintf(why, len, "holds an Idempotency-Key (id %llu) whose key another one has too",
+                 (unsigned long long)twice);
     /* An event links only records of its user, of the right kind: in the export; and,
      * as the API allows, each of them from one event at most. */
     static const struct {
