@@ -595,6 +595,25 @@ void index_relink(struct index *ix) {
     EACH_RECORD(ix, r, if (r->type == REC_EVENT) link_event(ix, r));
 }
 
+/*
+ * Replay of key k (REC_IDEM): whether to file it. The API files a key anew only once the
+ * user's key of that name is gone or expired, and then deletes that one; but an online
+ * compaction forgets expired keys without a frame (db.c, snapshot), so a log whose
+ * compaction failed or was killed holds both. Filed side by side, a lookup could meet
+ * the old one first, take it for expired and create the record again: the newer (by
+ * creation time, then id) is the user's key, and the other is taken out (false: k is).
+ */
+static bool idem_newest(struct index *ix, const struct record *k) {
+    union value name = record_get(k, IDEM_KEY);
+    const struct record *o = index_idem_get(ix, k->user_id, name.s.ptr, name.s.len);
+    if (!o || o->id == k->id) return true;
+    uint64_t kc = (uint64_t)record_get(k, IDEM_CREATED).i,
+             oc = (uint64_t)record_get(o, IDEM_CREATED).i;
+    if (oc > kc || (oc == kc && o->id > k->id)) return false;
+    record_free(index_remove(ix, o->id));
+    return true;
+}
+
 /* Applies a change frame (record.h: record_type_is_change) made at revision rev. */
 static int apply_change(struct index *ix, uint8_t type, const uint8_t *payload, size_t len,
                         uint64_t rev) {
@@ -624,7 +643,10 @@ static int apply_change(struct index *ix, uint8_t type, const uint8_t *payload, 
         }
         r->rev = k->rev = rev;
         record_free(index_swap_change(ix, r));
-        index_put(ix, k);
+        if (idem_newest(ix, k))
+            index_put(ix, k);
+        else
+            record_free(k);
         ix->written = true;
         return 0;
     }
@@ -639,6 +661,11 @@ static int apply_change(struct index *ix, uint8_t type, const uint8_t *payload, 
         struct record *r = record_decode(type, payload, len);
         if (!r) return -1;
         r->rev = rev;
+        if (r->type == REC_IDEM && !idem_newest(ix, r)) {
+            record_free(r);
+            ix->written = true;
+            return 0;
+        }
         record_free(index_swap_change(ix, r));
         ix->written = true;
         return 0;
