@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -256,6 +257,37 @@ class Moved(Served):
         self.assertEqual(imp.returncode, 0, imp.stderr)
         self.start()
         self.assertReplay(first, self.post())
+
+
+class ExpiredTwin(Served):
+    """An online compaction forgets an expired key without writing anything; a
+    key made again with its name is filed as a new one. When that compaction
+    fails (its sync here), the log holds both, and the next start met the old
+    one first, took it for expired and created the record again instead of
+    replaying the acknowledged answer (review, 2026-11-29)."""
+    ENV = {"EVENTD_IDEMPOTENCY_TTL_S": "1", "EVENTD_FAULT_FSYNC_AFTER": "1",
+           "EVENTD_FAULT_TIMES": "1", "EVENTD_LOG_PREALLOC_BYTES": "0"}
+
+    def test_the_key_made_again_replays_after_a_failed_compaction(self):
+        first = self.must_post()  # the first sync: good
+        time.sleep(1.2)  # the key expires
+        self.srv.proc.send_signal(signal.SIGUSR1)  # its sync fails: the log keeps both
+        self.assertTrue(harness.wait_until(
+            lambda: "compaction failed" in self.srv.stderr_text() or
+            "compaction abandoned" in self.srv.stderr_text(), 10.0), self.srv.stderr_text())
+
+        def made_again():
+            r = self.post()
+            return r if r.status == 200 else None  # 503 until the store's probe succeeds
+
+        second = harness.wait_until(made_again, 15.0, interval=0.2)
+        self.assertTrue(second, self.srv.stderr_text())
+        self.assertNotEqual(second.result()["ID"], first.result()["ID"])
+        self.stop(sig=signal.SIGKILL)
+        self.ENV = {}
+        self.start()
+        self.assertReplay(second, self.post())
+        self.assertEqual(self.count(), 2)
 
 
 class Expiry(Served):
