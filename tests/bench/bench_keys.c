@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../unit/records.h"
 #include "storage/index.h"
 #include "storage/record.h"
 
@@ -22,25 +23,11 @@ static double now_us(void) {
 }
 
 static struct record *idem(uint64_t id, uint64_t user, const char *key) {
-    union value v[RECORD_MAX_FIELDS];
-    record_defaults(&record_idem, v);
-    v[IDEM_KEY].s.ptr = key;
-    v[IDEM_KEY].s.len = (uint32_t)strlen(key);
-    v[IDEM_REQUEST_HASH].s.ptr = "0123456789abcdef0123456789abcdef";
-    v[IDEM_REQUEST_HASH].s.len = IDEM_HASH_BYTES;
-    v[IDEM_CREATED].i = 1764000000;
-    v[IDEM_STATUS].i = 200;
-    v[IDEM_ANSWER].s.ptr = "{}";
-    v[IDEM_ANSWER].s.len = 2;
-    return record_build(&record_idem, id, user, v);
+    return test_idem(id, user, key, 1764000000, "{}", 2);
 }
 
 static struct record *user(uint64_t id, const char *name) {
-    union value v[RECORD_MAX_FIELDS];
-    record_defaults(&record_user, v);
-    v[USER_NAME].s.ptr = name;
-    v[USER_NAME].s.len = (uint32_t)strlen(name);
-    return record_build(&record_user, id, 0, v);
+    return test_user(id, name, "");
 }
 
 /* Files n records made by make(i) into ix, timing each insert; prints the figures. */

@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "common/varint.h"
+#include "records.h"
 #include "storage/index.h"
 #include "storage/record.h"
 
@@ -38,13 +39,7 @@ static struct record *event(uint64_t id, uint64_t user, uint64_t theme_id, uint6
 }
 
 static struct record *user(uint64_t id, const char *name, const char *hash) {
-    union value v[RECORD_MAX_FIELDS];
-    record_defaults(&record_user, v);
-    v[USER_NAME].s.ptr = name;
-    v[USER_NAME].s.len = (uint32_t)strlen(name);
-    v[USER_KEY_HASH].s.ptr = hash;
-    v[USER_KEY_HASH].s.len = (uint32_t)strlen(hash);
-    return record_build(&record_user, id, 0, v);
+    return test_user(id, name, hash);
 }
 
 static uint64_t link_of(const struct index *ix, uint64_t id) {
@@ -809,18 +804,7 @@ static struct record *idem_at(uint64_t id, uint64_t user, const char *key, size_
                               int64_t created) {
     static char answer[1024];
     memset(answer, 'a', sizeof answer);
-    union value v[RECORD_MAX_FIELDS];
-    record_defaults(&record_idem, v);
-    v[IDEM_KEY].s.ptr = key;
-    v[IDEM_KEY].s.len = (uint32_t)strlen(key);
-    v[IDEM_REQUEST_HASH].s.ptr = "0123456789abcdef";
-    v[IDEM_REQUEST_HASH].s.len = IDEM_HASH_BYTES;
-    v[IDEM_CREATED].i = created;
-    v[IDEM_STATUS].i = 200;
-    v[IDEM_ANSWER].s.ptr = answer;
-    v[IDEM_ANSWER].s.len = (uint32_t)answer_len;
-    v[IDEM_RECORD_ID].i = id - 1;
-    return record_build(&record_idem, id, user, v);
+    return test_idem(id, user, key, created, answer, answer_len);
 }
 
 static struct record *idem(uint64_t id, uint64_t user, const char *key, size_t answer_len) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "records.h"
 #include "storage/index.h"
 #include "storage/record.h"
 
@@ -25,22 +26,11 @@ static uint64_t rnd(uint64_t n) {
 }
 
 static struct record *user(uint64_t id, const char *name) {
-    union value v[RECORD_MAX_FIELDS];
-    record_defaults(&record_user, v);
-    v[USER_NAME].s.ptr = name;
-    v[USER_NAME].s.len = (uint32_t)strlen(name);
-    return record_build(&record_user, id, 0, v);
+    return test_user(id, name, "");
 }
 
 static struct record *idem(uint64_t id, uint64_t user_id, const char *key) {
-    union value v[RECORD_MAX_FIELDS];
-    record_defaults(&record_idem, v);
-    v[IDEM_KEY].s.ptr = key;
-    v[IDEM_KEY].s.len = (uint32_t)strlen(key);
-    v[IDEM_REQUEST_HASH].s.ptr = "0123456789abcdef";
-    v[IDEM_REQUEST_HASH].s.len = IDEM_HASH_BYTES;
-    v[IDEM_STATUS].i = 200;
-    return record_build(&record_idem, id, user_id, v);
+    return test_idem(id, user_id, key, 0, "", 0);
 }
 
 static struct record *theme(uint64_t id, uint64_t user_id) {
