@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/pwhash.h"
 #include "common/varint.h"
+#include "core/json.h"
 #include "storage/auth.h"
 #include "storage/logfile.h"
 #include "storage/store.h"
@@ -355,6 +356,33 @@ static void put_frame(struct buf *out, struct buf *scratch, uint32_t key, const 
     buf_commit(out, STORE_FRAME_HEADER_SIZE + scratch->len);
 }
 
+/*
+ * An export carries every key's answer as its body (record.h, IDEM_ANSWER's
+ * first form), so that an eventd of format 2 or 3 imports it too, and so that
+ * the answer does not depend on the ids the import keeps. Returns the key to
+ * write: k, or a copy with its answer rendered (*owned, the caller's to free),
+ * or NULL when the answer is lost (damage: the key is left out).
+ */
+static const struct record *key_for_export(const struct db *db, const struct record *k,
+                                           struct record **owned) {
+    *owned = NULL;
+    union value a = record_get(k, IDEM_ANSWER);
+    if (a.s.len && (uint8_t)a.s.ptr[0] != IDEM_SNAPSHOT_MARK) return k;
+    struct buf body = BUF_INIT;
+    if (json_write_key_answer(&body, db, k)) {
+        union value v[RECORD_MAX_FIELDS];
+        record_values(k, v);
+        v[IDEM_ANSWER].s.ptr = body.ptr;
+        v[IDEM_ANSWER].s.len = (uint32_t)body.len;
+        *owned = record_build(&record_idem, k->id, k->user_id, v);
+    } else {
+        fprintf(stderr, "eventd: Idempotency-Key id %llu left out: its answer is lost\n",
+                (unsigned long long)k->id);
+    }
+    buf_destroy(&body);
+    return *owned;
+}
+
 int cli_export(struct db *db, const char *name) {
     int rc;
     const struct record *u = existing_user(db, name, &rc);
@@ -372,8 +400,14 @@ int cli_export(struct db *db, const char *name) {
     size_t count = 0;
     for (size_t k = 0; k < sizeof owned_kinds; k++) {
         const struct id_list *l = db_owned(db, u->id, owned_kinds[k]);
-        for (uint32_t i = 0; i < l->len; i++, count++)
-            put_frame(&out, &scratch, key, db_get(db, l->ids[i]));
+        for (uint32_t i = 0; i < l->len; i++) {
+            const struct record *r = db_get(db, l->ids[i]);
+            struct record *owned = NULL;
+            if (r->type == REC_IDEM && !(r = key_for_export(db, r, &owned))) continue;
+            put_frame(&out, &scratch, key, r);
+            record_free(owned);
+            count++;
+        }
     }
     /* The end mark: an export cut at a frame's end is refused, not imported short. */
     uint8_t end[VARINT_MAX];
@@ -521,6 +555,10 @@ static const char *check_import(const struct db *db, struct record **recs, size_
         else if (r->type == REC_IDEM && record_get(r, IDEM_STATUS).i != 200)
             /* Replayed byte for byte: only a create's answer (200) is ever kept. */
             snprintf(why, len, "holds an Idempotency-Key (id %llu) whose answer is not a 200",
+                     (unsigned long long)r->id);
+        else if (r->type == REC_IDEM && record_get(r, IDEM_ANSWER).s.ptr[0] != '{')
+            /* An export carries each answer's body (key_for_export), never a reference. */
+            snprintf(why, len, "holds an Idempotency-Key (id %llu) without its answer's body",
                      (unsigned long long)r->id);
         for (int f = 0; f < k->nfields && !why[0]; f++) {
             union value v = record_get(r, f);

@@ -164,4 +164,14 @@ void json_write_record(struct buf *b, const struct record *r, bool open);
 void json_write_record_decoded(struct buf *b, const struct record *r, bool open,
                                const struct json_decoder *d);
 
+struct db;
+/*
+ * The body of idempotency key k's first answer (record.h: IDEM_ANSWER's three
+ * forms), appended to b: kept as it was, or the record rendered as it was
+ * created, from db by reference or from the payload the key holds. false
+ * when there is none to give: a key by reference whose record is gone, or a
+ * payload that does not decode (damage a replay or an import let through).
+ */
+bool json_write_key_answer(struct buf *b, const struct db *db, const struct record *k);
+
 #endif

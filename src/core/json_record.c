@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "storage/db.h"
 
 /*
  * What the record writer needs of each kind, rendered once from the tables:
@@ -112,8 +113,10 @@ static void defaults_init(void) {
  * value, so a field with a value of its own costs one copy (the defaults
  * before it, up to and including its key) and its value.
  */
-static inline __attribute__((always_inline)) void
-write_record(struct buf *b, const struct record *r, bool open, const struct json_decoder *dec) {
+static inline __attribute__((always_inline)) void write_record(struct buf *b,
+                                                               const struct record *r, bool open,
+                                                               const struct json_decoder *dec,
+                                                               uint64_t event_id) {
     const uint32_t plain = dec ? (uint32_t)dec->plain : 0;
     const uint32_t decimals = dec ? dec->decimals : 0;
     if (!defaults_ready) defaults_init();
@@ -134,7 +137,7 @@ write_record(struct buf *b, const struct record *r, bool open, const struct json
     if (defaults_text[r->type].has_event) {
         memcpy(o, event_key, sizeof event_key - 1);
         o += sizeof event_key - 1;
-        o += u64_digits(r->event_id, o);
+        o += u64_digits(event_id, o);
     }
     uint32_t from = 0; /* the defaults' text not yet written starts here */
     const uint64_t *cell = r->cell;
@@ -177,10 +180,40 @@ write_record(struct buf *b, const struct record *r, bool open, const struct json
 }
 
 void json_write_record(struct buf *b, const struct record *r, bool open) {
-    write_record(b, r, open, NULL);
+    write_record(b, r, open, NULL, r->event_id);
 }
 
 void json_write_record_decoded(struct buf *b, const struct record *r, bool open,
                                const struct json_decoder *d) {
-    write_record(b, r, open, d);
+    write_record(b, r, open, d, r->event_id);
+}
+
+/* A create's answer for r as it was created: no event links a record being created. */
+static void write_created(struct buf *b, const struct record *r) {
+    static const char ok[] = "{\"Status\":\"ok\",\"Result\":";
+    buf_append(b, ok, sizeof ok - 1);
+    write_record(b, r, false, NULL, 0);
+    buf_append_char(b, '}');
+}
+
+bool json_write_key_answer(struct buf *b, const struct db *db, const struct record *k) {
+    union value a = record_get(k, IDEM_ANSWER);
+    uint64_t record_id = record_get(k, IDEM_RECORD_ID).i;
+    if (a.s.len == 0) {
+        const struct record *r = db_get(db, record_id);
+        if (!r || !idem_by_ref(k, record_id) || r->user_id != k->user_id) return false;
+        write_created(b, r);
+        return true;
+    }
+    if ((uint8_t)a.s.ptr[0] != IDEM_SNAPSHOT_MARK) {
+        buf_append(b, a.s.ptr, a.s.len);
+        return true;
+    }
+    struct record *r =
+        a.s.len > 2 ? record_decode((uint8_t)a.s.ptr[1], (const uint8_t *)a.s.ptr + 2, a.s.len - 2)
+                    : NULL;
+    if (!r) return false;
+    write_created(b, r);
+    record_free(r);
+    return true;
 }

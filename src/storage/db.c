@@ -621,8 +621,8 @@ void db_maybe_compact(struct db *db, double ratio, uint64_t min_bytes) {
     if (db->compacting || ratio <= 0 || store_failing(&db->store)) return;
     uint64_t size = db->store.file_size;
     /* A log of an older format (logfile.h: version 1's frames have no key, version 2
-     * has no sync marks) is rewritten in this one at once (once: after a failure, the
-     * ratio decides as for any log). */
+     * has no sync marks, version 3 no keys by reference) is rewritten in this one at
+     * once (once: after a failure, the ratio decides as for any log). */
     bool old = db->store.log_version < STORE_VERSION && db->compact_status == 0;
     if (size < min_bytes && !old) return;
     if (old || (double)size > ratio * (double)(db->index.live_bytes + STORE_HEADER_SIZE))

@@ -335,6 +335,14 @@ static inline const struct record *db_auth_check(const struct db *db, struct sli
 static inline const struct record *db_auth_decoy(const struct db *db, const char *ptr, size_t len) {
     return auth_decoy_user(&db->index, ptr, len);
 }
+/* Whether a new idempotency key may answer by reference to its record (record.h,
+ * idem_by_ref): only in a log of format 4 (logfile.h), which an eventd that would
+ * replay such a key's empty answer refuses as newer. An older log is rewritten in
+ * format 4 by the compaction of the first start (db_maybe_compact). */
+static inline bool db_idem_by_ref(const struct db *db) {
+    return db->store.log_version >= STORE_VERSION;
+}
+
 /* How long idempotency keys are kept (struct db_settings), s. */
 static inline uint32_t db_idem_ttl(const struct db *db) {
     return db->idem_ttl_s;

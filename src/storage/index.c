@@ -352,6 +352,32 @@ static bool named(uint8_t type) {
     return type == REC_USER || type == REC_IDEM;
 }
 
+/*
+ * r is about to be replaced or removed: a key that answers by reference to it
+ * (record.h, idem_by_ref) keeps r's payload instead, so that its answer stays
+ * the record as it was created. On every path that replaces or removes a
+ * record (the API's writes, their undo, replay, import, purges), so a replay
+ * arrives at the same keys as the server that wrote the log. Only a key whose
+ * id follows its record's answers by reference: one lookup a change.
+ */
+static void idem_hold(struct index *ix, const struct record *r) {
+    if (!record_type_in_quota(r->type) || r->id >= RECORD_ID_MAX) return;
+    const struct record *k = get_mut(ix, r->id + 1);
+    if (!k || !idem_by_ref(k, r->id) || k->user_id != r->user_id) return;
+    struct buf snap = BUF_INIT;
+    uint8_t head[2] = {IDEM_SNAPSHOT_MARK, r->type};
+    buf_append(&snap, head, sizeof head);
+    record_encode(r, &snap);
+    union value v[RECORD_MAX_FIELDS];
+    record_values(k, v);
+    v[IDEM_ANSWER].s.ptr = snap.ptr;
+    v[IDEM_ANSWER].s.len = (uint32_t)snap.len;
+    struct record *held = record_build(&record_idem, k->id, k->user_id, v);
+    held->rev = k->rev;
+    buf_destroy(&snap);
+    record_free(index_swap(ix, held)); /* a key: its own swap holds nothing */
+}
+
 void index_put(struct index *ix, struct record *r) {
     record_free(index_swap(ix, r));
 }
@@ -367,6 +393,8 @@ static struct record *swap(struct index *ix, struct record *r, struct owner **ow
     uint64_t size = record_size(r);
     struct index_slot *sl = find_slot(ix, r->id, &found);
     *own = NULL;
+    /* Replaces the key's slot, not r's: sl stays where it is. */
+    if (found) idem_hold(ix, sl->r);
     if (r->type == REC_USER || (found && sl->r->type == REC_USER)) ix->users_gen++;
     if (found && named(sl->r->type)) name_remove(ix, sl->r);
     if (found) {
@@ -452,6 +480,7 @@ struct record *index_remove(struct index *ix, uint64_t id) {
     struct index_slot *sl = find_slot(ix, id, &found);
     if (!found) return NULL;
     struct record *r = sl->r;
+    idem_hold(ix, r);
     if (r->type == REC_USER) ix->users_gen++;
     if (r->type == REC_EVENT) unlink_event(ix, r);
     if (named(r->type)) name_remove(ix, r);

@@ -19,13 +19,14 @@
 #define STORE_LOG_NAME "eventd.log"
 #define STORE_REPAIR_NAME STORE_LOG_NAME ".repair" /* a --repair rewrite before its rename */
 #define STORE_MAGIC "EVTDLOG\0"                    /* 8 bytes at offset 0 */
-#define STORE_VERSION 3u         /* keyed frames and sync marks; versions 1 and 2 are still read */
-#define STORE_VERSION_KEYED 2u   /* keyed frames, no sync marks */
-#define STORE_VERSION_UNKEYED 1u /* key 0 */
-#define STORE_HEADER_SIZE 16u    /* magic, u32 version, u32 frame key (0 in version 1) */
+#define STORE_VERSION 4u /* format 3 and keys answered by reference; versions 1 to 3 are read */
+#define STORE_VERSION_MARKS 3u        /* keyed frames and sync marks */
+#define STORE_VERSION_KEYED 2u        /* keyed frames, no sync marks */
+#define STORE_VERSION_UNKEYED 1u      /* key 0 */
+#define STORE_HEADER_SIZE 16u         /* magic, u32 version, u32 frame key (0 in version 1) */
 #define STORE_FRAME_HEADER_SIZE 9u    /* u32 crc32c, u32 payload length, u8 type */
 #define STORE_MAX_PAYLOAD (64u << 20) /* larger lengths are damage, not records */
-/* A frame of the store's own (version 3): varint S, the log's first S bytes were durable
+/* A frame of the store's own (version 3 on): varint S, the log's first S bytes were durable
  * (an fdatasync covering them had returned) before this frame was written. The first frame
  * of a batch when S grew since the last one ("always"), a frame of its own after a sync
  * ("interval", "never"), and the last of a cleanly closed log (store.c). Replay uses them

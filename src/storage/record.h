@@ -414,10 +414,26 @@ enum { ADMIN_NAME, ADMIN_TOKEN_HASH };
  * REC_IDEM owned by the user that sent it, with an id of its own. It holds
  * the key, a hash of what was asked (the path's kind and the body), when it
  * was made, and the first answer (status and body), replayed byte for byte.
+ * The answer's body (IDEM_ANSWER) is kept in one of three forms:
+ *   - the body itself (it starts with '{'): a log of format 3 or older, an
+ *     export, or a key whose id does not follow its record's;
+ *   - empty, "by reference": the body is the record RecordID rendered as it
+ *     was created (EventID 0), and that record is unchanged since, its id
+ *     the key's id - 1 (IDEM_BY_REF). Format 4 (logfile.h);
+ *   - IDEM_SNAPSHOT_MARK, the record's type, then its payload as it was
+ *     created (record_encode): what the index keeps when a record that a key
+ *     refers to is replaced or removed (index.c, idem_hold).
  */
 enum { IDEM_KEY, IDEM_REQUEST_HASH, IDEM_CREATED, IDEM_STATUS, IDEM_ANSWER, IDEM_RECORD_ID };
-#define IDEM_KEY_MAX 255   /* bytes of a key: printable ASCII, no space */
-#define IDEM_HASH_BYTES 16 /* BLAKE2b-128 of the request */
+#define IDEM_KEY_MAX 255     /* bytes of a key: printable ASCII, no space */
+#define IDEM_HASH_BYTES 16   /* BLAKE2b-128 of the request */
+#define IDEM_SNAPSHOT_MARK 0 /* the first byte of an answer kept as its record's payload */
+/* Whether key k refers to record_id's current version for its answer. */
+static inline bool idem_by_ref(const struct record *k, uint64_t record_id) {
+    return k->type == REC_IDEM && k->id == record_id + 1 &&
+           (uint64_t)record_get(k, IDEM_RECORD_ID).i == record_id &&
+           record_get(k, IDEM_ANSWER).s.len == 0;
+}
 
 /*
  * A REC_KEYED payload: varint type of the created record, varint length of

@@ -234,7 +234,8 @@ static void fail(struct store *s, struct store_batch *b, store_compact_cb *cb, i
  * no LSN and never reach the compaction's tail: only the file they describe.
  */
 static void put_sync_mark(struct store *s) {
-    if (s->log_version < STORE_VERSION || s->durable_size <= s->mark_size || s->switching) return;
+    if (s->log_version < STORE_VERSION_MARKS || s->durable_size <= s->mark_size || s->switching)
+        return;
     uint64_t at = s->file_size + (s->job ? s->job->data.len : 0) + s->pending.len;
     /* A mark has no LSN: a batch of marks alone covers no more LSNs than went before. */
     if (!s->pending.len) s->pending_lsn = s->job ? s->job->last_lsn : s->written_lsn;
@@ -651,7 +652,7 @@ int store_close(struct store *s) {
          * one, and pending holds every frame since; one more attempt writes them. */
         err = store_flush_sync(s);
     }
-    if (!err && s->log_version >= STORE_VERSION && s->durable_size > s->mark_end) {
+    if (!err && s->log_version >= STORE_VERSION_MARKS && s->durable_size > s->mark_end) {
         /* A last mark, synced: at rest, every frame is under one, so a sector the
          * disk loses later is damage (store_replay.c), not an unsynced tail. */
         put_sync_mark(s);

@@ -467,7 +467,7 @@ static int read_frame(struct replay *rp, uint64_t *pos, uint64_t *end, uint32_t 
         rp->why = "bad checksum";
         return 0;
     }
-    if (type == STORE_FRAME_SYNCED && rp->s->log_version >= STORE_VERSION) {
+    if (type == STORE_FRAME_SYNCED && rp->s->log_version >= STORE_VERSION_MARKS) {
         /* The store's own, not a record's. (Its offset may lie past itself after a
          * --repair rewrite moved it: unsynced_tail reads it as its own offset then.) */
         uint64_t synced;
@@ -516,7 +516,7 @@ static enum store_replay_status scan(struct replay *rp, int *err) {
         }
         rp->copy_end = 0;
         rc = rp->undecodable ? 0 : is_torn(rp, pos, end, len);
-        if (rc == 0 && !rp->undecodable && rp->s->log_version >= STORE_VERSION) {
+        if (rc == 0 && !rp->undecodable && rp->s->log_version >= STORE_VERSION_MARKS) {
             rc = unsynced_tail(rp, pos, end, zeros);
             rp->unsynced = rc == 1;
         }

@@ -185,6 +185,12 @@ class Client:
             raise AssertionError("update %s %s failed: %s" % (kind, rid, r.describe()))
         return r
 
+    def must_delete(self, kind, rid):
+        r = self.delete(kind, rid)
+        if r.status != 204:
+            raise AssertionError("delete %s %s failed: %s" % (kind, rid, r.describe()))
+        return r
+
     def list_all(self, kind, limit=2, max_pages=100):
         """Follows NextCursor; returns the list of items (bounded in pages)."""
         items = []

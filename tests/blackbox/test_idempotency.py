@@ -332,20 +332,101 @@ class Cap(Served):
         self.assertReplay(first, self.post(key="k1"))
 
 
+class ByReference(Served):
+    """A key answers by reference to the record it created (docs/STORAGE.md, "Idempotency
+    keys"): its first answer is that record rendered as it was created, and a key whose
+    record is replaced or removed keeps the record as it was. Every path that replaces
+    or removes a record, and every way back from the log, gives the first answer."""
+
+    def post_updated(self, kind="theme", body=None, update=None):
+        first = self.must_post(kind=kind, body=body)
+        rid = first.result()["ID"]
+        self.clients["alice"].must_update(kind, rid, update or {"Name": "Winter fair"})
+        return first, rid
+
+    def test_a_replay_after_a_deletion_is_the_first_answer(self):
+        first = self.must_post()
+        self.clients["alice"].must_delete("theme", first.result()["ID"])
+        again = self.post()
+        self.assertReplay(first, again)
+        self.assertEqual(again.header("Idempotent-Replayed"), "true")
+        self.assertEqual(self.count(), 0)
+
+    def test_a_replay_after_an_update_and_a_restart_is_the_first_answer(self):
+        first, _ = self.post_updated()
+        self.stop()
+        self.start()
+        self.assertReplay(first, self.post())
+
+    def test_a_replay_after_an_update_and_kill_9_is_the_first_answer(self):
+        first, _ = self.post_updated()
+        self.stop(sig=signal.SIGKILL)
+        self.start()
+        self.assertReplay(first, self.post())
+
+    def test_a_replay_after_updates_a_deletion_and_compactions_is_the_first_answer(self):
+        first, rid = self.post_updated()
+        other = self.must_post(key="k2")
+        self.clients["alice"].must_delete("theme", other.result()["ID"])
+        self.srv.send_signal(signal.SIGUSR1)  # online: the keys as memory holds them
+        self.assertTrue(harness.wait_until(
+            lambda: "compaction done" in self.srv.stderr_text(), 5.0), self.srv.stderr_text())
+        self.clients["alice"].must_update("theme", rid, {"Name": "Spring fair"})
+        self.stop()
+        cp = run_cli(["compact", "--data", self.dir.path])  # offline: as a replay gives them
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.start()
+        self.assertReplay(first, self.post())
+        self.assertReplay(other, self.post(key="k2"))
+
+    def test_a_theme_an_event_links_replays_with_the_event_id_it_was_created_with(self):
+        first = self.must_post()
+        rid = first.result()["ID"]
+        self.clients["alice"].must_create("event", {"Name": "Gala", "ThemeID": rid})
+        self.assertNotEqual(self.clients["alice"].must_get("theme", rid)["EventID"], 0)
+        self.assertReplay(first, self.post())
+        self.stop()
+        self.start()
+        self.assertReplay(first, self.post())
+
+    def test_an_address_replays_its_numbers_as_first_written_after_a_restart(self):
+        # The first answer writes the body's decimals from their digits; a replay renders
+        # the stored doubles: the same bytes.
+        body = {"Address": {"City": "Lyon", "Lon": "-0.10", "Lat": 45.7500, "ShowMap": True}}
+        first = self.must_post(kind="address", body=body)
+        self.assertIn(b'"Lon":-0.1,', first.body)
+        self.clients["alice"].must_delete("address", first.result()["ID"])
+        self.stop()
+        self.start()
+        self.assertReplay(first, self.post(kind="address", body=body))
+
+    def test_the_log_holds_no_answer(self):
+        self.must_post()
+        self.stop()
+        with open(self.dir.file(LOG), "rb") as f:
+            log = f.read()
+        self.assertIn(KEY.encode(), log)
+        self.assertNotIn(b'"Status":"ok"', log)
+
+
 class ByteCap(Served):
-    """--max-idempotency-bytes-per-user: a key keeps its create's first answer, which a
-    record of escaped control characters makes ~6 times its size, so the keys' bytes are
-    capped too. 2,000 bytes: one key of a plain theme (~600) leaves room, one of a theme
-    whose name is 255 control characters (~1,900) fills it."""
-    ENV = {"EVENTD_MAX_IDEMPOTENCY_BYTES_PER_USER": "2000"}
+    """--max-idempotency-bytes-per-user: a key answers by reference to its record, but
+    one whose record was then replaced or removed keeps the record as it was, beyond the
+    user's quota, so the keys' bytes are capped too. 2,000 bytes: keys by reference
+    (about 100 bytes each) leave room; one holding a theme named with 1,800 bytes fills
+    it."""
+    ENV = {"EVENTD_MAX_IDEMPOTENCY_BYTES_PER_USER": "2000", "EVENTD_MAX_STRING_BYTES": "1800"}
 
     def test_a_new_key_once_the_keys_hold_the_cap_is_403_naming_the_setting(self):
         first = self.must_post(key="k1")
-        self.must_post(key="k2", body={"Theme": {"Name": "\u0001" * 255}})
-        r = self.post(key="k3")
+        big = self.must_post(key="k2", body={"Theme": {"Name": "N" * 1800}})
+        self.must_post(key="k3")
+        self.clients["alice"].must_delete("theme", big.result()["ID"])
+        r = self.post(key="k4")
         self.assertErr(r, 403, "quota_exceeded", "Idempotency-Key")
         self.assertIn("--max-idempotency-bytes-per-user", r.json()["Error"]["Message"])
         self.assertEqual(self.count(), 2)
+        self.assertReplay(big, self.post(key="k2", body={"Theme": {"Name": "N" * 1800}}))
         self.assertReplay(first, self.post(key="k1"))  # a known key still replays
         r = self.clients["alice"].call("POST", "/v2/theme", {"Theme": {"Name": "no key"}})
         self.assertEqual(r.status, 200, r.describe())  # a create without a key is not capped

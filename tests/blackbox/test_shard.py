@@ -250,9 +250,9 @@ def event_rec(rid, uid, theme_id=0, address_id=0):
 EXPORT_END = 23
 
 
-def idem_rec(rid, uid, record_id, status=200, key="k1"):
+def idem_rec(rid, uid, record_id, status=200, key="k1", answer='{"Status":"ok"}'):
     return 7, _record(rid, uid, [_str(key), _str(b"0123456789abcdef"), _varint(1),
-                                 _varint(status), _str('{"Status":"ok"}'), _varint(record_id)])
+                                 _varint(status), _str(answer), _varint(record_id)])
 
 
 def export_file(recs, key=0x1234ABCD):
@@ -325,6 +325,18 @@ class HostileImport(unittest.TestCase):
             [user_rec(b + 1, "mallory"), theme_rec(b + 2, b + 1), idem_rec(b + 3, b + 1, b + 2)]),
             2)
         self.assertEqual(rc, 0, err)
+
+    def test_a_key_without_its_answers_body_is_refused(self):
+        # A log keeps a key's answer by reference to its record, or as the record's
+        # payload (docs/STORAGE.md); an export always carries the body, which does not
+        # depend on ids or on the records beside it.
+        b = self.base
+        for answer in ("", "\x00\x02abc"):
+            with self.subTest(answer=answer):
+                self.refused([user_rec(b + 1, "mallory"), theme_rec(b + 2, b + 1),
+                              idem_rec(b + 3, b + 1, b + 2, answer=answer)],
+                             "holds an Idempotency-Key (id %d) without its answer's body"
+                             % (b + 3))
 
     def test_two_keys_alike_are_refused(self):
         # The API keeps one record a key; with two, a replay could answer with either,

@@ -1306,8 +1306,8 @@ class LogFormat(TornBase):
             self.assertEqual(damaged_copy(d.file(LOG + ".damaged-%d" % outer), data),
                              data[outer:at + len(inner) + 5], "cut where alice's append starts")
 
-    def test_format_1_and_2_logs_are_read_and_rewritten_in_format_3_at_once(self):
-        for version in (1, 2):
+    def test_format_1_2_and_3_logs_are_read_and_rewritten_in_format_4_at_once(self):
+        for version in (1, 2, 3):
             with self.subTest(version=version):
                 self.older_format(version)
 
@@ -1316,23 +1316,25 @@ class LogFormat(TornBase):
         key, recs = self.populate(d, n=3)
         now = self.read(d)
         fkey = frame_key(now)
-        # the same log as eventd wrote it before sync marks (format 2), and before keys (1)
+        # the same log as eventd wrote it before keys by reference (format 3: the same
+        # frames), before sync marks (2), and before frame keys (1)
         data = bytearray(now[:16])
         for off, n, typ in frames(now):
-            if typ != SYNC_MARK:
+            if typ != SYNC_MARK or version == 3:
                 xor = fkey if version == 1 else 0
                 data += struct.pack("<I", struct.unpack_from("<I", now, off)[0] ^ xor)
                 data += now[off + 4:off + 9 + n]
         struct.pack_into("<II", data, 8, version, 0 if version == 1 else fkey)
         self.write(d, bytes(data))
-        self.assertEqual(len(frames(bytes(data))), len(record_frames(now)) + 4 * 2)
+        if version < 3:
+            self.assertEqual(len(frames(bytes(data))), len(record_frames(now)) + 4 * 2)
         with self.server(d) as srv:
             self.assertTrue(harness.wait_until(lambda: "compaction done" in srv.stderr_text(), 10),
                             srv.stderr_text())
             self.check(srv, key, recs)
             self.assertEqual(srv.stop(), 0)
         now = self.read(d)
-        self.assertEqual(struct.unpack_from("<I", now, 8)[0], 3)
+        self.assertEqual(struct.unpack_from("<I", now, 8)[0], 4)
         self.assertNotEqual(frame_key(now), 0)
         self.assertEqual(sum(9 + n for _, n, _ in frames(now)) + 16, len(now))
         with self.server(d) as srv:
@@ -1345,7 +1347,7 @@ class LogFormat(TornBase):
         data = self.read(d)
         self.assertEqual(data[:8], b"EVTDLOG\0")
         version, fkey = struct.unpack_from("<II", data, 8)
-        self.assertEqual(version, 3)
+        self.assertEqual(version, 4)
         self.assertNotEqual(fkey, 0, "a new log has a frame key")
         fr = frames(data)
         self.assertEqual(fr[-1][0] + 9 + fr[-1][1], len(data), "frames must cover the log")
@@ -1668,7 +1670,7 @@ class LogFormat(TornBase):
         d = self.mkdir()
         key, recs = self.populate(d, n=2)
         newer = bytearray(self.read(d))
-        struct.pack_into("<I", newer, 8, 4)
+        struct.pack_into("<I", newer, 8, 5)
         self.write(d, bytes(newer))
         msg = self.refused_exit_1(d)
         self.assertIn("newer", msg)
@@ -1722,7 +1724,7 @@ class LogFormat(TornBase):
         self.refused(d, "--repair")
         self.assertEqual(self.read(d)[:8], b"NOTALOG\0", "the file was touched")
         newer = bytearray(orig)
-        struct.pack_into("<I", newer, 8, 4)
+        struct.pack_into("<I", newer, 8, 5)
         self.write(d, bytes(newer))
         msg = self.refused(d)
         self.assertIn("newer", msg)

@@ -872,7 +872,7 @@ static void test_bad_magic_is_refused(void) {
 }
 
 static void test_newer_format_is_refused(void) {
-    check_bad_header(8, 4, "newer eventd (format 4)");
+    check_bad_header(8, 5, "newer eventd (format 5)");
 }
 
 /* A header torn while the log was created is rewritten. */
