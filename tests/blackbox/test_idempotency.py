@@ -40,8 +40,9 @@ class Served(ErrorAsserts, unittest.TestCase):
         self.srv = None
         self.start()
 
-    def start(self):
-        self.srv = harness.Server(data_dir=self.dir.path, env=dict(self.ENV))
+    def start(self, extra=()):
+        self.srv = harness.Server(data_dir=self.dir.path, env=dict(self.ENV),
+                                  extra_args=list(extra))
         self.srv.start()
         self.addCleanup(self.srv.close)
         self.clients = {u: Client(self.srv.port, u, k) for u, k in self.keys.items()}
@@ -399,6 +400,36 @@ class ByReference(Served):
         self.stop()
         self.start()
         self.assertReplay(first, self.post(kind="address", body=body))
+
+    def test_a_repair_that_cut_the_record_as_created_never_replays_a_later_version(self):
+        # After a compaction the record as created and its key are two frames: the key
+        # answers by reference to the record before it. A --repair that cuts the damaged
+        # record frame leaves the key filed by reference with no record, and the next
+        # change of that id (a PUT after the compaction) then files the record anew: the
+        # key must not take that later version for the record as created (a 200 replay
+        # with another body). The first answer is lost with the frame: a 500 says so.
+        body = {"Theme": {"Name": "FIRSTNAME"}}
+        first = self.must_post(body=body)
+        rid = first.result()["ID"]
+        self.srv.send_signal(signal.SIGUSR1)
+        self.assertTrue(harness.wait_until(
+            lambda: "compaction done" in self.srv.stderr_text(), 5.0), self.srv.stderr_text())
+        self.clients["alice"].must_update("theme", rid, {"Name": "SECONDNAME"})
+        self.stop()
+        with open(self.dir.file(LOG), "rb") as f:
+            data = bytearray(f.read())
+        at = data.find(b"FIRSTNAME")  # the compacted image of the record as created
+        self.assertGreater(at, 0)
+        data[at] ^= 0x5A
+        with open(self.dir.file(LOG), "wb") as f:
+            f.write(bytes(data))
+        self.start(extra=["--repair"])
+        again = self.post(body=body)
+        if again.status == 200:
+            self.assertReplay(first, again)
+        else:
+            self.assertEqual(again.status, 500, again.describe())
+        self.assertNotIn(b"SECONDNAME", again.body)
 
     def test_the_log_holds_no_answer(self):
         self.must_post()
