@@ -201,7 +201,10 @@ bool json_write_key_answer(struct buf *b, const struct db *db, const struct reco
     uint64_t record_id = record_get(k, IDEM_RECORD_ID).i;
     if (a.s.len == 0) {
         const struct record *r = db_get(db, record_id);
-        if (!r || !idem_by_ref(k, record_id) || r->user_id != k->user_id) return false;
+        /* The rev too: the record as created was filed with its key, under one rev
+         * (storage/index.c, idem_hold); another is a later version, not the answer. */
+        if (!r || !idem_by_ref(k, record_id) || r->user_id != k->user_id || r->rev != k->rev)
+            return false;
         write_created(b, r);
         return true;
     }

@@ -364,6 +364,10 @@ static void idem_hold(struct index *ix, const struct record *r) {
     if (!record_type_in_quota(r->type) || r->id >= RECORD_ID_MAX) return;
     const struct record *k = get_mut(ix, r->id + 1);
     if (!k || !idem_by_ref(k, r->id) || k->user_id != r->user_id) return;
+    /* The record as created has the key's rev (one frame, db_keyed_end): any other is a
+     * later version filed after the created one was lost (a --repair cut its frame). The
+     * key is left by reference, and answers that its answer is lost (json_record.c). */
+    if (r->rev != k->rev) return;
     struct buf snap = BUF_INIT;
     uint8_t head[2] = {IDEM_SNAPSHOT_MARK, r->type};
     buf_append(&snap, head, sizeof head);
