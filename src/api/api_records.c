@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "api/api.h"
+#include "common/varint.h"
 #include "core/etag.h"
 #include "core/origin.h"
 #include "core/reply.h"
@@ -416,8 +417,13 @@ static void do_create(struct handlers *h, struct api_state *st, const struct rec
     kv[IDEM_REQUEST_HASH].s.len = IDEM_HASH_BYTES;
     kv[IDEM_CREATED].i = now;
     kv[IDEM_STATUS].i = r->status;
-    if (!db_idem_by_ref(h->db) || key_id != id + 1) {
-        /* Else empty: by reference to the record (storage/record.h, idem_by_ref). */
+    uint8_t ref[1 + VARINT_MAX] = {IDEM_REF_MARK};
+    if (db_idem_by_ref(h->db) && key_id == id + 1) {
+        /* By reference to the record (storage/record.h, idem_by_ref), with the size the
+         * key may come to hold. */
+        kv[IDEM_ANSWER].s.ptr = (const char *)ref;
+        kv[IDEM_ANSWER].s.len = 1 + (uint32_t)varint_put(ref + 1, record_size(rec));
+    } else {
         kv[IDEM_ANSWER].s.ptr = r->body.ptr;
         kv[IDEM_ANSWER].s.len = (uint32_t)r->body.len;
     }

@@ -367,7 +367,7 @@ static const struct record *key_for_export(const struct db *db, const struct rec
                                            struct record **owned) {
     *owned = NULL;
     union value a = record_get(k, IDEM_ANSWER);
-    if (a.s.len && (uint8_t)a.s.ptr[0] != IDEM_SNAPSHOT_MARK) return k;
+    if (a.s.len && (uint8_t)a.s.ptr[0] == '{') return k;
     struct buf body = BUF_INIT;
     if (json_write_key_answer(&body, db, k)) {
         union value v[RECORD_MAX_FIELDS];

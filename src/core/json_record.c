@@ -199,7 +199,8 @@ static void write_created(struct buf *b, const struct record *r) {
 bool json_write_key_answer(struct buf *b, const struct db *db, const struct record *k) {
     union value a = record_get(k, IDEM_ANSWER);
     uint64_t record_id = record_get(k, IDEM_RECORD_ID).i;
-    if (a.s.len == 0) {
+    if (a.s.len == 0) return false; /* no form of answer: damage */
+    if ((uint8_t)a.s.ptr[0] == IDEM_REF_MARK) {
         const struct record *r = db_get(db, record_id);
         /* The rev too: the record as created was filed with its key, under one rev
          * (storage/index.c, idem_hold); another is a later version, not the answer. */

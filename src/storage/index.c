@@ -28,8 +28,24 @@ struct owner {
     struct id_list lists[REC_KIND_MAX + 1];
     struct index_changes changes; /* the change feed's (index.h) */
     uint64_t quota_bytes;         /* record_size of its records of the kinds the quota counts */
-    uint64_t idem_bytes;          /* record_size of its idempotency keys (their answers) */
+    uint64_t idem_bytes;          /* owned_bytes of its idempotency keys */
 };
+
+/*
+ * What r adds to its owner's byte count: its size, and for an idempotency key by
+ * reference the size of the record it may come to hold (record.h, IDEM_REF_MARK),
+ * so that --max-idempotency-bytes-per-user bounds what the keys may hold, not only
+ * what they hold now. A function of r alone: the same when r is filed and when it
+ * goes.
+ */
+static uint64_t owned_bytes(const struct record *r, uint64_t size) {
+    if (r->type != REC_IDEM) return size;
+    union value a = record_get(r, IDEM_ANSWER);
+    uint64_t held = 0;
+    if (a.s.len >= 2 && (uint8_t)a.s.ptr[0] == IDEM_REF_MARK)
+        varint_get((const uint8_t *)a.s.ptr + 1, a.s.len - 1, &held);
+    return size + held;
+}
 
 /* The owner's byte count that a record of this type adds to, or NULL. */
 static uint64_t *bytes_of(struct owner *o, uint8_t type) {
@@ -415,15 +431,15 @@ static struct record *swap(struct index *ix, struct record *r, struct owner **ow
             struct owner *o = owner_get(ix, owner_key(old), false);
             if (o) list_remove(&o->lists[old->type], old->id);
             uint64_t *b = bytes_of(o, old->type);
-            if (b) *b -= old_size;
+            if (b) *b -= owned_bytes(old, old_size);
             o = owner_get(ix, owner_key(r), true);
             list_insert(&o->lists[r->type], r->id);
-            if ((b = bytes_of(o, r->type))) *b += size;
+            if ((b = bytes_of(o, r->type))) *b += owned_bytes(r, size);
             *own = o;
         } else if (record_type_in_quota(r->type) || r->type == REC_IDEM) {
             struct owner *o = owner_get(ix, owner_key(r), false);
             uint64_t *b = bytes_of(o, r->type);
-            if (b) *b += size - old_size;
+            if (b) *b += owned_bytes(r, size) - owned_bytes(old, old_size);
             *own = o;
         }
         ix->events += (size_t)(r->type == REC_EVENT) - (size_t)(old->type == REC_EVENT);
@@ -442,7 +458,7 @@ static struct record *swap(struct index *ix, struct record *r, struct owner **ow
         struct owner *o = owner_get(ix, owner_key(r), true);
         list_insert(&o->lists[r->type], r->id);
         uint64_t *b = bytes_of(o, r->type);
-        if (b) *b += size;
+        if (b) *b += owned_bytes(r, size);
         *own = o;
         if (foreign(ix, r->id)) list_insert(&ix->foreign, r->id);
         if (sh->used * 4 >= sh->cap * 3) grow(ix, sh);
@@ -491,7 +507,7 @@ struct record *index_remove(struct index *ix, uint64_t id) {
     struct owner *o = owner_get(ix, owner_key(r), false);
     if (o) list_remove(&o->lists[r->type], r->id);
     uint64_t *b = bytes_of(o, r->type);
-    if (b) *b -= record_size(r);
+    if (b) *b -= owned_bytes(r, record_size(r));
     if (foreign(ix, id)) list_remove(&ix->foreign, id);
     {
         uint64_t size = record_size(r);

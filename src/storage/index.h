@@ -171,7 +171,8 @@ struct index_usage {
     uint64_t bytes;
 };
 struct index_usage index_usage(const struct index *ix, uint64_t user_id);
-/* The record_size of the user's idempotency keys (REC_IDEM records) together. */
+/* The record_size of the user's idempotency keys (REC_IDEM records) together, and of the
+ * records that keys by reference may come to hold (record.h, IDEM_REF_MARK). */
 uint64_t index_idem_bytes(const struct index *ix, uint64_t user_id);
 
 /*

@@ -417,9 +417,12 @@ enum { ADMIN_NAME, ADMIN_TOKEN_HASH };
  * The answer's body (IDEM_ANSWER) is kept in one of three forms:
  *   - the body itself (it starts with '{'): a log of format 3 or older, an
  *     export, or a key whose id does not follow its record's;
- *   - empty, "by reference": the body is the record RecordID rendered as it
- *     was created (EventID 0), and that record is unchanged since, its id
- *     the key's id - 1 (IDEM_BY_REF). Format 4 (logfile.h);
+ *   - "by reference": IDEM_REF_MARK, then a varint, the record_size of the
+ *     record as created: the body is the record RecordID rendered as it was
+ *     created (EventID 0), that record unchanged since (its rev the key's),
+ *     its id the key's id - 1 (idem_by_ref). The size is what the key may
+ *     come to hold, and counts towards the user's key bytes from the start
+ *     (index.c). Format 4 (logfile.h);
  *   - IDEM_SNAPSHOT_MARK, the record's type, then its payload as it was
  *     created (record_encode): what the index keeps when a record that a key
  *     refers to is replaced or removed (index.c, idem_hold).
@@ -428,11 +431,13 @@ enum { IDEM_KEY, IDEM_REQUEST_HASH, IDEM_CREATED, IDEM_STATUS, IDEM_ANSWER, IDEM
 #define IDEM_KEY_MAX 255     /* bytes of a key: printable ASCII, no space */
 #define IDEM_HASH_BYTES 16   /* BLAKE2b-128 of the request */
 #define IDEM_SNAPSHOT_MARK 0 /* the first byte of an answer kept as its record's payload */
-/* Whether key k refers to record_id's current version for its answer. */
+#define IDEM_REF_MARK 1      /* the first byte of an answer by reference */
+/* Whether key k refers to record_id's version as created for its answer. */
 static inline bool idem_by_ref(const struct record *k, uint64_t record_id) {
+    union value a = record_get(k, IDEM_ANSWER);
     return k->type == REC_IDEM && k->id == record_id + 1 &&
-           (uint64_t)record_get(k, IDEM_RECORD_ID).i == record_id &&
-           record_get(k, IDEM_ANSWER).s.len == 0;
+           record_get(k, IDEM_RECORD_ID).i == record_id && a.s.len >= 2 &&
+           (uint8_t)a.s.ptr[0] == IDEM_REF_MARK;
 }
 
 /*

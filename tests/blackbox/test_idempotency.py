@@ -442,25 +442,49 @@ class ByReference(Served):
 
 class ByteCap(Served):
     """--max-idempotency-bytes-per-user: a key answers by reference to its record, but
-    one whose record was then replaced or removed keeps the record as it was, beyond the
-    user's quota, so the keys' bytes are capped too. 2,000 bytes: keys by reference
-    (about 100 bytes each) leave room; one holding a theme named with 1,800 bytes fills
-    it."""
+    keeps that record when it is replaced or deleted (then outside the user's quota), so
+    a key counts with the record it may come to hold from the start, and the cap bounds
+    what the keys may hold. 2,000 bytes: a key of a plain theme (about 300 with its
+    record) leaves room; one of a theme named with 1,800 bytes fills it."""
     ENV = {"EVENTD_MAX_IDEMPOTENCY_BYTES_PER_USER": "2000", "EVENTD_MAX_STRING_BYTES": "1800"}
+    BIG = {"Theme": {"Name": "N" * 1800}}
 
     def test_a_new_key_once_the_keys_hold_the_cap_is_403_naming_the_setting(self):
         first = self.must_post(key="k1")
-        big = self.must_post(key="k2", body={"Theme": {"Name": "N" * 1800}})
-        self.must_post(key="k3")
-        self.clients["alice"].must_delete("theme", big.result()["ID"])
-        r = self.post(key="k4")
+        big = self.must_post(key="k2", body=self.BIG)
+        r = self.post(key="k3")
         self.assertErr(r, 403, "quota_exceeded", "Idempotency-Key")
         self.assertIn("--max-idempotency-bytes-per-user", r.json()["Error"]["Message"])
         self.assertEqual(self.count(), 2)
-        self.assertReplay(big, self.post(key="k2", body={"Theme": {"Name": "N" * 1800}}))
         self.assertReplay(first, self.post(key="k1"))  # a known key still replays
         r = self.clients["alice"].call("POST", "/v2/theme", {"Theme": {"Name": "no key"}})
         self.assertEqual(r.status, 200, r.describe())  # a create without a key is not capped
+        # The record deleted, its key holds it: still counted, still replayed.
+        self.clients["alice"].must_delete("theme", big.result()["ID"])
+        self.assertErr(self.post(key="k3"), 403, "quota_exceeded", "Idempotency-Key")
+        self.assertReplay(big, self.post(key="k2", body=self.BIG))
+
+    def test_keys_that_came_to_hold_their_records_stay_within_the_cap(self):
+        # Each key counts with its record from the start: deleting the records, which
+        # makes the keys hold them, never takes the keys past the cap by more than the
+        # last key's record (the count before keys by reference).
+        made = []
+        for i in range(20):
+            r = self.post(key="m%d" % i, body={"Theme": {"Name": "M" * 400}})
+            if r.status != 200:
+                self.assertErr(r, 403, "quota_exceeded", "Idempotency-Key")
+                break
+            made.append(r)
+        self.assertGreaterEqual(len(made), 2)
+        self.assertLess(len(made), 6)
+        for r in made:
+            self.clients["alice"].must_delete("theme", r.result()["ID"])
+        self.assertErr(self.post(key="m-next"), 403, "quota_exceeded", "Idempotency-Key")
+        text = harness.request(self.srv.port, "GET", "/metrics").body.decode()
+        held = [l for l in text.splitlines()
+                if l.startswith('eventd_record_bytes{kind="idempotency_key"}')]
+        self.assertEqual(len(held), 1, held)
+        self.assertLess(int(held[0].split()[-1]), 2000 + 600, held)
 
 
 class BadHeader(Served):

@@ -331,7 +331,7 @@ class HostileImport(unittest.TestCase):
         # payload (docs/STORAGE.md); an export always carries the body, which does not
         # depend on ids or on the records beside it.
         b = self.base
-        for answer in ("", "\x00\x02abc"):
+        for answer in ("", "\x00\x02abc", "\x01\x40"):
             with self.subTest(answer=answer):
                 self.refused([user_rec(b + 1, "mallory"), theme_rec(b + 2, b + 1),
                               idem_rec(b + 3, b + 1, b + 2, answer=answer)],

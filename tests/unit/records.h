@@ -39,4 +39,12 @@ static inline struct record *test_idem(uint64_t id, uint64_t user_id, const char
     return record_build(&record_idem, id, user_id, v);
 }
 
+/* User user_id's key by reference to record id - 1 (record.h, IDEM_REF_MARK), which may
+ * come to hold held bytes (below 128: one byte of varint). */
+static inline struct record *test_idem_ref(uint64_t id, uint64_t user_id, const char *key,
+                                           uint8_t held) {
+    const char ref[2] = {IDEM_REF_MARK, (char)(held & 0x7f)};
+    return test_idem(id, user_id, key, 1764000000, ref, sizeof ref);
+}
+
 #endif
