@@ -434,9 +434,9 @@ enum { IDEM_KEY, IDEM_REQUEST_HASH, IDEM_CREATED, IDEM_STATUS, IDEM_ANSWER, IDEM
 #define IDEM_REF_MARK 1      /* the first byte of an answer by reference */
 /* Whether key k refers to record_id's version as created for its answer. */
 static inline bool idem_by_ref(const struct record *k, uint64_t record_id) {
+    if (k->type != REC_IDEM || k->id != record_id + 1) return false; /* the fields are a key's */
     union value a = record_get(k, IDEM_ANSWER);
-    return k->type == REC_IDEM && k->id == record_id + 1 &&
-           record_get(k, IDEM_RECORD_ID).i == record_id && a.s.len >= 2 &&
+    return record_get(k, IDEM_RECORD_ID).i == record_id && a.s.len >= 2 &&
            (uint8_t)a.s.ptr[0] == IDEM_REF_MARK;
 }
 
