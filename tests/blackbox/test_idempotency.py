@@ -487,6 +487,37 @@ class ByteCap(Served):
         self.assertLess(int(held[0].split()[-1]), 2000 + 600, held)
 
 
+class ByteCapReusedKeys(Served):
+    """--max-idempotency-bytes-per-user holds when a create reuses the name of an
+    expired key: that create replaces one key by another, which may come to hold a
+    much larger record, so the bytes are checked for it too (the count alone stays)."""
+    ENV = {"EVENTD_MAX_IDEMPOTENCY_BYTES_PER_USER": "2000", "EVENTD_MAX_STRING_BYTES": "1800",
+           "EVENTD_IDEMPOTENCY_TTL_S": "1"}
+
+    def test_reusing_expired_keys_never_takes_the_keys_far_past_the_cap(self):
+        names = []
+        for i in range(20):  # small records: several keys fit under the cap
+            r = self.post(key="s%d" % i, body={"Theme": {"Name": "s"}})
+            if r.status != 200:
+                self.assertErr(r, 403, "quota_exceeded", "Idempotency-Key")
+                break
+            names.append("s%d" % i)
+        self.assertGreaterEqual(len(names), 3)
+        time.sleep(1.3)  # every key expires
+        for name in names:  # the same names again, each with a record of 1,800 bytes
+            r = self.post(key=name, body={"Theme": {"Name": "B" * 1800}})
+            if r.status == 200:
+                self.clients["alice"].must_delete("theme", r.result()["ID"])
+            else:
+                self.assertErr(r, 403, "quota_exceeded", "Idempotency-Key")
+        text = harness.request(self.srv.port, "GET", "/metrics").body.decode()
+        held = [l for l in text.splitlines()
+                if l.startswith('eventd_record_bytes{kind="idempotency_key"}')]
+        self.assertEqual(len(held), 1, held)
+        # At most the cap and one key past it (the last create's record).
+        self.assertLess(int(held[0].split()[-1]), 2000 + 2200, held)
+
+
 class BadHeader(Served):
     def raw_post(self, value):
         """value: the header's raw bytes after "Idempotency-Key:"."""
