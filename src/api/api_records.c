@@ -378,9 +378,14 @@ static void do_create(struct handlers *h, struct api_state *st, const struct rec
     if (k->type == REC_EVENT && !events_check_links(h, st->user_id, r, vals, 0)) return;
     /* Its size (which does not depend on the id) is checked first: ids go only to writes
      * that go on. */
-    if (!within_quota(h, user, 1, 0, json_decoder_record_size(&st->dec), r) ||
-        (st->idem && !stale && !idem_room(h, st->user_id, now, r)))
-        return;
+    if (!within_quota(h, user, 1, 0, json_decoder_record_size(&st->dec), r)) return;
+    if (st->idem) {
+        /* An expired key of this name goes first, and the new key must fit as any other:
+         * it may come to hold a much larger record than the one it replaces, so reusing
+         * expired names must not skip the byte cap. */
+        if (stale) db_delete(h->db, stale);
+        if (!idem_room(h, st->user_id, now, r)) return;
+    }
     uint64_t id, key_id = 0;
     int rc = db_take_id(h->db, &id);
     if (rc == 0 && st->idem) rc = db_take_id(h->db, &key_id);
@@ -405,7 +410,6 @@ static void do_create(struct handlers *h, struct api_state *st, const struct rec
     }
     /* The answer is rendered from the record before the frame is closed, to be kept
      * with it in the same frame. */
-    if (stale) db_delete(h->db, stale);
     const struct record *rec =
         db_keyed_begin(h->db, k, id, st->user_id, vals, (uint32_t)st->dec.present);
     reply_record(r, rec, &st->dec);
