@@ -337,8 +337,9 @@ static inline const struct record *db_auth_decoy(const struct db *db, const char
 }
 /* Whether a new idempotency key may answer by reference to its record (record.h,
  * idem_by_ref): only in a log of format 4 (logfile.h), which an eventd that would
- * replay such a key's empty answer refuses as newer. An older log is rewritten in
- * format 4 by the compaction of the first start (db_maybe_compact). */
+ * replay such a key's answer (a mark and a size, not a body) refuses as newer. An
+ * older log is rewritten in format 4 by the compaction of the first start
+ * (db_maybe_compact). */
 static inline bool db_idem_by_ref(const struct db *db) {
     return db->store.log_version >= STORE_VERSION;
 }
