@@ -30,7 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from apiclient import ErrorAsserts, ManagedDir, run_expect_exit  # noqa: E402
 from test_accounts import (CSRF_COOKIE, FORM, JSON_T, PASSWORD, SESSION, Browser,  # noqa: E402
-                           call, parse_set_cookies, register, signin_json, uname, v2_theme)
+                           call, hidden_csrf, parse_set_cookies, register, signin_json, uname,
+                           v2_theme)
 
 NEW_PASSWORD = "a brand new passphrase"
 HOST_SESSION = "__Host-" + SESSION
@@ -473,6 +474,44 @@ class PasswordChangeWrongCurrent(Base):
                                            "password": NEW_PASSWORD})
         self.assertErr(r, 400, "invalid_field", "current_password")
         self.assertStatus(signin_json(self.port, name, PASSWORD), 200)
+
+
+class FormAgainAfterAFailure(Base):
+    """A form shown again after a failure (review, 2026-11-30): a wrong password, a
+    username the server never gives out, a taken name. The page is the form to try
+    again with, so its hidden csrf field must be a token that passes: it was empty,
+    and the corrected post from it was 403 csrf (the person had to reload the page)."""
+
+    def again(self, b, path, fields, status):
+        token = b.page_csrf(path)
+        r = b.form(path, dict(fields, csrf=token))
+        self.assertStatus(r, status)
+        again = hidden_csrf(r.body)
+        self.assertTrue(again, "the form shown again has no csrf token: %r" % again)
+        return again
+
+    def test_a_wrong_password_shows_a_form_that_signs_in(self):
+        _, name = self.signed_in()
+        b = Browser(self.port)
+        token = self.again(b, "/signin", {"username": name, "password": "not the password"}, 401)
+        r = b.form("/signin", {"username": name, "password": PASSWORD, "csrf": token})
+        self.assertStatus(r, 303)
+
+    def test_a_username_never_given_out_shows_a_form_that_signs_in(self):
+        _, name = self.signed_in()
+        b = Browser(self.port)
+        token = self.again(b, "/signin", {"username": name + " ", "password": PASSWORD}, 401)
+        r = b.form("/signin", {"username": name, "password": PASSWORD, "csrf": token})
+        self.assertStatus(r, 303)
+
+    def test_a_taken_name_shows_a_form_that_registers(self):
+        _, name = self.signed_in()
+        b = Browser(self.port)
+        token = self.again(b, "/register", {"username": name, "password": PASSWORD,
+                                            "password_confirm": PASSWORD}, 409)
+        r = b.form("/register", {"username": name + "x", "password": PASSWORD,
+                                 "password_confirm": PASSWORD, "csrf": token})
+        self.assertStatus(r, 303)
 
 
 class PasswordChangeNotLockedByStrangers(Base):
