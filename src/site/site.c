@@ -110,6 +110,7 @@ struct site_job {
     uint8_t page;
     bool json;
     char name[68];
+    char csrf[SITE_TOKEN_CHARS + 1]; /* the post's form token (checked): the form shown again */
     uint8_t addr[17]; /* family, address: the throttle's key */
     size_t addr_len;
     struct signin_flight flight; /* on h->verifying while a sign-in is checked */
@@ -216,6 +217,8 @@ static bool submit(struct handlers *h, struct site_state *st, struct http_reques
     j->json = st->json;
     struct slice name = site_field(st, F_USERNAME), pw = site_field(st, F_PASSWORD);
     snprintf(j->name, sizeof j->name, "%.*s", (int)name.len, name.ptr);
+    struct slice csrf = site_field(st, F_CSRF);
+    if (csrf.len <= SITE_TOKEN_CHARS) memcpy(j->csrf, csrf.ptr, csrf.len + 1);
     memcpy(j->job.password, pw.ptr, pw.len);
     j->job.password[pw.len] = 0;
     j->job.verify = verify;
@@ -269,13 +272,13 @@ static void finish_register(struct site_job *j, struct http_response *r) {
     struct handlers *h = j->h;
     if (j->job.result < 0) {
         site_fail(h, r, j->json, j->page, ERR_INTERNAL, NULL, "the password could not be hashed",
-                  j->name, "");
+                  j->name, j->csrf);
         return;
     }
     if (db_user_by_name(h->db, j->name, strlen(j->name))) {
         /* Taken while the password was being hashed. */
         site_fail(h, r, j->json, j->page, ERR_CONFLICT, "username", "this username is taken",
-                  j->name, "");
+                  j->name, j->csrf);
         return;
     }
     if (reply_if_no_room(h, r)) return;
@@ -308,7 +311,7 @@ static void finish_signin(struct site_job *j, struct http_response *r) {
         signin_failed(h, &j->flight, now);
         metrics_account(h->metrics, MA_SIGNIN_FAILED);
         site_fail(h, r, j->json, j->page, ERR_UNAUTHORIZED, NULL, "wrong username or password",
-                  j->name, "");
+                  j->name, j->csrf);
         return;
     }
     signin_succeeded(h, &j->flight);
@@ -530,7 +533,7 @@ static void do_signin(struct handlers *h, struct site_state *st, struct http_req
     if (auth_check_username(name.ptr) || strlen(name.ptr) != name.len) {
         metrics_account(h->metrics, MA_SIGNIN_FAILED);
         site_fail(h, r, st->json, st->page, ERR_UNAUTHORIZED, NULL, "wrong username or password",
-                  name.ptr, "");
+                  name.ptr, csrf.ptr);
         return;
     }
     uint64_t now = uv_now(h->db->loop);
