@@ -43,11 +43,6 @@ static void undo_push(struct db *db, uint64_t lsn, uint64_t id, struct record *o
     db->undo[db->undo_head + db->undo_len++] = (struct db_undo){lsn, id, db->index.rev, old};
 }
 
-/* index.acked_rev: every change up to it is acknowledged, none can be undone. */
-static void acked_rev_update(struct db *db) {
-    db->index.acked_rev = db->undo_len ? db->undo[db->undo_head].rev - 1 : db->index.rev;
-}
-
 /* The changes up to lsn are durable: what they replaced can go. */
 static void undo_release(struct db *db, uint64_t lsn) {
     while (db->undo_len && db->undo[db->undo_head].lsn <= lsn) {
@@ -56,7 +51,6 @@ static void undo_release(struct db *db, uint64_t lsn) {
         db->undo_len--;
     }
     if (!db->undo_len) db->undo_head = 0;
-    acked_rev_update(db);
 }
 
 /* The changes after lsn were lost: take them back, newest first. */
@@ -67,11 +61,13 @@ static void undo_after(struct db *db, uint64_t lsn) {
         if (u->lsn <= lsn) break;
         struct record *cur =
             u->old ? index_swap(&db->index, u->old) : index_remove(&db->index, u->id);
+        const struct record *any = u->old ? u->old : cur;
+        if (any)
+            index_change_undo(&db->index, any->user_id, any->type, u->id, u->rev, u->old);
         record_free(cur);
         db->undo_len--;
         undone++;
     }
-    acked_rev_update(db);
     if (undone)
         LOG(LOG_DEBUG, "db: undid %zu changes after LSN %llu", undone, (unsigned long long)lsn);
 }
@@ -173,7 +169,6 @@ static uint64_t changed(struct db *db, uint64_t lsn, uint64_t id, struct record 
     } else {
         undo_push(db, lsn, id, old);
     }
-    acked_rev_update(db);
     return lsn;
 }
 
@@ -479,7 +474,6 @@ int db_open(struct db *db, uv_loop_t *loop, const char *dir, const struct db_set
     }
     db->revs.durable = db->revs.reserved;
     db->revs.frame_lsn = 0;
-    acked_rev_update(db); /* replay's changes are all durable */
     return 0;
 }
 

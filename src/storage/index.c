@@ -97,7 +97,6 @@ void index_init(struct index *ix) {
         ix->owners[i] = (struct owner_table){(struct owner *)no_owners, 1, 0};
     names_init(ix);
     ix->next_id = 1;
-    ix->acked_rev = UINT64_MAX;
     randombytes_buf(ix->name_key, sizeof ix->name_key);
     ix->id_min = record_node_id_min(0);
     ix->id_max = record_node_id_max(0);
@@ -583,13 +582,14 @@ static void change_append(struct index *ix, struct owner *o, uint64_t rev, uint6
             memmove(l->v, l->v + keep, (l->len - keep) * sizeof *l->v);
             l->len -= keep;
         }
-        /* And the superseded changes, which a page would only skip one by one. An
-         * undone batch brings a superseded change back, so only once every change in
-         * the list is acknowledged (a record's changes are all in its owner's list):
-         * then the one change that can still be undone is the one being added,
-         * applied already, and its undo would bring back its record's last change in
-         * the list, which stays. */
-        if (l->len && l->v[l->len - 1].rev <= ix->acked_rev) {
+        /* And the superseded changes, which a page would only skip one by one, also
+         * while changes are not acknowledged yet (a client pipelining its writes, or
+         * writing from several connections, has some in every batch: waiting for a
+         * list with none kept every change until the next compaction). An undone
+         * change brings back its record's earlier state, whose listed change
+         * index_change_undo lists again if it left; the record's last listed change
+         * stays here, so that the usual undo, of the change being added, finds it. */
+        {
             uint32_t back = l->len; /* the record's last change, if listed */
             for (uint32_t i = l->len; i-- > 0;)
                 if (index_change_id(&l->v[i]) == id) {
@@ -610,6 +610,34 @@ static void change_append(struct index *ix, struct owner *o, uint64_t rev, uint6
         }
     }
     l->v[l->len++] = (struct index_change){rev, id | (uint64_t)type << 53 | (uint64_t)op << 56};
+}
+
+void index_change_undo(struct index *ix, uint64_t user_id, uint8_t type, uint64_t id,
+                       uint64_t rev, const struct record *restored) {
+    if (!record_type_in_quota(type)) return;
+    struct owner *o = owner_get(ix, user_id, false);
+    if (!o) return;
+    struct index_changes *l = &o->changes;
+    /* The undone change never happened: it leaves the list (a deletion whose create was
+     * undone too would be current, its record being absent). */
+    uint32_t i = index_changes_after(l, rev);
+    if (i > 0 && l->v[i - 1].rev == rev && index_change_id(&l->v[i - 1]) == id) {
+        memmove(l->v + i - 1, l->v + i, (l->len - i) * sizeof *l->v);
+        l->len--;
+    }
+    /* The state it brings back is listed at its rev (its op is no longer known when it left
+     * the list: an update, which the feed's readers take as an upsert). */
+    if (!restored || restored->rev <= ix->rev_horizon) return;
+    i = index_changes_after(l, restored->rev);
+    if (i > 0 && l->v[i - 1].rev == restored->rev) return;
+    if (l->len == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 8;
+        l->v = xrealloc(l->v, l->cap * sizeof *l->v);
+    }
+    memmove(l->v + i + 1, l->v + i, (l->len - i) * sizeof *l->v);
+    l->len++;
+    l->v[i] = (struct index_change){restored->rev, id | (uint64_t)type << 53 |
+                                                       (uint64_t)INDEX_OP_UPDATE << 56};
 }
 
 const struct index_changes *index_changes_of(const struct index *ix, uint64_t user_id) {

@@ -93,10 +93,6 @@ struct index {
     bool written;         /* a record or a deletion was applied: the log holds data */
     uint64_t rev;         /* the rev counter: the highest rev applied or handed out */
     uint64_t rev_horizon; /* every change with a rev above it is in the log (REC_REVS) */
-    /* Every change with a rev up to it is acknowledged: no undo can take it back (db.c
-     * keeps it; replay's changes are all durable). Superseded changes are dropped from
-     * the change lists only below it. */
-    uint64_t acked_rev;
     uint64_t users_gen;         /* counts the changes of REC_USER records (puts, swaps and
                                  * removals, undo and replay included): index_users_gen */
     struct id_list foreign;     /* ids of records outside id_min..id_max (imported), ascending */
@@ -219,9 +215,9 @@ int index_replay_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t l
  * of the kinds record_type_in_quota names, with a rev above the horizon, in
  * rev order: 16 bytes a change, at most one per change frame of the log
  * since its last compaction (changes at or below the horizon are dropped
- * when the list next grows). A change stays listed when a later one
- * supersedes it or an undo takes it back; a reader shows one only while it
- * is current: index_change_current.
+ * when the list next grows). A change superseded by a later one stays
+ * listed until the list next fills; a reader shows one only while it is
+ * current: index_change_current.
  */
 enum index_op { INDEX_OP_CREATE = 1, INDEX_OP_UPDATE = 2, INDEX_OP_DELETE = 3 };
 struct index_change {
@@ -245,6 +241,11 @@ struct index_changes {
  * rev at or below the horizon. */
 void index_change_add(struct index *ix, uint64_t user_id, uint64_t rev, uint64_t id, uint8_t type,
                       uint8_t op);
+/* The change of user's record id (type) made at rev was undone (a failed batch), and the
+ * record is restored (NULL: absent): the change leaves the list, and restored's own
+ * change is listed again if it had left. */
+void index_change_undo(struct index *ix, uint64_t user_id, uint8_t type, uint64_t id,
+                       uint64_t rev, const struct record *restored);
 /* The user's changes (an empty list when none): valid until the next change of the index. */
 const struct index_changes *index_changes_of(const struct index *ix, uint64_t user_id);
 /* The position of the first change with a rev above rev. */
