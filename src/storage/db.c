@@ -511,7 +511,10 @@ static void compact_done(struct db *db, int status) {
 
 static void on_compacted(struct store *s, int status) {
     struct db *db = s->data;
-    if (status == 0) db->index.rev_horizon = db->compact_horizon;
+    if (status == 0) {
+        db->index.rev_horizon = db->compact_horizon;
+        index_changes_trim(&db->index);
+    }
     if (status < 0)
         LOG(LOG_ERROR, "compaction failed: %s", strerror(-status));
     else

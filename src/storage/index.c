@@ -612,6 +612,29 @@ static void change_append(struct index *ix, struct owner *o, uint64_t rev, uint6
     l->v[l->len++] = (struct index_change){rev, id | (uint64_t)type << 53 | (uint64_t)op << 56};
 }
 
+void index_changes_trim(struct index *ix) {
+    for (int t = 0; t < OWNER_SHARDS; t++) {
+        struct owner_table *ot = &ix->owners[t];
+        for (size_t i = 0; i < ot->cap; i++) {
+            struct index_changes *l = &ot->slots[i].changes;
+            if (!l->cap) continue;
+            uint32_t keep = index_changes_after(l, ix->rev_horizon);
+            if (keep) {
+                memmove(l->v, l->v + keep, (l->len - keep) * sizeof *l->v);
+                l->len -= keep;
+            }
+            if (!l->len) {
+                free(l->v);
+                l->v = NULL;
+                l->cap = 0;
+            } else if (l->len <= l->cap / 4 && l->cap > 8) {
+                l->cap = l->len * 2 > 8 ? l->len * 2 : 8;
+                l->v = xrealloc(l->v, l->cap * sizeof *l->v);
+            }
+        }
+    }
+}
+
 void index_change_undo(struct index *ix, uint64_t user_id, uint8_t type, uint64_t id,
                        uint64_t rev, const struct record *restored) {
     if (!record_type_in_quota(type)) return;

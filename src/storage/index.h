@@ -215,7 +215,7 @@ int index_replay_apply(void *ctx, uint8_t type, const uint8_t *payload, size_t l
  * of the kinds record_type_in_quota names, with a rev above the horizon, in
  * rev order: 16 bytes a change, at most one per change frame of the log
  * since its last compaction (changes at or below the horizon are dropped
- * when the list next grows). A change superseded by a later one stays
+ * when a compaction ends: index_changes_trim). A change superseded by a later one stays
  * listed until the list next fills; a reader shows one only while it is
  * current: index_change_current.
  */
@@ -241,6 +241,9 @@ struct index_changes {
  * rev at or below the horizon. */
 void index_change_add(struct index *ix, uint64_t user_id, uint64_t rev, uint64_t id, uint8_t type,
                       uint8_t op);
+/* After a compaction raised the horizon: every list drops its changes at or below it, and
+ * gives back the room it no longer needs (a user who stopped writing would keep them). */
+void index_changes_trim(struct index *ix);
 /* The change of user's record id (type) made at rev was undone (a failed batch), and the
  * record is restored (NULL: absent): the change leaves the list, and restored's own
  * change is listed again if it had left. */
