@@ -111,7 +111,7 @@ struct site_job {
     bool json;
     char name[68];
     char csrf[SITE_TOKEN_CHARS + 1]; /* the post's form token (checked): the form shown again */
-    uint8_t addr[17]; /* family, address: the throttle's key */
+    uint8_t addr[17];                /* family, address: the throttle's key */
     size_t addr_len;
     struct signin_flight flight; /* on h->verifying while a sign-in is checked */
 };
