@@ -62,8 +62,7 @@ static void undo_after(struct db *db, uint64_t lsn) {
         struct record *cur =
             u->old ? index_swap(&db->index, u->old) : index_remove(&db->index, u->id);
         const struct record *any = u->old ? u->old : cur;
-        if (any)
-            index_change_undo(&db->index, any->user_id, any->type, u->id, u->rev, u->old);
+        if (any) index_change_undo(&db->index, any->user_id, any->type, u->id, u->rev, u->old);
         record_free(cur);
         db->undo_len--;
         undone++;

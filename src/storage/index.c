@@ -635,8 +635,8 @@ void index_changes_trim(struct index *ix) {
     }
 }
 
-void index_change_undo(struct index *ix, uint64_t user_id, uint8_t type, uint64_t id,
-                       uint64_t rev, const struct record *restored) {
+void index_change_undo(struct index *ix, uint64_t user_id, uint8_t type, uint64_t id, uint64_t rev,
+                       const struct record *restored) {
     if (!record_type_in_quota(type)) return;
     struct owner *o = owner_get(ix, user_id, false);
     if (!o) return;
@@ -659,8 +659,8 @@ void index_change_undo(struct index *ix, uint64_t user_id, uint8_t type, uint64_
     }
     memmove(l->v + i + 1, l->v + i, (l->len - i) * sizeof *l->v);
     l->len++;
-    l->v[i] = (struct index_change){restored->rev, id | (uint64_t)type << 53 |
-                                                       (uint64_t)INDEX_OP_UPDATE << 56};
+    l->v[i] = (struct index_change){restored->rev,
+                                    id | (uint64_t)type << 53 | (uint64_t)INDEX_OP_UPDATE << 56};
 }
 
 const struct index_changes *index_changes_of(const struct index *ix, uint64_t user_id) {

@@ -88,11 +88,11 @@ struct index {
     uint64_t rev_floor; /* replay: the last REC_REV_FLOOR frame (revs up to it may be taken) */
     uint64_t id_min;    /* the ids this node hands out: id_min..id_max (record.h) */
     uint64_t id_max;
-    uint32_t node_id;     /* from a REC_NODE frame; 0 without one */
-    bool node_recorded;   /* a REC_NODE frame was applied */
-    bool written;         /* a record or a deletion was applied: the log holds data */
-    uint64_t rev;         /* the rev counter: the highest rev applied or handed out */
-    uint64_t rev_horizon; /* every change with a rev above it is in the log (REC_REVS) */
+    uint32_t node_id;           /* from a REC_NODE frame; 0 without one */
+    bool node_recorded;         /* a REC_NODE frame was applied */
+    bool written;               /* a record or a deletion was applied: the log holds data */
+    uint64_t rev;               /* the rev counter: the highest rev applied or handed out */
+    uint64_t rev_horizon;       /* every change with a rev above it is in the log (REC_REVS) */
     uint64_t users_gen;         /* counts the changes of REC_USER records (puts, swaps and
                                  * removals, undo and replay included): index_users_gen */
     struct id_list foreign;     /* ids of records outside id_min..id_max (imported), ascending */
@@ -247,8 +247,8 @@ void index_changes_trim(struct index *ix);
 /* The change of user's record id (type) made at rev was undone (a failed batch), and the
  * record is restored (NULL: absent): the change leaves the list, and restored's own
  * change is listed again if it had left. */
-void index_change_undo(struct index *ix, uint64_t user_id, uint8_t type, uint64_t id,
-                       uint64_t rev, const struct record *restored);
+void index_change_undo(struct index *ix, uint64_t user_id, uint8_t type, uint64_t id, uint64_t rev,
+                       const struct record *restored);
 /* The user's changes (an empty list when none): valid until the next change of the index. */
 const struct index_changes *index_changes_of(const struct index *ix, uint64_t user_id);
 /* The position of the first change with a rev above rev. */
