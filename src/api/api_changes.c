@@ -258,6 +258,18 @@ static struct changes_waiters *waiters_of(struct handlers *h) {
  * An answer can run pipelined requests that hold more: count again each time. */
 static void make_room_for(struct changes_waiters *w, uint64_t user_id) {
     bool answered = false;
+    uint32_t total = w->h->set.changes_max_waiters_total;
+    if (total && w->len >= total) {
+        /* Calls whose client left go first: a client that resets its held calls must not
+         * keep the places (and push out the calls of others) until its waits end. */
+        for (uint32_t i = w->len; i-- > 0;) {
+            if (i >= w->len || reply_ticket_live(w->h, w->heap[i]->t)) continue;
+            struct waiter *x = w->heap[i];
+            unlink_waiter(w, x);
+            answer(w, x); /* nobody waits: drops the answer, frees x */
+            answered = true;
+        }
+    }
     for (;;) {
         uint32_t n = 0;
         struct waiter *oldest = NULL; /* the chain is newest first */
@@ -271,7 +283,6 @@ static void make_room_for(struct changes_waiters *w, uint64_t user_id) {
         answer(w, oldest);
         answered = true;
     }
-    uint32_t total = w->h->set.changes_max_waiters_total;
     while (total && w->len && w->len >= total) {
         struct waiter *first = w->heap[0];
         unlink_waiter(w, first);

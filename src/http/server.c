@@ -515,6 +515,21 @@ static int64_t ticket_slot(struct server_ticket t) {
     return -1;
 }
 
+bool server_ticket_live(const struct server *srv, struct server_ticket t) {
+    (void)srv;
+    struct conn *c = t.c; /* state_at takes it as it is: nothing is written */
+    if (c->gen != t.gen || c->closing) return false;
+    if (c->parked) return c->parked->ticket == t.id;
+    if (!c->kit) return false;
+    for (uint32_t i = 0; i < c->count; i++) {
+        uint8_t st = *state_at(c, i);
+        if ((st == SLOT_DEFERRED || st == SLOT_PARKABLE) &&
+            c->kit->ticket[(c->head + i) % c->srv->nslots] == t.id)
+            return true;
+    }
+    return false;
+}
+
 struct http_response *server_deferred(struct server *srv, struct server_ticket t) {
     (void)srv;
     int64_t i = ticket_slot(t);

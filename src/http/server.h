@@ -260,6 +260,9 @@ struct server_ticket server_defer(struct server *srv, struct http_response *r);
 struct server_ticket server_defer_park(struct server *srv, struct http_response *r);
 struct http_response *server_deferred(struct server *srv, struct server_ticket t);
 void server_deferred_done(struct server *srv, struct server_ticket t);
+/* Whether t's connection is still open and waits for its answer: server_deferred would
+ * give a response (it takes nothing: no kit, no ticket). */
+bool server_ticket_live(const struct server *srv, struct server_ticket t);
 
 /* Calls cb(ctx, ...) for every response handed to the socket from now on (NULL: none). */
 void server_on_sent(struct server *srv, server_sent_cb cb, void *ctx);

@@ -473,6 +473,35 @@ class TotalWaiterCap(Served):
             self.assertEqual([c["ID"] for c in r.json()["Result"]["Changes"]], [t])
 
 
+class TotalWaiterCapDeadCalls(Served):
+    """--changes-max-waiters with calls whose client left: at the cap, they go first, so
+    that a client resetting its held calls neither keeps the places until its waits end
+    nor pushes out the held calls of others (review, 2026-11-29: bob's call was answered
+    early while alice's reset calls kept their places)."""
+    ARGS = Parked.ARGS + ("--changes-max-waiters", "3")
+    hold, held = Parked.hold, Parked.held
+
+    def test_calls_whose_client_left_make_room_first(self):
+        cur, bob_cur = self.cursor(), self.cursor("bob")
+        bob = self.hold(bob_cur, rid="bob", user="bob", wait=20)
+        gone = [self.hold(cur, rid="gone%d" % i, wait=60) for i in range(2)]
+        self.assertTrue(self.held(3))
+        for s in gone:  # a reset, not a clean close
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()
+        time.sleep(0.3)
+        fresh = self.hold(cur, rid="fresh", wait=60)
+        self.assertTrue(self.held(2))  # bob's and the new one; the two left are gone
+        bob.settimeout(1.0)
+        with self.assertRaises(socket.timeout):
+            bob.recv(1)  # still held: not answered early to make room
+        t = self.c.must_create("theme", {"Name": "wake"})["ID"]
+        r = harness.read_response(fresh, timeout=20)
+        self.assertEqual((r.status, r.header("X-Request-ID")), (200, "fresh"))
+        self.assertEqual([c["ID"] for c in r.json()["Result"]["Changes"]], [t])
+        bob.close()
+
+
 class Reentry(Served):
     """An answer to a held caller can resume its connection's pipelined
     requests at once, and one of them may be a write of the same user, which
