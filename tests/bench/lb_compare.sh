@@ -312,6 +312,31 @@ if ((ROUNDS > 1)); then
                     seen[b] ? sprintf("%.2fx", median(rr)) : "-", seen[b] ? sprintf("%.2fx", median(cr)) : "-"
             }
         }' "$RESULTS"
+    # The key's price (issue 18: at most 10 %): each round's post_key against the same round's
+    # post_nonce in the same row (the two run back to back), and the median of those ratios,
+    # which the row's own noise moves less than a ratio of the two medians does.
+    if [[ " $OPS " == *" post_key "* && " $OPS " == *" post_nonce "* ]]; then
+        echo
+        awk -v rows="$ROWS" '
+            function median(list,   n, a, i, j, t) {
+                n = split(list, a, " ")
+                for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+                return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+            }
+            $1 == "row" { next }
+            $2 == "post_nonce" { nn[$1]++; n[$1, nn[$1]] = $4 }
+            $2 == "post_key" { nk[$1]++; k[$1, nk[$1]] = $4 }
+            END {
+                nr = split(rows, R, " ")
+                for (j = 1; j <= nr; j++) {
+                    w = R[j]; list = ""; shown = ""
+                    for (x = 1; x <= nn[w] && x <= nk[w]; x++) {
+                        v = 100 * (k[w, x] / n[w, x] - 1); list = list " " v; shown = shown sprintf(" %+.1f", v) }
+                    if (list != "")
+                        printf "%-15s the key: post_key vs post_nonce CPU per request, by round:%s %%; median %+.1f %%\n", w, shown, median(list)
+                }
+            }' "$RESULTS"
+    fi
 fi
 
 echo
