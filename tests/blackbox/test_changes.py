@@ -501,6 +501,29 @@ class TotalWaiterCapDeadCalls(Served):
         self.assertEqual([c["ID"] for c in r.json()["Result"]["Changes"]], [t])
         bob.close()
 
+    def test_calls_whose_client_closed_make_room_first(self):
+        """The same with clients that close their sockets the usual way (a FIN, as close()
+        sends with nothing unread, a killed curl, a browser tab closed): their calls must go
+        first too, or the mitigation is one setsockopt away from useless (review of
+        4009013: a half-closed parked call stays "live", so bob was answered early)."""
+        cur, bob_cur = self.cursor(), self.cursor("bob")
+        bob = self.hold(bob_cur, rid="bob", user="bob", wait=20)
+        gone = [self.hold(cur, rid="gone%d" % i, wait=60) for i in range(2)]
+        self.assertTrue(self.held(3))
+        for s in gone:
+            s.close()  # a FIN, not a reset
+        time.sleep(0.3)
+        fresh = self.hold(cur, rid="fresh", wait=60)
+        self.assertTrue(self.held(2))  # bob's and the new one
+        bob.settimeout(1.0)
+        with self.assertRaises(socket.timeout):
+            bob.recv(1)  # still held: not answered early to make room
+        t = self.c.must_create("theme", {"Name": "wake"})["ID"]
+        r = harness.read_response(fresh, timeout=20)
+        self.assertEqual((r.status, r.header("X-Request-ID")), (200, "fresh"))
+        self.assertEqual([c["ID"] for c in r.json()["Result"]["Changes"]], [t])
+        bob.close()
+
 
 class Reentry(Served):
     """An answer to a held caller can resume its connection's pipelined
