@@ -260,13 +260,16 @@ static void make_room_for(struct changes_waiters *w, uint64_t user_id) {
     bool answered = false;
     uint32_t total = w->h->set.changes_max_waiters_total;
     if (total && w->len >= total) {
-        /* Calls whose client left go first: a client that resets its held calls must not
-         * keep the places (and push out the calls of others) until its waits end. */
+        /* Calls whose client left go first: a client that resets or closes its held calls
+         * must not keep the places (and push out the calls of others) until its waits end.
+         * A close() is a FIN, which the server reads as EOF and cannot tell from a
+         * half-close: such a call is answered now (its page, as at the cap), a reset one
+         * dropped. Answers here run inside a handler: no pipelined request runs. */
         for (uint32_t i = w->len; i-- > 0;) {
-            if (i >= w->len || reply_ticket_live(w->h, w->heap[i]->t)) continue;
+            if (i >= w->len || !reply_ticket_client_left(w->h, w->heap[i]->t)) continue;
             struct waiter *x = w->heap[i];
             unlink_waiter(w, x);
-            answer(w, x); /* nobody waits: drops the answer, frees x */
+            answer(w, x); /* frees x (the answer is dropped when nobody waits) */
             answered = true;
         }
     }

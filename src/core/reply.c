@@ -65,8 +65,8 @@ struct http_response *reply_deferred(struct handlers *h, struct server_ticket t)
     return server_deferred(h->srv, t);
 }
 
-bool reply_ticket_live(const struct handlers *h, struct server_ticket t) {
-    return !h->server_gone && server_ticket_live(h->srv, t);
+bool reply_ticket_client_left(const struct handlers *h, struct server_ticket t) {
+    return h->server_gone || server_ticket_client_left(h->srv, t);
 }
 
 void reply_server_gone(struct handlers *h) {

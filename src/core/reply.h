@@ -59,8 +59,8 @@ struct server_ticket reply_defer(struct handlers *h, struct http_response *r);
 struct server_ticket reply_defer_park(struct handlers *h, struct http_response *r);
 /* The deferred response to fill, or NULL when nobody waits for it (then drop the answer). */
 struct http_response *reply_deferred(struct handlers *h, struct server_ticket t);
-/* Whether someone still waits for t's answer (reply_deferred would give r); no side effect. */
-bool reply_ticket_live(const struct handlers *h, struct server_ticket t);
+/* Whether t's client left or closed its side (server_ticket_client_left); no side effect. */
+bool reply_ticket_client_left(const struct handlers *h, struct server_ticket t);
 /* The server is destroyed (its on_server_gone): from now on reply_deferred answers NULL. */
 void reply_server_gone(struct handlers *h);
 

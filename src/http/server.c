@@ -530,6 +530,12 @@ bool server_ticket_live(const struct server *srv, struct server_ticket t) {
     return false;
 }
 
+bool server_ticket_client_left(const struct server *srv, struct server_ticket t) {
+    /* EOF: the client closed, or half-closed and may still read (on_read keeps its queued
+     * answers); nothing tells the two apart without writing. */
+    return !server_ticket_live(srv, t) || t.c->eof;
+}
+
 struct http_response *server_deferred(struct server *srv, struct server_ticket t) {
     (void)srv;
     int64_t i = ticket_slot(t);

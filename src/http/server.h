@@ -263,6 +263,9 @@ void server_deferred_done(struct server *srv, struct server_ticket t);
 /* Whether t's connection is still open and waits for its answer: server_deferred would
  * give a response (it takes nothing: no kit, no ticket). */
 bool server_ticket_live(const struct server *srv, struct server_ticket t);
+/* Whether t's client has left or sent its EOF (a close(), or a half-close): nobody waits
+ * for the answer, or its client sends nothing more (no side effect). */
+bool server_ticket_client_left(const struct server *srv, struct server_ticket t);
 
 /* Calls cb(ctx, ...) for every response handed to the socket from now on (NULL: none). */
 void server_on_sent(struct server *srv, server_sent_cb cb, void *ctx);
