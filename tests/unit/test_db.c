@@ -1710,9 +1710,280 @@ static void test_never_reservation_sync_fails(void) {
     rmrf(dir);
 }
 
+
+/* ---- the change feed against a model: random creates, updates, deletions and event
+ * links of two users, in acknowledged and failed batches, with compactions (online,
+ * some failing) and reopens; after every change and every settle, each user's list
+ * must show exactly what memory holds (ascending, one current entry per record above
+ * the horizon, no deletion the model does not hold). ---- */
+
+#define FM_IDS 4096
+struct fm_rec {
+    uint8_t state; /* 0 never, 1 present, 2 deleted */
+    uint8_t type;
+    uint64_t rev, user;
+};
+struct fm {
+    struct fm_rec m[FM_IDS], a[FM_IDS]; /* memory, acknowledged */
+    uint64_t op_lsn[FM_IDS * 4];
+    uint64_t lo, hi; /* ids seen */
+    unsigned seed;
+    struct {
+        uint64_t id, lsn;
+        struct fm_rec before;
+    } j[4096];
+    uint32_t nj;
+};
+
+static uint64_t fm_rand(struct fm *f) {
+    f->seed = f->seed * 1103515245u + 12345u;
+    return (f->seed >> 8) & 0xffffff;
+}
+
+static struct record *fm_build(uint8_t type, uint64_t id, uint64_t user, uint64_t link) {
+    union value v[RECORD_MAX_FIELDS];
+    if (type == REC_THEME) {
+        record_defaults(&record_theme, v);
+        v[THEME_NAME].s.ptr = "t";
+        v[THEME_NAME].s.len = 1;
+        return record_build(&record_theme, id, user, v);
+    }
+    if (type == REC_ADDRESS) {
+        record_defaults(&record_address, v);
+        v[ADDR_CITY].s.ptr = "c";
+        v[ADDR_CITY].s.len = 1;
+        return record_build(&record_address, id, user, v);
+    }
+    record_defaults(&record_event, v);
+    v[EVENT_THEME_ID].i = link;
+    v[EVENT_ADDRESS_ID].i = 0;
+    return record_build(&record_event, id, user, v);
+}
+
+static void fm_check(struct db *db, const struct fm *f, const struct fm_rec *model,
+                     const char *when) {
+    uint64_t h = db->index.rev_horizon;
+    for (uint64_t id = f->lo; id <= f->hi && id < FM_IDS; id++) {
+        const struct fm_rec *r = &model[id];
+        const struct record *g = db_get(db, id);
+        if (r->state == 1) {
+            if (!g || g->rev != r->rev) {
+                fprintf(stderr, "%s: record %llu: db rev %llu, model %llu\n", when,
+                        (unsigned long long)id, (unsigned long long)(g ? g->rev : 0),
+                        (unsigned long long)r->rev);
+                CHECK(0);
+            }
+        } else if (g) {
+            fprintf(stderr, "%s: record %llu present, model state %d\n", when,
+                    (unsigned long long)id, r->state);
+            CHECK(0);
+        }
+    }
+    for (uint64_t u = 1; u <= 2; u++) {
+        const struct index_changes *l = index_changes_of(&db->index, u);
+        static uint32_t seen[FM_IDS];
+        memset(seen, 0, sizeof seen);
+        for (uint32_t i = 0; i < l->len; i++) {
+            const struct index_change *c = &l->v[i];
+            if (i && l->v[i - 1].rev >= c->rev) {
+                fprintf(stderr, "%s: user %llu list out of order at %u: %llu then %llu\n", when,
+                        (unsigned long long)u, i, (unsigned long long)l->v[i - 1].rev,
+                        (unsigned long long)c->rev);
+                CHECK(0);
+            }
+            if (c->rev <= h) continue;
+            if (index_change_current(&db->index, c) == INDEX_CHANGE_STALE) continue;
+            uint64_t id = index_change_id(c);
+            CHECK(id < FM_IDS);
+            const struct fm_rec *r = &model[id];
+            bool ok = r->user == u &&
+                      (index_change_op(c) == INDEX_OP_DELETE ? r->state == 2 : r->state == 1) &&
+                      r->rev == c->rev;
+            if (!ok) {
+                fprintf(stderr,
+                        "%s: user %llu shows rev %llu id %llu op %d; model: state %d rev %llu "
+                        "user %llu (horizon %llu)\n",
+                        when, (unsigned long long)u, (unsigned long long)c->rev,
+                        (unsigned long long)id, index_change_op(c), r->state,
+                        (unsigned long long)r->rev, (unsigned long long)r->user,
+                        (unsigned long long)h);
+                CHECK(0);
+            }
+            seen[id]++;
+        }
+        for (uint64_t id = f->lo; id <= f->hi && id < FM_IDS; id++) {
+            const struct fm_rec *r = &model[id];
+            if (r->user != u || r->state == 0 || r->rev <= h) continue;
+            if (seen[id] != 1) {
+                fprintf(stderr,
+                        "%s: user %llu: record %llu (state %d, rev %llu) shown %u times "
+                        "(horizon %llu)\n",
+                        when, (unsigned long long)u, (unsigned long long)id, r->state,
+                        (unsigned long long)r->rev, seen[id], (unsigned long long)h);
+                for (uint32_t i = 0; i < l->len; i++)
+                    fprintf(stderr, "   [%u] rev %llu id %llu op %d\n", i,
+                            (unsigned long long)l->v[i].rev,
+                            (unsigned long long)index_change_id(&l->v[i]),
+                            index_change_op(&l->v[i]));
+                CHECK(0);
+            }
+        }
+    }
+}
+
+/* One random change; returns its LSN. */
+static uint64_t fm_op(struct db *db, struct fm *f) {
+    uint64_t pick = fm_rand(f) % 100;
+    /* a present record to change, if any */
+    uint64_t target = 0;
+    if (f->hi >= f->lo) {
+        for (int tries = 0; tries < 8 && !target; tries++) {
+            uint64_t id = f->lo + fm_rand(f) % (f->hi - f->lo + 1);
+            if (f->m[id].state == 1) target = id;
+        }
+    }
+    uint64_t lsn;
+    uint32_t jn = f->nj < 4096 ? f->nj++ : 4095;
+    if (pick < 30 || !target) {
+        uint64_t id = take_id(db);
+        CHECK(id < FM_IDS);
+        if (!f->lo) f->lo = id;
+        if (id > f->hi) f->hi = id;
+        uint8_t types[3] = {REC_THEME, REC_ADDRESS, REC_EVENT};
+        uint8_t t = types[fm_rand(f) % 3];
+        uint64_t user = 1 + fm_rand(f) % 2;
+        uint64_t link = target && f->m[target].type == REC_THEME && f->m[target].user == user
+                            ? target
+                            : 0;
+        f->j[jn].id = id;
+        f->j[jn].before = f->m[id];
+        lsn = db_put(db, fm_build(t, id, user, link));
+        f->m[id] = (struct fm_rec){1, t, db->index.rev, user};
+    } else if (pick < 75) {
+        struct fm_rec *r = &f->m[target];
+        uint64_t link = 0;
+        if (r->type == REC_EVENT) {
+            uint64_t o = f->lo + fm_rand(f) % (f->hi - f->lo + 1);
+            if (f->m[o].state == 1 && f->m[o].type == REC_THEME && f->m[o].user == r->user)
+                link = o;
+        }
+        f->j[jn].id = target;
+        f->j[jn].before = *r;
+        lsn = db_put(db, fm_build(r->type, target, r->user, link));
+        r->rev = db->index.rev;
+    } else {
+        f->j[jn].id = target;
+        f->j[jn].before = f->m[target];
+        lsn = db_delete(db, target);
+        f->m[target].state = 2;
+        f->m[target].rev = db->index.rev;
+    }
+    f->j[jn].lsn = lsn;
+    fm_check(db, f, f->m, "after a change");
+    return lsn;
+}
+
+static void fm_settle_ok(struct db *db, uv_loop_t *loop, struct fm *f, uint64_t lsn) {
+    RUN_UNTIL(loop, store_is_acked(&db->store, lsn));
+    memcpy(f->a, f->m, sizeof f->a);
+    f->nj = 0;
+}
+
+static void test_change_lists_random_model(void) {
+    const char *s = getenv("FM_SEEDS");
+    int seeds = s ? atoi(s) : 40;
+    const char *s0 = getenv("FM_SEED0");
+    int seed0 = s0 ? atoi(s0) : 1;
+    static struct fm f;
+    for (int seed = seed0; seed < seed0 + seeds; seed++) {
+        memset(&f, 0, sizeof f);
+        f.seed = (unsigned)seed;
+        char *dir = tmpdir("db");
+        uv_loop_t loop;
+        struct db db;
+        open_db(&db, &loop, dir, &always);
+        enum log_level saved0 = log_threshold;
+        log_threshold = LOG_OFF;
+        for (int phase = 0; phase < 60 && f.hi < FM_IDS - 200; phase++) {
+            uint64_t what = fm_rand(&f) % 100;
+            int n = 1 + (int)(fm_rand(&f) % 24);
+            bool compacting = false;
+            if (what < 12) {
+                CHECK_EQ_INT(db_compact_start(&db, NULL, NULL), 0);
+                compacting = true;
+                what = 20 + fm_rand(&f) % 80;
+            }
+            if (what < 18) {
+                close_db(&db, &loop);
+                open_db(&db, &loop, dir, &always);
+                fm_check(&db, &f, f.a, "after a reopen");
+                continue;
+            }
+            if (what < 60) { /* acknowledged */
+                uint64_t lsn = 0;
+                for (int i = 0; i < n; i++) lsn = fm_op(&db, &f);
+                fm_settle_ok(&db, &loop, &f, lsn);
+                fm_check(&db, &f, f.a, "after an acknowledged batch");
+            } else if (what < 75) { /* batches in flight, the first synced, the later failed */
+                uint64_t errs = acks.errors;
+                f.nj = 0;
+                fault("EVENTD_FAULT_FSYNC_AFTER", "1");
+                int batches = 2 + (int)(fm_rand(&f) % 4);
+                for (int b = 0; b < batches && acks.errors == errs; b++) {
+                    int m = 1 + (int)(fm_rand(&f) % 12);
+                    for (int i = 0; i < m; i++) fm_op(&db, &f);
+                    int turns = (int)(fm_rand(&f) % 3);
+                    for (int t = 0; t < turns; t++) uv_run(&loop, UV_RUN_NOWAIT);
+                }
+                if (acks.errors == errs) {
+                    fault("EVENTD_FAULT_FSYNC_AFTER", "0");
+                    fm_op(&db, &f);
+                }
+                RUN_UNTIL(&loop, acks.errors > errs);
+                uint64_t good = acks.err_lsn;
+                fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
+                CHECK_EQ_INT(store_flush_sync(&db.store), 0);
+                RUN_UNTIL(&loop, !store_failing(&db.store));
+                for (uint32_t i = f.nj; i-- > 0;)
+                    if (f.j[i].lsn > good) f.m[f.j[i].id] = f.j[i].before;
+                memcpy(f.a, f.m, sizeof f.a);
+                f.nj = 0;
+                fm_check(&db, &f, f.a, "after batches in flight, the later failed");
+            } else { /* some acknowledged first, then a failed batch */
+                uint64_t lsn = 0;
+                int k = (int)(fm_rand(&f) % 6);
+                for (int i = 0; i < k; i++) lsn = fm_op(&db, &f);
+                if (k) fm_settle_ok(&db, &loop, &f, lsn);
+                uint64_t errs = acks.errors;
+                fault("EVENTD_FAULT_FSYNC_AFTER", "0");
+                for (int i = 0; i < n; i++) fm_op(&db, &f);
+                RUN_UNTIL(&loop, acks.errors > errs);
+                fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
+                CHECK_EQ_INT(store_flush_sync(&db.store), 0);
+                RUN_UNTIL(&loop, !store_failing(&db.store));
+                memcpy(f.m, f.a, sizeof f.m);
+                f.nj = 0;
+                fm_check(&db, &f, f.a, "after a failed batch");
+            }
+            if (compacting) {
+                RUN_UNTIL(&loop, !db.compacting);
+                fm_check(&db, &f, f.a, "after a compaction");
+            }
+        }
+        close_db(&db, &loop);
+        open_db(&db, &loop, dir, &always);
+        fm_check(&db, &f, f.a, "after the last reopen");
+        close_db(&db, &loop);
+        log_threshold = saved0;
+        rmrf(dir);
+    }
+}
+
+
 static const struct check_case cases[] = {
     CHECK_CASE(test_guard_counts_own_appends),
     CHECK_CASE(test_change_lists),
+    CHECK_CASE(test_change_lists_random_model),
     CHECK_CASE(test_compaction_during_changes_keeps_the_change_list),
     CHECK_CASE(test_superseded_changes_leave_the_list),
     CHECK_CASE(test_superseded_changes_leave_the_list_with_writes_in_flight),
