@@ -56,17 +56,22 @@ static void undo_release(struct db *db, uint64_t lsn) {
 /* The changes after lsn were lost: take them back, newest first. */
 static void undo_after(struct db *db, uint64_t lsn) {
     size_t undone = 0;
+    uint64_t from = UINT64_MAX; /* the rev of the oldest change taken back */
+    for (size_t i = db->undo_len; i > 0 && db->undo[db->undo_head + i - 1].lsn > lsn; i--)
+        from = db->undo[db->undo_head + i - 1].rev;
     while (db->undo_len) {
         struct db_undo *u = &db->undo[db->undo_head + db->undo_len - 1];
         if (u->lsn <= lsn) break;
         struct record *cur =
             u->old ? index_swap(&db->index, u->old) : index_remove(&db->index, u->id);
         const struct record *any = u->old ? u->old : cur;
-        if (any) index_change_undo(&db->index, any->user_id, any->type, u->id, u->rev, u->old);
+        if (any)
+            index_change_undo(&db->index, any->user_id, any->type, u->id, u->rev, u->old, from);
         record_free(cur);
         db->undo_len--;
         undone++;
     }
+    index_change_undo_done(&db->index);
     if (undone)
         LOG(LOG_DEBUG, "db: undid %zu changes after LSN %llu", undone, (unsigned long long)lsn);
 }

@@ -111,6 +111,7 @@ void index_destroy(struct index *ix) {
     for (int i = 0; i < INDEX_SHARDS; i++)
         if (shard_allocated(&ix->shards[i])) table_free(ix->shards[i].slots, ix->shards[i].cap);
     free(ix->scratch);
+    free(ix->relist);
     for (int t = 0; t < OWNER_SHARDS; t++) {
         struct owner_table *ot = &ix->owners[t];
         for (size_t i = 0; i < ot->cap; i++) {

@@ -98,6 +98,11 @@ struct index {
     struct id_list foreign;     /* ids of records outside id_min..id_max (imported), ascending */
     uint64_t live_bytes;        /* encoded payload bytes of live records (frames included) */
     struct index_slot *scratch; /* a shard's live slots while it grows */
+    /* An undo's changes to list again (index_change_undo), merged into their lists once
+     * the undo is done (index_change_undo_done). */
+    struct index_relist *relist;
+    size_t relist_len, relist_cap;
+    uint64_t undo_moved; /* change-list entries an undo moved or wrote (its cost, for tests) */
     size_t scratch_cap;
     /* The same two by record type (enum rec_type below INDEX_KINDS), for /metrics. */
     uint64_t kind_count[INDEX_KINDS];
@@ -246,9 +251,17 @@ void index_change_add(struct index *ix, uint64_t user_id, uint64_t rev, uint64_t
 void index_changes_trim(struct index *ix);
 /* The change of user's record id (type) made at rev was undone (a failed batch), and the
  * record is restored (NULL: absent): the change leaves the list, and restored's own
- * change is listed again if it had left. */
+ * change is listed again if it had left. undone_from: the rev of the oldest change the
+ * undo takes back (a restored state at or above it is taken back too, and not listed).
+ * The listings wait for index_change_undo_done, called once the undo is over: merged
+ * list by list, so that an undo of n changes costs about n, not n times a list. */
 void index_change_undo(struct index *ix, uint64_t user_id, uint8_t type, uint64_t id, uint64_t rev,
-                       const struct record *restored);
+                       const struct record *restored, uint64_t undone_from);
+void index_change_undo_done(struct index *ix);
+struct index_relist {
+    uint64_t user_id;
+    struct index_change c;
+};
 /* The user's changes (an empty list when none): valid until the next change of the index. */
 const struct index_changes *index_changes_of(const struct index *ix, uint64_t user_id);
 /* The position of the first change with a rev above rev. */

@@ -80,31 +80,68 @@ void index_changes_trim(struct index *ix) {
 }
 
 void index_change_undo(struct index *ix, uint64_t user_id, uint8_t type, uint64_t id, uint64_t rev,
-                       const struct record *restored) {
+                       const struct record *restored, uint64_t undone_from) {
     if (!record_type_in_quota(type)) return;
     struct owner *o = owner_get(ix, user_id, false);
     if (!o) return;
     struct index_changes *l = &o->changes;
     /* The undone change never happened: it leaves the list (a deletion whose create was
-     * undone too would be current, its record being absent). */
+     * undone too would be current, its record being absent). Undone newest first, each
+     * is the last of the undo's changes left in its list: a short move. */
     uint32_t i = index_changes_after(l, rev);
     if (i > 0 && l->v[i - 1].rev == rev && index_change_id(&l->v[i - 1]) == id) {
         memmove(l->v + i - 1, l->v + i, (l->len - i) * sizeof *l->v);
+        ix->undo_moved += l->len - i;
         l->len--;
     }
-    /* The state it brings back is listed at its rev (its op is no longer known when it left
-     * the list: an update, which the feed's readers take as an upsert). */
-    if (!restored || restored->rev <= ix->rev_horizon) return;
-    i = index_changes_after(l, restored->rev);
-    if (i > 0 && l->v[i - 1].rev == restored->rev) return;
-    if (l->len == l->cap) {
-        l->cap = l->cap ? l->cap * 2 : 8;
-        l->v = xrealloc(l->v, l->cap * sizeof *l->v);
+    /* The state it brings back is listed at its rev unless it is listed still (its op is no
+     * longer known when it left the list: an update, which the feed's readers take as an
+     * upsert). Not one the undo takes back too, nor one behind the horizon. */
+    if (!restored || restored->rev <= ix->rev_horizon || restored->rev >= undone_from) return;
+    if (ix->relist_len == ix->relist_cap) {
+        ix->relist_cap = ix->relist_cap ? ix->relist_cap * 2 : 64;
+        ix->relist = xrealloc(ix->relist, ix->relist_cap * sizeof *ix->relist);
     }
-    memmove(l->v + i + 1, l->v + i, (l->len - i) * sizeof *l->v);
-    l->len++;
-    l->v[i] = (struct index_change){restored->rev,
-                                    id | (uint64_t)type << 53 | (uint64_t)INDEX_OP_UPDATE << 56};
+    ix->relist[ix->relist_len++] = (struct index_relist){
+        user_id, {restored->rev, id | (uint64_t)type << 53 | (uint64_t)INDEX_OP_UPDATE << 56}};
+}
+
+static int by_user_rev(const void *a, const void *b) {
+    const struct index_relist *x = a, *y = b;
+    if (x->user_id != y->user_id) return x->user_id < y->user_id ? -1 : 1;
+    return (x->c.rev > y->c.rev) - (x->c.rev < y->c.rev);
+}
+
+void index_change_undo_done(struct index *ix) {
+    if (!ix->relist_len) return;
+    qsort(ix->relist, ix->relist_len, sizeof *ix->relist, by_user_rev);
+    for (size_t g = 0, e; g < ix->relist_len; g = e) {
+        uint64_t user_id = ix->relist[g].user_id;
+        for (e = g; e < ix->relist_len && ix->relist[e].user_id == user_id; e++) {
+        }
+        struct owner *o = owner_get(ix, user_id, false);
+        if (!o) continue;
+        /* One merge of two rev-ordered runs; a change listed still is not listed twice. */
+        struct index_changes *l = &o->changes;
+        uint32_t cap = l->len + (uint32_t)(e - g);
+        struct index_change *v = xrealloc(NULL, cap * sizeof *v);
+        uint32_t n = 0, i = 0;
+        for (size_t j = g; j < e; j++) {
+            const struct index_change *c = &ix->relist[j].c;
+            while (i < l->len && l->v[i].rev < c->rev)
+                v[n++] = l->v[i++];
+            if (i < l->len && l->v[i].rev == c->rev) continue; /* listed still */
+            v[n++] = *c;
+        }
+        while (i < l->len)
+            v[n++] = l->v[i++];
+        ix->undo_moved += n;
+        free(l->v);
+        l->v = v;
+        l->len = n;
+        l->cap = cap;
+    }
+    ix->relist_len = 0;
 }
 
 const struct index_changes *index_changes_of(const struct index *ix, uint64_t user_id) {
