@@ -975,6 +975,69 @@ static void test_keyed_put_failed_batch_undoes_both(void) {
     rmrf(dir);
 }
 
+/*
+ * The name of the theme a key by reference answers with (record.h, IDEM_ANSWER's forms):
+ * the record as created, kept in the key or referred to at the key's rev. "" when the
+ * key has neither (its answer would be lost).
+ */
+static void key_answer_name(const struct db *db, const char *key, char *out, size_t n) {
+    const struct record *k = index_idem_get(&db->index, 1, key, strlen(key));
+    union value a = k ? record_get(k, IDEM_ANSWER) : (union value){0};
+    out[0] = '\0';
+    if (a.s.len > 2 && (uint8_t)a.s.ptr[0] == IDEM_SNAPSHOT_MARK) {
+        struct record *r =
+            record_decode((uint8_t)a.s.ptr[1], (const uint8_t *)a.s.ptr + 2, a.s.len - 2);
+        if (r) snprintf(out, n, "%s", record_get(r, THEME_NAME).s.ptr);
+        record_free(r);
+    } else if (k && idem_by_ref(k, k->id - 1)) {
+        const struct record *r = db_get(db, k->id - 1);
+        if (r && r->rev == k->rev) snprintf(out, n, "%s", record_get(r, THEME_NAME).s.ptr);
+    }
+}
+
+/*
+ * A key by reference and a failed batch that changed its record: the change is
+ * taken back, the key answers with the record as created, now, after a later
+ * change that succeeds, and after a reopen (whose replay never sees the failed
+ * change). A failed deletion likewise.
+ */
+static void test_a_key_by_reference_survives_failed_changes_of_its_record(void) {
+    char *dir = tmpdir("db");
+    uv_loop_t loop;
+    struct db db;
+    open_db(&db, &loop, dir, &always);
+    uint64_t now = (uint64_t)time(NULL), lsn;
+    uint64_t a = take_id(&db), ka = take_id(&db), b = take_id(&db), kb = take_id(&db);
+    put_keyed(&db, a, "created", ka, "ka", now, "\x01\x40");
+    lsn = put_keyed(&db, b, "kept", kb, "kb", now, "\x01\x40");
+    RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
+    char name[64];
+    enum log_level saved = syncs_fail();
+    db_put(&db, theme(a, "lost"));
+    db_delete(&db, b);
+    syncs_recover(&db, &loop, saved);
+    check_name(&db, a, "created");
+    check_name(&db, b, "kept");
+    key_answer_name(&db, "ka", name, sizeof name);
+    CHECK_EQ_STR(name, "created");
+    key_answer_name(&db, "kb", name, sizeof name);
+    CHECK_EQ_STR(name, "kept");
+    lsn = db_put(&db, theme(a, "later"));
+    RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
+    key_answer_name(&db, "ka", name, sizeof name);
+    CHECK_EQ_STR(name, "created");
+    close_db(&db, &loop);
+    open_db(&db, &loop, dir, &always);
+    check_name(&db, a, "later");
+    key_answer_name(&db, "ka", name, sizeof name);
+    CHECK_EQ_STR(name, "created");
+    key_answer_name(&db, "kb", name, sizeof name);
+    CHECK_EQ_STR(name, "kept");
+    CHECK(idem_by_ref(index_idem_get(&db.index, 1, "kb", 2), b)); /* nothing changed it */
+    close_db(&db, &loop);
+    rmrf(dir);
+}
+
 /* Compaction leaves expired keys out of the log and memory, and keeps the live ones. */
 static void test_compaction_drops_expired_keys(void) {
     char *dir = tmpdir("db");
@@ -2049,6 +2112,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_keyed_put_survives_reopen),
     CHECK_CASE(test_keyed_put_torn_leaves_neither),
     CHECK_CASE(test_keyed_put_failed_batch_undoes_both),
+    CHECK_CASE(test_a_key_by_reference_survives_failed_changes_of_its_record),
     CHECK_CASE(test_compaction_drops_expired_keys),
     CHECK_CASE(test_always_batch_is_visible_before_its_ack),
     CHECK_CASE(test_always_failed_batch_reports_eio_at_the_last_good_lsn),
