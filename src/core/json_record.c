@@ -213,9 +213,11 @@ bool json_write_key_answer(struct buf *b, const struct db *db, const struct reco
         buf_append(b, a.s.ptr, a.s.len);
         return true;
     }
-    struct record *r =
-        a.s.len > 2 ? record_decode((uint8_t)a.s.ptr[1], (const uint8_t *)a.s.ptr + 2, a.s.len - 2)
-                    : NULL;
+    /* Only a record of the kinds a keyed create makes (a damaged file could name any). */
+    uint8_t type = a.s.len > 2 ? (uint8_t)a.s.ptr[1] : 0;
+    struct record *r = record_type_in_quota(type)
+                           ? record_decode(type, (const uint8_t *)a.s.ptr + 2, a.s.len - 2)
+                           : NULL;
     if (!r) return false;
     write_created(b, r);
     record_free(r);
