@@ -2045,6 +2045,172 @@ static void test_change_lists_random_model(void) {
     }
 }
 
+/* ---- keys by reference against a model: keyed creates, updates and deletions of their
+ * records, failed batches, online compactions interleaved with the changes, reopens; every
+ * key must answer with its record as created, and the user's key bytes must be what its
+ * keys add up to (index.c, owned_bytes). KM_SEEDS, KM_SEED0. ---- */
+
+#define KM_KEYS 512
+struct km {
+    unsigned seed;
+    int nkeys;                              /* keys made (in the model or undone) */
+    uint64_t rid[KM_KEYS];                  /* the record each key created */
+    uint8_t live[KM_KEYS], live_acked[KM_KEYS];  /* the key exists */
+    uint8_t rec[KM_KEYS], rec_acked[KM_KEYS];    /* its record is present */
+};
+
+static uint64_t km_rand(struct km *f) {
+    f->seed = f->seed * 1103515245u + 12345u;
+    return (f->seed >> 8) & 0xffffff;
+}
+
+static void km_check(struct db *db, const struct km *f, const char *when) {
+    char want[32], got[64];
+    uint64_t bytes = 0;
+    for (int i = 0; i < f->nkeys; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%d", i);
+        const struct record *k = index_idem_get(&db->index, 1, key, strlen(key));
+        if (!f->live[i]) {
+            if (k) {
+                fprintf(stderr, "%s: key %s present, undone in the model\n", when, key);
+                CHECK(0);
+            }
+            continue;
+        }
+        if (!k) {
+            fprintf(stderr, "%s: key %s missing\n", when, key);
+            CHECK(0);
+            continue;
+        }
+        snprintf(want, sizeof want, "c%d", i);
+        key_answer_name(db, key, got, sizeof got);
+        if (strcmp(want, got) != 0) {
+            fprintf(stderr, "%s: key %s answers '%s', not '%s' (record %s)\n", when, key, got,
+                    want, f->rec[i] ? "present" : "deleted");
+            CHECK(0);
+        }
+        union value a = record_get(k, IDEM_ANSWER);
+        uint64_t held = 0;
+        if (a.s.len >= 2 && (uint8_t)a.s.ptr[0] == IDEM_REF_MARK)
+            varint_get((const uint8_t *)a.s.ptr + 1, a.s.len - 1, &held);
+        bytes += record_size(k) + held;
+    }
+    if (bytes != index_idem_bytes(&db->index, 1)) {
+        fprintf(stderr, "%s: key bytes %llu, the keys add up to %llu\n", when,
+                (unsigned long long)index_idem_bytes(&db->index, 1), (unsigned long long)bytes);
+        CHECK(0);
+    }
+}
+
+/* One random change; returns its LSN. */
+static uint64_t km_op(struct db *db, struct km *f) {
+    uint64_t pick = km_rand(f) % 100;
+    int t = -1;
+    if (f->nkeys)
+        for (int tries = 0; tries < 8 && t < 0; tries++) {
+            int i = (int)(km_rand(f) % (uint64_t)f->nkeys);
+            if (f->live[i] && f->rec[i]) t = i;
+        }
+    char name[32];
+    if (pick < 35 || t < 0) {
+        CHECK(f->nkeys < KM_KEYS);
+        int i = f->nkeys++;
+        if (km_rand(f) % 4 == 0) /* spread the ids over the compaction's slices */
+            for (int b = 0; b < 1200; b++)
+                take_id(db);
+        uint64_t id = take_id(db), kid = take_id(db);
+        CHECK_EQ_UINT(kid, id + 1);
+        char key[16];
+        snprintf(key, sizeof key, "k%d", i);
+        snprintf(name, sizeof name, "c%d", i);
+        f->rid[i] = id;
+        f->live[i] = f->rec[i] = 1;
+        return put_keyed(db, id, name, kid, key, (uint64_t)time(NULL), "\x01\x40");
+    }
+    if (pick < 75) {
+        snprintf(name, sizeof name, "u%llu", (unsigned long long)km_rand(f));
+        return db_put(db, theme(f->rid[t], name));
+    }
+    f->rec[t] = 0;
+    return db_delete(db, f->rid[t]);
+}
+
+static void km_acked(struct km *f) {
+    memcpy(f->live_acked, f->live, sizeof f->live);
+    memcpy(f->rec_acked, f->rec, sizeof f->rec);
+}
+
+static void km_undone(struct km *f) {
+    memcpy(f->live, f->live_acked, sizeof f->live);
+    memcpy(f->rec, f->rec_acked, sizeof f->rec);
+}
+
+static void test_keys_by_reference_random_model(void) {
+    const char *s = getenv("KM_SEEDS");
+    int seeds = s ? atoi(s) : 20;
+    const char *s0 = getenv("KM_SEED0");
+    int seed0 = s0 ? atoi(s0) : 1;
+    static struct km f;
+    for (int seed = seed0; seed < seed0 + seeds; seed++) {
+        memset(&f, 0, sizeof f);
+        f.seed = (unsigned)seed;
+        char *dir = tmpdir("db");
+        uv_loop_t loop;
+        struct db db;
+        open_db(&db, &loop, dir, &always);
+        enum log_level saved0 = log_threshold;
+        log_threshold = LOG_OFF;
+        for (int phase = 0; phase < 50 && f.nkeys < KM_KEYS - 40; phase++) {
+            uint64_t what = km_rand(&f) % 100;
+            int n = 1 + (int)(km_rand(&f) % 16);
+            bool compacting = false;
+            if (what < 25) {
+                CHECK_EQ_INT(db_compact_start(&db, NULL, NULL), 0);
+                compacting = true;
+                what = 20 + km_rand(&f) % 80;
+            }
+            if (what < 20) {
+                close_db(&db, &loop);
+                open_db(&db, &loop, dir, &always);
+                km_check(&db, &f, "after a reopen");
+                continue;
+            }
+            if (what < 65) { /* acknowledged, the loop turning between changes */
+                uint64_t lsn = 0;
+                for (int i = 0; i < n; i++) {
+                    lsn = km_op(&db, &f);
+                    if (km_rand(&f) % 2) uv_run(&loop, UV_RUN_NOWAIT);
+                }
+                RUN_UNTIL(&loop, store_is_acked(&db.store, lsn));
+                km_acked(&f);
+                km_check(&db, &f, "after an acknowledged batch");
+            } else { /* a failed batch */
+                uint64_t errs = acks.errors;
+                fault("EVENTD_FAULT_FSYNC_AFTER", "0");
+                for (int i = 0; i < n; i++)
+                    km_op(&db, &f);
+                RUN_UNTIL(&loop, acks.errors > errs);
+                fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
+                CHECK_EQ_INT(store_flush_sync(&db.store), 0);
+                RUN_UNTIL(&loop, !store_failing(&db.store));
+                km_undone(&f);
+                km_check(&db, &f, "after a failed batch");
+            }
+            if (compacting) {
+                RUN_UNTIL(&loop, !db.compacting);
+                km_check(&db, &f, "after a compaction");
+            }
+        }
+        close_db(&db, &loop);
+        open_db(&db, &loop, dir, &always);
+        km_check(&db, &f, "at the end, reopened");
+        log_threshold = saved0;
+        close_db(&db, &loop);
+        rmrf(dir);
+    }
+}
+
 /*
  * A failed batch's undo lists each restored state again at its rev. Listed one
  * by one, each moved the list's tail: a batch updating many records whose
@@ -2092,6 +2258,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_guard_counts_own_appends),
     CHECK_CASE(test_change_lists),
     CHECK_CASE(test_change_lists_random_model),
+    CHECK_CASE(test_keys_by_reference_random_model),
     CHECK_CASE(test_an_undone_batch_relists_in_linear_work),
     CHECK_CASE(test_compaction_during_changes_keeps_the_change_list),
     CHECK_CASE(test_superseded_changes_leave_the_list),
