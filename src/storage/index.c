@@ -36,7 +36,8 @@ static uint64_t owned_bytes(const struct record *r, uint64_t size) {
     uint64_t held = 0;
     if (a.s.len >= 2 && (uint8_t)a.s.ptr[0] == IDEM_REF_MARK)
         varint_get((const uint8_t *)a.s.ptr + 1, a.s.len - 1, &held);
-    return size + held;
+    /* No record is larger than a frame: a damaged size cannot wrap the user's count. */
+    return size + (held < STORE_MAX_PAYLOAD ? held : STORE_MAX_PAYLOAD);
 }
 
 /* The owner's byte count that a record of this type adds to, or NULL. */
