@@ -2053,10 +2053,10 @@ static void test_change_lists_random_model(void) {
 #define KM_KEYS 512
 struct km {
     unsigned seed;
-    int nkeys;                              /* keys made (in the model or undone) */
-    uint64_t rid[KM_KEYS];                  /* the record each key created */
-    uint8_t live[KM_KEYS], live_acked[KM_KEYS];  /* the key exists */
-    uint8_t rec[KM_KEYS], rec_acked[KM_KEYS];    /* its record is present */
+    int nkeys;                                  /* keys made (in the model or undone) */
+    uint64_t rid[KM_KEYS];                      /* the record each key created */
+    uint8_t live[KM_KEYS], live_acked[KM_KEYS]; /* the key exists */
+    uint8_t rec[KM_KEYS], rec_acked[KM_KEYS];   /* its record is present */
 };
 
 static uint64_t km_rand(struct km *f) {
@@ -2086,8 +2086,8 @@ static void km_check(struct db *db, const struct km *f, const char *when) {
         snprintf(want, sizeof want, "c%d", i);
         key_answer_name(db, key, got, sizeof got);
         if (strcmp(want, got) != 0) {
-            fprintf(stderr, "%s: key %s answers '%s', not '%s' (record %s)\n", when, key, got,
-                    want, f->rec[i] ? "present" : "deleted");
+            fprintf(stderr, "%s: key %s answers '%s', not '%s' (record %s)\n", when, key, got, want,
+                    f->rec[i] ? "present" : "deleted");
             CHECK(0);
         }
         union value a = record_get(k, IDEM_ANSWER);
