@@ -1,6 +1,6 @@
 /*
  * records.h: the records the index's tests and benchmarks file (test_index.c,
- * test_index_names.c, tests/bench/bench_keys.c): a user by name, and an
+ * test_index_names.c, test_db.c, tests/bench/bench_keys.c): a user by name, and an
  * idempotency key.
  */
 #ifndef EVENTD_TEST_RECORDS_H
@@ -22,10 +22,9 @@ static inline struct record *test_user(uint64_t id, const char *name, const char
     return record_build(&record_user, id, 0, v);
 }
 
-/* User user_id's key, made at created, keeping answer (answer_len bytes) for record id - 1. */
-static inline struct record *test_idem(uint64_t id, uint64_t user_id, const char *key,
-                                       int64_t created, const char *answer, size_t answer_len) {
-    union value v[RECORD_MAX_FIELDS];
+/* A key's values: key, made at created, for record rid, keeping answer (answer_len bytes). */
+static inline void test_idem_vals(union value *v, const char *key, int64_t created, uint64_t rid,
+                                  const char *answer, size_t answer_len) {
     record_defaults(&record_idem, v);
     v[IDEM_KEY].s.ptr = key;
     v[IDEM_KEY].s.len = (uint32_t)strlen(key);
@@ -35,7 +34,14 @@ static inline struct record *test_idem(uint64_t id, uint64_t user_id, const char
     v[IDEM_STATUS].i = 200;
     v[IDEM_ANSWER].s.ptr = answer;
     v[IDEM_ANSWER].s.len = (uint32_t)answer_len;
-    v[IDEM_RECORD_ID].i = id - 1;
+    v[IDEM_RECORD_ID].i = rid;
+}
+
+/* User user_id's key, made at created, keeping answer (answer_len bytes) for record id - 1. */
+static inline struct record *test_idem(uint64_t id, uint64_t user_id, const char *key,
+                                       int64_t created, const char *answer, size_t answer_len) {
+    union value v[RECORD_MAX_FIELDS];
+    test_idem_vals(v, key, created, id - 1, answer, answer_len);
     return record_build(&record_idem, id, user_id, v);
 }
 

@@ -18,6 +18,7 @@
 #include "check.h"
 #include "common/log.h"
 #include "common/varint.h"
+#include "records.h"
 #include "scratch_dir.h"
 #include "storage/db.h"
 
@@ -852,16 +853,7 @@ static void test_node_foreign_ids_keep_next_id(void) {
 /* A key record of user 1 made at Unix time created, for the record rid, answering answer. */
 static void idem_vals(union value *v, const char *key, uint64_t created, uint64_t rid,
                       const char *answer) {
-    record_defaults(&record_idem, v);
-    v[IDEM_KEY].s.ptr = key;
-    v[IDEM_KEY].s.len = (uint32_t)strlen(key);
-    v[IDEM_REQUEST_HASH].s.ptr = "0123456789abcdef";
-    v[IDEM_REQUEST_HASH].s.len = IDEM_HASH_BYTES;
-    v[IDEM_CREATED].i = created;
-    v[IDEM_STATUS].i = 200;
-    v[IDEM_ANSWER].s.ptr = answer;
-    v[IDEM_ANSWER].s.len = (uint32_t)strlen(answer);
-    v[IDEM_RECORD_ID].i = rid;
+    test_idem_vals(v, key, (int64_t)created, rid, answer, strlen(answer));
 }
 
 static struct record *idem_key(uint64_t id, const char *key, uint64_t created, uint64_t rid,
@@ -1944,6 +1936,24 @@ static uint64_t fm_op(struct db *db, struct fm *f) {
     return lsn;
 }
 
+/* The random models' settings: an integer from the environment, or dflt. */
+static int env_int(const char *name, int dflt) {
+    const char *v = getenv(name);
+    return v ? atoi(v) : dflt;
+}
+
+/* A model's failed batch was written with syncs failing: waits for its failure (acks.errors
+ * past errs), lets the disk recover and the store write again. Returns the last LSN that
+ * stayed good. */
+static uint64_t model_heal(struct db *db, uv_loop_t *loop, uint64_t errs) {
+    RUN_UNTIL(loop, acks.errors > errs);
+    uint64_t good = acks.err_lsn;
+    fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
+    CHECK_EQ_INT(store_flush_sync(&db->store), 0);
+    RUN_UNTIL(loop, !store_failing(&db->store));
+    return good;
+}
+
 static void fm_settle_ok(struct db *db, uv_loop_t *loop, struct fm *f, uint64_t lsn) {
     RUN_UNTIL(loop, store_is_acked(&db->store, lsn));
     memcpy(f->a, f->m, sizeof f->a);
@@ -1951,10 +1961,7 @@ static void fm_settle_ok(struct db *db, uv_loop_t *loop, struct fm *f, uint64_t 
 }
 
 static void test_change_lists_random_model(void) {
-    const char *s = getenv("FM_SEEDS");
-    int seeds = s ? atoi(s) : 40;
-    const char *s0 = getenv("FM_SEED0");
-    int seed0 = s0 ? atoi(s0) : 1;
+    int seeds = env_int("FM_SEEDS", 40), seed0 = env_int("FM_SEED0", 1);
     static struct fm f;
     for (int seed = seed0; seed < seed0 + seeds; seed++) {
         memset(&f, 0, sizeof f);
@@ -2003,11 +2010,7 @@ static void test_change_lists_random_model(void) {
                     fault("EVENTD_FAULT_FSYNC_AFTER", "0");
                     fm_op(&db, &f);
                 }
-                RUN_UNTIL(&loop, acks.errors > errs);
-                uint64_t good = acks.err_lsn;
-                fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
-                CHECK_EQ_INT(store_flush_sync(&db.store), 0);
-                RUN_UNTIL(&loop, !store_failing(&db.store));
+                uint64_t good = model_heal(&db, &loop, errs);
                 for (uint32_t i = f.nj; i-- > 0;)
                     if (f.j[i].lsn > good) f.m[f.j[i].id] = f.j[i].before;
                 memcpy(f.a, f.m, sizeof f.a);
@@ -2023,10 +2026,7 @@ static void test_change_lists_random_model(void) {
                 fault("EVENTD_FAULT_FSYNC_AFTER", "0");
                 for (int i = 0; i < n; i++)
                     fm_op(&db, &f);
-                RUN_UNTIL(&loop, acks.errors > errs);
-                fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
-                CHECK_EQ_INT(store_flush_sync(&db.store), 0);
-                RUN_UNTIL(&loop, !store_failing(&db.store));
+                model_heal(&db, &loop, errs);
                 memcpy(f.m, f.a, sizeof f.m);
                 f.nj = 0;
                 fm_check(&db, &f, f.a, "after a failed batch");
@@ -2147,10 +2147,7 @@ static void km_undone(struct km *f) {
 }
 
 static void test_keys_by_reference_random_model(void) {
-    const char *s = getenv("KM_SEEDS");
-    int seeds = s ? atoi(s) : 20;
-    const char *s0 = getenv("KM_SEED0");
-    int seed0 = s0 ? atoi(s0) : 1;
+    int seeds = env_int("KM_SEEDS", 20), seed0 = env_int("KM_SEED0", 1);
     static struct km f;
     for (int seed = seed0; seed < seed0 + seeds; seed++) {
         memset(&f, 0, sizeof f);
@@ -2190,10 +2187,7 @@ static void test_keys_by_reference_random_model(void) {
                 fault("EVENTD_FAULT_FSYNC_AFTER", "0");
                 for (int i = 0; i < n; i++)
                     km_op(&db, &f);
-                RUN_UNTIL(&loop, acks.errors > errs);
-                fault("EVENTD_FAULT_FSYNC_AFTER", NULL);
-                CHECK_EQ_INT(store_flush_sync(&db.store), 0);
-                RUN_UNTIL(&loop, !store_failing(&db.store));
+                model_heal(&db, &loop, errs);
                 km_undone(&f);
                 km_check(&db, &f, "after a failed batch");
             }
