@@ -129,7 +129,7 @@ bench_start_eventd() {
     bench_track "$EVENTD_PID"
     EVENTD_PORT=""
     for ((i = 0; i < 150; i++)); do
-        EVENTD_PORT=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' "$log" | head -n 1)
+        EVENTD_PORT=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' "$log" 2>/dev/null | head -n 1)
         [[ -n $EVENTD_PORT ]] && return 0
         kill -0 "$EVENTD_PID" 2>/dev/null || break
         sleep 0.1
