@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 const struct config config_defaults = {
     .listen = "0.0.0.0:8080",
@@ -108,7 +109,8 @@ struct opt {
 
 static const struct opt opts[] = {
     {"listen", "EVENTD_LISTEN", OPT_LISTEN, OFF(listen), 0, 0,
-     "address to listen on, HOST:PORT (port 0: any free port)"},
+     "address to listen on, HOST:PORT: an IP address, [IPv6] in brackets, not a host name "
+     "(port 0: any free port)"},
     {"data", "EVENTD_DATA", OPT_STR, OFF(data_dir), 0, 0, "data directory (created if missing)"},
     {"base-path", "EVENTD_BASE_PATH", OPT_PATH, OFF(base_path), 0, 0,
      "path prefix of the API; {base_url} ends here"},
@@ -358,9 +360,16 @@ static const char *set(struct config *cfg, const struct opt *o, const char *v) {
         *(const char **)p = strcmp(v, "/") == 0 ? "" : v;
         return NULL;
     case OPT_LISTEN: {
+        /* The address the server binds (server_start) read the same way, so that a
+         * host name is refused here, before the data directory is opened. */
         char host[256];
         int port;
+        struct sockaddr_in6 sa;
         if (config_split_listen(v, host, sizeof host, &port) < 0) return "must be HOST:PORT";
+        if (uv_ip4_addr(host, port, (struct sockaddr_in *)&sa) != 0 &&
+            uv_ip6_addr(host, port, &sa) != 0)
+            return "must be an IP address and a port: IPv4 (0.0.0.0:8080) or IPv6 in brackets "
+                   "([::]:8080), not a host name";
         *(const char **)p = v;
         return NULL;
     }
