@@ -146,6 +146,15 @@ static int max_words(const char *cmd) {
     return !strcmp(cmd, "backup") ? 1 : 0;
 }
 
+/* Only serve, import, "user add" and "admin token" start a data directory; the
+ * others read one (a revoke has nothing to revoke in a new one), and a mistyped
+ * --data must not leave an empty directory behind. */
+static bool creates_data_dir(const char *cmd, const char **pos) {
+    return !strcmp(cmd, "serve") || !strcmp(cmd, "import") ||
+           (!strcmp(cmd, "admin") && !strcmp(pos[0], "token")) ||
+           (!strcmp(cmd, "user") && !strcmp(pos[0], "add"));
+}
+
 int main(int argc, char **argv) {
     /* Standard descriptors a caller closed (`eventd export >&-`) are reopened on
      * /dev/null: else the next descriptor opened (a socket, libuv's own) would take
@@ -193,12 +202,8 @@ int main(int argc, char **argv) {
     if (rc < 0) return 2;
     if (!usage_ok(cmd, npos, pos)) return 2;
 
-    /* Only serve and "user add" start a data directory; the others read one, and a
-     * mistyped --data must not leave an empty directory behind. */
     struct stat st;
-    bool creates = !strcmp(cmd, "serve") || !strcmp(cmd, "admin") || !strcmp(cmd, "import") ||
-                   (!strcmp(cmd, "user") && !strcmp(pos[0], "add"));
-    if (!creates && stat(cfg.data_dir, &st) < 0 && errno == ENOENT) {
+    if (!creates_data_dir(cmd, pos) && stat(cfg.data_dir, &st) < 0 && errno == ENOENT) {
         fprintf(stderr, "eventd: no data directory %s (nothing was created)\n", cfg.data_dir);
         return 1;
     }

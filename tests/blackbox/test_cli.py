@@ -162,7 +162,8 @@ class MissingDirectory(unittest.TestCase):
         self.addCleanup(d.cleanup)
         missing = os.path.join(d.path, "typo")
         for args in (["user", "list"], ["user", "rotate", "alice"], ["user", "remove", "alice"],
-                     ["compact"]):
+                     ["user", "purge", "alice"], ["user", "limits", "alice"],
+                     ["admin", "revoke", "ops"], ["export", "--user", "alice"], ["compact"]):
             with self.subTest(args=args):
                 cp = run_cli(args + ["--data", missing])
                 self.assertEqual(cp.returncode, 1, (cp.stdout, cp.stderr))
