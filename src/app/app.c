@@ -352,6 +352,11 @@ static void stderr_nonblocking(void) {
     }
 }
 
+int app_check_settings(const struct config *cfg, char *msg, size_t msg_len) {
+    struct handlers_settings hs = app_handlers_settings(cfg, "");
+    return front_check_settings(&hs, msg, msg_len);
+}
+
 int app_serve(struct app *a) {
     raise_fd_limit(&a->cfg);
     char secret_path[4096];

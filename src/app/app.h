@@ -51,6 +51,9 @@ uint64_t app_max_live_bytes(const struct config *cfg);
 struct db_settings app_db_settings(const struct config *cfg, struct metrics *metrics);
 struct server_settings app_server_settings(const struct config *cfg);
 struct handlers_settings app_handlers_settings(const struct config *cfg, const char *secret_path);
+/* The settings a server checks before it opens its data directory (front_check_settings):
+ * 0, or -1 after writing the reason to msg. */
+int app_check_settings(const struct config *cfg, char *msg, size_t msg_len);
 /* Serves until SIGTERM/SIGINT; returns the process exit status. */
 int app_serve(struct app *a);
 /*

@@ -279,6 +279,22 @@ static void on_server_gone(void *data) {
     reply_server_gone(data);
 }
 
+/* --trusted-proxies into blocks (HANDLERS_MAX_PROXIES of them): their count, or -1. */
+static int parse_proxies(const struct handlers_settings *set, struct net_block *blocks, char *msg,
+                         size_t msg_len) {
+    char why[160];
+    int n =
+        net_block_parse_list(set->trusted_proxies, blocks, HANDLERS_MAX_PROXIES, why, sizeof why);
+    if (n < 0) snprintf(msg, msg_len, "--trusted-proxies: %s", why);
+    return n;
+}
+
+int front_check_settings(const struct handlers_settings *set, char *msg, size_t msg_len) {
+    struct net_block blocks[HANDLERS_MAX_PROXIES];
+    if (parse_proxies(set, blocks, msg, msg_len) < 0) return -1;
+    return site_origin_check(set->site_origin, msg, msg_len);
+}
+
 int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, struct server *srv,
                struct metrics *metrics, const struct handlers_settings *set,
                struct server_handler *out, char *msg, size_t msg_len) {
@@ -288,13 +304,8 @@ int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, struct server
     h->metrics = metrics;
     h->set = *set;
     const struct handlers_settings *lim = &h->set;
-    char why[160];
-    int n = net_block_parse_list(lim->trusted_proxies, h->proxies, HANDLERS_MAX_PROXIES, why,
-                                 sizeof why);
-    if (n < 0) {
-        snprintf(msg, msg_len, "--trusted-proxies: %s", why);
-        return -1;
-    }
+    int n = parse_proxies(lim, h->proxies, msg, msg_len);
+    if (n < 0) return -1;
     h->nproxies = (uint32_t)n;
     if (site_init(h, msg, msg_len) < 0) return -1;
     struct throttle_policy pol = throttle_default_policy;

@@ -24,4 +24,13 @@ int front_init(struct handlers *h, uv_loop_t *loop, struct db *db, struct server
                struct server_handler *out, char *msg, size_t msg_len);
 void front_destroy(struct handlers *h);
 
+/*
+ * The checks of front_init that need nothing opened: a bad trusted_proxies
+ * entry or site_origin. A server runs them before it opens (or creates) its
+ * data directory and replays the log, so that a mistyped setting costs
+ * neither. Returns 0, or -1 after writing the reason, naming the setting, to
+ * msg.
+ */
+int front_check_settings(const struct handlers_settings *set, char *msg, size_t msg_len);
+
 #endif

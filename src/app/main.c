@@ -85,7 +85,6 @@ static int run(struct app *app, const char *cmd, int npos, const char **pos,
     return cli_compact(&app->db, &app->cfg);
 }
 
-/* The words of the user and admin commands; false after printing the usage. */
 /*
  * SIGTERM or SIGINT before the server's own handlers exist (replay, which can
  * take seconds on a large log, and the steps up to listening). Without a
@@ -110,6 +109,23 @@ static void catch_stop_before_serving(void) {
     sigaction(SIGINT, &sa, NULL);
 }
 
+/*
+ * A server's start up to opening its data directory: the settings that need
+ * nothing opened are checked first, so that a mistyped one neither creates a
+ * directory nor waits for a replay; then stop signals are caught. -1 after
+ * saying why.
+ */
+static int prepare_serve(const struct config *cfg) {
+    char msg[512];
+    if (app_check_settings(cfg, msg, sizeof msg) < 0) {
+        fprintf(stderr, "eventd: %s\n", msg);
+        return -1;
+    }
+    catch_stop_before_serving();
+    return 0;
+}
+
+/* The words of the user and admin commands; false after printing the usage. */
 static bool usage_ok(const char *cmd, int npos, const char **pos) {
     if (!strcmp(cmd, "user") && (npos == 0 || (strcmp(pos[0], "list") && npos < 2))) {
         fprintf(stderr, "eventd: usage: eventd user add|rotate|remove|purge|limits NAME, or "
@@ -231,7 +247,7 @@ int main(int argc, char **argv) {
     if (running)
         return !strcmp(cmd, "user") ? cli_user_remote(cfg.data_dir, npos, pos)
                                     : cli_admin_token_remote(cfg.data_dir, pos[0], pos[1]);
-    if (!strcmp(cmd, "serve")) catch_stop_before_serving();
+    if (!strcmp(cmd, "serve") && prepare_serve(&cfg) < 0) return 2;
     /* The CLI commands speak for themselves on stdout; replay chatter is for servers. */
     if (strcmp(cmd, "serve") && cfg.log_level == LOG_INFO) cfg.log_level = LOG_WARN;
 

@@ -78,12 +78,15 @@ static void csp_hash(char out[64], const char *text) {
     sodium_bin2base64(out, 64, h, sizeof h, sodium_base64_VARIANT_ORIGINAL);
 }
 
+int site_origin_check(const char *origin, char *msg, size_t msg_len) {
+    const char *why = site_origin_setting_check(origin);
+    if (!why) return 0;
+    snprintf(msg, msg_len, "--site-origin: '%.255s' %s", origin, why);
+    return -1;
+}
+
 int site_init(struct handlers *h, char *msg, size_t msg_len) {
-    const char *why = site_origin_setting_check(h->set.site_origin);
-    if (why) {
-        snprintf(msg, msg_len, "--site-origin: '%.255s' %s", h->set.site_origin, why);
-        return -1;
-    }
+    if (site_origin_check(h->set.site_origin, msg, msg_len) < 0) return -1;
     /* Without the site no form is ever signed: no file is made. */
     if (site_secret_init(h, h->set.site ? h->set.site_secret_path : NULL, msg, msg_len) < 0)
         return -1;

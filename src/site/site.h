@@ -25,6 +25,9 @@ struct site_state {
  * checks --site-origin and loads (or makes) the CSRF secret. Returns 0, or
  * -1 after writing the reason to msg. */
 int site_init(struct handlers *h, char *msg, size_t msg_len);
+/* --site-origin's check alone (site_init runs it too): 0, or -1 after writing
+ * the reason, naming the setting, to msg. */
+int site_origin_check(const char *origin, char *msg, size_t msg_len);
 /* True when a page of the site (when it is on) has a path that begins with
  * the n bytes at prefix: the front asks once, to route the paths under the
  * API's base without asking the site. */

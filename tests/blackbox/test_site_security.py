@@ -327,13 +327,24 @@ class ConfiguredOrigin(Base):
 
 
 class OriginSetting(unittest.TestCase):
-    def test_a_site_origin_with_a_path_stops_the_start(self):
+    """A bad --site-origin or --trusted-proxies stops the start with status 2,
+    naming the setting, before the data directory is created or replayed."""
+
+    def refused(self, *flags):
         d = ManagedDir(prefix="eventd-bb-site-")
         self.addCleanup(d.cleanup)
-        rc, _, err, _ = run_expect_exit(["serve", "--listen", "127.0.0.1:0", "--data", d.path,
-                                         "--no-demo-user", "--site-origin", "https://x.test/a"])
+        data = os.path.join(d.path, "new")
+        rc, _, err, _ = run_expect_exit(["serve", "--listen", "127.0.0.1:0", "--data", data,
+                                         "--no-demo-user"] + list(flags))
         self.assertEqual(rc, 2, err)
-        self.assertIn("--site-origin", err)
+        self.assertFalse(os.path.exists(data), "the data directory was created")
+        return err
+
+    def test_a_site_origin_with_a_path_stops_the_start(self):
+        self.assertIn("--site-origin", self.refused("--site-origin", "https://x.test/a"))
+
+    def test_a_trusted_proxy_that_is_no_address_stops_the_start(self):
+        self.assertIn("--trusted-proxies", self.refused("--trusted-proxies", "10.0.0.0/8,bogus"))
 
 
 # ---------------------------------------------------------------------------
