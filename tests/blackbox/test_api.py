@@ -781,6 +781,16 @@ class ReadListDelete(Base):
             self.assertOk(self.c.list(kind, "limit=500"))
             self.assertOk(self.c.list(kind, "limit=1"))
 
+    def test_list_query_repeated_and_unknown_parameters(self):
+        """README: a parameter given twice must be valid both times and the
+        last applies; unknown parameters are ignored."""
+        self.make_themes()
+        self.assertEqual(len(self.assertOk(self.c.list("theme", "limit=1&limit=2"))["Items"]), 2)
+        self.assertEqual(len(self.assertOk(self.c.list("theme", "limit=2&limit=1"))["Items"]), 1)
+        self.assertErr(self.c.list("theme", "limit=x&limit=2"), 400, "invalid_query")
+        self.assertErr(self.c.list("theme", "limit=2&limit=x"), 400, "invalid_query")
+        self.assertEqual(len(self.assertOk(self.c.list("theme", "foo=1&limit=1"))["Items"]), 1)
+
     def test_cursor_survives_deletion(self):
         made = [self.c.must_create("address", {"Name": "D%d" % i}) for i in range(4)]
         ids = [m["ID"] for m in made]
