@@ -336,16 +336,20 @@ void admin_complete(struct handlers *h, struct admin_state *st, struct http_requ
         r->extra = hdr_no_store;
         break;
     }
-    case A_ROTATE:
+    case A_ROTATE: {
+        /* u is the record the write replaces: freed at once where writes are acknowledged
+         * at once (--fsync interval, never). */
+        uint64_t id = u->id;
         auth_new_key(key);
-        r->lsn = db_put_user(h->db, u->id, st->name, key);
+        r->lsn = db_put_user(h->db, id, st->name, key);
         LOG(LOG_INFO, "admin: new API key for user %s", st->name);
         metrics_account(h->metrics, MA_KEY_ISSUED);
         reply_ok_open(r);
-        write_user(h, &r->body, db_get(h->db, u->id), key);
+        write_user(h, &r->body, db_get(h->db, id), key);
         buf_append_char(&r->body, '}');
         r->extra = hdr_no_store;
         break;
+    }
     case A_REMOVE: {
         uint64_t id = u->id;
         /* Its sessions first: nothing of the account is left to sign in with. Its

@@ -256,6 +256,37 @@ class AdminOff(unittest.TestCase):
             self.assertFalse(os.path.exists(os.path.join(srv.data_dir, SOCK)))
 
 
+
+class OutsideAlways(unittest.TestCase):
+    """--fsync interval and never acknowledge a write at once, so the record a
+    write replaced is freed at once too: the admin API's answer must not read it
+    (until 2026-11-29 a key rotation read the old user's id from it and the
+    server died of a segmentation fault)."""
+
+    def rotate(self, mode):
+        with harness.Server(extra_args=["--fsync", mode]) as srv:
+            wait_socket(srv)
+            name = uname()
+            old = sock_call(srv.data_dir, "PUT", "/admin/users/" + name)
+            self.assertEqual(old.status, 201, old.describe())
+            try:
+                r = sock_call(srv.data_dir, "POST", "/admin/users/%s/key" % name)
+            except (OSError, http.client.HTTPException) as e:
+                self.fail("no answer to the rotation (%s); stderr:\n%s"
+                          % (e, srv.stderr_text()[-3000:]))
+            self.assertEqual(r.status, 200, r.describe())
+            self.assertEqual(r.result()["UserID"], old.result()["UserID"], r.describe())
+            self.assertEqual(v2_theme(srv.port, name, r.result()["APIKey"]), 200)
+            self.assertEqual(v2_theme(srv.port, name, old.result()["APIKey"]), 401)
+            self.assertEqual(srv.stop(), 0, srv.stderr_text()[-3000:])
+            self.assertNotRegex(srv.stderr_text(), harness.SANITIZER_RE)
+
+    def test_rotate_in_interval_mode_is_200_with_a_new_key_that_works(self):
+        self.rotate("interval")
+
+    def test_rotate_in_never_mode_is_200_with_a_new_key_that_works(self):
+        self.rotate("never")
+
 class OnTheListener(unittest.TestCase):
     """--admin-on-listener with a token made offline before the start."""
 
