@@ -506,10 +506,12 @@ int db_close(struct db *db) {
 static void compact_done(struct db *db, int status) {
     db->compacting = false;
     db->compact_status = status;
-    if (status < 0)
+    if (status < 0) {
         db->stats_compactions_failed++;
-    else
+        db->compact_retry_at = uv_now(db->loop) + DB_COMPACT_RETRY_MS;
+    } else {
         db->stats_compactions_ok++;
+    }
     if (db->on_compacted) db->on_compacted(db->compact_ctx, status);
 }
 
@@ -619,7 +621,9 @@ int db_compact_start(struct db *db, db_compact_cb cb, void *ctx) {
 }
 
 void db_maybe_compact(struct db *db, double ratio, uint64_t min_bytes) {
-    if (db->compacting || ratio <= 0 || store_failing(&db->store)) return;
+    if (db->compacting || ratio <= 0 || store_failing(&db->store) ||
+        uv_now(db->loop) < db->compact_retry_at)
+        return;
     uint64_t size = db->store.file_size;
     /* A log of an older format (logfile.h: version 1's frames have no key, version 2
      * has no sync marks, version 3 no keys by reference) is rewritten in this one at

@@ -78,6 +78,9 @@ struct db_undo {
  * the last reading, so eventd's own writes count at once.
  */
 #define DB_DISK_CHECK_MS 1000
+/* After a failed compaction, the next automatic one waits this long: a disk too full for
+ * the new log would otherwise fail one per loop turn. */
+#define DB_COMPACT_RETRY_MS 10000
 struct db_guard {
     uint64_t max_live_bytes;    /* 0: no limit */
     uint64_t min_free_disk;     /* bytes; 0: not checked */
@@ -117,8 +120,9 @@ struct db {
     uint64_t compact_foreign_next; /* then: next id of index.foreign to snapshot */
     bool compact_snapped;          /* every slice done: the commit is in flight */
     bool compacting;
-    bool opened_empty;  /* db_opened_empty */
-    int compact_status; /* outcome of the last compaction: 0 or -errno */
+    bool opened_empty;         /* db_opened_empty */
+    int compact_status;        /* outcome of the last compaction: 0 or -errno */
+    uint64_t compact_retry_at; /* uv_now() before which no automatic one starts (a failure) */
     uint64_t stats_compactions_ok, stats_compactions_failed; /* finished compactions */
     db_compact_cb on_compacted;
     void *compact_ctx;
@@ -398,7 +402,8 @@ static inline uint64_t db_visible_lsn(const struct db *db) {
 void db_prealloc(struct db *db, uint64_t bytes);
 /* Starts an online compaction (no-op if one runs). Returns 0 or -errno. cb may be NULL. */
 int db_compact_start(struct db *db, db_compact_cb cb, void *ctx);
-/* Starts one if the log is over ratio x the live data and at least min_bytes (ratio 0: never). */
+/* Starts one if the log is over ratio x the live data and at least min_bytes (ratio 0: never),
+ * and no compaction failed in the last DB_COMPACT_RETRY_MS. */
 void db_maybe_compact(struct db *db, double ratio, uint64_t min_bytes);
 /* Offline compaction of an open db that is not serving: runs the loop until done. 0 or -errno. */
 int db_compact_now(struct db *db);
