@@ -580,6 +580,8 @@ void server_fail_after(struct server *srv, uint64_t lsn) {
             struct http_response *r = slot_at(c, i);
             if (*state_at(c, i) == SLOT_READY && r->lsn > lsn) {
                 http_response_error(r, ERR_STORAGE, NULL, NULL);
+                /* Nothing of the answer it replaces: a session's cookie, a cursor. */
+                buf_reset(&r->headers);
                 r->extra = "Retry-After: 1\r\n"; /* as every storage_error (README) */
                 r->lsn = 0;
             }

@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from apiclient import (Client, ManagedDir, Resp, add_user, run_expect_exit,  # noqa: E402
                        serve_args)
+from test_accounts import JSON_T, SESSION, parse_set_cookies, register  # noqa: E402
 
 STUCK_RETRY_MS = 600000   # no retry within a test: the failure lasts until the process ends
 FAST_RETRY_MS = 50
@@ -598,6 +599,32 @@ class InFlight(FaultBase):
         srv2 = self.start(inject=False)
         self.assert_model(self.client(srv2), "after a clean restart")
 
+
+
+class SiteCookies(unittest.TestCase):
+    """A site answer whose own batch failed becomes 503 storage_error ("it was not
+    saved"), and so sets no cookie: until 2026-11-29 it kept the Set-Cookie of the
+    answer it replaced, so a sign-out that was taken back cleared the browser's
+    cookie (the session, still valid on the server, could no longer be ended from
+    that browser), and a sign-in or registration that was taken back handed out the
+    token of a session that does not exist."""
+
+    def test_a_signout_whose_batch_failed_keeps_the_cookie_and_the_session(self):
+        d = ManagedDir(prefix="eventd-bb-fault-")
+        self.addCleanup(d.cleanup)
+        with harness.Server(data_dir=d.path) as srv:
+            b, _ = register(srv.port)
+            self.assertEqual(srv.stop(), 0)
+        env = {"EVENTD_FAULT_FSYNC_AFTER": "0"}  # the next data sync fails: the sign-out's
+        with harness.Server(data_dir=d.path, env=env,
+                            extra_args=["--storage-retry-ms", str(STUCK_RETRY_MS)]) as srv:
+            b.port = srv.port
+            r = b.post_json("/signout")
+            self.assertEqual(r.status, 503, r.describe())
+            self.assertEqual(r.error()["Code"], "storage_error", r.describe())
+            self.assertNotIn(SESSION, parse_set_cookies(r), r.describe())
+            # the sign-out was taken back: the session still works
+            self.assertEqual(b.get("/user/api", JSON_T).status, 200)
 
 if __name__ == "__main__":
     unittest.main()
