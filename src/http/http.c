@@ -16,7 +16,8 @@
  * (RFC 9112 sections 2.2, 3.2, 5.1, 5.2, 6.1, 7.1): a missing (HTTP/1.1) or
  * repeated Host, a Host value outside the URI host grammar, a repeated
  * Authorization, whitespace before a header colon, an obs-fold, any
- * Transfer-Encoding but one "chunked" line in HTTP/1.1, a chunk's data not
+ * Transfer-Encoding but one "chunked" line in HTTP/1.1, a CONNECT (llhttp takes
+ * what follows its head, body or not, for a tunnel), a chunk's data not
  * followed by CRLF (llhttp skips those two bytes unseen), and a bare LF ending
  * the request line or the headers (llhttp takes it for CRLF there).
  * An obs-fold shows as a gap between two pieces of one header value, so the
@@ -513,6 +514,11 @@ static int on_headers_complete(llhttp_t *ll) {
     r->content_length = (ll->flags & F_CONTENT_LENGTH) ? ll->content_length : 0;
 
     if (ll->http_major != 1) return stop(p, ERR_VERSION);
+    /* llhttp takes every byte after a CONNECT head for the tunnel, its Content-Length or
+     * chunked body included, where RFC 9112 6.3 frames a body: the next request would
+     * be parsed from bytes a front proxy sent as that body. No tunnels here. */
+    if (ll->method == HTTP_CONNECT)
+        return stop_why(p, ERR_BAD_REQUEST, "a CONNECT request (this server is not a proxy)");
     /* RFC 9112 3.2: Host is required in HTTP/1.1 and never repeated. Two
      * Authorization lines are refused too: which one a proxy checked is
      * anyone's guess. */

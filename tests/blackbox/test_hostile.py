@@ -211,6 +211,20 @@ class SmugglingTests(Hostile):
             s.close()
         self.assertServes("split chunk terminator: ")
 
+    def test_connect_with_a_content_length(self):
+        # llhttp takes every byte after a CONNECT head for the tunnel, whatever its framing
+        # says, and eventd went on to parse them as requests: a front that frames the
+        # CONNECT by its Content-Length (RFC 9112 6.3) forwards the smuggled request as
+        # its body. eventd is no proxy: any CONNECT is 400 and a close.
+        self.refused(b"CONNECT http://x/healthz HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+                     b"\r\n" % len(SMUGGLED), 400, "bad_request",
+                     "CONNECT with the smuggled request as its body: ")
+
+    def test_connect_chunked(self):
+        self.refused(b"CONNECT http://x/v2/theme HTTP/1.1\r\nHost: x\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n%x\r\n" % len(SMUGGLED), 400,
+                     "bad_request", "CONNECT with a chunked body: ")
+
 
 class LineTests(Hostile):
     """RFC 9112 2.2: lines end with CRLF; a bare CR is invalid; eventd does
