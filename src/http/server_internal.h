@@ -212,6 +212,23 @@ static inline bool ring_full(struct conn *c) {
     return bytes >= c->srv->set.max_pipeline_bytes;
 }
 
+#define BODY_KEEP (64 * 1024) /* a response body buffer larger than this is freed once sent */
+/* ... and in a slot but the first, which only pipelined requests use, one larger than this:
+ * 32 pipelined list pages of 33 KB kept 1 MiB with a connection (review, 2026-11-29). */
+#define BODY_KEEP_PIPELINED (4 * 1024)
+
+/* The i-th queued response is done with (sent, or dropped with its connection): a rare
+ * huge body (a long list) does not stay with the kit, nor a large one in a slot that only
+ * pipelining reaches (conn_slot_push starts over at 0). */
+static inline void slot_body_trim(struct conn *c, uint32_t i) {
+    struct http_response *r = slot_at(c, i);
+    bool first = (c->head + i) % c->srv->nslots == 0;
+    if (r->body.cap > (first ? BODY_KEEP : BODY_KEEP_PIPELINED)) {
+        c->srv->freed_bytes += r->body.cap;
+        buf_destroy(&r->body);
+    }
+}
+
 /* ---- server.c ---- */
 
 /* Closes c (idempotent); its slot is released in the last uv_close callback. */

@@ -12,11 +12,6 @@
 
 #include "http/server_internal.h"
 
-#define BODY_KEEP (64 * 1024) /* a response body buffer larger than this is freed once sent */
-/* ... and in a slot but the first, which only pipelined requests use, one larger than this:
- * 32 pipelined list pages of 33 KB kept 1 MiB with a connection (review, 2026-11-29). */
-#define BODY_KEEP_PIPELINED (4 * 1024)
-
 static void on_write(uv_write_t *w, int status);
 static void on_shutdown(uv_shutdown_t *req, int status);
 
@@ -142,13 +137,7 @@ static bool written(struct conn *c, int status) {
     for (uint32_t i = 0; i < n; i++) {
         struct http_response *r = slot_at(c, i);
         if (r->close) close = true;
-        /* A rare huge body (a long list) should not stay with the kit, nor a large one
-         * in a slot that only pipelining reaches (conn_slot_push starts over at 0). */
-        bool first = (c->head + i) % c->srv->nslots == 0;
-        if (r->body.cap > (first ? BODY_KEEP : BODY_KEEP_PIPELINED)) {
-            c->srv->freed_bytes += r->body.cap;
-            buf_destroy(&r->body);
-        }
+        slot_body_trim(c, i);
     }
     c->head = (c->head + n) % c->srv->nslots;
     c->count -= n;

@@ -14,6 +14,7 @@ Run: EVENTD_BIN=build/eventd python3 tests/blackbox/test_hostile.py [Class[.test
 import os
 import select
 import socket
+import struct
 import sys
 import time
 import unittest
@@ -901,6 +902,49 @@ class PipelinedAnswerBufferTests(unittest.TestCase):
                                 "%d KiB" % growth)
             finally:
                 for s in socks:
+                    s.close()
+
+    def test_answers_a_reset_left_unsent_are_not_kept(self):
+        """8 connections each ask for the OpenAPI document (256 KB) 24 times, a request
+        at a time, read nothing, and reset: the answers queued behind the ones being
+        written (about 1 MiB a connection, --max-pipeline-bytes; the kernel holds the
+        rest) stayed in their slots' buffers when the connection closed, and went on
+        with its kit to the next connections that took one: 8 slow clients, each with
+        half a request head, kept 8 MiB for as long as they came (review, 2026-11-29)."""
+        if sanitized_binary():
+            self.skipTest("RSS is not measurable under AddressSanitizer (shadow memory, "
+                          "quarantine); the plain build runs this test")
+        with Server(extra_args=["--max-connections-per-address", "0"]) as srv:
+            get = build_request("GET", "/v2/openapi.json")
+            self.assertEqual(request(srv.port, "GET", "/v2/openapi.json").status, 200)
+            before = vm_rss(srv.proc.pid) // 1024
+            socks, slow = [], []
+            try:
+                for _ in range(8):
+                    s = socket.socket()
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                    s.settimeout(10)
+                    s.connect(("127.0.0.1", srv.port))
+                    socks.append(s)
+                # One at a time: each comes while the answers before it are being written.
+                for _ in range(24):
+                    for s in socks:
+                        s.sendall(get)
+                    time.sleep(0.02)
+                time.sleep(0.5)
+                for s in socks:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    s.close()
+                for _ in range(8):
+                    s = connect(srv.port, timeout=10)
+                    slow.append(s)
+                    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # keeps a kit
+                time.sleep(2.5)  # the idle sweeps free what is unused, then trim
+                growth = vm_rss(srv.proc.pid) // 1024 - before
+                self.assertLess(growth, 4 * 1024, "8 slow clients after 8 reset pipelines "
+                                "kept %d KiB" % growth)
+            finally:
+                for s in socks + slow:
                     s.close()
 
 
