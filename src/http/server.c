@@ -656,14 +656,17 @@ void server_drain(struct server *srv, uint64_t ms, void (*on_drained)(struct ser
     }
     srv->draining = true;
     srv->on_drained = on_drained;
-    /* A connection with work queued or in progress ends after its last
-     * answer; an idle one is left alone: its next request is answered with
-     * Connection: close (on_complete), and it closes only when the window
-     * is over. */
+    /* A connection with answers queued but not yet written (a parked one's
+     * included) ends after the last of them, which says Connection: close.
+     * Every other is left alone: a request in progress, or the next one, is
+     * answered with close (on_complete), and an idle connection closes only
+     * when the window is over. So is one whose queued answers are all in the
+     * write already: they went out without close, and a balancer may reuse
+     * the connection once they are read (a paused pipeline goes on with its
+     * next request, which is answered with close). */
     for (struct server_link *q = srv->conns.next; q != &srv->conns; q = q->next) {
         struct conn *c = CONN_OF(q, link);
-        if (c->closing || c->lingering || c->close_after ||
-            (!conn_in_request(c) && c->count == 0 && !c->parked))
+        if (c->closing || c->lingering || c->close_after || (c->count == c->nwriting && !c->parked))
             continue;
         c->close_after = true;
         srv->stats_drain_closed++;

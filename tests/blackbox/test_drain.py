@@ -13,6 +13,7 @@ Run: EVENTD_BIN=build/eventd python3 tests/blackbox/test_drain.py [Class[.test]]
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -23,8 +24,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from apiclient import Client  # noqa: E402
 from harness import (  # noqa: E402
-    EVENTD_BIN, Server, auth_header, build_request, clean_env, connect, is_open, read_response,
-    request, send_raw, wait_closed, wait_until)
+    EVENTD_BIN, ConnectionClosed, Server, auth_header, build_request, clean_env, connect, is_open,
+    read_response, request, send_raw, wait_closed, wait_until)
 
 DRAIN_MS = 3000       # long enough to act inside the window on a loaded (or sanitized) run
 LONG_DRAIN_MS = 60000  # a window no test waits out
@@ -208,6 +209,37 @@ class DrainEdges(unittest.TestCase):
                 except ConnectionResetError:
                     rest = "reset"
                 self.assertEqual(rest, b"", "the connection ended with %r, not a clean close" % rest)
+            finally:
+                s.close()
+
+    def test_a_pipeline_in_the_write_at_sigterm_ends_with_an_answer_that_says_close(self):
+        """A client pipelines 24 requests for the OpenAPI document (256 KB) and reads
+        none: at SIGTERM the answers eventd is writing are all it has queued, the rest of
+        the requests wait unread. The drain ended that connection once those answers were
+        written, and none said Connection: close (15 answers, then the end): a balancer
+        takes such a connection for reusable, which is what the drain is there to avoid
+        (docker/README.md: eventd closes a connection only right after an answer that said
+        Connection: close)."""
+        with Server(extra_args=["--drain-ms", str(LONG_DRAIN_MS)]) as srv:
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.settimeout(10)
+            try:
+                s.connect(("127.0.0.1", srv.port))
+                send_raw(s, build_request("GET", "/v2/openapi.json") * 24)
+                time.sleep(0.5)  # the answers fill the sockets; eventd stops reading
+                start_drain(self, srv)
+                answers = []
+                try:
+                    while len(answers) < 24:
+                        answers.append(read_response(s, timeout=10))
+                except ConnectionClosed:
+                    pass
+                self.assertTrue(answers)
+                self.assertEqual([r.status for r in answers], [200] * len(answers))
+                self.assertEqual((answers[-1].header("Connection") or "").lower(), "close",
+                                 "the connection ended after %d answers, the last without "
+                                 "Connection: close" % len(answers))
             finally:
                 s.close()
 
