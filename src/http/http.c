@@ -509,7 +509,9 @@ static int on_headers_complete(llhttp_t *ll) {
     p->in_headers = false;
     r->method = (uint8_t)ll->method;
     r->version_minor = ll->http_minor;
-    r->keep_alive = llhttp_should_keep_alive(ll);
+    /* RFC 9112 9.3: "close" ends the connection in any version; llhttp lets an
+     * HTTP/1.0 "keep-alive" in the same header override it. */
+    r->keep_alive = llhttp_should_keep_alive(ll) && !(ll->flags & F_CONNECTION_CLOSE);
     r->has_body = (ll->flags & F_CHUNKED) || ((ll->flags & F_CONTENT_LENGTH) && ll->content_length);
     r->content_length = (ll->flags & F_CONTENT_LENGTH) ? ll->content_length : 0;
 

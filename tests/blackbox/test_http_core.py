@@ -812,6 +812,19 @@ class KeepAliveTests(SharedServer):
         finally:
             s.close()
 
+    def test_http10_close_wins_over_keep_alive(self):
+        # RFC 9112 9.3: "close" ends the connection whatever else the header lists;
+        # llhttp lets an HTTP/1.0 "keep-alive" override it.
+        s = connect(self.port)
+        try:
+            send_raw(s, "GET /healthz HTTP/1.0\r\nConnection: close, keep-alive\r\n\r\n")
+            r = read_response(s)
+            self.assertResp(r, 200, ctx="HTTP/1.0 Connection: close, keep-alive: ")
+            self.assertEqual((r.header("connection") or "").lower(), "close")
+            self.assertClosed(s, ctx="HTTP/1.0 Connection: close, keep-alive: ")
+        finally:
+            s.close()
+
     def test_http11_connection_close(self):
         s = connect(self.port)
         try:
