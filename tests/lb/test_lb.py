@@ -9,6 +9,8 @@ loopback (docs/SCALING.md):
   * a user's change feed is on the user's shard: a GET /v2/changes?wait=5
     held through the balancer is answered by that user's create through it,
     and another user's feed does not show the change;
+  * 1,000 slow uploads from four addresses leave a shard's other users
+    served (HAProxy queues nothing in front of a shard);
   * a rolling restart (SIGTERM, wait for the exit, start again on the same
     data directory and port) of every shard, with pooled connections, under
     a bounded wrk load (GET and PUT /v2/theme/:id of every user) and POST
@@ -842,9 +844,9 @@ class LoadBalancer(unittest.TestCase):
 
     def test_held_feed_calls_leave_the_shard_s_other_users_served(self):
         """One user's held change-feed calls (eventd's default cap for one user,
-        100) leave the shard's other users served at once: HAProxy's maxconn
-        counts held calls (review, 2026-11-28: with 100, another user waited 5 s
-        for a 503)."""
+        100) leave the shard's other users served at once: each holds one of
+        HAProxy's connections to the shard (review, 2026-11-28: with maxconn 100,
+        another user waited 5 s for a 503)."""
         byshard = {}
         for n, v in sorted(self.users.items()):
             byshard.setdefault(v["node"], []).append(n)
@@ -871,6 +873,38 @@ class LoadBalancer(unittest.TestCase):
             for s in socks:
                 s.close()
         self.assertTrue(wait_until(lambda: self.waiting(node) == before, 15))  # their wait ends
+
+    def test_slow_uploads_of_a_few_addresses_leave_the_shard_s_other_users_served(self):
+        """1,000 sign-ins whose body is sent no further than its first 9.5 KB
+        (anonymous: a made-up name placed on the shard), 250 from each of four
+        addresses, below HAProxy's 256 per address: another user of the shard
+        is served at once. Directly, eventd takes them (--max-connections
+        10,000, and at that cap it closes the slowest for a new client); with
+        the balancer's maxconn 1000 per shard they took every slot, and every
+        other request for the shard waited timeout queue and got 503 (review,
+        2026-11-29)."""
+        name, u = sorted(self.users.items())[0]
+        names = placement(CFG, ["slow-%d" % i for i in range(30)])
+        ghost = sorted(n for n, node in names.items() if node == u["node"])[0]
+        head = ("POST /signin HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                "application/x-www-form-urlencoded\r\nContent-Length: 500000\r\n\r\n"
+                "username=%s&password=x&pad=" % ghost).encode() + b"x" * 9500
+        socks = []
+        try:
+            for i in range(1000):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.%d" % (10 + i // 250), 0))  # all of 127/8 is loopback
+                s.settimeout(10)
+                s.connect((HOST, self.lb.port))
+                s.sendall(head)
+            time.sleep(0.5)  # HAProxy has passed each on to the shard
+            status, doc, secs = call(self.lb.port, "GET", "/v2/theme", auth=u["auth"])
+            self.assertEqual(status, 200, doc)
+            self.assertLess(secs, 2.0)
+        finally:
+            for s in socks:
+                s.close()
 
     def waiting(self, node):
         """eventd_changes_waiting of shard N, read from it directly."""
