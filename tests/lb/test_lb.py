@@ -20,6 +20,8 @@ loopback (docs/SCALING.md):
   * a draining shard (/healthz 503) is shown as NOLB and keeps its users;
   * a request the shard closed unanswered is replayed only for GET, PUT and
     a POST to /v2/ with an Idempotency-Key (stub shards);
+  * HAProxy caps connections per client address as eventd does: an IPv6 /64
+    is one address (stub shards, in a network namespace: needs root);
   * the one-pass placement (docker/shards.map) is HAProxy's own consistent
     hash ring, with three shards and with four; the ring spreads users
     evenly, and a fourth shard takes users only for itself.
@@ -528,6 +530,85 @@ class AdminSources(unittest.TestCase):
         self.assertEqual(status, 204)  # the API is routed as before
         seen = [w for st in stubs.values() for w in st.seen if w[1].startswith("/admin/")]
         self.assertEqual(seen, [])
+
+
+def connections_per_address():
+    """Run by PerAddressCap in a network namespace of its own (unshare -n: a
+    loopback with three IPv6 addresses of one /64 nobody else sees): HAProxy
+    with the shipped file on [::] (IPv4 and IPv6), stub shards; 300
+    connections from three IPv6 addresses of the /64 and 300 from three IPv4
+    addresses (100 each) are opened, then each sends GET /healthz. Prints how
+    many of each were answered, as JSON."""
+    subprocess.run("ip link set lo up && for i in 1 2 3; do "
+                   "ip -6 addr add fd00:1::$i/64 dev lo nodad; done", shell=True, check=True)
+    work = tempfile.mkdtemp(prefix="eventd-lb-v6-")
+    stubs = [StubShard(n) for n in NODES]
+    lb = Balancer(stubs, work)
+    lb.port = free_port()
+    lb.env["LB_BIND"] = "[::]:%d" % lb.port
+    with open(lb.log, "a") as log:
+        lb.proc = subprocess.Popen(["haproxy", "-db", "-f", CFG], env=lb.env,
+                                   stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+
+    def answered(family, source):
+        socks = []
+        for i in range(300):
+            s = socket.socket(family)
+            s.settimeout(5)
+            try:
+                s.bind((source % (1 + i // 100), 0))
+                s.connect(("::1" if family == socket.AF_INET6 else HOST, lb.port))
+            except OSError:  # refused at the cap: reset
+                pass
+            socks.append(s)
+        time.sleep(0.5)  # every connection accepted, or closed at the cap
+        n = 0
+        for s in socks:
+            try:
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                n += s.recv(64).startswith(b"HTTP/1.1 200")
+            except OSError:
+                pass
+            s.close()
+        return n
+    try:
+        if not wait_until(lb.healthy, 15):
+            raise AssertionError("haproxy did not start; log:\n%s" % lb.tail())
+        print(json.dumps({"ipv6": answered(socket.AF_INET6, "fd00:1::%d"),
+                          "ipv4": answered(socket.AF_INET, "127.0.0.%d")}))
+    finally:
+        lb.stop()
+        for st in stubs:
+            st.close()
+        shutil.rmtree(work, True)
+
+
+class PerAddressCap(unittest.TestCase):
+    """HAProxy caps open connections per client address as eventd does
+    (--max-connections-per-address, 256): an IPv4 address, or an IPv6 /64,
+    which is what one subscriber is given. Until 2026-11-29 (review) the
+    balancer counted each IPv6 address apart, so one client took 256
+    connections per address of its /64, as many as it liked in all, where
+    eventd alone takes 256. Needs root (a network namespace of its own)."""
+
+    @classmethod
+    def setUpClass(cls):
+        if subprocess.run(["unshare", "-n", "true"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode != 0:
+            raise unittest.SkipTest("unshare -n is not permitted here")
+        cp = subprocess.run(["unshare", "-n", sys.executable, os.path.abspath(__file__),
+                             "connections-per-address"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            timeout=120)
+        if cp.returncode != 0:
+            raise AssertionError(cp.stderr[-3000:])
+        cls.answered = json.loads(cp.stdout.strip().splitlines()[-1])
+
+    def test_an_ipv6_64_gets_256_connections_in_all(self):
+        self.assertEqual(self.answered["ipv6"], 256)
+
+    def test_ipv4_addresses_are_counted_apart(self):
+        self.assertEqual(self.answered["ipv4"], 300)
 
 
 class Replays(unittest.TestCase):
@@ -1138,4 +1219,7 @@ class PostChecker(threading.Thread):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    if sys.argv[1:] == ["connections-per-address"]:
+        connections_per_address()
+    else:
+        unittest.main()
