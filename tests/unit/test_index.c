@@ -12,6 +12,7 @@
 #include "common/varint.h"
 #include "records.h"
 #include "storage/index.h"
+#include "storage/logfile.h"
 #include "storage/record.h"
 
 /* ---- helpers ---- */
@@ -1014,6 +1015,23 @@ static void test_a_key_by_reference_keeps_its_record_as_created(void) {
     index_destroy(&ix);
 }
 
+/* A key by reference whose size says more than a frame can hold (a damaged log, its CRC
+ * right) counts at most a frame's payload in the user's key bytes (index.c, owned_bytes):
+ * a size near 2^64 wrapped the sum to less than the key's own size. */
+static void test_a_damaged_reference_size_does_not_wrap_the_key_bytes(void) {
+    struct index ix;
+    index_init(&ix);
+    index_put(&ix, theme(10, 1, "first"));
+    uint8_t ref[1 + 10] = {IDEM_REF_MARK};
+    size_t n = varint_put(ref + 1, UINT64_MAX);
+    struct record *k = test_idem(11, 1, "k1", 1764000000, (const char *)ref, 1 + n);
+    index_put(&ix, k);
+    CHECK_EQ_UINT(index_idem_bytes(&ix, 1), record_size(k) + STORE_MAX_PAYLOAD);
+    CHECK_EQ_INT(index_delete(&ix, 11), 0);
+    CHECK_EQ_UINT(index_idem_bytes(&ix, 1), 0);
+    index_destroy(&ix);
+}
+
 /* Keys expire and come anew: the tables must be sized by the keys kept, not by
  * every key ever filed (they doubled on deleted marks alone), and each shard
  * finds its own after any churn. */
@@ -1075,6 +1093,7 @@ static const struct check_case cases[] = {
     CHECK_CASE(test_replay_keeps_the_newer_of_two_keys_alike),
     CHECK_CASE(test_idem_memory_per_key),
     CHECK_CASE(test_a_key_by_reference_keeps_its_record_as_created),
+    CHECK_CASE(test_a_damaged_reference_size_does_not_wrap_the_key_bytes),
     CHECK_CASE(test_idem_key_churn_keeps_the_tables_small),
     CHECK_CASE(test_duplicate_names_leave_no_entry),
     CHECK_CASE(test_empty_index),
