@@ -5,6 +5,7 @@
 #include "check.h"
 #include "common/json_write.h"
 #include "core/json.h"
+#include "records.h"
 
 static struct arena arena;
 static uint32_t depth_max = 64; /* --max-json-depth's default */
@@ -787,11 +788,47 @@ static void test_tokens_scan(void) {
     CHECK_EQ_INT(json_tokens_scan(&u, "56789abc", 8, 10), 4);
 }
 
+/* A key's answer kept as a snapshot (record.h, IDEM_SNAPSHOT_MARK) is rendered only for
+ * a kind a keyed create makes: a damaged or hand-made log could name a user, whose
+ * record was rendered as the answer. A theme's snapshot renders. */
+static bool key_answer_of(const struct record *r, struct buf *out) {
+    struct buf snap = BUF_INIT;
+    uint8_t head[2] = {IDEM_SNAPSHOT_MARK, r->type};
+    buf_append(&snap, (const char *)head, sizeof head);
+    record_encode(r, &snap);
+    union value v[RECORD_MAX_FIELDS];
+    test_idem_vals(v, "k1", 1764000000, r->id, snap.ptr, snap.len);
+    struct record *k = record_build(&record_idem, r->id + 1, 1, v);
+    bool ok = json_write_key_answer(out, NULL, k);
+    record_free(k);
+    buf_destroy(&snap);
+    return ok;
+}
+
+static void test_a_key_answer_renders_only_the_kinds_a_keyed_create_makes(void) {
+    union value v[RECORD_MAX_FIELDS];
+    record_defaults(&record_theme, v);
+    v[THEME_NAME].s.ptr = "kept";
+    v[THEME_NAME].s.len = 4;
+    struct record *theme = record_build(&record_theme, 10, 1, v);
+    struct buf b = BUF_INIT;
+    CHECK(key_answer_of(theme, &b));
+    CHECK(b.len > 0 && memmem(b.ptr, b.len, "\"kept\"", 6) != NULL);
+    record_free(theme);
+    buf_reset(&b);
+    struct record *user = test_user(10, "alice", "the-key-hash");
+    CHECK(!key_answer_of(user, &b));
+    CHECK_EQ_UINT(b.len, 0);
+    record_free(user);
+    buf_destroy(&b);
+}
+
 static const struct check_case cases[] = {
     CHECK_CASE(test_a_long_open_token_is_refused_before_the_body_ends),
     CHECK_CASE(test_a_deep_skipped_value_costs_its_depth),
     CHECK_CASE(test_nesting_up_to_the_depth_limit),
     CHECK_CASE(test_tokens_scan),
+    CHECK_CASE(test_a_key_answer_renders_only_the_kinds_a_keyed_create_makes),
     CHECK_CASE(test_every_chunk_size),
     CHECK_CASE(test_bare_object),
     CHECK_CASE(test_address_types),
