@@ -171,6 +171,17 @@ static bool creates_data_dir(const char *cmd, const char **pos) {
            (!strcmp(cmd, "user") && !strcmp(pos[0], "add"));
 }
 
+/* The settings of a command run once on a stopped server's directory. */
+static void one_shot_settings(struct config *cfg) {
+    /* It speaks for itself on stdout; replay chatter is for servers. */
+    if (cfg->log_level == LOG_INFO) cfg->log_level = LOG_WARN;
+    /* Its exit status says whether its change is on disk: it writes in always mode,
+     * whatever --fsync (a shard's EVENTD_FSYNC) says. In interval and never modes a
+     * refused write stays in memory for the retries, so the command said "could not
+     * write the log", exit 1, and its close then wrote it all (review, 2026-11-29). */
+    cfg->fsync = CONFIG_FSYNC_ALWAYS;
+}
+
 int main(int argc, char **argv) {
     /* Standard descriptors a caller closed (`eventd export >&-`) are reopened on
      * /dev/null: else the next descriptor opened (a socket, libuv's own) would take
@@ -248,8 +259,7 @@ int main(int argc, char **argv) {
         return !strcmp(cmd, "user") ? cli_user_remote(cfg.data_dir, npos, pos)
                                     : cli_admin_token_remote(cfg.data_dir, pos[0], pos[1]);
     if (!strcmp(cmd, "serve") && prepare_serve(&cfg) < 0) return 2;
-    /* The CLI commands speak for themselves on stdout; replay chatter is for servers. */
-    if (strcmp(cmd, "serve") && cfg.log_level == LOG_INFO) cfg.log_level = LOG_WARN;
+    if (strcmp(cmd, "serve")) one_shot_settings(&cfg);
 
     uv_loop_t loop;
     uv_loop_init(&loop);

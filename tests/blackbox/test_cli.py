@@ -178,5 +178,70 @@ class MissingDirectory(unittest.TestCase):
         self.assertTrue(os.path.isdir(fresh))
 
 
+class OneShotWrites(unittest.TestCase):
+    """A command's exit status says whether its change was saved, whatever
+    --fsync the environment gives it (a shard's EVENTD_FSYNC=interval, say): the
+    CLI writes in always mode, so a write the disk refuses is not saved, exit 1,
+    and the command can be run again. Until 2026-11-29 it kept the batch in
+    memory as an interval server does, exited 1 "could not write the log", and
+    its close wrote everything: a user made whose key was never shown, an
+    import done that said it failed."""
+
+    FAULTS = [{"EVENTD_FSYNC": mode, fault: "0", "EVENTD_FAULT_TIMES": "1"}
+              for mode in ("interval", "never")
+              for fault in ("EVENTD_FAULT_WRITE_AFTER", "EVENTD_FAULT_FSYNC_AFTER")]
+
+    def setUp(self):
+        self.d = ManagedDir()
+        self.addCleanup(self.d.cleanup)
+        self.dst = ["--data", self.d.path, "--node-id", "2"]  # a shard: import takes node 1's
+        self.assertEqual(run_cli(["user", "add", "alice"] + self.dst).returncode, 0)
+
+    def users(self):
+        cp = run_cli(["user", "list"] + self.dst)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        return [line.split()[1] for line in cp.stdout.splitlines()[1:]]
+
+    def test_a_user_add_that_failed_made_no_user(self):
+        for i, env in enumerate(self.FAULTS):
+            with self.subTest(env=env):
+                name = "bob%d" % i
+                cp = run_cli(["user", "add", name] + self.dst, env=env)
+                self.assertEqual(cp.returncode, 1, (cp.stdout, cp.stderr))
+                self.assertIn("could not write the log", cp.stderr)
+                self.assertNotIn(name, self.users())
+                cp = run_cli(["user", "add", name] + self.dst)  # and it can be run again
+                self.assertEqual(cp.returncode, 0, cp.stderr)
+
+    def test_a_user_purge_that_failed_kept_the_user(self):
+        for env in self.FAULTS:
+            with self.subTest(env=env):
+                cp = run_cli(["user", "purge", "alice"] + self.dst, env=env)
+                self.assertEqual(cp.returncode, 1, (cp.stdout, cp.stderr))
+                self.assertIn("could not write the log", cp.stderr)
+                self.assertIn("alice", self.users())
+
+    def test_an_import_that_failed_imported_nothing_and_can_be_run_again(self):
+        src = ManagedDir()
+        self.addCleanup(src.cleanup)
+        cp = run_cli(["user", "add", "carol", "--data", src.path, "--node-id", "1"])
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        data = subprocess.run([harness.EVENTD_BIN, "export", "--user", "carol", "--data",
+                               src.path, "--node-id", "1"], stdout=subprocess.PIPE, env=harness.clean_env(),
+                              timeout=10, check=True).stdout
+        for env in self.FAULTS:
+            with self.subTest(env=env):
+                p = subprocess.run([harness.EVENTD_BIN, "import"] + self.dst,
+                                   input=data, capture_output=True,
+                                   env=harness.clean_env(env), timeout=10)
+                self.assertEqual(p.returncode, 1, p)
+                self.assertIn(b"could not write the log", p.stderr)
+                self.assertNotIn("carol", self.users())
+        p = subprocess.run([harness.EVENTD_BIN, "import"] + self.dst, input=data,
+                           capture_output=True, env=harness.clean_env(), timeout=10)
+        self.assertEqual(p.returncode, 0, p)
+        self.assertIn("carol", self.users())
+
+
 if __name__ == "__main__":
     unittest.main()
