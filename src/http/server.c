@@ -13,6 +13,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "common/config.h"
@@ -612,14 +613,19 @@ int server_listen_local(struct server *srv, const char *path) {
      * can reach the socket between bind and chmod; the rename then puts it,
      * 0600 already, in place (replacing one left by a process that died: the
      * data directory's lock says no other server runs). */
+    /* Both names must fit a socket's address: libuv cuts a longer one without a word,
+     * and bound a socket under the cut name, outside the directory when the cut fell in
+     * its path (review, 2026-11-29). The temporary name (".aXXXXXX/s") is no longer
+     * than "admin.sock", so a path the CLI can reach is one the server can make. */
     char dir[4096], tmp[4096 + 8];
     const char *slash = strrchr(path, '/');
     int dlen = slash ? (int)(slash - path) : 1;
-    if (snprintf(dir, sizeof dir, "%.*s/.admin-XXXXXX", dlen, slash ? path : ".") >=
-        (int)sizeof dir)
+    size_t max = sizeof((struct sockaddr_un *)0)->sun_path - 1;
+    if (snprintf(dir, sizeof dir, "%.*s/.aXXXXXX", dlen, slash ? path : ".") >= (int)sizeof dir ||
+        strlen(path) > max || strlen(dir) + 2 > max)
         return UV_ENAMETOOLONG;
     if (!mkdtemp(dir)) return uv_translate_sys_error(errno);
-    snprintf(tmp, sizeof tmp, "%s/sock", dir);
+    snprintf(tmp, sizeof tmp, "%s/s", dir);
     uv_pipe_init(srv->loop, &srv->local, 0);
     srv->local.data = srv;
     srv->has_local = true;

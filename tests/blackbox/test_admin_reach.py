@@ -226,5 +226,46 @@ class AdminSocket(unittest.TestCase):
             self.assertEqual(sock_call(srv.data_dir, "GET", "/admin/users").status, 200)
 
 
+SUN_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
+
+
+def dir_of_length(top, n):
+    """A data directory under top whose path is n characters long."""
+    path = os.path.join(top, "d")
+    return path + "x" * (n - len(path))
+
+
+class LongDataPath(unittest.TestCase):
+    """DATA/admin.sock must fit a Unix socket's address (107 bytes). Until
+    2026-11-29 the socket was bound first under a longer temporary name
+    (DATA/.admin-XXXXXX/sock), which libuv cut to 107 bytes without a word:
+    with DATA/admin.sock of 100 bytes the server had no admin socket ("cannot
+    listen: no such file or directory") though the CLI could reach it there,
+    and with a longer path the cut name put a socket file outside the data
+    directory, in its parent, of the umask's mode."""
+
+    def setUp(self):
+        self.top = __import__("tempfile").mkdtemp(prefix="eventd-bb-")
+        self.addCleanup(__import__("shutil").rmtree, self.top, True)
+
+    def test_a_socket_path_that_fits_is_served(self):
+        d = dir_of_length(self.top, 100 - len("/" + SOCK))
+        with harness.Server(data_dir=d, users=["alice"]) as srv:
+            self.assertEqual(len(os.path.join(d, SOCK)), 100)
+            wait_socket(srv)
+            cp = harness.run_cli(["user", "list", "--data", d])
+            self.assertEqual(cp.returncode, 0, (cp.stdout, cp.stderr, srv.stderr_text()))
+            self.assertIn("alice", cp.stdout)
+
+    def test_a_socket_path_too_long_is_said_and_leaves_no_file(self):
+        d = dir_of_length(self.top, SUN_PATH_MAX + 5)
+        with harness.Server(data_dir=d, users=["alice"]) as srv:
+            self.assertEqual(srv.stop(), 0)
+            self.assertIn("admin API: cannot listen on %s/%s: name too long" % (d, SOCK),
+                          srv.stderr_text())
+        self.assertEqual(os.listdir(self.top), [os.path.basename(d)])
+        self.assertEqual(sorted(os.listdir(d)), ["LOCK", "eventd.log", "site.key"])
+
+
 if __name__ == "__main__":
     unittest.main()
