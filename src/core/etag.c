@@ -25,6 +25,10 @@ void etag_of(const struct db *db, const struct record *r, struct http_etag *out)
         out->v[1] = r->event_id;
         out->n = 2;
     }
+    if (db->index.node_id) {
+        out->tag[out->n] = 'n';
+        out->v[out->n++] = db->index.node_id;
+    }
 }
 
 static bool ows(char c) {

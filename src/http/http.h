@@ -210,8 +210,8 @@ void http_parser_resume(struct http_parser *p);
  * the ring of response slots stays small, and the head writer formats it.
  */
 struct http_etag {
-    uint64_t v[3];
-    char tag[3];
+    uint64_t v[4];
+    char tag[4];
     uint8_t n;
 };
 /* Writes e, quotes included, into out (HTTP_ETAG_MAX bytes); returns its length. */

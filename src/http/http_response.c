@@ -98,7 +98,7 @@ static size_t put(char *h, const char *s, size_t n) {
 size_t http_etag_format(const struct http_etag *e, char *out) {
     size_t n = 0;
     out[n++] = '"';
-    for (uint8_t i = 0; i < e->n && i < 3; i++) {
+    for (uint8_t i = 0; i < e->n && i < 4; i++) {
         if (i) {
             out[n++] = '-';
             out[n++] = e->tag[i];

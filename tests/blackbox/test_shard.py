@@ -130,6 +130,41 @@ class ExportImport(unittest.TestCase):
             self.assertEqual(c.must_create("theme", {})["ID"] >> NODE_SHIFT, 2)
             self.assertEqual(c.get("theme", self.bob_theme["ID"]).status, 404)
 
+    def test_a_moved_records_later_states_never_have_the_etag_of_an_earlier_one(self):
+        """README "Conditional requests": a change never gets the ETag of another state
+        of the record, a move included. Until 2026-11-29 an ETag was made of revs alone,
+        and revs are each shard's own count: on the new shard (fewer revs so far) the
+        theme's later states took, one by one, the ETags its earlier states had on the old
+        one, so an If-None-Match of a stale copy answered 304 and an If-Match of one let a
+        PUT overwrite changes its client never saw."""
+        src, dst = ManagedDir(), ManagedDir()  # each at its first run: low revs
+        self.addCleanup(src.cleanup)
+        self.addCleanup(dst.cleanup)
+        key = add_user(src.path, "dora", 1)
+        add_user(dst.path, "erin", 2)
+        seen = {}
+        with shard(src.path, 1) as s:
+            c = Client(s.port, "dora", key)
+            self.addCleanup(c.close)
+            tid = c.must_create("theme", {"Name": "v"})["ID"]
+            for i in range(8):
+                r = c.update("theme", tid, {"Name": "v%d" % i})
+                self.assertEqual(r.status, 204, r.describe())
+                seen[r.header("ETag")] = "v%d" % i
+        rc, data, err = export(src.path, "dora", 1)
+        self.assertEqual(rc, 0, err)
+        rc, out, err = import_(dst.path, data, 2)
+        self.assertEqual(rc, 0, err)
+        with shard(dst.path, 2) as s:
+            c = Client(s.port, "dora", key)
+            self.addCleanup(c.close)
+            for i in range(30):
+                r = c.get("theme", tid)
+                self.assertEqual(r.status, 200, r.describe())
+                self.assertNotIn(r.header("ETag"), seen, "state n%d" % i)
+                r = c.update("theme", tid, {"Name": "n%d" % i})
+                self.assertEqual(r.status, 204, r.describe())
+
     def test_purge_removes_the_user_and_its_records_from_the_source(self):
         rc, data, err = export(self.src.path, "alice", 1)
         self.assertEqual(rc, 0, err)
