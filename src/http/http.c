@@ -650,10 +650,17 @@ void http_parser_reset(struct http_parser *p) {
     p->stopped = false;
     p->why = NULL;
     p->internal_pause = PAUSE_NONE;
-    p->in_message = p->in_headers = false;
+    p->in_message = p->in_headers = p->version_done = false;
     /* What a segment of the last request may have left for the next one. */
     p->value_open = p->in_gap = p->cr_next = false;
     p->crlf_left = 0;
+}
+
+bool http_parser_request_line(struct http_parser *p, uint8_t *method, struct slice *path) {
+    if (!p->in_message || !p->version_done || split_target(&p->req) < 0) return false;
+    *method = (uint8_t)p->ll.method;
+    *path = p->req.path;
+    return true;
 }
 
 void http_parser_destroy(struct http_parser *p) {

@@ -197,6 +197,13 @@ void http_parser_reset(struct http_parser *p);
 enum http_status http_parser_execute(struct http_parser *p, const char *ptr, size_t len,
                                      size_t *consumed);
 void http_parser_resume(struct http_parser *p);
+/*
+ * The method and path (without the query) of the request being parsed, when
+ * its request line was read whole but the request was refused before its
+ * headers reached the owner (431, 413 by its Content-Length, 408, a bad
+ * header), for the access log; false when there is no such line.
+ */
+bool http_parser_request_line(struct http_parser *p, uint8_t *method, struct slice *path);
 
 /* ---- responses ---- */
 

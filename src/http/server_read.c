@@ -204,9 +204,16 @@ const struct http_events server__parser_events = {on_headers, on_body, on_comple
 void conn_answer_error(struct conn *c) {
     struct http_response *r = c->cur;
     if (!r) {
-        /* Before the headers were complete: no request id came (yet). */
+        /* Before the headers were complete: no request id came (yet). The
+         * request line, if it was read, is what the access log says. */
         r = conn_slot_push(c);
         conn_response_begin(c, r, (struct slice){NULL, 0});
+        uint8_t method;
+        struct slice path;
+        if (http_parser_request_line(&c->kit->parser, &method, &path)) {
+            r->method = (uint8_t)(method + 1);
+            buf_append(&r->path, path.ptr, path.len < HTTP_PATH_KEEP ? path.len : HTTP_PATH_KEEP);
+        }
     }
     struct http_parser *p = &c->kit->parser;
     if (p->error != ERR_NONE) {

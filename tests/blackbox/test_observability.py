@@ -204,6 +204,41 @@ class AccessLogTests(unittest.TestCase):
             lines = wait_until(lambda: [l for l in access_lines(srv) if l["status"] == 404], 5)
             self.assertEqual([l["path"] for l in lines], ["/nope\\x"])
 
+    def refused_line(self, srv, raw, status):
+        """The access line of the request sent as raw bytes, which eventd refuses with status."""
+        s = connect(srv.port)
+        try:
+            send_raw(s, raw)
+            r = read_response(s)
+        finally:
+            s.close()
+        self.assertEqual(r.status, status)
+        rid = r.header("X-Request-ID")
+        lines = wait_until(lambda: [l for l in access_lines(srv) if l["request_id"] == rid], 5)
+        self.assertEqual(len(lines), 1, srv.stderr_text())
+        return lines[0]
+
+    def test_a_body_refused_by_its_length_logs_its_request_line(self):
+        # README: the method is "-" only when the request line could not be read;
+        # this one was read whole, and its headers too (413 before the body).
+        with Server() as srv:
+            line = self.refused_line(srv, b"POST /v2/theme?k=hunter2 HTTP/1.1\r\nHost: x\r\n"
+                                     b"Content-Length: 99999999999\r\n\r\n", 413)
+            self.assertEqual(line["method"], "POST")
+            self.assertEqual(line["path"], "/v2/theme")
+            self.assertNotIn("hunter2", srv.stderr_text())
+
+    def test_a_request_timed_out_in_its_headers_logs_its_request_line(self):
+        with Server(extra_args=["--header-timeout-ms", "300"]) as srv:
+            line = self.refused_line(srv, b"GET /v2/theme/7 HTTP/1.1\r\nHo", 408)
+            self.assertEqual(line["method"], "GET")
+            self.assertEqual(line["path"], "/v2/theme/7")
+
+    def test_a_request_line_that_could_not_be_read_logs_a_dash(self):
+        with Server() as srv:
+            line = self.refused_line(srv, b"GET /v2 HTTP/9.1\r\nHost: x\r\n\r\n", 505)
+            self.assertEqual(line["method"], "-")
+
     def test_no_access_log_silences_it(self):
         with Server(extra_args=["--no-access-log"]) as srv:
             for _ in range(3):
