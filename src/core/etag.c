@@ -25,9 +25,10 @@ void etag_of(const struct db *db, const struct record *r, struct http_etag *out)
         out->v[1] = r->event_id;
         out->n = 2;
     }
-    if (db->index.node_id) {
+    uint32_t node = db_node_id(db);
+    if (node) {
         out->tag[out->n] = 'n';
-        out->v[out->n++] = db->index.node_id;
+        out->v[out->n++] = node;
     }
 }
 

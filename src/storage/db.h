@@ -194,6 +194,10 @@ static inline uint64_t db_max_live_bytes(const struct db *db) {
 static inline uint64_t db_min_free_disk(const struct db *db) {
     return db->guard.min_free_disk;
 }
+/* This server's node (--node-id): 0 unsharded, else 1..RECORD_NODE_MAX. */
+static inline uint32_t db_node_id(const struct db *db) {
+    return db->index.node_id;
+}
 
 /*
  * The next id for a new record. Returns 0, -ERANGE when the node's id space
