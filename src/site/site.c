@@ -230,10 +230,15 @@ static bool submit(struct handlers *h, struct site_state *st, struct http_reques
     j->job.lane = st->page == P_REGISTER_POST ? PWHASH_LANE_REGISTER : PWHASH_LANE_SIGNIN;
     j->addr_len = site_client_addr(h, req, j->addr);
     if (pwhash_submit(&h->pw, &j->job) < 0) {
+        uint8_t lane = j->job.lane;
         sodium_memzero(j, sizeof *j);
         free(j);
+        /* Each lane names its own limit: raising the other one would change nothing. */
         site_fail(h, r, st->json, st->page, ERR_UNAVAILABLE, NULL,
-                  "too many sign-ins and registrations at once (--pwhash-queue); retry in a second",
+                  lane == PWHASH_LANE_REGISTER
+                      ? "too many registrations at once (--pwhash-register-queue); retry in a "
+                        "second"
+                      : "too many sign-ins at once (--pwhash-queue); retry in a second",
                   site_field(st, F_USERNAME).ptr, site_field(st, F_CSRF).ptr);
         r->extra = hdr_retry_after;
         return false;

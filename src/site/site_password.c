@@ -75,7 +75,7 @@ static bool start_hashing(struct password_job *j, struct http_response *r) {
     memcpy(j->job.password, j->new_password, sizeof j->job.password);
     if (pwhash_submit(&j->h->pw, &j->job) < 0) {
         fail(j, r, ERR_UNAVAILABLE, NULL,
-             "too many sign-ins and registrations at once (--pwhash-queue); retry in a second");
+             "too many sign-ins at once (--pwhash-queue); retry in a second");
         r->extra = hdr_retry_after;
         return false;
     }
@@ -217,8 +217,8 @@ void site_password_change(struct handlers *h, struct site_state *st, struct http
     if (pwhash_submit(&h->pw, &j->job) < 0) {
         job_free(j);
         site_fail(h, r, st->json, page, ERR_UNAVAILABLE, NULL,
-                  "too many sign-ins and registrations at once (--pwhash-queue); retry in a second",
-                  s->name, s->csrf);
+                  "too many sign-ins at once (--pwhash-queue); retry in a second", s->name,
+                  s->csrf);
         r->extra = hdr_retry_after;
         return;
     }

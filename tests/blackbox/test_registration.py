@@ -350,6 +350,18 @@ class TakenNameUnderLoad(Base):
         self.assertEqual(out[2].body, out[1].body)
         self.assertEqual(out[2].header("retry-after"), out[1].header("retry-after"))
 
+    def test_a_full_registration_lane_is_503_naming_its_own_limit(self):
+        """(Until 2026-11-29 it named --pwhash-queue, the sign-in lane's limit, which an
+        operator raising it would find changed nothing.)"""
+        out = pipelined(self.port(), [
+            ("/register", {"username": uname("rl"), "password": PASSWORD}, "198.51.100.64"),
+            ("/register", {"username": uname("rl"), "password": PASSWORD}, "198.51.100.65")])
+        self.assertEqual([r.status for r in out], [201, 503], [r.body for r in out])
+        err = out[1].json()["Error"]
+        self.assertEqual(err["Code"], "unavailable", out[1].body)
+        self.assertIn("--pwhash-register-queue", err["Message"], out[1].body)
+        self.assertEqual(out[1].header("retry-after"), "1", out[1].body)
+
 
 class SigninIpv6(Base):
     """The sign-in throttle counts an IPv6 client by its /64 (5 free failures)."""
