@@ -180,7 +180,9 @@ union value record_get(const struct record *r, int i);
  * r->cell[0], r->cell[1], ... one per set bit of r->set, in field order.
  */
 static inline union value record_cell_value(const struct record *r, uint8_t t, uint64_t c) {
-    union value v;
+    /* Set whole: with the hardening flags gcc 12 -O3 warned (maybe-uninitialized) of the
+     * bytes a bool or an integer leaves unset in the returned union. */
+    union value v = {.s = {NULL, 0}};
     switch (t) {
     case FT_STR:
     case FT_COLOR:

@@ -5,6 +5,8 @@
 #   1. the debian:bookworm-slim base, made once with debootstrap from the Debian
 #      mirror apt already uses on this machine, imported and tagged as Docker's;
 #   2. podman build (docker format, so HEALTHCHECK is kept), reusing cached layers;
+#      the binary in the image is checked for PIE, full RELRO, a stack protector
+#      and _FORTIFY_SOURCE (tests/lint/hardening.py; readelf runs on the host);
 #   3. a container on a new volume, its port published on loopback: waits for
 #      the image's HEALTHCHECK to pass, creates records with the demo user's key
 #      (written to /data/demo-user.key, since the container's stdout is no
@@ -49,7 +51,7 @@ fail() {
 }
 
 [ "$(id -u)" -eq 0 ] || fail "needs root (rootful podman); run as root"
-for tool in podman runc debootstrap apt-cache python3; do
+for tool in podman runc debootstrap apt-cache python3 readelf; do
     command -v "$tool" >/dev/null || fail "$tool not found: run ./deps/install.sh --test"
 done
 
@@ -163,6 +165,14 @@ log "build: image $((image_size / 1000000)) MB, base $((base_size / 1000000)) MB
     fail "the image adds more than ${RUNTIME_MAX_MB} MB to the base (podman history $IMAGE)"
 [ "$(pm image inspect --format '{{json .Config.Healthcheck}}' "$IMAGE")" != null ] ||
     fail "the image has no HEALTHCHECK"
+# The image's Release binary is hardened (CMakeLists.txt EVENTD_HARDEN): PIE, full
+# RELRO, a stack protector, _FORTIFY_SOURCE; read on the host (the image has no readelf).
+pm rm -f -v "$C1" >/dev/null 2>&1 || true
+pm create --name "$C1" "$IMAGE" >/dev/null || fail "podman create failed"
+pm cp "$C1:/usr/local/bin/eventd" "$WORK/eventd-image" || fail "podman cp of the binary failed"
+pm rm -f -v "$C1" >/dev/null # -v: the anonymous volume of its VOLUME /data
+python3 tests/lint/hardening.py "$WORK/eventd-image" >/dev/null ||
+    fail "the image's binary is not hardened (tests/lint/hardening.py)"
 
 # --- 3. first container -------------------------------------------------------
 pm volume create "$VOLUME" >/dev/null
