@@ -69,8 +69,11 @@ def key_hash(name):
 
 def shards_of(config):
     """[(shard number, id, weight)] from backend route's server lines."""
-    with open(config) as f:
-        text = f.read()
+    try:
+        with open(config) as f:
+            text = f.read()
+    except OSError as e:
+        raise SystemExit("%s: %s" % (config, e.strerror))
     m = re.search(r"^backend route\n(.*?)(?=^\S|\Z)", text, re.M | re.S)
     if not m:
         raise SystemExit("%s: no backend route" % config)
@@ -78,11 +81,23 @@ def shards_of(config):
     default = re.search(r"^\s*default-server .*?\bweight (\d+)", body, re.M)
     out = []
     for line in body.splitlines():
+        if not re.match(r"\s*server\s", line):
+            continue
         s = re.match(r"\s*server shard(\d+) .*?\bid (\d+)", line)
-        if s:
-            w = re.search(r"\bweight (\d+)", line)
-            weight = int(w.group(1)) if w else int(default.group(1)) if default else 1
-            out.append((int(s.group(1)), int(s.group(2)), weight))
+        if not s:
+            # HAProxy would number such a server itself and the map would leave it
+            # out: its users would never reach it (it was skipped without a word).
+            raise SystemExit("%s: backend route: %r is not 'server shardN ADDRESS ... id N': "
+                             "every shard needs its name and a fixed id (docs/SCALING.md)"
+                             % (config, line.strip()))
+        w = re.search(r"\bweight (\d+)", line)
+        weight = int(w.group(1)) if w else int(default.group(1)) if default else 1
+        out.append((int(s.group(1)), int(s.group(2)), weight))
+    for key, what in ((0, "shard number"), (1, "id")):
+        seen = [t[key] for t in out]
+        dup = sorted({v for v in seen if seen.count(v) > 1})
+        if dup:
+            raise SystemExit("%s: backend route: %s %s given to two servers" % (config, what, dup[0]))
     if not out:
         raise SystemExit("%s: backend route has no 'server shardN ... id N' line" % config)
     return out
