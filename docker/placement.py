@@ -4,7 +4,8 @@
     docker/placement.py [--config docker/haproxy.cfg] NAME...
     docker/placement.py --config new.cfg < names.txt     (one name a line)
 
-Prints "NAME shardN" for each name. It runs the configuration itself on
+Prints "NAME shardN" for each name, and refuses (exit 1, printing none) a name
+eventd would refuse (1 to 64 of A-Z a-z 0-9 . _ -). It runs the configuration itself on
 loopback (haproxy must be installed: Debian's haproxy 2.6), with every
 EVENTD_SHARDn pointing at a stub that answers 204, sends one request per name
 with that username in Basic credentials (as a client of /v2 would), and reads
@@ -34,6 +35,7 @@ import time
 
 HOST = "127.0.0.1"
 MAX_SHARDS = 64  # EVENTD_SHARD1..64 are set; a configuration uses those it names
+USERNAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 class Stub(http.server.BaseHTTPRequestHandler):
@@ -130,6 +132,7 @@ def placement(config, names):
                 proc.kill()
                 proc.wait(5)
         stub.shutdown()
+        stub.server_close()
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -140,6 +143,12 @@ def main():
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
     names = args.names or [line.strip() for line in sys.stdin if line.strip()]
+    # Only names eventd accepts (src/storage/auth.c): any other has no shard, and one
+    # with a ':' was answered for the part before it (the Basic-auth username).
+    bad = [name for name in names if not USERNAME.fullmatch(name)]
+    if bad:
+        raise SystemExit("not a username eventd accepts (1 to 64 of A-Z a-z 0-9 . _ -): %s"
+                         % ", ".join(repr(name) for name in bad[:10]))
     for name, shard in placement(args.config, names).items():
         print("%s shard%d" % (name, shard))
 

@@ -7,6 +7,8 @@ placement of names made to hash onto the edges of the ring's ranges.
     shard written without its id, was skipped without a word: the map was
     the three-shard one and the new shard's users never reached it), and a
     missing file without a traceback;
+  * placement.py refuses a name eventd would refuse ("alice:x" was answered
+    with alice's shard), and places the longest one;
   * names whose hash is the first or the last of a range of the ring, or
     one past it, and the hashes 0 and 2^32-1: shardmap.py's ranges, the
     shipped map and HAProxy's own consistent hash agree on every one.
@@ -110,6 +112,17 @@ class Tools(unittest.TestCase):
         self.assertEqual(cp.returncode, 1)
         self.assertIn("none.cfg: No such file", cp.stderr)
         self.assertNotIn("Traceback", cp.stderr)
+
+    def test_placement_refuses_a_name_eventd_refuses(self):
+        for name in ("alice:x", "bad name", "a" * 65, "caf\u00e9"):
+            with self.subTest(name=name):
+                cp = run(PLACEMENT, "alice", name)
+                self.assertEqual(cp.returncode, 1, cp.stdout)
+                self.assertEqual(cp.stdout, "")
+                self.assertIn("not a username eventd accepts", cp.stderr)
+        cp = run(PLACEMENT, stdin="alice\n\n" + "a" * 64 + "\n")
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual([line.split()[0] for line in cp.stdout.splitlines()], ["alice", "a" * 64])
 
     def test_names_on_the_edges_of_the_ranges_are_placed_as_haproxy_s_ring_does(self):
         table = shardmap.ranges(shardmap.shards_of(CFG))
