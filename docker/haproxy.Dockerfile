@@ -14,7 +14,7 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* \
     && install -d -o haproxy -g haproxy -m 0750 /run/haproxy
 # The shards' ring (docker/shardmap.py), next to where haproxy.cfg is mounted
-# (2.7 MB: too large for a Kubernetes ConfigMap, so it is part of the image).
+# (about 1 MB for three shards: too large for a Kubernetes ConfigMap, so it is part of the image).
 COPY shards.map /etc/haproxy/shards.map
 USER haproxy
 EXPOSE 8080
