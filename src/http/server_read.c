@@ -63,15 +63,16 @@ static void on_timer(uv_timer_t *t) {
     }
     if (conn_in_request(c)) {
         LOG(LOG_DEBUG, "connection timed out inside a request");
-        if (c->count == 0 || (c->cur && c->count == 1 && c->cur == slot_at(c, 0))) {
-            /* Nothing queued before it: say why before closing. */
-            if (c->nwriting == 0) {
-                c->kit->parser.error = ERR_TIMEOUT;
-                conn_answer_error(c);
-                conn_flush(c);
-                return;
-            }
+        if (c->nwriting == 0) {
+            /* Say why before closing, after the answers queued before it: they
+             * wait for the disk, a hash or a held change feed call, not for the
+             * client, and their requests may have been carried out. */
+            c->kit->parser.error = ERR_TIMEOUT;
+            conn_answer_error(c);
+            conn_flush(c);
+            return;
         }
+        /* The client does not read what it was sent: nothing more would reach it. */
         conn_close(c);
         return;
     }

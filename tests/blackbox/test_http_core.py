@@ -1224,6 +1224,29 @@ class TimeoutTests(Base):
             finally:
                 s.close()
 
+    def test_header_timeout_answers_what_was_queued_before_its_408(self):
+        """A request cut short by --header-timeout-ms behind answers that wait
+        for the server (here a held change feed call) is answered 408 after
+        them, then the connection closes: the earlier requests' answers are
+        not dropped with it (it closed at once, sending nothing)."""
+        with Server(extra_args=["--header-timeout-ms", "300"], users=["alice"]) as srv:
+            auth = auth_header("alice", srv.keys["alice"])
+            s = connect(srv.port, timeout=10)
+            try:
+                send_raw(s, build_request("GET", "/v2/changes", None, {"Authorization": auth}))
+                cursor = json.loads(read_response(s).body)["Result"]["NextCursor"]
+                send_raw(s, build_request("GET", "/v2/changes?wait=2&after=%s" % cursor, None,
+                                          {"Authorization": auth}) +
+                         b"GET /healthz HTTP/1.1\r\nHo")
+                held = read_response(s, timeout=10)
+                self.assertResp(held, 200, ctx="the held call, answered when its wait ended: ")
+                self.assertEqual(json.loads(held.body)["Result"]["Changes"], [])
+                closed, rest, _ = wait_closed(s, 10)
+                self.assertTrue(closed, "no close after the 408: %r" % rest[:300])
+                self.check_408(s, rest, "header timeout behind a held call: ")
+            finally:
+                s.close()
+
     def test_header_timeout_not_applied_between_requests(self):
         with Server(extra_args=["--header-timeout-ms", "300", "--request-timeout-ms", "600",
                                 "--idle-timeout-ms", "5000"]) as srv:
