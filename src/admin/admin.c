@@ -122,9 +122,12 @@ static bool token_still_valid(const struct handlers *h, const struct admin_state
                0;
 }
 
-static void unauthorized(struct http_response *r, const char *msg) {
+static void unauthorized(const struct handlers *h, struct http_response *r, const char *msg) {
     http_response_error(r, ERR_UNAUTHORIZED, NULL, msg);
     r->extra = "WWW-Authenticate: Bearer realm=\"eventd-admin\"\r\n";
+    /* A token change not yet durable may be why: the answer waits for it, as every
+     * answer does, and becomes 503 if its batch fails. */
+    r->lsn = db_visible_lsn(h->db);
 }
 
 bool admin_headers(struct handlers *h, struct admin_state *st, struct http_request *req,
@@ -143,7 +146,7 @@ bool admin_headers(struct handlers *h, struct admin_state *st, struct http_reque
             h, (struct slice){req->kept->authorization.ptr, req->kept->authorization.len},
             st->admin_token_hash);
         if (!st->admin_token_id) {
-            unauthorized(r, "the admin API needs Authorization: Bearer with an admin token");
+            unauthorized(h, r, "the admin API needs Authorization: Bearer with an admin token");
             return true;
         }
     }
@@ -290,8 +293,9 @@ void admin_complete(struct handlers *h, struct admin_state *st, struct http_requ
                     struct http_response *r) {
     (void)req;
     if (st->admin_token_id && !token_still_valid(h, st)) {
-        unauthorized(r, "the admin token was replaced or revoked while the request came; "
-                        "nothing was changed");
+        unauthorized(h, r,
+                     "the admin token was replaced or revoked while the request came; "
+                     "nothing was changed");
         return;
     }
     bool about_user = st->page != A_LIST && st->page != A_TOKEN && st->page != A_TOKEN_REVOKE;

@@ -634,6 +634,10 @@ enum server_headers_result api_headers(struct handlers *h, struct api_conn *c, s
                                 : "this call needs HTTP Basic authentication "
                                   "with your username and API key");
         r->extra = hdr_www_authenticate;
+        /* The refusal may come from a key change not yet durable: it leaves once
+         * that is, as every answer does (reply_answer), and becomes 503 if its
+         * batch fails and the old key is valid again. */
+        r->lsn = db_visible_lsn(h->db);
         return SERVER_ANSWERED;
     }
     st->user_id = user->id;

@@ -627,6 +627,41 @@ class SiteCookies(unittest.TestCase):
             # the sign-out was taken back: the session still works
             self.assertEqual(b.get("/user/api", JSON_T).status, 200)
 
+class RefusalsBehindAFailedKeyChange(unittest.TestCase):
+    """A 401 decided from a key change that is not durable yet waits for it, as every
+    answer does, and is 503 storage_error when its batch fails and the old key is
+    valid again: until 2026-11-30 a request with the old key pipelined behind a new
+    key's issue was answered 401 "invalid credentials" at once, while the new key
+    was then taken back and the old one still worked (the storage review's note)."""
+
+    def test_the_old_key_behind_a_failed_new_key_is_503_not_401(self):
+        d = ManagedDir(prefix="eventd-bb-fault-")
+        self.addCleanup(d.cleanup)
+        with harness.Server(data_dir=d.path) as srv:
+            b, name = register(srv.port)
+            old = b.issue_key_json()
+            self.assertEqual(srv.stop(), 0)
+        env = {"EVENTD_FAULT_FSYNC_AFTER": "0"}  # the next data sync fails: the new key's
+        with harness.Server(data_dir=d.path, env=env,
+                            extra_args=["--storage-retry-ms", str(STUCK_RETRY_MS)]) as srv:
+            cookie = "; ".join("%s=%s" % kv for kv in b.jar.items())
+            s = harness.connect(srv.port)
+            self.addCleanup(s.close)
+            harness.send_raw(
+                s, harness.build_request("POST", "/user/api/key", None,
+                                         {"Cookie": cookie, "Content-Type": JSON_T}) +
+                harness.build_request("GET", "/v2/theme", None,
+                                      {"Authorization": harness.auth_header(name, old)}))
+            first, second = harness.read_response(s), harness.read_response(s)
+            self.assertEqual((first.status, first.json()["Error"]["Code"]),
+                             (503, "storage_error"), first)
+            self.assertEqual((second.status, second.json()["Error"]["Code"]),
+                             (503, "storage_error"), second)
+            # the new key was taken back: the old one works
+            self.assertEqual(harness.request(srv.port, "GET", "/v2/theme", headers={
+                "Authorization": harness.auth_header(name, old)}).status, 200)
+
+
 class ReadsBehindAFailedBatch(unittest.TestCase):
     """A read answered while a batch waits for its sync leaves only once that batch is
     acknowledged (it could show what the batch wrote); when the batch fails, the read is
