@@ -641,6 +641,9 @@ enum server_headers_result api_headers(struct handlers *h, struct api_conn *c, s
         return SERVER_ANSWERED;
     }
     st->user_id = user->id;
+    /* An answer given here (a bad Idempotency-Key, a write refused) is the user's too:
+     * the access log names who it was (README "Observability"). */
+    r->user_id = user->id;
     /* Updates and deletions are idempotent by themselves: only creates take a key. A keyed
      * create is let through the storage checks until its key is looked up: a replay writes
      * nothing, so it is answered even while writes are refused. */

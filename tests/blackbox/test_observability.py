@@ -196,6 +196,31 @@ class AccessLogTests(unittest.TestCase):
             self.assertEqual(line["client"], "127.0.0.1")
             self.assertNotIn("hunter2", srv.stderr_text())
 
+    def test_an_answer_given_after_authentication_names_the_user(self):
+        # README "Observability": user_id is the authenticated user. Answers given when
+        # the headers came, once the key was checked, logged 0: a bad Idempotency-Key
+        # (400) and a write the storage guard refuses (507).
+        cases = [("idempotency", [], {"Idempotency-Key": "a b"}, 400),
+                 ("guard", ["--min-free-disk-bytes", str(1 << 52)], {}, 507)]
+        for name, args, headers, status in cases:
+            with self.subTest(name), Server(users=["alice"], extra_args=args) as srv:
+                ok = request(srv.port, "GET", "/v2/theme", headers={
+                    "Authorization": auth_header("alice", srv.keys["alice"]),
+                    "X-Request-ID": "who-0"})
+                self.assertEqual(ok.status, 200)
+                h = {"X-Request-ID": "who-1"}
+                h.update(headers)
+                self.assertEqual(post_theme(srv, "alice", headers=h).status, status)
+
+                def both():
+                    got = {l["request_id"]: l for l in access_lines(srv)
+                           if l["request_id"] in ("who-0", "who-1")}
+                    return got if len(got) == 2 else None
+                lines = wait_until(both, 5)
+                self.assertEqual(lines["who-1"]["status"], status)
+                self.assertGreater(lines["who-0"]["user_id"], 0)
+                self.assertEqual(lines["who-1"]["user_id"], lines["who-0"]["user_id"])
+
     def test_path_is_json_escaped(self):
         with Server() as srv:
             # A backslash is legal in llhttp's request target; the line must stay JSON.
