@@ -458,8 +458,19 @@ int server_start(struct server *srv, uv_loop_t *loop, const struct server_settin
     srv->resume_idle.data = srv;
     /* The sweep alone never keeps the loop running. */
     uv_unref((uv_handle_t *)&srv->sweep_timer);
-    if ((rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&sa, 0)) < 0) return rc;
-    if ((rc = uv_listen((uv_stream_t *)&srv->listener, 1024, on_connection)) < 0) return rc;
+    if ((rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&sa, 0)) < 0 ||
+        (rc = uv_listen((uv_stream_t *)&srv->listener, 1024, on_connection)) < 0) {
+        /* A busy port is the common case: close what was opened, so that the loop
+         * closes cleanly and the process says only why it could not listen. */
+        uv_close((uv_handle_t *)&srv->listener, NULL);
+        uv_close((uv_handle_t *)&srv->shutdown_timer, NULL);
+        uv_close((uv_handle_t *)&srv->drain_timer, NULL);
+        uv_close((uv_handle_t *)&srv->sweep_timer, NULL);
+        uv_close((uv_handle_t *)&srv->resume_idle, NULL);
+        free(srv->scratch);
+        srv->scratch = NULL;
+        return rc;
+    }
 
     struct sockaddr_storage got;
     int len = sizeof got;

@@ -178,6 +178,25 @@ class MissingDirectory(unittest.TestCase):
         self.assertTrue(os.path.isdir(fresh))
 
 
+class BusyPort(unittest.TestCase):
+    def test_a_port_in_use_is_named_and_nothing_else(self):
+        # The first start's most common failure (8080 taken): exit 1 with one line naming
+        # the address; it also warned "handles left open at exit", as if eventd were broken.
+        taken = socket.socket()
+        self.addCleanup(taken.close)
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        listen = "127.0.0.1:%d" % taken.getsockname()[1]
+        d = ManagedDir()
+        self.addCleanup(d.cleanup)
+        cp = subprocess.run([harness.EVENTD_BIN, "serve", "--listen", listen, "--data", d.path,
+                             "--no-demo-user"], env=harness.clean_env(), capture_output=True,
+                            text=True, timeout=30)
+        self.assertEqual(cp.returncode, 1, cp.stderr)
+        self.assertIn("eventd: cannot listen on %s: address already in use\n" % listen, cp.stderr)
+        self.assertNotIn("warning", cp.stderr)
+
+
 class OneShotWrites(unittest.TestCase):
     """A command's exit status says whether its change was saved, whatever
     --fsync the environment gives it (a shard's EVENTD_FSYNC=interval, say): the
