@@ -504,8 +504,14 @@ static __attribute__((noinline)) int map_key(struct json_decoder *d, const char 
                     d->kind->name, n);
     /* The empty key is echoed in the message only: Field is a non-empty name. */
     const char *name = shown ? arena_strndup(d->arena, k, shown) : NULL;
-    return fail(d, ERR_UNKNOWN_FIELD, name, "%s has no field \"%.*s\"%s", d->kind->name, (int)shown,
-                k, shown < n ? " (cut)" : "");
+    /* Another kind's wrapper, or this one's in another case ({"Address":{...}} sent to
+     * /v2/theme, {"theme":{...}}): say which wrapper the call takes. */
+    char hint[48] = "";
+    if (d->depth == 1 &&
+        (word_is(k, n, "Theme") || word_is(k, n, "Address") || word_is(k, n, "Event")))
+        snprintf(hint, sizeof hint, "; send the fields in {\"%s\":{...}}", d->kind->name);
+    return fail(d, ERR_UNKNOWN_FIELD, name, "%s has no field \"%.*s\"%s%s", d->kind->name,
+                (int)shown, k, shown < n ? " (cut)" : "", hint);
 }
 
 /* A field's key seen for the first time inside the wrapper (the common

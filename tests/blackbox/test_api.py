@@ -509,6 +509,24 @@ class BodyShapes(Base):
         r = self.c.call("POST", "/v2/theme", {"Theme": {}, "Extra": 1})
         self.assertErr(r, 400, "unknown_field", "Extra")
 
+    def test_a_wrong_wrapper_says_which_one_the_call_takes(self):
+        # README "Bodies": the wrapper {"Theme":{...}} is expected. Another kind's wrapper,
+        # or this one's in another case, is an unknown field whose message names the
+        # wrapper to send; it said only "Theme has no field \"Address\"".
+        for path, body, want in [
+                ("/v2/theme", {"Address": {"Name": "x"}}, '{"Theme":{...}}'),
+                ("/v2/theme", {"theme": {"Name": "x"}}, '{"Theme":{...}}'),
+                ("/v2/address", {"Theme": {"Name": "x"}}, '{"Address":{...}}'),
+                ("/v2/event", {"EVENT": {}}, '{"Event":{...}}')]:
+            with self.subTest(path=path, body=body):
+                r = self.c.call("POST", path, body)
+                self.assertErr(r, 400, "unknown_field", list(body)[0])
+                self.assertIn("send the fields in " + want, r.error()["Message"])
+        # a typo in a bare object gets no such hint
+        r = self.c.call("POST", "/v2/theme", {"Nmae": "x"})
+        self.assertErr(r, 400, "unknown_field", "Nmae")
+        self.assertNotIn("send the fields", r.error()["Message"])
+
     def test_integer_fields_reject_strings(self):
         # Only Lon/Lat (numbers or numeric strings) and ShowMap are documented to
         # take strings; ID, ThemeID and AddressID are integers (spec/README).
