@@ -563,16 +563,30 @@ void json_decoder_begin(struct json_decoder *d, const struct kind_desc *k, struc
     d->h = yajl_alloc(&callbacks, &mine, d);
 }
 
-static void syntax_error(struct json_decoder *d, const char *ptr, size_t len) {
+enum { TOK_NONE, TOK_STR, TOK_STR_ESC, TOK_BARE };
+
+/*
+ * A syntax error, where yajl stopped or at the start of the string it stopped in:
+ * for a token refused after a member's value yajl gives its end less its length,
+ * clamped at the chunk's start (a key cut by a read was put at the next chunk's
+ * first byte, in one piece two bytes into it). t, the scan's state as the chunk
+ * began, replayed up to there, says the same however the body was split.
+ */
+static void syntax_error(struct json_decoder *d, const char *ptr, size_t len,
+                         struct json_tokens t) {
     size_t at = yajl_get_bytes_consumed(d->h);
     unsigned char *msg = yajl_get_error(d->h, 0, (const unsigned char *)ptr, len);
+    bool parse = strncmp((const char *)msg, "lexical", 7) != 0;
+    if (parse) json_tokens_scan(&t, ptr, at, UINT32_MAX);
+    bool in_string = parse && (t.state == TOK_STR || t.state == TOK_STR_ESC);
+    uint64_t where = d->fed + at - (in_string ? t.len : 0);
     /* yajl's message is "parse error: <what>\n"; keep the <what>. */
     const char *what = (const char *)msg;
     const char *colon = strchr(what, ':');
     if (colon) what = colon + 2;
     size_t wl = strcspn(what, "\n");
-    fail(d, ERR_INVALID_JSON, NULL, "malformed JSON at byte %llu: %.*s",
-         (unsigned long long)(d->fed + at), (int)wl, what);
+    fail(d, ERR_INVALID_JSON, NULL, "malformed JSON at byte %llu: %.*s", (unsigned long long)where,
+         (int)wl, what);
     yajl_free_error(d->h, msg);
 }
 
@@ -649,8 +663,6 @@ long json_escapes_scan(struct json_escapes *e, const char *p, size_t n) {
     return -1;
 }
 
-enum { TOK_NONE, TOK_STR, TOK_STR_ESC, TOK_BARE };
-
 long json_tokens_scan(struct json_tokens *t, const char *p, size_t n, uint32_t max) {
     uint8_t state = t->state, last = t->last;
     uint64_t len = t->len;
@@ -723,6 +735,7 @@ static long scan_escapes(struct json_escapes *e, const char *ptr, size_t len) {
 static int feed(struct json_decoder *d, const char *ptr, size_t len, bool held) {
     if (d->err != ERR_NONE) return -1;
     if (len) d->any = true;
+    struct json_tokens at_start = d->tok; /* for a syntax error's offset */
     /* A bad escape at byte `bad`: yajl parses the bytes before it first, so that an
      * error there comes first, however the body was split. */
     long bad = scan_escapes(&d->esc, ptr, len);
@@ -747,7 +760,7 @@ static int feed(struct json_decoder *d, const char *ptr, size_t len, bool held) 
     d->chunk = NULL;
     d->chunk_len = 0;
     d->chunk_held = false;
-    if (st == yajl_status_error) syntax_error(d, ptr, n);
+    if (st == yajl_status_error) syntax_error(d, ptr, n, at_start);
     if (over >= 0 && d->err == ERR_NONE) token_too_long(d, over);
     if (bad >= 0 && d->err == ERR_NONE) surrogate_error(d, bad);
     d->fed += n;

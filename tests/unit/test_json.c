@@ -212,6 +212,15 @@ static void test_error_offset_independent_of_chunks(void) {
     /* Malformed JSON reports the same byte offset (where yajl stopped) whatever the chunking. */
     CHECK_EQ_INT(decode(&d, &record_theme, "{\"Theme\":{\"Name\" \"x\"}}", 3), -1);
     CHECK(strstr(d.err_msg, "byte 20") != NULL);
+    /* A key after a member's value without a comma: reported at its start, byte 21,
+     * at every chunk size; yajl said byte 23 of it in one piece, and the first byte
+     * of the chunk that ended it when it began in an earlier one. */
+    const char *no_comma = "{\"Theme\":{\"Name\":\"x\" \"Status\":\"y\"}}";
+    for (size_t step = 1; step <= strlen(no_comma); step++) {
+        CHECK_EQ_INT(decode(&d, &record_theme, no_comma, step), -1);
+        CHECK_EQ_STR(d.err_msg, "malformed JSON at byte 21: after key and value, inside map, "
+                                "I expect ',' or '}'");
+    }
 }
 
 /* What yajl alone says of a whole body: 0 when it parses and completes. */
