@@ -563,8 +563,6 @@ void json_decoder_begin(struct json_decoder *d, const struct kind_desc *k, struc
     d->h = yajl_alloc(&callbacks, &mine, d);
 }
 
-enum { TOK_NONE, TOK_STR, TOK_STR_ESC, TOK_BARE };
-
 /*
  * A syntax error, where yajl stopped or at the start of the string it stopped in:
  * for a token refused after a member's value yajl gives its end less its length,
@@ -578,7 +576,7 @@ static void syntax_error(struct json_decoder *d, const char *ptr, size_t len,
     unsigned char *msg = yajl_get_error(d->h, 0, (const unsigned char *)ptr, len);
     bool parse = strncmp((const char *)msg, "lexical", 7) != 0;
     if (parse) json_tokens_scan(&t, ptr, at, UINT32_MAX);
-    bool in_string = parse && (t.state == TOK_STR || t.state == TOK_STR_ESC);
+    bool in_string = parse && (t.state == JSON_TOK_STR || t.state == JSON_TOK_STR_ESC);
     uint64_t where = d->fed + at - (in_string ? t.len : 0);
     /* yajl's message is "parse error: <what>\n"; keep the <what>. */
     const char *what = (const char *)msg;
@@ -608,96 +606,6 @@ static void keep_chunk_strings(struct json_decoder *d) {
         copy[v->s.ptr - copy + v->s.len] = '\0';
     }
     d->in_chunk = 0;
-}
-
-enum { ESC_NONE, ESC_BACKSLASH, ESC_HEX };
-
-static int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') return (c | 0x20) - 'a' + 10;
-    return -1;
-}
-
-long json_escapes_scan(struct json_escapes *e, const char *p, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        char c = p[i];
-        switch (e->state) {
-        case ESC_NONE:
-            if (e->want_low && c != '\\') return (long)i;
-            if (c != '\\') {
-                /* Most bodies hold no backslash: skip to the next one at once. */
-                const char *b = memchr(p + i, '\\', n - i);
-                if (!b) return -1;
-                i = (size_t)(b - p);
-            }
-            e->state = ESC_BACKSLASH;
-            break;
-        case ESC_BACKSLASH:
-            if (c != 'u') {
-                if (e->want_low) return (long)i;
-                e->state = ESC_NONE;
-                break;
-            }
-            e->state = ESC_HEX;
-            e->digits = 0;
-            e->cp = 0;
-            break;
-        default: {
-            int v = hex_value(c);
-            if (v < 0) { /* not an escape: yajl says so */
-                e->state = ESC_NONE;
-                e->want_low = false;
-                break;
-            }
-            e->cp = (uint16_t)(e->cp << 4 | (unsigned)v);
-            if (++e->digits < 4) break;
-            e->state = ESC_NONE;
-            bool high = e->cp >= 0xD800 && e->cp <= 0xDBFF,
-                 low = e->cp >= 0xDC00 && e->cp <= 0xDFFF;
-            if (e->want_low != low) return (long)i;
-            e->want_low = high;
-            break;
-        }
-        }
-    }
-    return -1;
-}
-
-long json_tokens_scan(struct json_tokens *t, const char *p, size_t n, uint32_t max) {
-    uint8_t state = t->state, last = t->last;
-    uint64_t len = t->len;
-    size_t i;
-    for (i = 0; i < n && len <= max; i++) {
-        unsigned char c = (unsigned char)p[i];
-        switch (state) {
-        case TOK_STR:
-            state = c == '\\' ? TOK_STR_ESC : c == '"' ? TOK_NONE : TOK_STR;
-            len++;
-            break;
-        case TOK_STR_ESC:
-            state = TOK_STR;
-            len++;
-            break;
-        default:
-            if (c == '"') {
-                state = TOK_STR;
-                len = 1;
-                t->opener = last;
-            } else if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                       c == '-' || c == '+' || c == '.') {
-                if (state != TOK_BARE) t->opener = last;
-                len = state == TOK_BARE ? len + 1 : 1;
-                state = TOK_BARE;
-            } else {
-                state = TOK_NONE;
-                if (c != ' ' && c != '\t' && c != '\n' && c != '\r') last = c;
-            }
-        }
-    }
-    t->state = state;
-    t->last = last;
-    t->len = (uint32_t)len;
-    return len > max ? (long)i - 1 : -1;
 }
 
 /* A token reached JSON_TOKEN_MAX + 1 bytes at byte `at` of the chunk (yajl has

@@ -51,8 +51,10 @@ long json_escapes_scan(struct json_escapes *e, const char *p, size_t n);
  * much as --max-body-bytes per connection (review, 2026-11-29). Its length
  * is checked before yajl is given the chunk.
  */
+enum json_token_state { JSON_TOK_NONE, JSON_TOK_STR, JSON_TOK_STR_ESC, JSON_TOK_BARE };
 struct json_tokens {
-    uint8_t state;  /* outside a token, in a string, after its backslash, in a bare token */
+    uint8_t state;  /* enum json_token_state: outside a token, in a string, after its
+                     * backslash, in a bare token */
     uint8_t last;   /* the last byte outside a token that was not white space */
     uint8_t opener; /* that byte when the token began: ':' for a member's value */
     uint32_t len;   /* bytes of the token so far (saturating) */
