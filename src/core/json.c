@@ -611,10 +611,14 @@ static void keep_chunk_strings(struct json_decoder *d) {
 /* A token reached JSON_TOKEN_MAX + 1 bytes at byte `at` of the chunk (yajl has
  * parsed every byte before it). The same answer however the body was split. */
 static __attribute__((noinline, cold)) int token_too_long(struct json_decoder *d, long at) {
-    if (d->tok.opener == ':' && d->field >= 0) /* a member's value: its key was parsed */
-        return fail(d, ERR_INVALID_FIELD, d->kind->fields[d->field].name,
-                    "%s: longer than %u bytes (--max-string-bytes)", d->kind->fields[d->field].name,
-                    d->max_string);
+    if (d->tok.opener == ':' && d->field >= 0) { /* a member's value: its key was parsed */
+        const char *name = d->kind->fields[d->field].name;
+        if (d->tok.state == JSON_TOK_BARE) /* a number (or a literal) no value can be */
+            return fail(d, ERR_INVALID_FIELD, name, "%s: a number of over %u bytes", name,
+                        JSON_TOKEN_MAX(d->max_string));
+        return fail(d, ERR_INVALID_FIELD, name, "%s: longer than %u bytes (--max-string-bytes)",
+                    name, d->max_string);
+    }
     return fail(d, ERR_INVALID_JSON, NULL,
                 "a JSON string or number of over %u bytes at byte %llu: no value here can be "
                 "that long",

@@ -776,6 +776,8 @@ static void test_a_long_open_token_is_refused_before_the_body_ends(void) {
     CHECK_EQ_INT(decode(&d, &record_address, body, 512), -1);
     CHECK_EQ_INT(d.err, ERR_INVALID_FIELD); /* a member's value: Lat is named */
     CHECK_EQ_STR(d.err_field, "Lat");
+    /* ... as a number too long, not a string past --max-string-bytes */
+    CHECK_EQ_STR(d.err_msg, "Lat: a number of over 1532 bytes");
 }
 
 static void test_tokens_scan(void) {
