@@ -101,7 +101,8 @@ static void write_log_metrics(struct buf *b, const struct db_stats *ds) {
                         "(--log-prealloc-bytes, always mode): the file is this much larger.",
                         (double)ds->prealloc_bytes);
     metrics_write_gauge(b, "eventd_log_live_bytes",
-                        "Bytes of the live records' frames: what a compaction would keep.",
+                        "Bytes of the live records as the index holds them (a compaction "
+                        "writes them in fewer: varint frames), the compaction ratio's yardstick.",
                         (double)ds->live_bytes);
     metrics_write_head(b, "eventd_records", "gauge", "Live records, by kind.");
     for (unsigned k = 0; k < INDEX_KINDS; k++)
